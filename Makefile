@@ -1,0 +1,100 @@
+# mpi-pstate: top-level build.  Components add their own rules in <dir>/rules.mk;
+# shared C code in common/ is built once into one static archive that every
+# component links, so no logic exists twice.
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+VERSION := 0.1.0
+
+prefix      ?= /usr/local
+exec_prefix ?= $(prefix)
+bindir      ?= $(exec_prefix)/bin
+sbindir     ?= $(exec_prefix)/sbin
+libdir      ?= $(exec_prefix)/lib
+libexecdir  ?= $(exec_prefix)/libexec
+datadir     ?= $(prefix)/share
+mandir      ?= $(datadir)/man
+sysconfdir  ?= /etc
+DESTDIR     ?=
+
+TRIPLET := $(shell gcc -print-multiarch 2>/dev/null)
+# Debian installs Slurm plugins under /usr/lib/<triplet>/slurm-wlm; other
+# distributions use <libdir>/slurm.  Override with SLURM_PLUGINDIR=...
+SLURM_PLUGINDIR ?= $(firstword $(wildcard /usr/lib/$(TRIPLET)/slurm-wlm /usr/lib64/slurm /usr/lib/slurm) $(libdir)/slurm)
+PYTHON := /usr/bin/python3
+
+B := build
+CC := gcc
+HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection -fcf-protection
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
+CSTD := -std=c11 -D_GNU_SOURCE
+OPT ?= -O2 -g
+CFLAGS_COMMON := $(CSTD) $(OPT) $(WARN) $(HARDEN) -fPIC -fvisibility=hidden -Icommon -I$(B)/gen
+LDFLAGS_COMMON := -Wl,-z,relro -Wl,-z,now -Wl,--as-needed
+HWLOC_CFLAGS := $(shell pkg-config --cflags hwloc 2>/dev/null)
+HWLOC_LIBS := $(shell pkg-config --libs hwloc 2>/dev/null)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+COMMON_LIBS := $(HWLOC_LIBS) -lcpupower -lm
+
+ALL_TARGETS :=
+INSTALL_TARGETS :=
+UNINSTALL_FILES :=
+CHECK_PREREQS :=
+
+# ---- common/: one archive, position independent, linked by every component
+COMMON_SRCS := $(sort $(wildcard common/*.c))
+COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o)
+COMMON_LIB := $(B)/libmpi-pstate-common.a
+
+$(B)/common/%.o: common/%.c $(wildcard common/*.h) | $(B)/common
+	$(CC) $(CFLAGS_COMMON) $(HWLOC_CFLAGS) -c -o $@ $<
+$(COMMON_LIB): $(COMMON_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(B)/common:
+	mkdir -p $@
+ALL_TARGETS += $(COMMON_LIB)
+
+# ---- tests/unit: every tests/unit/test_*.c is one Check suite binary
+UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/unit/%)
+$(B)/tests/unit/%: tests/unit/%.c $(COMMON_LIB) $(wildcard tests/unit/*.h) | $(B)/tests/unit
+	$(CC) $(CSTD) $(OPT) -Wall -Wextra -Werror -Icommon -I$(B)/gen -Itests/unit $(HWLOC_CFLAGS) $(CHECK_CFLAGS) \
+	  -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ $< $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS)
+$(B)/tests/unit:
+	mkdir -p $@
+
+-include $(sort $(wildcard */rules.mk))
+
+.PHONY: all check unit install uninstall demo deps clean format lint cluster-start cluster-stop
+all: $(ALL_TARGETS)
+
+unit: $(UNIT_BINS)
+
+# `make check` installs what is missing, builds, and runs every suite; the
+# runner prints one closing line "N passed, N failed".
+check: deps-if-missing all unit $(CHECK_PREREQS)
+	$(PYTHON) tests/run $(CHECK_ARGS)
+
+install: all $(INSTALL_TARGETS)
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(UNINSTALL_FILES))
+
+deps:
+	./tests/cluster/deps.sh
+deps-if-missing:
+	@./tests/cluster/deps.sh --if-missing
+
+demo: deps-if-missing all
+	./tests/cluster/demo.sh
+
+cluster-start: deps-if-missing all
+	./tests/cluster/lab start
+cluster-stop:
+	./tests/cluster/lab stop
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(B)

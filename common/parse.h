@@ -1,0 +1,24 @@
+/* Strict parsers shared by the plugin, the agent and the preload library.
+ * Every function returns 0 on success and a negative errno (-EINVAL for
+ * malformed input, -ERANGE for out-of-range values) without touching *out on
+ * failure, so callers can keep their defaults. */
+#ifndef MPI_PSTATE_PARSE_H
+#define MPI_PSTATE_PARSE_H
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Decimal unsigned integer, whole string, optional surrounding blanks and a
+ * trailing newline (sysfs style); no sign, no hex, no octal surprises. */
+int mpi_pstate_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/* Frequency to kHz: "1200000" (kHz, cpufreq's unit), "1200000kHz",
+ * "1200MHz", "1.2GHz", "1.2GHz"; case-insensitive units. */
+int mpi_pstate_parse_freq_khz(const char *s, uint64_t *khz);
+
+/* Duration to microseconds: "500" (µs), "500us", "2ms", "1.5ms", "1s". */
+int mpi_pstate_parse_duration_us(const char *s, uint64_t *us);
+
+/* yes/no/true/false/on/off/1/0, case-insensitive; anything else is -EINVAL. */
+int mpi_pstate_parse_bool(const char *s, bool *out);
+
+#endif

@@ -1,0 +1,95 @@
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "parse.h"
+
+START_TEST(u64_strict)
+{
+        uint64_t v = 7;
+        ck_assert_int_eq(mpi_pstate_parse_u64("42", 0, 100, &v), 0);
+        ck_assert_uint_eq(v, 42);
+        ck_assert_int_eq(mpi_pstate_parse_u64("1200000\n", 0, UINT64_MAX, &v), 0);
+        ck_assert_uint_eq(v, 1200000);
+        v = 7;
+        ck_assert_int_eq(mpi_pstate_parse_u64("", 0, 100, &v), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_u64("-1", 0, 100, &v), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_u64("0x10", 0, 100, &v), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_u64("12abc", 0, 100, &v), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_u64("101", 0, 100, &v), -ERANGE);
+        ck_assert_int_eq(mpi_pstate_parse_u64("99999999999999999999999", 0, UINT64_MAX, &v), -ERANGE);
+        ck_assert_int_eq(mpi_pstate_parse_u64(NULL, 0, 100, &v), -EINVAL);
+        ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
+START_TEST(freq_units)
+{
+        uint64_t v = 0;
+        ck_assert_int_eq(mpi_pstate_parse_freq_khz("1200000", &v), 0);
+        ck_assert_uint_eq(v, 1200000);
+        ck_assert_int_eq(mpi_pstate_parse_freq_khz("1.2GHz", &v), 0);
+        ck_assert_uint_eq(v, 1200000);
+        ck_assert_int_eq(mpi_pstate_parse_freq_khz("2400MHz", &v), 0);
+        ck_assert_uint_eq(v, 2400000);
+        ck_assert_int_eq(mpi_pstate_parse_freq_khz("1.25ghz", &v), 0);
+        ck_assert_uint_eq(v, 1250000);
+        ck_assert_int_eq(mpi_pstate_parse_freq_khz("800000kHz", &v), 0);
+        ck_assert_uint_eq(v, 800000);
+        v = 1;
+        ck_assert_int_eq(mpi_pstate_parse_freq_khz("1.2", &v), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_freq_khz("1.2THz", &v), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_freq_khz("GHz", &v), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_freq_khz("1.2.3GHz", &v), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_freq_khz("0", &v), -ERANGE);
+        ck_assert_int_eq(mpi_pstate_parse_freq_khz("1.2GHz x", &v), -EINVAL);
+        ck_assert_uint_eq(v, 1);
+}
+END_TEST
+
+START_TEST(duration_units)
+{
+        uint64_t v = 0;
+        ck_assert_int_eq(mpi_pstate_parse_duration_us("500", &v), 0);
+        ck_assert_uint_eq(v, 500);
+        ck_assert_int_eq(mpi_pstate_parse_duration_us("0", &v), 0);
+        ck_assert_uint_eq(v, 0);
+        ck_assert_int_eq(mpi_pstate_parse_duration_us("2ms", &v), 0);
+        ck_assert_uint_eq(v, 2000);
+        ck_assert_int_eq(mpi_pstate_parse_duration_us("1.5ms", &v), 0);
+        ck_assert_uint_eq(v, 1500);
+        ck_assert_int_eq(mpi_pstate_parse_duration_us("1s", &v), 0);
+        ck_assert_uint_eq(v, 1000000);
+        ck_assert_int_eq(mpi_pstate_parse_duration_us("1.5us", &v), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_duration_us("5min", &v), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_duration_us("2 days", &v), -EINVAL);
+}
+END_TEST
+
+START_TEST(bools)
+{
+        bool b = false;
+        ck_assert_int_eq(mpi_pstate_parse_bool("YES", &b), 0);
+        ck_assert(b);
+        ck_assert_int_eq(mpi_pstate_parse_bool("off", &b), 0);
+        ck_assert(!b);
+        ck_assert_int_eq(mpi_pstate_parse_bool("maybe", &b), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_bool("", &b), -EINVAL);
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("parse");
+        TCase *tc = tcase_create("core");
+        tcase_add_test(tc, u64_strict);
+        tcase_add_test(tc, freq_units);
+        tcase_add_test(tc, duration_units);
+        tcase_add_test(tc, bools);
+        suite_add_tcase(s, tc);
+        SRunner *sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        int nf = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
