@@ -1,0 +1,35 @@
+#!/bin/bash
+# Body of one fake compute node.  Runs inside `unshare --mount --uts
+# --propagation private` (started by `lab start`): gives the node its own
+# hostname, /tmp, /dev/shm and fake cpufreq + RAPL hardware, then execs slurmd.
+# usage: node.sh NODE LAB
+set -euo pipefail
+node=$1 lab=$2
+here=$(dirname "$(readlink -f "$0")")
+nd=$lab/nodes/$node
+
+hostname "$node"
+mount --bind "$nd/tmp" /tmp
+mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm
+
+# Overlays over sysfs let us add cpufreq links and the powercap class while the
+# real topology files stay readable; they exist in this namespace only.
+rm -rf "$nd/ovl"
+mkdir -p "$nd"/ovl/{cpu,class}/{up,work} "$nd/fuse"
+mount -t overlay overlay -o "lowerdir=/sys/devices/system/cpu,upperdir=$nd/ovl/cpu/up,workdir=$nd/ovl/cpu/work" /sys/devices/system/cpu
+mount -t overlay overlay -o "lowerdir=/sys/class,upperdir=$nd/ovl/class/up,workdir=$nd/ovl/class/work" /sys/class
+mkdir -p /sys/class/powercap
+
+/usr/bin/python3 "$here/fakesys.py" "$nd/fuse" "$nd/fakesys.json" "$nd/cpufreq-writes.log" \
+        >"$lab/log/fakesys-$node.log" 2>&1 &
+echo $! >"$lab/run/fakesys-$node.pid"
+for _ in $(seq 100); do
+        [ -d "$nd/fuse/cpufreq" ] && break
+        sleep 0.05
+done
+[ -d "$nd/fuse/cpufreq" ] || { echo "fakesys did not come up on $node" >&2; exit 1; }
+mount --bind "$nd/fuse/cpufreq" /sys/devices/system/cpu/cpufreq
+mount --bind "$nd/fuse/powercap" /sys/class/powercap
+"$here/lab" relink "$node"
+
+exec /usr/sbin/slurmd -N "$node"
