@@ -1,0 +1,633 @@
+#include "pin.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "parse.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static const char *const mode_names[] = {
+    [MPI_PSTATE_PIN_NONE] = "none",       [MPI_PSTATE_PIN_CORES] = "cores",
+    [MPI_PSTATE_PIN_COMPACT] = "compact", [MPI_PSTATE_PIN_SCATTER] = "scatter",
+    [MPI_PSTATE_PIN_USER] = "user",
+};
+#define NMODES (sizeof(mode_names) / sizeof(mode_names[0]))
+
+static const char *const smt_names[] = {
+    [MPI_PSTATE_PIN_SMT_ONE] = "one",
+    [MPI_PSTATE_PIN_SMT_ALL] = "all",
+};
+#define NSMT (sizeof(smt_names) / sizeof(smt_names[0]))
+
+static const char *const level_names[] = {
+    [MPI_PSTATE_PIN_LEVEL_NUMA] = "NUMA domain",
+    [MPI_PSTATE_PIN_LEVEL_PACKAGE] = "package",
+    [MPI_PSTATE_PIN_LEVEL_MACHINE] = "node",
+};
+
+__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen, const char *fmt,
+                                                          ...)
+{
+        va_list ap;
+
+        if (!err || errlen == 0)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+}
+
+/* Slurm counts a PU as a core when the machine reports no cores; do the same
+ * so that core indices keep meaning what slurmd meant. */
+static hwloc_obj_type_t core_type(hwloc_topology_t topo)
+{
+        return hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+}
+
+/* Infinite bitmaps would make the foreach loops below endless, and huge ones
+ * would let a list in the environment size our allocations. */
+static int check_bounded(hwloc_const_bitmap_t set)
+{
+        if (hwloc_bitmap_weight(set) < 0)
+                return -EINVAL;
+        if (hwloc_bitmap_last(set) > (int)MPI_PSTATE_PIN_MAX_INDEX)
+                return -ERANGE;
+        return 0;
+}
+
+static int add_core_cpus(hwloc_topology_t topo, hwloc_obj_t core, enum mpi_pstate_pin_smt smt,
+                         hwloc_bitmap_t out)
+{
+        hwloc_obj_t pu;
+
+        if (smt == MPI_PSTATE_PIN_SMT_ALL || core->type == HWLOC_OBJ_PU)
+                return hwloc_bitmap_or(out, out, core->cpuset) < 0 ? -ENOMEM : 0;
+        /* Logical order, not the lowest OS index: the first hardware thread is
+         * the one Slurm and the kernel's sibling lists name first. */
+        pu = hwloc_get_obj_inside_cpuset_by_type(topo, core->cpuset, HWLOC_OBJ_PU, 0);
+        if (!pu)
+                return -ERANGE;
+        return hwloc_bitmap_set(out, pu->os_index) < 0 ? -ENOMEM : 0;
+}
+
+EXPORT int mpi_pstate_pin_cores_to_cpus(hwloc_topology_t topo, hwloc_const_bitmap_t cores,
+                                        enum mpi_pstate_pin_smt smt, hwloc_bitmap_t cpus)
+{
+        hwloc_bitmap_t tmp = NULL;
+        hwloc_obj_type_t type;
+        unsigned i;
+        int rc;
+
+        if (!topo || !cores || !cpus || (unsigned)smt >= NSMT)
+                return -EINVAL;
+        rc = check_bounded(cores);
+        if (rc)
+                return rc;
+        tmp = hwloc_bitmap_alloc();
+        if (!tmp)
+                return -ENOMEM;
+        type = core_type(topo);
+        hwloc_bitmap_foreach_begin(i, cores)
+        {
+                hwloc_obj_t core = hwloc_get_obj_by_type(topo, type, i);
+                if (!core) {
+                        rc = -ERANGE;
+                        goto out;
+                }
+                rc = add_core_cpus(topo, core, smt, tmp);
+                if (rc)
+                        goto out;
+        }
+        hwloc_bitmap_foreach_end();
+        rc = hwloc_bitmap_copy(cpus, tmp) < 0 ? -ENOMEM : 0;
+out:
+        hwloc_bitmap_free(tmp);
+        return rc;
+}
+
+EXPORT int mpi_pstate_pin_cpus_to_cores(hwloc_topology_t topo, hwloc_const_bitmap_t cpus,
+                                        hwloc_bitmap_t cores)
+{
+        hwloc_bitmap_t tmp = NULL;
+        hwloc_obj_type_t type;
+        unsigned i;
+        int rc;
+
+        if (!topo || !cpus || !cores)
+                return -EINVAL;
+        rc = check_bounded(cpus);
+        if (rc)
+                return rc;
+        tmp = hwloc_bitmap_alloc();
+        if (!tmp)
+                return -ENOMEM;
+        type = core_type(topo);
+        hwloc_bitmap_foreach_begin(i, cpus)
+        {
+                hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(topo, i);
+                hwloc_obj_t core = NULL;
+                if (pu)
+                        core = type == HWLOC_OBJ_PU
+                                   ? pu
+                                   : hwloc_get_ancestor_obj_by_type(topo, type, pu);
+                if (!core) {
+                        rc = -ERANGE;
+                        goto out;
+                }
+                if (hwloc_bitmap_set(tmp, core->logical_index) < 0) {
+                        rc = -ENOMEM;
+                        goto out;
+                }
+        }
+        hwloc_bitmap_foreach_end();
+        rc = hwloc_bitmap_copy(cores, tmp) < 0 ? -ENOMEM : 0;
+out:
+        hwloc_bitmap_free(tmp);
+        return rc;
+}
+
+/* ---- placement ---------------------------------------------------------- */
+
+struct core_ent {
+        hwloc_obj_t obj;
+        unsigned pkg;  /* package logical index, 0 without packages */
+        unsigned numa; /* NUMA node logical index, UINT_MAX if none covers the core */
+};
+
+/* The allocated cores of one level cut into groups (NUMA domains, packages or
+ * the whole node), each group cut into slots of cores_per_task cores.  Groups
+ * are numbered in order of their first core, so in hwloc logical order. */
+struct layout {
+        unsigned *buf;
+        unsigned ngroups, nparents, slots;
+        unsigned *start;   /* [ngroups + 1]: group g's cores are members[start[g]..start[g+1]) */
+        unsigned *members; /* [n]: indices into the core array */
+        unsigned *parent;  /* [ngroups]: package-level parent, dense, for scatter */
+        unsigned *cap;     /* [ngroups]: slots in the group */
+        unsigned *used;    /* [ngroups]: scratch for scatter */
+        unsigned *prem;    /* [ngroups]: scratch, slots left per parent */
+        unsigned *pcur;    /* [ngroups]: scratch, next group to try per parent */
+};
+
+static void layout_free(struct layout *l)
+{
+        free(l->buf);
+        memset(l, 0, sizeof(*l));
+}
+
+static void level_keys(const struct core_ent *c, enum mpi_pstate_pin_level level, unsigned *a,
+                       unsigned *b, unsigned *pk)
+{
+        *a = level == MPI_PSTATE_PIN_LEVEL_MACHINE ? 0 : c->pkg;
+        *b = level == MPI_PSTATE_PIN_LEVEL_NUMA ? c->numa : 0;
+        *pk = *a;
+}
+
+static int layout_build(struct layout *l, const struct core_ent *cores, unsigned n,
+                        enum mpi_pstate_pin_level level, unsigned cpt)
+{
+        unsigned *group_of, *ka, *kb, *kp, *size;
+        unsigned k, g;
+
+        memset(l, 0, sizeof(*l));
+        /* 12 arrays of at most n entries plus one: n <= MAX_INDEX + 1, no overflow. */
+        l->buf = calloc(12 * (size_t)n + 1, sizeof(unsigned));
+        if (!l->buf)
+                return -ENOMEM;
+        l->start = l->buf;
+        l->members = l->start + n + 1;
+        l->parent = l->members + n;
+        l->cap = l->parent + n;
+        l->used = l->cap + n;
+        l->prem = l->used + n;
+        l->pcur = l->prem + n;
+        group_of = l->pcur + n;
+        ka = group_of + n;
+        kb = ka + n;
+        kp = kb + n;
+        size = kp + n;
+
+        for (k = 0; k < n; k++) {
+                unsigned a, b, pk;
+                level_keys(&cores[k], level, &a, &b, &pk);
+                for (g = 0; g < l->ngroups; g++)
+                        if (ka[g] == a && kb[g] == b)
+                                break;
+                if (g == l->ngroups) {
+                        ka[g] = a;
+                        kb[g] = b;
+                        kp[g] = pk;
+                        l->ngroups++;
+                }
+                group_of[k] = g;
+                size[g]++;
+        }
+        for (g = 0; g < l->ngroups; g++) {
+                unsigned h;
+                for (h = 0; h < g; h++)
+                        if (kp[h] == kp[g])
+                                break;
+                l->parent[g] = h < g ? l->parent[h] : l->nparents++;
+                l->start[g + 1] = l->start[g] + size[g];
+                l->cap[g] = size[g] / cpt;
+                l->slots += l->cap[g];
+                size[g] = 0; /* reused as the fill cursor below */
+        }
+        for (k = 0; k < n; k++) {
+                g = group_of[k];
+                l->members[l->start[g] + size[g]++] = k;
+        }
+        return 0;
+}
+
+/* Slot number t (t < slots) in fill order: group after group. */
+static void slot_sequential(const struct layout *l, unsigned t, unsigned *gout, unsigned *jout)
+{
+        unsigned g;
+
+        for (g = 0; g < l->ngroups; g++) {
+                if (t < l->cap[g])
+                        break;
+                t -= l->cap[g];
+        }
+        *gout = g;
+        *jout = t;
+}
+
+/* Slot number t (t < slots) in scatter order: the next package with room, then
+ * the next of its groups with room, round-robin at both levels.  Skipping full
+ * ones keeps an uneven allocation fully used instead of oversubscribing its
+ * small domains. */
+static void slot_scatter(struct layout *l, unsigned t, unsigned *gout, unsigned *jout)
+{
+        unsigned g, p, pp = 0, step;
+
+        for (g = 0; g < l->ngroups; g++) {
+                l->used[g] = 0;
+                l->prem[g] = 0;
+                l->pcur[g] = 0;
+        }
+        for (g = 0; g < l->ngroups; g++)
+                l->prem[l->parent[g]] += l->cap[g];
+        for (step = 0;; step++) {
+                p = pp;
+                while (l->prem[p] == 0)
+                        p = (p + 1) % l->nparents;
+                pp = (p + 1) % l->nparents;
+                g = l->pcur[p];
+                while (l->parent[g] != p || l->used[g] >= l->cap[g])
+                        g = (g + 1) % l->ngroups;
+                l->pcur[p] = (g + 1) % l->ngroups;
+                if (step == t)
+                        break;
+                l->used[g]++;
+                l->prem[p]--;
+        }
+        *gout = g;
+        *jout = l->used[g];
+}
+
+static int collect_cores(hwloc_topology_t topo, hwloc_const_bitmap_t alloc, struct core_ent *cores,
+                         unsigned n, char *err, size_t errlen)
+{
+        hwloc_obj_type_t type = core_type(topo);
+        int ncores = hwloc_get_nbobjs_by_type(topo, type);
+        unsigned i, k = 0;
+
+        hwloc_bitmap_foreach_begin(i, alloc)
+        {
+                hwloc_obj_t obj = hwloc_get_obj_by_type(topo, type, i);
+                hwloc_obj_t pkg, nn = NULL;
+                if (!obj || k >= n) {
+                        set_err(err, errlen, "allocated core %u is not on this node (%d cores)", i,
+                                ncores);
+                        return -ERANGE;
+                }
+                pkg = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, obj);
+                /* NUMA nodes hang off the CPU tree as memory children, so find
+                 * the covering one by cpuset; with several (DDR + HBM) the
+                 * first in logical order wins, consistently for every core. */
+                while ((nn = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nn)))
+                        if (nn->cpuset && hwloc_bitmap_isincluded(obj->cpuset, nn->cpuset))
+                                break;
+                cores[k].obj = obj;
+                cores[k].pkg = pkg ? pkg->logical_index : 0;
+                cores[k].numa = nn ? nn->logical_index : UINT_MAX;
+                k++;
+        }
+        hwloc_bitmap_foreach_end();
+        return 0;
+}
+
+static int check_req(const struct mpi_pstate_pin_req *req, char *err, size_t errlen)
+{
+        if ((unsigned)req->mode >= NMODES) {
+                set_err(err, errlen, "unknown pinning mode %d", (int)req->mode);
+                return -EINVAL;
+        }
+        if ((unsigned)req->smt >= NSMT) {
+                set_err(err, errlen, "unknown SMT policy %d", (int)req->smt);
+                return -EINVAL;
+        }
+        if (req->ntasks == 0 || req->task >= req->ntasks) {
+                set_err(err, errlen, "task %u out of range: %u local tasks", req->task,
+                        req->ntasks);
+                return -EINVAL;
+        }
+        if (req->cores_per_task > MPI_PSTATE_PIN_MAX_INDEX + 1) {
+                set_err(err, errlen, "%u cores per task is beyond any node", req->cores_per_task);
+                return -ERANGE;
+        }
+        if ((req->mode == MPI_PSTATE_PIN_USER) != (req->user_cpus != NULL)) {
+                set_err(err, errlen, "a user CPU mask goes with mode user and only with it");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+EXPORT int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
+                                  hwloc_bitmap_t out, struct mpi_pstate_pin_info *info, char *err,
+                                  size_t errlen)
+{
+        struct mpi_pstate_pin_info inf = {0, MPI_PSTATE_PIN_LEVEL_MACHINE, 1};
+        struct layout best = {0}, cur = {0};
+        hwloc_bitmap_t all = NULL, tmp = NULL, res = NULL;
+        struct core_ent *cores = NULL;
+        unsigned n, cpt, k, g, j, t;
+        int rc, w;
+
+        if (!topo || !req || !out) {
+                set_err(err, errlen, "missing topology, request or output set");
+                return -EINVAL;
+        }
+        rc = check_req(req, err, errlen);
+        if (rc)
+                return rc;
+        cpt = req->cores_per_task ? req->cores_per_task : 1;
+
+        all = hwloc_bitmap_alloc();
+        res = hwloc_bitmap_alloc();
+        if (!all || !res) {
+                rc = -ENOMEM;
+                goto out;
+        }
+        if (req->alloc_cores) {
+                rc = check_bounded(req->alloc_cores);
+                if (rc) {
+                        set_err(err, errlen, "allocated core list is unbounded or too large");
+                        goto out;
+                }
+                rc = hwloc_bitmap_copy(all, req->alloc_cores) < 0 ? -ENOMEM : 0;
+        } else {
+                w = hwloc_get_nbobjs_by_type(topo, core_type(topo));
+                rc = w > 0 && hwloc_bitmap_set_range(all, 0, w - 1) < 0 ? -ENOMEM : 0;
+        }
+        if (rc)
+                goto out;
+        w = hwloc_bitmap_weight(all);
+        if (w <= 0) {
+                set_err(err, errlen, "empty core allocation");
+                rc = -EINVAL;
+                goto out;
+        }
+        n = (unsigned)w;
+        cores = calloc(n, sizeof(*cores));
+        if (!cores) {
+                rc = -ENOMEM;
+                goto out;
+        }
+        rc = collect_cores(topo, all, cores, n, err, errlen);
+        if (rc)
+                goto out;
+
+        if (req->mode == MPI_PSTATE_PIN_NONE || req->mode == MPI_PSTATE_PIN_USER) {
+                for (k = 0; k < n && !rc; k++)
+                        rc = add_core_cpus(topo, cores[k].obj, MPI_PSTATE_PIN_SMT_ALL, res);
+                if (rc || req->mode == MPI_PSTATE_PIN_NONE)
+                        goto out;
+                if (!hwloc_bitmap_isincluded(req->user_cpus, res))
+                        inf.flags |= MPI_PSTATE_PIN_F_MASK_TRIMMED;
+                if (hwloc_bitmap_and(res, res, req->user_cpus) < 0) {
+                        rc = -ENOMEM;
+                        goto out;
+                }
+                if (hwloc_bitmap_iszero(res)) {
+                        char ubuf[96], abuf[96];
+                        tmp = hwloc_bitmap_alloc();
+                        if (!tmp ||
+                            mpi_pstate_pin_cores_to_cpus(topo, all, MPI_PSTATE_PIN_SMT_ALL, tmp) !=
+                                0 ||
+                            mpi_pstate_pin_cpulist_format(tmp, abuf, sizeof(abuf)) != 0)
+                                snprintf(abuf, sizeof(abuf), "(long list)");
+                        if (mpi_pstate_pin_cpulist_format(req->user_cpus, ubuf, sizeof(ubuf)))
+                                snprintf(ubuf, sizeof(ubuf), "(long list)");
+                        set_err(err, errlen,
+                                "task %u: user CPU mask %s has no CPU in the allocation %s",
+                                req->task, ubuf, abuf);
+                        rc = -EINVAL;
+                }
+                goto out;
+        }
+
+        /* cores: plain allocation order.  compact/scatter: the finest level
+         * whose slots hold every task; failing that, the level with the most
+         * slots (finest on a tie) so that oversubscription is as light as it
+         * can be. */
+        for (int lv = req->mode == MPI_PSTATE_PIN_CORES ? MPI_PSTATE_PIN_LEVEL_MACHINE
+                                                        : MPI_PSTATE_PIN_LEVEL_NUMA;
+             lv <= MPI_PSTATE_PIN_LEVEL_MACHINE; lv++) {
+                rc = layout_build(&cur, cores, n, (enum mpi_pstate_pin_level)lv, cpt);
+                if (rc)
+                        goto out;
+                if (!best.buf || cur.slots > best.slots) {
+                        layout_free(&best);
+                        best = cur;
+                        memset(&cur, 0, sizeof(cur));
+                        inf.level = (enum mpi_pstate_pin_level)lv;
+                } else {
+                        layout_free(&cur);
+                }
+                if (best.slots >= req->ntasks)
+                        break;
+        }
+        inf.slots = best.slots;
+        if (best.slots < req->ntasks)
+                inf.flags |= MPI_PSTATE_PIN_F_OVERSUBSCRIBED;
+        if (best.slots == 0) {
+                /* A task wider than the whole allocation: give it everything. */
+                for (k = 0; k < n && !rc; k++)
+                        rc = add_core_cpus(topo, cores[k].obj, req->smt, res);
+                goto out;
+        }
+        t = req->task % best.slots;
+        if (req->mode == MPI_PSTATE_PIN_SCATTER)
+                slot_scatter(&best, t, &g, &j);
+        else
+                slot_sequential(&best, t, &g, &j);
+        for (k = 0; k < cpt && !rc; k++)
+                rc = add_core_cpus(topo, cores[best.members[best.start[g] + j * cpt + k]].obj,
+                                   req->smt, res);
+out:
+        if (rc == 0) {
+                if (hwloc_bitmap_copy(out, res) < 0) {
+                        rc = -ENOMEM;
+                } else if (info) {
+                        *info = inf;
+                }
+        }
+        if (rc == -ENOMEM)
+                set_err(err, errlen, "out of memory");
+        layout_free(&best);
+        layout_free(&cur);
+        free(cores);
+        hwloc_bitmap_free(tmp);
+        hwloc_bitmap_free(res);
+        hwloc_bitmap_free(all);
+        return rc;
+}
+
+/* ---- names and lists ---------------------------------------------------- */
+
+EXPORT int mpi_pstate_pin_mode_parse(const char *s, enum mpi_pstate_pin_mode *out)
+{
+        unsigned i;
+
+        if (!s || !out)
+                return -EINVAL;
+        for (i = 0; i < NMODES; i++)
+                if (strcasecmp(s, mode_names[i]) == 0) {
+                        *out = (enum mpi_pstate_pin_mode)i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+EXPORT const char *mpi_pstate_pin_mode_name(enum mpi_pstate_pin_mode mode)
+{
+        return (unsigned)mode < NMODES ? mode_names[mode] : "?";
+}
+
+EXPORT int mpi_pstate_pin_smt_parse(const char *s, enum mpi_pstate_pin_smt *out)
+{
+        unsigned i;
+
+        if (!s || !out)
+                return -EINVAL;
+        for (i = 0; i < NSMT; i++)
+                if (strcasecmp(s, smt_names[i]) == 0) {
+                        *out = (enum mpi_pstate_pin_smt)i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+EXPORT const char *mpi_pstate_pin_smt_name(enum mpi_pstate_pin_smt smt)
+{
+        return (unsigned)smt < NSMT ? smt_names[smt] : "?";
+}
+
+/* Copies the run of digits at *pp into a terminated buffer so the shared
+ * strict parser sees exactly one number and nothing it might forgive. */
+static int parse_index(const char **pp, uint64_t *v)
+{
+        const char *p = *pp;
+        char num[24];
+        size_t len = 0;
+        int rc;
+
+        while (p[len] >= '0' && p[len] <= '9') {
+                if (len + 1 >= sizeof(num))
+                        return -ERANGE;
+                num[len] = p[len];
+                len++;
+        }
+        if (len == 0)
+                return -EINVAL;
+        num[len] = '\0';
+        rc = mpi_pstate_parse_u64(num, 0, MPI_PSTATE_PIN_MAX_INDEX, v);
+        if (rc)
+                return rc;
+        *pp = p + len;
+        return 0;
+}
+
+EXPORT int mpi_pstate_pin_cpulist_parse(const char *s, hwloc_bitmap_t out)
+{
+        hwloc_bitmap_t tmp = NULL;
+        const char *p = s;
+        int rc = 0;
+
+        if (!s || !out)
+                return -EINVAL;
+        tmp = hwloc_bitmap_alloc();
+        if (!tmp)
+                return -ENOMEM;
+        if (*p != '\0' && *p != '\n') {
+                for (;;) {
+                        uint64_t lo, hi;
+                        rc = parse_index(&p, &lo);
+                        if (rc)
+                                goto out;
+                        hi = lo;
+                        if (*p == '-') {
+                                p++;
+                                rc = parse_index(&p, &hi);
+                                if (rc)
+                                        goto out;
+                                if (hi < lo) {
+                                        rc = -EINVAL;
+                                        goto out;
+                                }
+                        }
+                        if (hwloc_bitmap_set_range(tmp, (unsigned)lo, (int)hi) < 0) {
+                                rc = -ENOMEM;
+                                goto out;
+                        }
+                        if (*p != ',')
+                                break;
+                        p++;
+                }
+        }
+        if (*p == '\n')
+                p++;
+        if (*p != '\0') {
+                rc = -EINVAL;
+                goto out;
+        }
+        rc = hwloc_bitmap_copy(out, tmp) < 0 ? -ENOMEM : 0;
+out:
+        hwloc_bitmap_free(tmp);
+        return rc;
+}
+
+EXPORT int mpi_pstate_pin_cpulist_format(hwloc_const_bitmap_t set, char *buf, size_t len)
+{
+        int n;
+
+        if (!set || !buf || len == 0 || len > INT_MAX)
+                return -EINVAL;
+        if (hwloc_bitmap_weight(set) < 0)
+                return -EINVAL;
+        n = hwloc_bitmap_list_snprintf(buf, len, set);
+        if (n < 0)
+                return -ENOMEM;
+        if ((size_t)n >= len) {
+                buf[0] = '\0';
+                return -ENOSPC;
+        }
+        return 0;
+}
+
+EXPORT const char *mpi_pstate_pin_level_name(enum mpi_pstate_pin_level level)
+{
+        return (unsigned)level < sizeof(level_names) / sizeof(level_names[0]) ? level_names[level]
+                                                                              : "?";
+}
