@@ -1,0 +1,82 @@
+/* Admin configuration of mpi-pstate: the key=value words after the plugin
+ * path in plugstack.conf, and the limits they put on user options.
+ *
+ *   optional /usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pstate.so default_mode=profile \
+ *            allowed_governors=performance,schedutil freq_min=1.2GHz threshold_min=100us
+ *
+ * Pure: no Slurm, no MPI, no I/O.  Problems are reported through a callback
+ * and never make parsing fail, because a non-zero return from the plugin's
+ * remote init would fail jobs or drain nodes over a typo: a bad or unknown key
+ * is reported and ignored, and the setting keeps its default.  The keys and
+ * their defaults are documented in man/mpi_pstate.8.in and docs/admin.md
+ * (tests/unit/test_config.c checks that both name every key). */
+#ifndef MPI_PSTATE_CONFIG_H
+#define MPI_PSTATE_CONFIG_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "options.h"
+
+/* Longest accepted directory path, terminator included: fixed so that the
+ * struct can be copied and stays small, and far above any sane spool path. */
+#define MPI_PSTATE_CONFIG_PATH_MAX 256
+
+#define MPI_PSTATE_CONFIG_COLLECT_DIR "/var/spool/mpi-pstate/records"
+#define MPI_PSTATE_CONFIG_RUNTIME_DIR "/run/mpi-pstate"
+
+/* No limit on the threshold: the largest duration parse.h accepts (a day). */
+#define MPI_PSTATE_CONFIG_THRESHOLD_MAX UINT64_C(86400000000)
+
+struct mpi_pstate_config {
+        /* default_<key>: what a job gets for an option it does not give. */
+        struct mpi_pstate_options defaults;
+        bool allow_off;           /* allow_off: may users choose --mpi-pstate=off */
+        uint32_t governors;       /* allowed_governors: bit (1u << governor); keep always */
+        uint64_t freq_min_khz;    /* freq_min: floor for --mpi-pstate-low; 0 = none */
+        uint64_t freq_max_khz;    /* freq_max: ceiling for every frequency set; 0 = none */
+        uint64_t threshold_min_us; /* threshold_min */
+        uint64_t threshold_max_us; /* threshold_max */
+        char collect_dir[MPI_PSTATE_CONFIG_PATH_MAX]; /* collect_dir: node records */
+        char runtime_dir[MPI_PSTATE_CONFIG_PATH_MAX]; /* runtime_dir: restore records */
+};
+
+/* Receives one complete message ("mpi-pstate: plugstack.conf: ..."). */
+typedef void (*mpi_pstate_config_report_f)(void *ctx, const char *msg);
+
+/* Built-in values: the option defaults of options.def, allow_off=yes, every
+ * governor, no frequency or threshold limit, the two directories above. */
+void mpi_pstate_config_defaults(struct mpi_pstate_config *c);
+
+/* Applies argv[0..argc-1] (the plugstack arguments) to c, which must hold
+ * defaults.  Each problem is reported once through report (may be NULL) and
+ * leaves the setting concerned at its previous value; the defaults of the
+ * options are brought within the limits (reported too).  Later keys override
+ * earlier ones.  Returns the number of problems reported. */
+int mpi_pstate_config_parse(struct mpi_pstate_config *c, int argc, char *const argv[],
+                            mpi_pstate_config_report_f report, void *ctx);
+
+/* Result of mpi_pstate_config_limit(). */
+enum mpi_pstate_limit {
+        MPI_PSTATE_LIMIT_OK = 0,       /* within limits, unchanged */
+        MPI_PSTATE_LIMIT_ADJUSTED = 1, /* clamped or replaced; note says how */
+        MPI_PSTATE_LIMIT_REFUSED = -1, /* not allowed; note says why.  The option
+                                        * was reset to the site default, so a
+                                        * caller that cannot refuse may go on. */
+};
+
+/* Brings option id of o within the limits of c:
+ *   mode      off with allow_off=no becomes profile (adjusted)
+ *   threshold clamped into [threshold_min, threshold_max] (adjusted)
+ *   low       a frequency clamped into [freq_min, freq_max]; min stays min
+ *   governor  not in allowed_governors: refused
+ *   bind      no limit
+ * note (may be NULL) receives a message starting with "mpi-pstate: ". */
+enum mpi_pstate_limit mpi_pstate_config_limit(const struct mpi_pstate_config *c,
+                                              struct mpi_pstate_options *o, int id, char *note,
+                                              size_t notelen);
+
+/* The accepted keys, in documentation order; NULL past the end. */
+const char *mpi_pstate_config_key(size_t i);
+
+#endif
