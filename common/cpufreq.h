@@ -1,0 +1,197 @@
+/* cpufreq backend on sysfs: discovery, per-job policy, and the kept-fd
+ * "domain handle" the node agent (or a direct-mode rank) uses to clock a
+ * frequency domain down and back up with one pwrite each way.
+ *
+ * Every function takes the sysfs root ("/sys" in production, a temporary
+ * tree in the unit tests).  No Slurm, no MPI.  Frequencies are kHz as in
+ * sysfs.  Errors are negative errno values; functions that take an
+ * (err, errlen) pair also leave a one-line explanation there (err may be
+ * NULL).  See docs/cpufreq.md. */
+#ifndef MPI_PSTATE_CPUFREQ_H
+#define MPI_PSTATE_CPUFREQ_H
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MPI_PSTATE_CPUFREQ_NAME_LEN 16 /* the kernel's CPUFREQ_NAME_LEN, NUL included */
+#define MPI_PSTATE_CPUFREQ_MAX_GOVS 16
+#define MPI_PSTATE_CPUFREQ_MAX_FREQS 64
+#define MPI_PSTATE_CPUFREQ_PATH_LEN 512
+
+/* How a domain is clocked down and back up. */
+enum mpi_pstate_cpufreq_mech {
+        MPI_PSTATE_CPUFREQ_MECH_AUTO = 0, /* only as a request: choose() resolves it */
+        MPI_PSTATE_CPUFREQ_MECH_MAXFREQ,  /* clamp scaling_max_freq: every driver */
+        MPI_PSTATE_CPUFREQ_MECH_SETSPEED, /* scaling_setspeed under the userspace governor */
+};
+
+/* Node-wide turbo/boost switch, if any. */
+enum mpi_pstate_cpufreq_boost {
+        MPI_PSTATE_CPUFREQ_BOOST_NONE = 0, /* no switch found */
+        MPI_PSTATE_CPUFREQ_BOOST_CPUFREQ,  /* devices/system/cpu/cpufreq/boost (1 = on) */
+        MPI_PSTATE_CPUFREQ_BOOST_NO_TURBO, /* devices/system/cpu/intel_pstate/no_turbo (1 = off) */
+};
+
+/* The writable part of a policy: what the per-job policy sets and what the
+ * restore record saves.  setspeed_khz is 0 unless governor is "userspace". */
+struct mpi_pstate_cpufreq_settings {
+        char governor[MPI_PSTATE_CPUFREQ_NAME_LEN];
+        uint32_t min_khz;
+        uint32_t max_khz;
+        uint32_t setspeed_khz;
+};
+
+/* One frequency domain (kernel policy) as found at discovery. */
+struct mpi_pstate_cpufreq_policy {
+        char name[24];                         /* "policy3"; "cpu3" for a per-CPU legacy dir */
+        char dir[MPI_PSTATE_CPUFREQ_PATH_LEN]; /* absolute path of the policy directory */
+        char driver[MPI_PSTATE_CPUFREQ_NAME_LEN];
+        char governors[MPI_PSTATE_CPUFREQ_MAX_GOVS][MPI_PSTATE_CPUFREQ_NAME_LEN];
+        unsigned ngovernors;
+        uint32_t freqs[MPI_PSTATE_CPUFREQ_MAX_FREQS]; /* ascending; empty for intel_pstate */
+        unsigned nfreqs;
+        uint32_t cpuinfo_min_khz, cpuinfo_max_khz;
+        struct mpi_pstate_cpufreq_settings cur; /* governor, scaling_min/max, setspeed */
+        bool has_userspace;                     /* "userspace" is an available governor */
+        bool setspeed_is_floor;                 /* HWP: setspeed cannot cap the frequency */
+        cpu_set_t related;                      /* related_cpus: the whole domain */
+        cpu_set_t affected;                     /* affected_cpus: its online CPUs */
+};
+
+struct mpi_pstate_cpufreq_node {
+        char driver[MPI_PSTATE_CPUFREQ_NAME_LEN];        /* driver of the first policy */
+        char pstate_status[MPI_PSTATE_CPUFREQ_NAME_LEN]; /* intel_pstate/status or
+                                                            amd_pstate/status, "" if absent */
+        enum mpi_pstate_cpufreq_boost boost_kind;
+        int boost_on; /* 1 on, 0 off, -1 unknown */
+        unsigned npolicies;
+        struct mpi_pstate_cpufreq_policy *policies; /* sorted by name */
+        int cpu_policy[CPU_SETSIZE];                /* CPU -> index in policies, -1 */
+};
+
+/* Reads the whole cpufreq tree under sysroot.  -ENODEV when no CPU has a
+ * policy with a driver (no cpufreq at all).  *out is freed with _free(). */
+int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cpufreq_node **out,
+                                char *err, size_t errlen);
+void mpi_pstate_cpufreq_free(struct mpi_pstate_cpufreq_node *node);
+
+/* The policy of a CPU, or NULL. */
+const struct mpi_pstate_cpufreq_policy *
+mpi_pstate_cpufreq_policy_of(const struct mpi_pstate_cpufreq_node *node, unsigned cpu);
+
+/* Re-reads governor, scaling_min/max and setspeed of one policy. */
+int mpi_pstate_cpufreq_read_settings(const struct mpi_pstate_cpufreq_policy *p,
+                                     struct mpi_pstate_cpufreq_settings *out);
+
+bool mpi_pstate_cpufreq_has_governor(const struct mpi_pstate_cpufreq_policy *p, const char *gov);
+
+/* ---- mechanism ---- */
+const char *
+mpi_pstate_cpufreq_mech_name(enum mpi_pstate_cpufreq_mech m); /* auto|max_freq|setspeed */
+int mpi_pstate_cpufreq_mech_parse(const char *s, enum mpi_pstate_cpufreq_mech *out);
+
+/* Resolves a requested mechanism for one policy.  AUTO gives SETSPEED when the
+ * userspace governor exists, setspeed is not a mere floor (HWP), the admin
+ * allows governor changes (or userspace is already active) and the job did not
+ * ask for another governor (job_governor NULL or "userspace"); else MAXFREQ.
+ * A forced SETSPEED that cannot work is -EOPNOTSUPP (no userspace governor) or
+ * -EPERM (governor changes not allowed). */
+int mpi_pstate_cpufreq_mech_choose(const struct mpi_pstate_cpufreq_policy *p,
+                                   enum mpi_pstate_cpufreq_mech requested, bool allow_governor,
+                                   const char *job_governor, enum mpi_pstate_cpufreq_mech *out,
+                                   char *err, size_t errlen);
+
+/* ---- per-job policy ---- */
+struct mpi_pstate_cpufreq_limits { /* admin, from plugstack.conf */
+        uint32_t floor_khz;        /* lowest min/low allowed; 0 = cpuinfo_min */
+        uint32_t ceiling_khz;      /* highest max allowed; 0 = cpuinfo_max */
+        const char *governors;     /* allowed governors, blank/comma list; NULL = all */
+        bool allow_governor;       /* may a job change the governor at all */
+};
+
+struct mpi_pstate_cpufreq_request { /* user */
+        const char *governor;       /* NULL = keep the current one */
+        uint32_t min_khz;           /* 0 = the lowest allowed */
+        uint32_t max_khz;           /* 0 = the highest allowed */
+};
+
+enum {
+        MPI_PSTATE_CPUFREQ_CLAMPED_MIN = 1 << 0, /* request below the floor or cpuinfo_min */
+        MPI_PSTATE_CPUFREQ_CLAMPED_MAX = 1 << 1, /* request above the ceiling or cpuinfo_max */
+};
+
+/* Pure: the settings a request gives on policy p within the admin limits.
+ * Frequencies are clamped into [max(floor, cpuinfo_min), min(ceiling,
+ * cpuinfo_max)] and *clamped (may be NULL) tells which ends moved.  mech
+ * SETSPEED forces the userspace governor and starts at the high end.  Errors:
+ * -EINVAL (min > max requested, governor unknown to the kernel, bad limits),
+ * -EPERM (governor not allowed by the admin, or mech SETSPEED without
+ * allow_governor while another governor is active). */
+int mpi_pstate_cpufreq_plan(const struct mpi_pstate_cpufreq_policy *p,
+                            const struct mpi_pstate_cpufreq_limits *lim,
+                            const struct mpi_pstate_cpufreq_request *req,
+                            enum mpi_pstate_cpufreq_mech mech,
+                            struct mpi_pstate_cpufreq_settings *out, unsigned *clamped, char *err,
+                            size_t errlen);
+
+/* One write of a settings change, in the order it must happen. */
+enum mpi_pstate_cpufreq_attr {
+        MPI_PSTATE_CPUFREQ_ATTR_MIN = 0, /* scaling_min_freq */
+        MPI_PSTATE_CPUFREQ_ATTR_MAX,     /* scaling_max_freq */
+        MPI_PSTATE_CPUFREQ_ATTR_GOVERNOR,
+        MPI_PSTATE_CPUFREQ_ATTR_SETSPEED,
+};
+struct mpi_pstate_cpufreq_write {
+        enum mpi_pstate_cpufreq_attr attr;
+        char value[MPI_PSTATE_CPUFREQ_NAME_LEN];
+};
+const char *mpi_pstate_cpufreq_attr_file(enum mpi_pstate_cpufreq_attr a);
+
+/* Pure: the ordered writes that take a policy from cur to target.  Limits
+ * first, so that the range is valid after every write: scaling_max_freq
+ * before scaling_min_freq when the maximum rises, min before max otherwise;
+ * then the governor; then setspeed if the target governor is userspace.
+ * Returns the number of writes (<= 4) into w[4]. */
+unsigned mpi_pstate_cpufreq_plan_writes(const struct mpi_pstate_cpufreq_settings *cur,
+                                        const struct mpi_pstate_cpufreq_settings *target,
+                                        struct mpi_pstate_cpufreq_write w[4]);
+
+/* Reads the current settings of p and performs plan_writes() towards target
+ * with one-shot writes.  Stops at the first failing write. */
+int mpi_pstate_cpufreq_apply(const struct mpi_pstate_cpufreq_policy *p,
+                             const struct mpi_pstate_cpufreq_settings *target, char *err,
+                             size_t errlen);
+
+/* ---- domain handle: the transition fast path ---- */
+struct mpi_pstate_cpufreq_domain {
+        int fd; /* scaling_max_freq or scaling_setspeed, O_WRONLY|O_CLOEXEC */
+        enum mpi_pstate_cpufreq_mech mech;
+        uint32_t low_khz, high_khz;
+        char low[12], high[12]; /* "<digits>\n", formatted once */
+        unsigned char low_len, high_len;
+};
+
+/* Opens the file of mech (MAXFREQ or SETSPEED, not AUTO) in policy p and
+ * formats both strings.  Checks against the current state:
+ * cpuinfo_min <= low <= high <= cpuinfo_max (-ERANGE); MAXFREQ also needs
+ * low >= scaling_min_freq (-ERANGE, the kernel would not honour it); SETSPEED
+ * needs the userspace governor active (-EINVAL).  d->fd is -1 on failure. */
+int mpi_pstate_cpufreq_domain_prepare(struct mpi_pstate_cpufreq_domain *d,
+                                      const struct mpi_pstate_cpufreq_policy *p,
+                                      enum mpi_pstate_cpufreq_mech mech, uint32_t low_khz,
+                                      uint32_t high_khz, char *err, size_t errlen);
+
+/* One pwrite() each, nothing else: no allocation, no lock, no other call. */
+int mpi_pstate_cpufreq_domain_lower(const struct mpi_pstate_cpufreq_domain *d);
+int mpi_pstate_cpufreq_domain_raise(const struct mpi_pstate_cpufreq_domain *d);
+
+void mpi_pstate_cpufreq_domain_close(struct mpi_pstate_cpufreq_domain *d);
+
+/* ---- small parsers shared with the restore record ---- */
+/* Governor/driver name: 1..15 bytes of [A-Za-z0-9_-]. */
+bool mpi_pstate_cpufreq_valid_name(const char *s);
+/* Kernel CPU list: "0 1 2 3", "0-3", "0,2-5" (blank or comma separated). */
+int mpi_pstate_cpufreq_parse_cpulist(const char *s, cpu_set_t *out);
+
+#endif

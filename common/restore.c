@@ -1,0 +1,422 @@
+#include "restore.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "parse.h"
+#include "safeio.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#define RECORD_UID 0 /* only root writes records; anything else is not ours */
+
+__attribute__((format(printf, 3, 4))) static void seterr(char *err, size_t errlen, const char *fmt,
+                                                         ...)
+{
+        va_list ap;
+
+        if (!err || errlen == 0)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+}
+
+/* "policy<N>" or "cpu<N>", N up to 7 digits: the only names that become paths. */
+static bool valid_policy_name(const char *s)
+{
+        const char *d;
+
+        if (strncmp(s, "policy", 6) == 0)
+                d = s + 6;
+        else if (strncmp(s, "cpu", 3) == 0)
+                d = s + 3;
+        else
+                return false;
+        return *d && strlen(d) <= 7 && strspn(d, "0123456789") == strlen(d);
+}
+
+EXPORT int mpi_pstate_restore_format(const struct mpi_pstate_restore_record *r, char *buf,
+                                     size_t len)
+{
+        const struct mpi_pstate_cpufreq_settings *s = &r->saved;
+        int n;
+
+        if (!valid_policy_name(r->policy) || !mpi_pstate_cpufreq_valid_name(r->driver) ||
+            !mpi_pstate_cpufreq_valid_name(s->governor))
+                return -EINVAL;
+        n = snprintf(buf, len,
+                     "version=%u\njob=%u\nstep=%u\npolicy=%s\ndriver=%s\ngovernor=%s\n"
+                     "min_khz=%u\nmax_khz=%u\nsetspeed_khz=%u\n",
+                     MPI_PSTATE_RESTORE_VERSION, r->owner.job_id, r->owner.step_id, r->policy,
+                     r->driver, s->governor, s->min_khz, s->max_khz, s->setspeed_khz);
+        if (n < 0 || (size_t)n >= len)
+                return -ENOSPC;
+        return n;
+}
+
+/* Takes "key=value" at *pos up to the newline (or the end after the last key)
+ * into val and advances *pos past it. */
+static int take(const char **pos, const char *key, char *val, size_t vlen, bool last)
+{
+        const char *p = *pos;
+        size_t klen = strlen(key), n;
+
+        if (strncmp(p, key, klen) != 0 || p[klen] != '=')
+                return -EINVAL;
+        p += klen + 1;
+        n = strcspn(p, "\n");
+        if (n == 0 || n >= vlen)
+                return -EINVAL;
+        memcpy(val, p, n);
+        val[n] = '\0';
+        p += n;
+        if (last) {
+                /* The reader strips trailing newlines; nothing may follow. */
+                if (*p)
+                        return -EINVAL;
+        } else {
+                if (*p != '\n')
+                        return -EINVAL;
+                p++;
+        }
+        *pos = p;
+        return 0;
+}
+
+/* Decimal as format() writes it: digits only, no leading zero, no blanks. */
+static int strict_u32(const char *s, uint32_t min, uint32_t *out)
+{
+        uint64_t v;
+        size_t n = strlen(s);
+
+        if (n == 0 || n > 10 || strspn(s, "0123456789") != n || (s[0] == '0' && n > 1))
+                return -EINVAL;
+        if (mpi_pstate_parse_u64(s, min, UINT32_MAX, &v) != 0)
+                return -EINVAL;
+        *out = (uint32_t)v;
+        return 0;
+}
+
+EXPORT int mpi_pstate_restore_parse(const char *text, struct mpi_pstate_restore_record *out)
+{
+        struct mpi_pstate_restore_record r;
+        const char *p = text;
+        char v[32];
+        uint32_t version;
+        bool userspace;
+
+        if (!text || !out)
+                return -EINVAL;
+        memset(&r, 0, sizeof(r));
+        if (take(&p, "version", v, sizeof(v), false) || strict_u32(v, 1, &version) ||
+            version != MPI_PSTATE_RESTORE_VERSION)
+                return -EINVAL;
+        r.version = version;
+        if (take(&p, "job", v, sizeof(v), false) || strict_u32(v, 0, &r.owner.job_id))
+                return -EINVAL;
+        if (take(&p, "step", v, sizeof(v), false) || strict_u32(v, 0, &r.owner.step_id))
+                return -EINVAL;
+        if (take(&p, "policy", v, sizeof(v), false) || strlen(v) >= sizeof(r.policy) ||
+            !valid_policy_name(v))
+                return -EINVAL;
+        memcpy(r.policy, v, strlen(v) + 1);
+        if (take(&p, "driver", v, sizeof(v), false) || !mpi_pstate_cpufreq_valid_name(v))
+                return -EINVAL;
+        memcpy(r.driver, v, strlen(v) + 1);
+        if (take(&p, "governor", v, sizeof(v), false) || !mpi_pstate_cpufreq_valid_name(v))
+                return -EINVAL;
+        memcpy(r.saved.governor, v, strlen(v) + 1);
+        if (take(&p, "min_khz", v, sizeof(v), false) || strict_u32(v, 1, &r.saved.min_khz))
+                return -EINVAL;
+        if (take(&p, "max_khz", v, sizeof(v), false) || strict_u32(v, 1, &r.saved.max_khz))
+                return -EINVAL;
+        if (take(&p, "setspeed_khz", v, sizeof(v), true) || strict_u32(v, 0, &r.saved.setspeed_khz))
+                return -EINVAL;
+        if (r.saved.min_khz > r.saved.max_khz)
+                return -EINVAL;
+        userspace = strcmp(r.saved.governor, "userspace") == 0;
+        if (userspace != (r.saved.setspeed_khz != 0))
+                return -EINVAL;
+        *out = r;
+        return 0;
+}
+
+static int load_at(int dirfd, const char *name, struct mpi_pstate_restore_record *out)
+{
+        char buf[MPI_PSTATE_RESTORE_MAX_BYTES + 1];
+        struct mpi_pstate_restore_record r;
+        int rc;
+
+        if (!valid_policy_name(name))
+                return -EINVAL;
+        rc = mpi_pstate_safeio_read_small(dirfd, name, buf, sizeof(buf), MPI_PSTATE_SAFEIO_OWNED,
+                                          RECORD_UID);
+        if (rc < 0)
+                return rc;
+        rc = mpi_pstate_restore_parse(buf, &r);
+        if (rc)
+                return rc;
+        /* A record renamed onto another policy's name must not restore that one. */
+        if (strcmp(r.policy, name) != 0)
+                return -EINVAL;
+        *out = r;
+        return 0;
+}
+
+EXPORT int mpi_pstate_restore_load(const char *dir, const char *name,
+                                   struct mpi_pstate_restore_record *out)
+{
+        int dirfd, rc;
+
+        if (!dir || !name || !out)
+                return -EINVAL;
+        dirfd = mpi_pstate_safeio_open_dir(dir, 0, 0);
+        if (dirfd < 0)
+                return dirfd;
+        rc = load_at(dirfd, name, out);
+        close(dirfd);
+        return rc;
+}
+
+static bool same_owner(const struct mpi_pstate_restore_owner *a,
+                       const struct mpi_pstate_restore_owner *b)
+{
+        return a->job_id == b->job_id && a->step_id == b->step_id;
+}
+
+EXPORT int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
+                                   const struct mpi_pstate_restore_owner *who, char *err,
+                                   size_t errlen)
+{
+        struct mpi_pstate_restore_record r, old;
+        char text[MPI_PSTATE_RESTORE_MAX_BYTES];
+        int dirfd = -1, rc, n;
+
+        if (!dir || !p || !who)
+                return -EINVAL;
+        memset(&r, 0, sizeof(r));
+        r.version = MPI_PSTATE_RESTORE_VERSION;
+        r.owner = *who;
+        snprintf(r.policy, sizeof(r.policy), "%s", p->name);
+        memcpy(r.driver, p->driver, sizeof(r.driver));
+        rc = mpi_pstate_cpufreq_read_settings(p, &r.saved);
+        if (rc) {
+                seterr(err, errlen, "%s: reading settings to save: %s", p->name, strerror(-rc));
+                goto out;
+        }
+        n = mpi_pstate_restore_format(&r, text, sizeof(text));
+        if (n < 0) {
+                rc = n;
+                seterr(err, errlen, "%s: cannot format a record: %s", p->name, strerror(-rc));
+                goto out;
+        }
+        dirfd = mpi_pstate_safeio_open_dir(dir, 1, 0700);
+        if (dirfd < 0) {
+                rc = dirfd;
+                seterr(err, errlen, "%s: %s", dir, strerror(-rc));
+                goto out;
+        }
+        rc = mpi_pstate_safeio_write_atomic(dirfd, r.policy, text, (size_t)n, 0600, 1);
+        if (rc == -EEXIST) {
+                rc = load_at(dirfd, r.policy, &old);
+                if (rc)
+                        seterr(err, errlen, "%s/%s exists and cannot be trusted: %s", dir, r.policy,
+                               strerror(-rc));
+                else if (!same_owner(&old.owner, who)) {
+                        rc = -EBUSY;
+                        seterr(err, errlen, "%s is held by job %u step %u", r.policy,
+                               old.owner.job_id, old.owner.step_id);
+                }
+        } else if (rc) {
+                seterr(err, errlen, "%s/%s: %s", dir, r.policy, strerror(-rc));
+        }
+out:
+        if (dirfd >= 0)
+                close(dirfd);
+        return rc;
+}
+
+static bool owner_matches(const struct mpi_pstate_restore_owner *rec,
+                          const struct mpi_pstate_restore_owner *who, unsigned flags)
+{
+        if (flags & MPI_PSTATE_RESTORE_ANY_OWNER)
+                return true;
+        if (!who || rec->job_id != who->job_id)
+                return false;
+        return (flags & MPI_PSTATE_RESTORE_ANY_STEP) || rec->step_id == who->step_id;
+}
+
+static int restore_at(int dirfd, const char *dir, const char *sysroot, const char *name,
+                      const struct mpi_pstate_restore_owner *who, unsigned flags, bool *foreign,
+                      char *err, size_t errlen)
+{
+        struct mpi_pstate_cpufreq_policy *p = NULL;
+        struct mpi_pstate_restore_record r;
+        int rc = load_at(dirfd, name, &r), n;
+
+        if (rc == -ENOENT)
+                return 0;
+        if (rc) {
+                seterr(err, errlen, "%s/%s: untrusted record: %s", dir, name, strerror(-rc));
+                return rc;
+        }
+        if (!owner_matches(&r.owner, who, flags)) {
+                *foreign = true;
+                seterr(err, errlen, "%s/%s belongs to job %u step %u", dir, name, r.owner.job_id,
+                       r.owner.step_id);
+                return -EPERM;
+        }
+        /* apply() needs only the directory and name of the policy. */
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        memcpy(p->name, r.policy, sizeof(p->name));
+        n = strncmp(name, "cpu", 3) == 0
+                ? snprintf(p->dir, sizeof(p->dir), "%s/devices/system/cpu/%s/cpufreq", sysroot,
+                           name)
+                : snprintf(p->dir, sizeof(p->dir), "%s/devices/system/cpu/cpufreq/%s", sysroot,
+                           name);
+        if (n < 0 || (size_t)n >= sizeof(p->dir)) {
+                rc = -ENAMETOOLONG;
+                goto out;
+        }
+        rc = mpi_pstate_cpufreq_apply(p, &r.saved, err, errlen);
+        if (rc)
+                goto out;
+        if (unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) {
+                rc = -errno;
+                seterr(err, errlen, "%s/%s: restored but not removed: %s", dir, name,
+                       strerror(-rc));
+                goto out;
+        }
+        rc = 1;
+out:
+        free(p);
+        return rc;
+}
+
+EXPORT int mpi_pstate_restore_policy(const char *dir, const char *sysroot, const char *name,
+                                     const struct mpi_pstate_restore_owner *who, unsigned flags,
+                                     char *err, size_t errlen)
+{
+        bool foreign = false;
+        int dirfd, rc;
+
+        if (!dir || !sysroot || !name)
+                return -EINVAL;
+        dirfd = mpi_pstate_safeio_open_dir(dir, 0, 0);
+        if (dirfd == -ENOENT)
+                return 0; /* nothing was ever saved */
+        if (dirfd < 0) {
+                seterr(err, errlen, "%s: %s", dir, strerror(-dirfd));
+                return dirfd;
+        }
+        rc = restore_at(dirfd, dir, sysroot, name, who, flags, &foreign, err, errlen);
+        close(dirfd);
+        return rc;
+}
+
+static void note_failure(struct mpi_pstate_restore_summary *s, const char *name, int rc)
+{
+        s->failed++;
+        if (!s->first_error) {
+                s->first_error = rc;
+                snprintf(s->first_name, sizeof(s->first_name), "%s", name);
+        }
+}
+
+EXPORT int mpi_pstate_restore_all(const char *dir, const char *sysroot,
+                                  const struct mpi_pstate_restore_owner *who, unsigned flags,
+                                  struct mpi_pstate_restore_summary *summary, char *err,
+                                  size_t errlen)
+{
+        struct mpi_pstate_restore_summary s;
+        char(*names)[NAME_MAX + 1] = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *de;
+        DIR *d = NULL;
+        int dirfd, fd2, rc = 0;
+
+        memset(&s, 0, sizeof(s));
+        if (!dir || !sysroot) {
+                rc = -EINVAL;
+                goto out;
+        }
+        dirfd = mpi_pstate_safeio_open_dir(dir, 0, 0);
+        if (dirfd == -ENOENT)
+                goto out;
+        if (dirfd < 0) {
+                rc = dirfd;
+                seterr(err, errlen, "%s: %s", dir, strerror(-rc));
+                note_failure(&s, dir, rc);
+                goto out;
+        }
+        fd2 = dup(dirfd);
+        d = fd2 >= 0 ? fdopendir(fd2) : NULL;
+        if (!d) {
+                rc = -errno;
+                if (fd2 >= 0)
+                        close(fd2);
+                close(dirfd);
+                note_failure(&s, dir, rc);
+                goto out;
+        }
+        /* Names first, then act: unlinking while readdir() runs may skip entries. */
+        while ((de = readdir(d))) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (n == cap) {
+                        size_t ncap = cap ? 2 * cap : 32;
+                        void *q = realloc(names, ncap * sizeof(*names));
+
+                        if (!q) {
+                                rc = -ENOMEM;
+                                close(dirfd);
+                                goto out;
+                        }
+                        names = q;
+                        cap = ncap;
+                }
+                snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+        }
+        for (size_t i = 0; i < n; i++) {
+                const char *name = names[i];
+                char msg[256] = "";
+                bool foreign = false;
+                int r;
+
+                if (strncmp(name, ".tmp.", 5) == 0) {
+                        /* Left by a save that died before its rename: never a record. */
+                        unlinkat(dirfd, name, 0);
+                        continue;
+                }
+                r = restore_at(dirfd, dir, sysroot, name, who, flags, &foreign, msg, sizeof(msg));
+                if (r == 1) {
+                        s.restored++;
+                } else if (foreign) {
+                        s.foreign++;
+                } else if (r < 0) {
+                        if (!s.first_error)
+                                seterr(err, errlen, "%s", msg);
+                        note_failure(&s, name, r);
+                }
+        }
+        close(dirfd);
+        rc = s.first_error;
+out:
+        if (d)
+                closedir(d);
+        free(names);
+        if (summary)
+                *summary = s;
+        return rc;
+}

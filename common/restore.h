@@ -1,0 +1,85 @@
+/* Save/restore record: what a frequency domain looked like before a job
+ * step changed it, kept in a root-owned runtime directory (one small text
+ * file per policy, named after the policy) until the step, or the backstop,
+ * puts it back.  Format: docs/cpufreq.md ("Restore record").
+ *
+ * Directories are absolute paths walked with mpi_pstate_safeio_open_dir()
+ * (no symlinks, root-owned, mode 0700 when created).  Records are read
+ * hostile-safe: no symlink, regular file, owner uid 0, not group/other
+ * writable, at most MPI_PSTATE_RESTORE_MAX_BYTES, strict parse.  Errors are
+ * negative errno values. */
+#ifndef MPI_PSTATE_RESTORE_H
+#define MPI_PSTATE_RESTORE_H
+#include <stdint.h>
+
+#include "cpufreq.h"
+
+#define MPI_PSTATE_RESTORE_VERSION 1
+#define MPI_PSTATE_RESTORE_MAX_BYTES 512
+
+/* Who changed the domain: a Slurm job and step (step ids as Slurm numbers
+ * them, including its special values for batch/extern steps). */
+struct mpi_pstate_restore_owner {
+        uint32_t job_id;
+        uint32_t step_id;
+};
+
+struct mpi_pstate_restore_record {
+        unsigned version;
+        struct mpi_pstate_restore_owner owner;
+        char policy[24]; /* "policy3" or legacy "cpu3"; also the file name */
+        char driver[MPI_PSTATE_CPUFREQ_NAME_LEN];
+        struct mpi_pstate_cpufreq_settings saved; /* setspeed_khz only with userspace */
+};
+
+/* Pure: record <-> text.  format returns the length written (without the
+ * NUL) or -ENOSPC/-EINVAL; parse is strict (fixed keys in fixed order, no
+ * blanks, no leading zeros, min <= max, setspeed iff userspace) and returns
+ * 0 or -EINVAL, leaving *out untouched on failure. */
+int mpi_pstate_restore_format(const struct mpi_pstate_restore_record *r, char *buf, size_t len);
+int mpi_pstate_restore_parse(const char *text, struct mpi_pstate_restore_record *out);
+
+/* Records the current settings of p in dir (created if missing) before the
+ * caller changes anything.  Atomic (temporary file, fsync, rename without
+ * replacing).  If a record for p already exists and belongs to the same
+ * owner, it is kept as it is (it holds the true original) and 0 is returned;
+ * if it belongs to another owner, -EBUSY; if it cannot be trusted, its error
+ * (the caller must then leave the domain alone). */
+int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
+                            const struct mpi_pstate_restore_owner *who, char *err, size_t errlen);
+
+/* Reads and checks one record (name = policy name) without acting on it. */
+int mpi_pstate_restore_load(const char *dir, const char *name,
+                            struct mpi_pstate_restore_record *out);
+
+enum {
+        MPI_PSTATE_RESTORE_ANY_STEP = 1 << 0,  /* match the job only (node epilog) */
+        MPI_PSTATE_RESTORE_ANY_OWNER = 1 << 1, /* restore whoever owns it (admin) */
+};
+
+/* Puts one policy back from its record under sysroot and deletes the record.
+ * Returns 1 when restored, 0 when there was no record (idempotent), -EPERM
+ * when the record belongs to another owner (left in place), or the error of
+ * reading/checking the record or of the sysfs writes (record left in place
+ * so that a later pass can retry). */
+int mpi_pstate_restore_policy(const char *dir, const char *sysroot, const char *name,
+                              const struct mpi_pstate_restore_owner *who, unsigned flags, char *err,
+                              size_t errlen);
+
+struct mpi_pstate_restore_summary {
+        unsigned restored; /* records put back and deleted */
+        unsigned foreign;  /* records of another owner, left alone */
+        unsigned failed;   /* records that could not be trusted or written back */
+        int first_error;   /* 0 or the first failure's errno (negative) */
+        char first_name[64];
+};
+
+/* The backstop: restores every record in dir that matches who/flags (see
+ * restore_policy), removes stale temporary files, and returns 0 if nothing
+ * failed, else summary->first_error.  A missing dir is success with nothing
+ * done.  Does not remove dir itself. */
+int mpi_pstate_restore_all(const char *dir, const char *sysroot,
+                           const struct mpi_pstate_restore_owner *who, unsigned flags,
+                           struct mpi_pstate_restore_summary *summary, char *err, size_t errlen);
+
+#endif
