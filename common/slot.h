@@ -1,0 +1,339 @@
+/* The shared-memory segment through which MPI ranks tell the node agent
+ * that they wait, and where their MPI statistics live.
+ *
+ * A segment is one regular file (MPI_PSTATE_SHM, normally under /dev/shm)
+ * made of a 4 KiB header and then one fixed-size slot per local rank:
+ *
+ *   offset 0                      struct mpi_pstate_seg_header
+ *   offset 4096 + i * 16384       struct mpi_pstate_slot of local rank i
+ *
+ * Everything is native-endian (the segment never leaves the node), every
+ * field has an explicit offset checked by _Static_assert below, and the
+ * counters live in the mapping, not in process memory, so a slot is
+ * readable while the job runs and still complete after its rank was killed
+ * (SIGKILL included).  docs/preload.md documents the layout for readers in
+ * other languages (preload/mpi_pstate_slot.py is the Python reader).
+ *
+ * Trust: ranks run as the user and can write anything into their slot (and
+ * into the header, which must be writable for the futex).  Root code reads a
+ * slot only through mpi_pstate_slot_snapshot(), which copies it out of the
+ * mapping first and validates the copy, and never follows a pointer, length
+ * or name found in it without bounds.
+ *
+ * Wait protocol (rank side in mpi_pstate_slot_wait_begin/_end below, agent
+ * side in mpi_pstate_slot_agent_lower/_raise):
+ *  - A rank entering a blocking MPI call stores the function id in wait_fn,
+ *    then the tick count of the entry in wait_since (release).  On leaving it
+ *    stores 0 into wait_since (release).  Nothing else: no system call.
+ *  - The agent sleeps on the header's agent_futex until the earliest
+ *    wait_since + threshold of all slots.  To lower a rank's core it calls
+ *    mpi_pstate_slot_agent_lower() (sets clocked_down, full fence, re-reads
+ *    wait_since: the wait must still be the same one), writes the frequency,
+ *    then calls mpi_pstate_slot_agent_still_waiting() and raises again at
+ *    once if the rank left meanwhile.
+ *  - A rank leaving a call that lasted at least the threshold issues a full
+ *    fence and loads clocked_down; only if it is set does it bump
+ *    agent_futex and FUTEX_WAKE the agent: one system call, only after a
+ *    long wait.  Shorter calls never fence; the agent's re-check after its
+ *    frequency write covers the window in which such a call ends.
+ *  - The agent clears clocked_down after raising the frequency.
+ */
+#ifndef MPI_PSTATE_SLOT_H
+#define MPI_PSTATE_SLOT_H
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#define MPI_PSTATE_SEG_MAGIC UINT64_C(0x316765737473706d)  /* "mpstseg1" */
+#define MPI_PSTATE_SLOT_MAGIC UINT64_C(0x746f6c737473706d) /* "mpstslot" */
+/* Bump on any incompatible change of either structure; readers refuse
+ * other versions. */
+#define MPI_PSTATE_SLOT_VERSION 1u
+#define MPI_PSTATE_SEG_HEADER_SIZE 4096u
+#define MPI_PSTATE_SLOT_SIZE 16384u
+#define MPI_PSTATE_SLOT_MAX_FUNCS 128u
+#define MPI_PSTATE_SLOT_NAME_LEN 32u
+#define MPI_PSTATE_SLOT_HIST_BUCKETS 64u
+#define MPI_PSTATE_SLOT_CPUSET_WORDS 16u /* 1024 CPUs */
+/* Upper bound a reader accepts for nslots (a node with 16384 ranks is far). */
+#define MPI_PSTATE_SEG_MAX_SLOTS 16384u
+
+/* slot.clock: what the tick values (wait_since, *_ticks) count. */
+enum mpi_pstate_clock {
+        MPI_PSTATE_CLOCK_NONE = 0,
+        MPI_PSTATE_CLOCK_TSC = 1,       /* rdtsc; the kernel's clocksource is tsc */
+        MPI_PSTATE_CLOCK_MONOTONIC = 2, /* clock_gettime(CLOCK_MONOTONIC), ns */
+};
+
+/* slot.state */
+enum mpi_pstate_slot_state {
+        MPI_PSTATE_SLOT_FREE = 0,      /* never used */
+        MPI_PSTATE_SLOT_ATTACHED = 1,  /* claimed, inside MPI_Init */
+        MPI_PSTATE_SLOT_RUNNING = 2,   /* MPI_Init returned; counting */
+        MPI_PSTATE_SLOT_FINALIZED = 3, /* MPI_Finalize returned */
+        MPI_PSTATE_SLOT_ABORTED = 4,   /* MPI_Abort was called */
+        MPI_PSTATE_SLOT_EXITED = 5,    /* process exited without MPI_Finalize */
+        MPI_PSTATE_SLOT_DISABLED = 6,  /* bad configuration: passing calls through */
+};
+
+/* slot.mode (same values as MPI_PSTATE_MODE's words) */
+enum mpi_pstate_slot_mode {
+        MPI_PSTATE_SLOT_MODE_OFF = 0,
+        MPI_PSTATE_SLOT_MODE_ON = 1,
+        MPI_PSTATE_SLOT_MODE_PROFILE = 2, /* the agent must not change frequencies */
+};
+
+/* seg_header.flags */
+#define MPI_PSTATE_SEG_PRIVATE 1u /* made by the library itself: no agent */
+
+struct mpi_pstate_seg_header {
+        uint64_t magic;       /* 0: MPI_PSTATE_SEG_MAGIC */
+        uint32_t version;     /* 8: MPI_PSTATE_SLOT_VERSION */
+        uint32_t header_size; /* 12: MPI_PSTATE_SEG_HEADER_SIZE */
+        uint32_t slot_size;   /* 16: MPI_PSTATE_SLOT_SIZE */
+        uint32_t nslots;      /* 20 */
+        int32_t creator_pid;  /* 24 */
+        uint32_t flags;       /* 28: MPI_PSTATE_SEG_* */
+        uint64_t created_ns;  /* 32: CLOCK_REALTIME */
+        uint8_t pad0[24];     /* 40 */
+        /* 64, own cache line: bumped by a rank before FUTEX_WAKE; the agent
+         * FUTEX_WAITs on it with the value it read before scanning. */
+        _Atomic uint32_t agent_futex;
+        uint32_t pad1;            /* 68 */
+        _Atomic uint64_t wakeups; /* 72: number of FUTEX_WAKE calls by all ranks */
+        uint8_t reserved[MPI_PSTATE_SEG_HEADER_SIZE - 80];
+};
+
+/* One MPI function's totals; one cache line. */
+struct mpi_pstate_fn_stats {
+        char name[MPI_PSTATE_SLOT_NAME_LEN]; /* 0: "MPI_Send", NUL-terminated */
+        _Atomic uint64_t calls;              /* 32 */
+        _Atomic uint64_t time_ns;            /* 40 */
+        _Atomic uint64_t bytes;              /* 48: message bytes, see docs/preload.md */
+        _Atomic uint64_t long_calls;         /* 56: blocking calls >= threshold */
+};
+
+struct mpi_pstate_slot {
+        /* line 0 (0): identity, written once while the rank attaches */
+        uint64_t magic;           /* 0: MPI_PSTATE_SLOT_MAGIC */
+        uint32_t version;         /* 8 */
+        uint32_t slot_size;       /* 12 */
+        _Atomic int32_t pid;      /* 16: owner, claimed with a compare-and-swap from 0 */
+        int32_t rank;             /* 20: rank in MPI_COMM_WORLD, -1 until MPI_Init returns */
+        int32_t size;             /* 24: size of MPI_COMM_WORLD, 0 until then */
+        uint32_t local_index;     /* 28: index of this slot in the segment */
+        uint32_t nfuncs;          /* 32: valid entries of fn[] */
+        uint32_t clock;           /* 36: enum mpi_pstate_clock */
+        uint64_t ticks_per_sec;   /* 40: calibrated at MPI_Init */
+        uint64_t threshold_ticks; /* 48: MPI_PSTATE_THRESHOLD in ticks */
+        uint32_t mode;            /* 56: enum mpi_pstate_slot_mode */
+        uint32_t thread_level;    /* 60: MPI_THREAD_SINGLE 0 ... MULTIPLE 3 (as provided) */
+
+        /* line 1 (64): lifecycle */
+        _Atomic uint32_t state;   /* 64: enum mpi_pstate_slot_state */
+        int32_t cpu;              /* 68: the only CPU the rank may run on, or -1 */
+        uint64_t start_ns;        /* 72: CLOCK_REALTIME when the rank attached */
+        uint64_t init_ticks;      /* 80: MPI_Init entered */
+        uint64_t app_start_ticks; /* 88: MPI_Init returned */
+        uint64_t app_end_ticks;   /* 96: MPI_Finalize entered (or abort/exit), 0 before */
+        uint64_t threshold_ns;    /* 104 */
+        uint32_t abi;             /* 112: 1 Open MPI, 2 MPICH family */
+        uint32_t pad1;            /* 116 */
+        uint64_t pad2;            /* 120 */
+
+        /* line 2 (128): the wait state, written by the rank on every blocking call
+         * of the thread that initialised MPI */
+        _Atomic uint64_t wait_since; /* 128: ticks at entry, 0 when not inside */
+        _Atomic uint32_t wait_fn;    /* 136: function id (index into fn[]) */
+        uint32_t pad3;               /* 140 */
+        uint8_t pad4[48];            /* 144 */
+
+        /* line 3 (192): owned by the node agent */
+        _Atomic uint32_t clocked_down; /* 192: 1 while the agent holds this rank's core low */
+        uint32_t pad5;                 /* 196 */
+        _Atomic uint64_t down_ns;      /* 200: total time clocked down */
+        _Atomic uint64_t transitions;  /* 208: number of lower+raise pairs */
+        uint8_t pad6[40];              /* 216 */
+
+        /* line 4 (256): rank totals */
+        _Atomic uint64_t long_calls; /* 256: blocking calls lasting >= threshold */
+        _Atomic uint64_t long_ns;    /* 264: time in those calls */
+        _Atomic uint64_t over_ns;    /* 272: time beyond the threshold in those calls */
+        _Atomic uint64_t wakeups;    /* 280: FUTEX_WAKE calls made by this rank */
+        uint8_t pad7[32];            /* 288 */
+
+        uint64_t cpuset[MPI_PSTATE_SLOT_CPUSET_WORDS]; /* 320: affinity at MPI_Init */
+        uint8_t pad8[64];                              /* 448 */
+
+        /* 512: log2 histograms; bucket 0 counts value 0, bucket b >= 1 counts
+         * [2^(b-1), 2^b), the last bucket everything above */
+        _Atomic uint64_t hist_bytes[MPI_PSTATE_SLOT_HIST_BUCKETS]; /* 512: message sizes */
+        _Atomic uint64_t hist_ns[MPI_PSTATE_SLOT_HIST_BUCKETS];    /* 1024: call durations */
+        uint8_t pad9[512];                                         /* 1536 */
+
+        struct mpi_pstate_fn_stats fn[MPI_PSTATE_SLOT_MAX_FUNCS]; /* 2048 */
+        uint8_t reserved[MPI_PSTATE_SLOT_SIZE - 2048 - 64 * MPI_PSTATE_SLOT_MAX_FUNCS];
+};
+
+_Static_assert(ATOMIC_LONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
+               "slot atomics must be lock-free to be shared between processes");
+_Static_assert(sizeof(struct mpi_pstate_seg_header) == MPI_PSTATE_SEG_HEADER_SIZE, "header");
+_Static_assert(offsetof(struct mpi_pstate_seg_header, agent_futex) == 64, "futex line");
+_Static_assert(offsetof(struct mpi_pstate_seg_header, wakeups) == 72, "wakeups");
+_Static_assert(sizeof(struct mpi_pstate_fn_stats) == 64, "fn stats are one cache line");
+_Static_assert(offsetof(struct mpi_pstate_fn_stats, calls) == 32, "fn calls");
+_Static_assert(offsetof(struct mpi_pstate_fn_stats, long_calls) == 56, "fn long_calls");
+_Static_assert(sizeof(struct mpi_pstate_slot) == MPI_PSTATE_SLOT_SIZE, "slot size");
+_Static_assert(offsetof(struct mpi_pstate_slot, pid) == 16, "pid");
+_Static_assert(offsetof(struct mpi_pstate_slot, ticks_per_sec) == 40, "ticks_per_sec");
+_Static_assert(offsetof(struct mpi_pstate_slot, thread_level) == 60, "thread_level");
+_Static_assert(offsetof(struct mpi_pstate_slot, state) == 64, "lifecycle line");
+_Static_assert(offsetof(struct mpi_pstate_slot, abi) == 112, "abi");
+_Static_assert(offsetof(struct mpi_pstate_slot, wait_since) == 128, "wait line");
+_Static_assert(offsetof(struct mpi_pstate_slot, wait_fn) == 136, "wait_fn");
+_Static_assert(offsetof(struct mpi_pstate_slot, clocked_down) == 192, "agent line");
+_Static_assert(offsetof(struct mpi_pstate_slot, transitions) == 208, "transitions");
+_Static_assert(offsetof(struct mpi_pstate_slot, long_calls) == 256, "totals line");
+_Static_assert(offsetof(struct mpi_pstate_slot, wakeups) == 280, "wakeups");
+_Static_assert(offsetof(struct mpi_pstate_slot, cpuset) == 320, "cpuset");
+_Static_assert(offsetof(struct mpi_pstate_slot, hist_bytes) == 512, "hist_bytes");
+_Static_assert(offsetof(struct mpi_pstate_slot, hist_ns) == 1024, "hist_ns");
+_Static_assert(offsetof(struct mpi_pstate_slot, fn) == 2048, "fn table");
+_Static_assert(MPI_PSTATE_SEG_HEADER_SIZE % 4096 == 0 && MPI_PSTATE_SLOT_SIZE % 4096 == 0,
+               "header and slots are page aligned so a rank maps only its own slot");
+
+/* A whole segment mapped by the agent or a reader. */
+struct mpi_pstate_segment {
+        int fd;
+        uint32_t nslots;
+        size_t size;
+        struct mpi_pstate_seg_header *hdr; /* base of the mapping */
+};
+
+/* What a rank maps: the header (for the futex) and its own slot. */
+struct mpi_pstate_attach {
+        struct mpi_pstate_seg_header *hdr;
+        struct mpi_pstate_slot *slot;
+        size_t hdr_len, slot_len; /* lengths of the two mappings */
+        int anonymous;            /* one mapping of hdr_len + slot_len */
+};
+
+/* Creates the segment file for nslots slots: O_CREAT|O_EXCL|O_NOFOLLOW,
+ * zero-filled, header written, mode 0600 and, when uid is not (uid_t)-1,
+ * owned by uid:gid so that the job's ranks can write their slots.  The file
+ * is removed again on failure.  Returns 0 or a negative errno. */
+int mpi_pstate_slot_create_segment(const char *path, uint32_t nslots, uid_t uid, gid_t gid);
+
+/* Maps a whole segment (writable for the agent, read-only for readers).  The
+ * file must be a regular file, not a symlink, owned by `owner` unless owner
+ * is (uid_t)-1, exactly header + nslots * slot size long, with a valid
+ * header.  Returns 0 or -errno (-EPROTO: not a segment of this version). */
+int mpi_pstate_slot_map_segment(const char *path, int writable, uid_t owner,
+                                struct mpi_pstate_segment *seg);
+void mpi_pstate_slot_unmap_segment(struct mpi_pstate_segment *seg);
+
+/* Slot i of a mapped segment, or NULL when out of range. */
+struct mpi_pstate_slot *mpi_pstate_slot_at(const struct mpi_pstate_segment *seg, uint32_t i);
+
+/* Rank side: maps the header and slot `index` of the segment at path and
+ * claims the slot for the calling process.  A slot owned by a live other
+ * process is refused (-EBUSY); one left by a dead process is taken over and
+ * its counters kept (two programs run one after the other by the same task
+ * add up).  Returns 0 or -errno. */
+int mpi_pstate_slot_attach(const char *path, uint32_t index, struct mpi_pstate_attach *a);
+
+/* Rank side without an agent: a one-slot segment in a new file at path
+ * (O_EXCL, mode 0600), or in anonymous shared memory when path is NULL. */
+int mpi_pstate_slot_attach_private(const char *path, struct mpi_pstate_attach *a);
+
+/* Unmaps what mpi_pstate_slot_attach* mapped (the slot keeps its data). */
+void mpi_pstate_slot_detach(struct mpi_pstate_attach *a);
+
+/* Fills the identity of a claimed slot and the function names (nfuncs
+ * entries of names, each shorter than MPI_PSTATE_SLOT_NAME_LEN; a longer or
+ * missing name is stored empty).  Counters already in the slot are kept when
+ * the names match (a take-over), zeroed otherwise.  Returns 0 or -EINVAL. */
+int mpi_pstate_slot_setup(struct mpi_pstate_slot *s, uint32_t index, const char *const *names,
+                          uint32_t nfuncs);
+
+/* Reader side: copies the shared slot into *copy and validates the copy:
+ * magic, version, size, nfuncs <= MPI_PSTATE_SLOT_MAX_FUNCS, NUL-terminated
+ * names, state and clock in range.  Use only the copy afterwards.  Returns 0,
+ * -ENOENT for a free slot (magic 0), or -EPROTO for anything else wrong. */
+int mpi_pstate_slot_snapshot(const struct mpi_pstate_slot *shared, struct mpi_pstate_slot *copy);
+
+/* Chooses the time source: want is "auto", "tsc", "monotonic" or NULL
+ * (auto).  auto picks tsc on x86 when the kernel's clocksource is tsc (the
+ * kernel then trusts it to be invariant and synchronised across CPUs), else
+ * monotonic.  Returns 0 or -EINVAL for an unknown word. */
+int mpi_pstate_slot_clock_choose(const char *want, enum mpi_pstate_clock *clock);
+
+/* Ticks per second of clock: 1e9 for monotonic; for tsc, measured against
+ * CLOCK_MONOTONIC_RAW between two samples taken at least min_ns apart
+ * (the caller may do useful work in between: pass the first sample in). */
+struct mpi_pstate_clock_sample {
+        uint64_t ticks, ns;
+};
+void mpi_pstate_slot_clock_sample(enum mpi_pstate_clock clock, struct mpi_pstate_clock_sample *s);
+uint64_t mpi_pstate_slot_clock_rate(enum mpi_pstate_clock clock,
+                                    const struct mpi_pstate_clock_sample *first, uint64_t min_ns);
+
+/* Agent side of the wait protocol.  lower: marks the slot clocked down if
+ * the rank is still in the wait that started at `since`; returns 1 when
+ * the agent may lower the core, 0 when the rank has left (flag cleared).
+ * still_waiting: after the frequency write, 1 if that same wait goes on.
+ * raise: after the frequency is back up, clears the flag and adds the
+ * clocked-down time to the slot. */
+int mpi_pstate_slot_agent_lower(struct mpi_pstate_slot *s, uint64_t since);
+int mpi_pstate_slot_agent_still_waiting(struct mpi_pstate_slot *s, uint64_t since);
+void mpi_pstate_slot_agent_raise(struct mpi_pstate_slot *s, uint64_t down_ns);
+
+/* Rank side: FUTEX_WAKE on the header's word after bumping it. */
+void mpi_pstate_slot_wake_agent(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s);
+
+/* ---- hot path, inline: no system call, no lock, no allocation ---- */
+
+static inline uint64_t mpi_pstate_slot_now(enum mpi_pstate_clock clock)
+{
+#if defined(__x86_64__) || defined(__i386__)
+        if (__builtin_expect(clock == MPI_PSTATE_CLOCK_TSC, 1))
+                return __rdtsc();
+#endif
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no system call */
+        return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* log2 bucket of a value, see hist_* above. */
+static inline unsigned mpi_pstate_slot_bucket(uint64_t v)
+{
+        unsigned b = v ? 64u - (unsigned)__builtin_clzll(v) : 0u;
+        return b < MPI_PSTATE_SLOT_HIST_BUCKETS ? b : MPI_PSTATE_SLOT_HIST_BUCKETS - 1;
+}
+
+static inline void mpi_pstate_slot_wait_begin(struct mpi_pstate_slot *s, uint32_t fn, uint64_t t0)
+{
+        atomic_store_explicit(&s->wait_fn, fn, memory_order_relaxed);
+        atomic_store_explicit(&s->wait_since, t0, memory_order_release);
+}
+
+/* Returns 1 when the agent had clocked the core down (the caller then
+ * wakes it with mpi_pstate_slot_wake_agent). */
+static inline int mpi_pstate_slot_wait_end(struct mpi_pstate_slot *s, uint64_t t0, uint64_t t1,
+                                           uint64_t threshold_ticks)
+{
+        atomic_store_explicit(&s->wait_since, 0, memory_order_release);
+        if (__builtin_expect(t1 - t0 < threshold_ticks, 1))
+                return 0;
+        /* Pairs with the agent's fence between setting clocked_down and
+         * re-reading wait_since: one of the two sides sees the other. */
+        atomic_thread_fence(memory_order_seq_cst);
+        return atomic_load_explicit(&s->clocked_down, memory_order_relaxed) != 0;
+}
+
+#endif

@@ -1,0 +1,423 @@
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "slot.h"
+
+static char dir[] = "/tmp/test_slot.XXXXXX";
+static char seg_path[512];
+
+static const char *const names3[] = {"MPI_Send", "MPI_Recv", "MPI_Barrier"};
+
+static void setup_dir(void)
+{
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(seg_path, sizeof(seg_path), "%s/seg", dir);
+}
+
+static void teardown_dir(void)
+{
+        char cmd[600];
+
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        ck_assert_int_eq(system(cmd), 0);
+        strcpy(dir, "/tmp/test_slot.XXXXXX");
+}
+
+START_TEST(create_and_map)
+{
+        struct mpi_pstate_segment seg;
+        struct stat st;
+
+        ck_assert_int_eq(mpi_pstate_slot_create_segment(seg_path, 4, (uid_t)-1, (gid_t)-1), 0);
+        ck_assert_int_eq(stat(seg_path, &st), 0);
+        ck_assert_int_eq(st.st_size, 4096 + 4 * 16384);
+        ck_assert_int_eq(st.st_mode & 0777, 0600);
+        /* never over an existing file */
+        ck_assert_int_eq(mpi_pstate_slot_create_segment(seg_path, 4, (uid_t)-1, (gid_t)-1),
+                         -EEXIST);
+        ck_assert_int_eq(mpi_pstate_slot_create_segment(seg_path, 0, (uid_t)-1, (gid_t)-1),
+                         -EINVAL);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(seg_path, 1, getuid(), &seg), 0);
+        ck_assert_uint_eq(seg.nslots, 4);
+        ck_assert_uint_eq(seg.hdr->magic, MPI_PSTATE_SEG_MAGIC);
+        ck_assert_uint_eq(seg.hdr->creator_pid, getpid());
+        ck_assert_ptr_nonnull(mpi_pstate_slot_at(&seg, 3));
+        ck_assert_ptr_null(mpi_pstate_slot_at(&seg, 4));
+        ck_assert_int_eq((char *)mpi_pstate_slot_at(&seg, 1) - (char *)seg.hdr, 4096 + 16384);
+        mpi_pstate_slot_unmap_segment(&seg);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(seg_path, 0, getuid() + 1, &seg), -EPERM);
+}
+END_TEST
+
+/* Everything a user could plant instead of a segment is refused. */
+START_TEST(map_refuses_hostile_files)
+{
+        struct mpi_pstate_segment seg;
+        char p[600];
+        int fd;
+
+        ck_assert_int_eq(mpi_pstate_slot_create_segment(seg_path, 2, (uid_t)-1, (gid_t)-1), 0);
+        snprintf(p, sizeof(p), "%s/link", dir);
+        ck_assert_int_eq(symlink(seg_path, p), 0);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(p, 0, (uid_t)-1, &seg), -ELOOP);
+        ck_assert_int_eq(mpi_pstate_slot_create_segment(p, 1, (uid_t)-1, (gid_t)-1), -EEXIST);
+
+        snprintf(p, sizeof(p), "%s/fifo", dir);
+        ck_assert_int_eq(mkfifo(p, 0600), 0);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(p, 0, (uid_t)-1, &seg), -EINVAL);
+
+        /* truncated: header says 2 slots, file holds 1 */
+        ck_assert_int_eq(truncate(seg_path, 4096 + 16384), 0);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(seg_path, 0, (uid_t)-1, &seg), -EPROTO);
+        ck_assert_int_eq(truncate(seg_path, 4096 + 2 * 16384), 0);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(seg_path, 0, (uid_t)-1, &seg), 0);
+        mpi_pstate_slot_unmap_segment(&seg);
+
+        /* wrong version, then absurd slot count */
+        fd = open(seg_path, O_RDWR);
+        ck_assert_int_ge(fd, 0);
+        uint32_t v = 99;
+        ck_assert_int_eq(pwrite(fd, &v, 4, 8), 4);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(seg_path, 0, (uid_t)-1, &seg), -EPROTO);
+        v = MPI_PSTATE_SLOT_VERSION;
+        ck_assert_int_eq(pwrite(fd, &v, 4, 8), 4);
+        v = 0xffffffffu;
+        ck_assert_int_eq(pwrite(fd, &v, 4, 20), 4);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(seg_path, 0, (uid_t)-1, &seg), -EPROTO);
+        close(fd);
+
+        snprintf(p, sizeof(p), "%s/short", dir);
+        fd = open(p, O_CREAT | O_WRONLY, 0600);
+        ck_assert_int_eq(write(fd, "mpstseg1", 8), 8);
+        close(fd);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(p, 0, (uid_t)-1, &seg), -EPROTO);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(dir, 0, (uid_t)-1, &seg), -EINVAL);
+}
+END_TEST
+
+START_TEST(attach_claims_and_sets_up)
+{
+        struct mpi_pstate_attach a, b;
+        struct mpi_pstate_segment seg;
+
+        ck_assert_int_eq(mpi_pstate_slot_create_segment(seg_path, 2, (uid_t)-1, (gid_t)-1), 0);
+        ck_assert_int_eq(mpi_pstate_slot_attach(seg_path, 2, &a), -ERANGE);
+        ck_assert_int_eq(mpi_pstate_slot_attach(seg_path, 1, &a), 0);
+        ck_assert_int_eq(atomic_load(&a.slot->pid), getpid());
+        ck_assert_int_eq(mpi_pstate_slot_setup(a.slot, 1, names3, 3), 0);
+        ck_assert_str_eq(a.slot->fn[2].name, "MPI_Barrier");
+        ck_assert_int_eq(a.slot->rank, -1);
+        atomic_store(&a.slot->fn[0].calls, 5);
+
+        /* the agent's view of the same slot */
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(seg_path, 1, (uid_t)-1, &seg), 0);
+        struct mpi_pstate_slot *s = mpi_pstate_slot_at(&seg, 1);
+        ck_assert_uint_eq(atomic_load(&s->fn[0].calls), 5);
+        ck_assert_uint_eq(s->local_index, 1);
+        ck_assert_uint_eq(s->magic, MPI_PSTATE_SLOT_MAGIC);
+        ck_assert_uint_eq(mpi_pstate_slot_at(&seg, 0)->magic, 0);
+
+        /* same names: counters kept; other names: zeroed */
+        ck_assert_int_eq(mpi_pstate_slot_setup(a.slot, 1, names3, 3), 0);
+        ck_assert_uint_eq(atomic_load(&s->fn[0].calls), 5);
+        ck_assert_int_eq(mpi_pstate_slot_setup(a.slot, 1, names3, 2), 0);
+        ck_assert_uint_eq(atomic_load(&s->fn[0].calls), 0);
+        ck_assert_str_eq(s->fn[2].name, "");
+        ck_assert_int_eq(atomic_load(&s->pid), getpid());
+        ck_assert_int_eq(mpi_pstate_slot_setup(a.slot, 1, names3, 129), -EINVAL);
+
+        /* the same process may attach again */
+        ck_assert_int_eq(mpi_pstate_slot_attach(seg_path, 1, &b), 0);
+        mpi_pstate_slot_detach(&b);
+        mpi_pstate_slot_detach(&a);
+        ck_assert_ptr_null(a.slot);
+        mpi_pstate_slot_unmap_segment(&seg);
+}
+END_TEST
+
+/* A slot held by a live process is busy; one left by a dead process is
+ * taken over with its counters. */
+START_TEST(attach_busy_and_takeover)
+{
+        struct mpi_pstate_attach a;
+        int pipefd[2], st;
+        char c;
+
+        ck_assert_int_eq(mpi_pstate_slot_create_segment(seg_path, 1, (uid_t)-1, (gid_t)-1), 0);
+        ck_assert_int_eq(pipe(pipefd), 0);
+        pid_t child = fork();
+        ck_assert_int_ge(child, 0);
+        if (child == 0) {
+                if (mpi_pstate_slot_attach(seg_path, 0, &a) != 0)
+                        _exit(1);
+                mpi_pstate_slot_setup(a.slot, 0, names3, 3);
+                atomic_store(&a.slot->fn[1].calls, 7);
+                if (write(pipefd[1], "x", 1) != 1)
+                        _exit(2);
+                pause();
+                _exit(0);
+        }
+        ck_assert_int_eq(read(pipefd[0], &c, 1), 1);
+        ck_assert_int_eq(mpi_pstate_slot_attach(seg_path, 0, &a), -EBUSY);
+        kill(child, SIGKILL);
+        ck_assert_int_eq(waitpid(child, &st, 0), child);
+        ck_assert_int_eq(mpi_pstate_slot_attach(seg_path, 0, &a), 0);
+        ck_assert_int_eq(atomic_load(&a.slot->pid), getpid());
+        ck_assert_int_eq(mpi_pstate_slot_setup(a.slot, 0, names3, 3), 0);
+        ck_assert_uint_eq(atomic_load(&a.slot->fn[1].calls), 7);
+        mpi_pstate_slot_detach(&a);
+        close(pipefd[0]);
+        close(pipefd[1]);
+}
+END_TEST
+
+/* Counters live in the file: a rank killed with SIGKILL leaves them all. */
+START_TEST(survives_sigkill)
+{
+        struct mpi_pstate_segment seg;
+        struct mpi_pstate_slot copy;
+        int st;
+
+        ck_assert_int_eq(mpi_pstate_slot_create_segment(seg_path, 2, (uid_t)-1, (gid_t)-1), 0);
+        pid_t child = fork();
+        ck_assert_int_ge(child, 0);
+        if (child == 0) {
+                struct mpi_pstate_attach a;
+
+                if (mpi_pstate_slot_attach(seg_path, 1, &a) != 0)
+                        _exit(1);
+                mpi_pstate_slot_setup(a.slot, 1, names3, 3);
+                for (int i = 0; i < 1000; i++) {
+                        atomic_fetch_add(&a.slot->fn[2].calls, 1);
+                        atomic_fetch_add(&a.slot->hist_ns[mpi_pstate_slot_bucket(i)], 1);
+                }
+                mpi_pstate_slot_wait_begin(a.slot, 2, 12345);
+                raise(SIGKILL);
+                _exit(3);
+        }
+        ck_assert_int_eq(waitpid(child, &st, 0), child);
+        ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(seg_path, 0, (uid_t)-1, &seg), 0);
+        ck_assert_int_eq(mpi_pstate_slot_snapshot(mpi_pstate_slot_at(&seg, 1), &copy), 0);
+        ck_assert_uint_eq(atomic_load(&copy.fn[2].calls), 1000);
+        ck_assert_int_eq(atomic_load(&copy.pid), child);
+        ck_assert_uint_eq(atomic_load(&copy.wait_since), 12345); /* died waiting: visible */
+        ck_assert_uint_eq(atomic_load(&copy.hist_ns[10]), 1000 - 512);
+        ck_assert_int_eq(mpi_pstate_slot_snapshot(mpi_pstate_slot_at(&seg, 0), &copy), -ENOENT);
+        mpi_pstate_slot_unmap_segment(&seg);
+}
+END_TEST
+
+START_TEST(snapshot_validates)
+{
+        struct mpi_pstate_attach a;
+        struct mpi_pstate_slot *copy = malloc(sizeof(*copy));
+
+        ck_assert_int_eq(mpi_pstate_slot_attach_private(NULL, &a), 0);
+        ck_assert_int_eq(mpi_pstate_slot_snapshot(a.slot, copy), -ENOENT);
+        ck_assert_int_eq(mpi_pstate_slot_setup(a.slot, 0, names3, 3), 0);
+        ck_assert_int_eq(mpi_pstate_slot_snapshot(a.slot, copy), 0);
+        ck_assert_str_eq(copy->fn[0].name, "MPI_Send");
+
+        memset(a.slot->fn[5].name, 'A', MPI_PSTATE_SLOT_NAME_LEN); /* unterminated */
+        ck_assert_int_eq(mpi_pstate_slot_snapshot(a.slot, copy), -EPROTO);
+        a.slot->fn[5].name[31] = '\0';
+        ck_assert_int_eq(mpi_pstate_slot_snapshot(a.slot, copy), 0);
+        a.slot->nfuncs = 500;
+        ck_assert_int_eq(mpi_pstate_slot_snapshot(a.slot, copy), -EPROTO);
+        a.slot->nfuncs = 3;
+        atomic_store(&a.slot->state, 77);
+        ck_assert_int_eq(mpi_pstate_slot_snapshot(a.slot, copy), -EPROTO);
+        atomic_store(&a.slot->state, MPI_PSTATE_SLOT_RUNNING);
+        a.slot->version = 2;
+        ck_assert_int_eq(mpi_pstate_slot_snapshot(a.slot, copy), -EPROTO);
+        a.slot->version = MPI_PSTATE_SLOT_VERSION;
+        a.slot->clock = 9;
+        ck_assert_int_eq(mpi_pstate_slot_snapshot(a.slot, copy), -EPROTO);
+        mpi_pstate_slot_detach(&a);
+        free(copy);
+}
+END_TEST
+
+START_TEST(private_file_segment)
+{
+        struct mpi_pstate_attach a;
+        struct mpi_pstate_segment seg;
+        struct stat st;
+
+        ck_assert_int_eq(mpi_pstate_slot_attach_private(seg_path, &a), 0);
+        ck_assert_int_eq(stat(seg_path, &st), 0);
+        ck_assert_int_eq(st.st_size, 4096 + 16384);
+        ck_assert_int_eq(st.st_mode & 0777, 0600);
+        ck_assert_uint_eq(a.hdr->flags & MPI_PSTATE_SEG_PRIVATE, MPI_PSTATE_SEG_PRIVATE);
+        mpi_pstate_slot_setup(a.slot, 0, names3, 3);
+        atomic_store(&a.slot->fn[0].bytes, 42);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(seg_path, 0, (uid_t)-1, &seg), 0);
+        ck_assert_uint_eq(atomic_load(&mpi_pstate_slot_at(&seg, 0)->fn[0].bytes), 42);
+        mpi_pstate_slot_unmap_segment(&seg);
+        mpi_pstate_slot_detach(&a);
+        ck_assert_int_eq(mpi_pstate_slot_attach_private(seg_path, &a), -EEXIST);
+}
+END_TEST
+
+START_TEST(wait_protocol)
+{
+        struct mpi_pstate_attach a;
+
+        ck_assert_int_eq(mpi_pstate_slot_attach_private(NULL, &a), 0);
+        struct mpi_pstate_slot *s = a.slot;
+
+        mpi_pstate_slot_wait_begin(s, 2, 1000);
+        ck_assert_uint_eq(atomic_load(&s->wait_fn), 2);
+        ck_assert_uint_eq(atomic_load(&s->wait_since), 1000);
+        /* the agent only lowers for the wait it saw */
+        ck_assert_int_eq(mpi_pstate_slot_agent_lower(s, 999), 0);
+        ck_assert_uint_eq(atomic_load(&s->clocked_down), 0);
+        ck_assert_int_eq(mpi_pstate_slot_agent_lower(s, 1000), 1);
+        ck_assert_uint_eq(atomic_load(&s->clocked_down), 1);
+        ck_assert_int_eq(mpi_pstate_slot_agent_still_waiting(s, 1000), 1);
+        /* a long call ending while clocked down asks for the wake */
+        ck_assert_int_eq(mpi_pstate_slot_wait_end(s, 1000, 1600, 500), 1);
+        ck_assert_uint_eq(atomic_load(&s->wait_since), 0);
+        ck_assert_int_eq(mpi_pstate_slot_agent_still_waiting(s, 1000), 0);
+        mpi_pstate_slot_agent_raise(s, 77);
+        ck_assert_uint_eq(atomic_load(&s->clocked_down), 0);
+        ck_assert_uint_eq(atomic_load(&s->down_ns), 77);
+        ck_assert_uint_eq(atomic_load(&s->transitions), 1);
+        /* a short call never fences or wakes, even with the flag set */
+        mpi_pstate_slot_wait_begin(s, 1, 2000);
+        atomic_store(&s->clocked_down, 1);
+        ck_assert_int_eq(mpi_pstate_slot_wait_end(s, 2000, 2100, 500), 0);
+        /* a long call without the flag: no wake either */
+        atomic_store(&s->clocked_down, 0);
+        mpi_pstate_slot_wait_begin(s, 1, 3000);
+        ck_assert_int_eq(mpi_pstate_slot_wait_end(s, 3000, 9000, 500), 0);
+        /* threshold 0: every call checks */
+        atomic_store(&s->clocked_down, 1);
+        mpi_pstate_slot_wait_begin(s, 1, 3000);
+        ck_assert_int_eq(mpi_pstate_slot_wait_end(s, 3000, 3000, 0), 1);
+        ck_assert_int_eq(mpi_pstate_slot_agent_lower(s, 0), 0);
+        mpi_pstate_slot_detach(&a);
+}
+END_TEST
+
+struct waiter {
+        struct mpi_pstate_seg_header *hdr;
+        uint32_t seen;
+        int woken;
+};
+
+static void *agent_thread(void *p)
+{
+        struct waiter *w = p;
+        struct timespec to = {.tv_sec = 5};
+        long rc = syscall(SYS_futex, &w->hdr->agent_futex, FUTEX_WAIT, w->seen, &to, NULL, 0);
+
+        w->woken = (rc == 0 || errno == EAGAIN) ? 1 : -1;
+        return NULL;
+}
+
+/* The agent sleeping on the header futex of a file segment is woken by a
+ * rank in another mapping of the same file. */
+START_TEST(futex_wakes_agent)
+{
+        struct mpi_pstate_segment seg;
+        struct mpi_pstate_attach a;
+        struct waiter w;
+        pthread_t th;
+
+        ck_assert_int_eq(mpi_pstate_slot_create_segment(seg_path, 1, (uid_t)-1, (gid_t)-1), 0);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment(seg_path, 1, (uid_t)-1, &seg), 0);
+        ck_assert_int_eq(mpi_pstate_slot_attach(seg_path, 0, &a), 0);
+        w.hdr = seg.hdr;
+        w.seen = atomic_load(&seg.hdr->agent_futex);
+        w.woken = 0;
+        ck_assert_int_eq(pthread_create(&th, NULL, agent_thread, &w), 0);
+        usleep(100000);
+        mpi_pstate_slot_wake_agent(a.hdr, a.slot);
+        ck_assert_int_eq(pthread_join(th, NULL), 0);
+        ck_assert_int_eq(w.woken, 1);
+        ck_assert_uint_eq(atomic_load(&seg.hdr->agent_futex), w.seen + 1);
+        ck_assert_uint_eq(atomic_load(&seg.hdr->wakeups), 1);
+        ck_assert_uint_eq(atomic_load(&a.slot->wakeups), 1);
+        mpi_pstate_slot_detach(&a);
+        mpi_pstate_slot_unmap_segment(&seg);
+}
+END_TEST
+
+START_TEST(clock_and_buckets)
+{
+        enum mpi_pstate_clock c = MPI_PSTATE_CLOCK_NONE;
+        struct mpi_pstate_clock_sample s;
+
+        ck_assert_int_eq(mpi_pstate_slot_clock_choose("sundial", &c), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_slot_clock_choose("monotonic", &c), 0);
+        ck_assert_int_eq(c, MPI_PSTATE_CLOCK_MONOTONIC);
+        mpi_pstate_slot_clock_sample(c, &s);
+        ck_assert_uint_eq(mpi_pstate_slot_clock_rate(c, &s, 1000), 1000000000u);
+        ck_assert_int_eq(mpi_pstate_slot_clock_choose(NULL, &c), 0);
+        ck_assert(c == MPI_PSTATE_CLOCK_TSC || c == MPI_PSTATE_CLOCK_MONOTONIC);
+#if defined(__x86_64__)
+        ck_assert_int_eq(mpi_pstate_slot_clock_choose("tsc", &c), 0);
+        mpi_pstate_slot_clock_sample(c, &s);
+        uint64_t hz = mpi_pstate_slot_clock_rate(c, &s, 2000000);
+        ck_assert_uint_gt(hz, 100000000u);
+        ck_assert_uint_lt(hz, 10000000000u);
+        uint64_t t0 = mpi_pstate_slot_now(c);
+        usleep(20000);
+        double ms = (double)(mpi_pstate_slot_now(c) - t0) * 1e3 / (double)hz;
+        ck_assert(ms > 19.0 && ms < 200.0);
+#endif
+        ck_assert_uint_eq(mpi_pstate_slot_bucket(0), 0);
+        ck_assert_uint_eq(mpi_pstate_slot_bucket(1), 1);
+        ck_assert_uint_eq(mpi_pstate_slot_bucket(2), 2);
+        ck_assert_uint_eq(mpi_pstate_slot_bucket(3), 2);
+        ck_assert_uint_eq(mpi_pstate_slot_bucket(4), 3);
+        ck_assert_uint_eq(mpi_pstate_slot_bucket(1023), 10);
+        ck_assert_uint_eq(mpi_pstate_slot_bucket(1024), 11);
+        ck_assert_uint_eq(mpi_pstate_slot_bucket(UINT64_MAX), 63);
+}
+END_TEST
+
+static Suite *slot_suite(void)
+{
+        Suite *s = suite_create("slot");
+        TCase *tc = tcase_create("segment");
+
+        tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
+        tcase_add_test(tc, create_and_map);
+        tcase_add_test(tc, map_refuses_hostile_files);
+        tcase_add_test(tc, attach_claims_and_sets_up);
+        tcase_add_test(tc, attach_busy_and_takeover);
+        tcase_add_test(tc, survives_sigkill);
+        tcase_add_test(tc, snapshot_validates);
+        tcase_add_test(tc, private_file_segment);
+        tcase_add_test(tc, wait_protocol);
+        tcase_add_test(tc, futex_wakes_agent);
+        tcase_add_test(tc, clock_and_buckets);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        SRunner *sr = srunner_create(slot_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
