@@ -37,19 +37,17 @@ static const struct key {
         int opt; /* option id for KEY_DEFAULT */
         const char *expect;
 } keys[] = {
-#define MPI_PSTATE_OPTION(ID, field, TYPE, name, bare, arginfo, key, env, def, usage, doc)        \
+#define MPI_PSTATE_OPTION(ID, field, TYPE, name, bare, arginfo, key, env, def, usage, doc)         \
         {"default_" key, KEY_DEFAULT, MPI_PSTATE_OPT_##ID, NULL},
 #include "options.def"
-        {"allow_off", KEY_ALLOW_OFF, -1, "yes or no"},
-        {"allowed_governors", KEY_GOVERNORS, -1, "a comma-separated list of governors"},
-        {"freq_min", KEY_FREQ_MIN, -1, "a frequency such as 1.2GHz, or none"},
-        {"freq_max", KEY_FREQ_MAX, -1, "a frequency such as 3GHz, or none"},
-        {"threshold_min", KEY_THRESHOLD_MIN, -1, "a duration such as 100us"},
-        {"threshold_max", KEY_THRESHOLD_MAX, -1, "a duration such as 1s, or none"},
-        {"collect_dir", KEY_COLLECT_DIR, -1,
-         "an absolute directory path without . or .. components"},
-        {"runtime_dir", KEY_RUNTIME_DIR, -1,
-         "an absolute directory path without . or .. components"},
+    {"allow_off", KEY_ALLOW_OFF, -1, "yes or no"},
+    {"allowed_governors", KEY_GOVERNORS, -1, "a comma-separated list of governors"},
+    {"freq_min", KEY_FREQ_MIN, -1, "a frequency such as 1.2GHz, or none"},
+    {"freq_max", KEY_FREQ_MAX, -1, "a frequency such as 3GHz, or none"},
+    {"threshold_min", KEY_THRESHOLD_MIN, -1, "a duration such as 100us"},
+    {"threshold_max", KEY_THRESHOLD_MAX, -1, "a duration such as 1s, or none"},
+    {"collect_dir", KEY_COLLECT_DIR, -1, "an absolute directory path without . or .. components"},
+    {"runtime_dir", KEY_RUNTIME_DIR, -1, "an absolute directory path without . or .. components"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -125,7 +123,7 @@ static int parse_governors(const char *v, uint32_t *mask)
                 word[n] = '\0';
                 for (g = 0; g < MPI_PSTATE_GOVERNOR_COUNT; g++)
                         if (strcasecmp(word, mpi_pstate_options_governor_word(
-                                                     (enum mpi_pstate_governor)g)) == 0)
+                                                 (enum mpi_pstate_governor)g)) == 0)
                                 break;
                 if (g == MPI_PSTATE_GOVERNOR_COUNT)
                         return -EINVAL;
@@ -233,8 +231,7 @@ static int parse_word(struct mpi_pstate_config *c, const char *word,
         if (!eq) {
                 shown(word, strlen(word), name, sizeof(name));
                 report_f(report, ctx,
-                         PREFIX "plugstack.conf: argument \"%s\" is not key=value: ignored",
-                         name);
+                         PREFIX "plugstack.conf: argument \"%s\" is not key=value: ignored", name);
                 return 1;
         }
         klen = (size_t)(eq - word);
@@ -254,8 +251,8 @@ static int parse_word(struct mpi_pstate_config *c, const char *word,
                         "key ignored",
                  value, keys[i].name,
                  keys[i].kind == KEY_DEFAULT
-                         ? mpi_pstate_options_expect(keys[i].opt, expect, sizeof(expect))
-                         : keys[i].expect);
+                     ? mpi_pstate_options_expect(keys[i].opt, expect, sizeof(expect))
+                     : keys[i].expect);
         return 1;
 }
 
@@ -268,8 +265,7 @@ static int check_pairs(struct mpi_pstate_config *c, mpi_pstate_config_report_f r
                 report_f(report, ctx,
                          PREFIX "plugstack.conf: freq_min (%llu kHz) is above freq_max "
                                 "(%llu kHz): both ignored",
-                         (unsigned long long)c->freq_min_khz,
-                         (unsigned long long)c->freq_max_khz);
+                         (unsigned long long)c->freq_min_khz, (unsigned long long)c->freq_max_khz);
                 c->freq_min_khz = 0;
                 c->freq_max_khz = 0;
                 problems++;
@@ -289,8 +285,7 @@ static int check_pairs(struct mpi_pstate_config *c, mpi_pstate_config_report_f r
 
 /* The site's own defaults must obey the site's limits; mode is exempt
  * because allow_off limits what users ask for, not the default. */
-static int limit_defaults(struct mpi_pstate_config *c, mpi_pstate_config_report_f report,
-                          void *ctx)
+static int limit_defaults(struct mpi_pstate_config *c, mpi_pstate_config_report_f report, void *ctx)
 {
         int problems = 0;
 
@@ -414,8 +409,7 @@ EXPORT enum mpi_pstate_limit mpi_pstate_config_limit(const struct mpi_pstate_con
                     (c->governors & GOV_BIT(o->governor)))
                         return MPI_PSTATE_LIMIT_OK;
                 human(o, id, word, sizeof(word));
-                governor_list(c->governors | GOV_BIT(MPI_PSTATE_GOVERNOR_KEEP), list,
-                              sizeof(list));
+                governor_list(c->governors | GOV_BIT(MPI_PSTATE_GOVERNOR_KEEP), list, sizeof(list));
                 if (note)
                         snprintf(note, notelen,
                                  PREFIX "governor %s is not allowed on this cluster "

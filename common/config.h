@@ -31,10 +31,10 @@
 struct mpi_pstate_config {
         /* default_<key>: what a job gets for an option it does not give. */
         struct mpi_pstate_options defaults;
-        bool allow_off;           /* allow_off: may users choose --mpi-pstate=off */
-        uint32_t governors;       /* allowed_governors: bit (1u << governor); keep always */
-        uint64_t freq_min_khz;    /* freq_min: floor for --mpi-pstate-low; 0 = none */
-        uint64_t freq_max_khz;    /* freq_max: ceiling for every frequency set; 0 = none */
+        bool allow_off;            /* allow_off: may users choose --mpi-pstate=off */
+        uint32_t governors;        /* allowed_governors: bit (1u << governor); keep always */
+        uint64_t freq_min_khz;     /* freq_min: floor for --mpi-pstate-low; 0 = none */
+        uint64_t freq_max_khz;     /* freq_max: ceiling for every frequency set; 0 = none */
         uint64_t threshold_min_us; /* threshold_min */
         uint64_t threshold_max_us; /* threshold_max */
         char collect_dir[MPI_PSTATE_CONFIG_PATH_MAX]; /* collect_dir: node records */

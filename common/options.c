@@ -20,15 +20,15 @@ enum value_type { TYPE_MODE, TYPE_DURATION, TYPE_FREQ, TYPE_GOVERNOR, TYPE_BIND 
 #define MPI_PSTATE_WORD_MODE(ID, word, doc) ", " word
 static const char mode_list[] = ""
 #include "options.def"
-        ;
+    ;
 #define MPI_PSTATE_WORD_GOVERNOR(ID, word, doc) ", " word
 static const char governor_list[] = ""
 #include "options.def"
-        ;
+    ;
 #define MPI_PSTATE_WORD_BIND(ID, word, doc) ", " word
 static const char bind_list[] = ""
 #include "options.def"
-        ;
+    ;
 
 static const char *const mode_words[] = {
 #define MPI_PSTATE_WORD_MODE(ID, word, doc) [MPI_PSTATE_MODE_##ID] = word,
@@ -58,10 +58,10 @@ struct option_desc {
 };
 
 static const struct option_desc options[] = {
-#define MPI_PSTATE_OPTION(ID, field, TYPE, name, bare, arginfo, key, env, def, usage, doc)        \
+#define MPI_PSTATE_OPTION(ID, field, TYPE, name, bare, arginfo, key, env, def, usage, doc)         \
         [MPI_PSTATE_OPT_##ID] = {{name, bare, arginfo, key, env, def, "[mpi-pstate] " usage},      \
                                  TYPE_##TYPE,                                                      \
-                                 offsetof(struct mpi_pstate_options, field),                      \
+                                 offsetof(struct mpi_pstate_options, field),                       \
                                  EXPECT_##TYPE},
 #include "options.def"
 };
@@ -233,9 +233,8 @@ static int set_value(struct mpi_pstate_options *o, size_t id, const char *value,
         if (!from_env && mpi_pstate_options_is_bare(value)) {
                 if (!d->info.bare) {
                         if (err)
-                                snprintf(err, errlen,
-                                         "mpi-pstate: --%s needs a value: expected %s", label,
-                                         expect_text(id, expect, sizeof(expect)));
+                                snprintf(err, errlen, "mpi-pstate: --%s needs a value: expected %s",
+                                         label, expect_text(id, expect, sizeof(expect)));
                         return -EINVAL;
                 }
                 value = d->info.bare;
@@ -295,8 +294,8 @@ EXPORT int mpi_pstate_options_set_id(struct mpi_pstate_options *o, int id, const
         return set_value(o, (size_t)id, value, false, err, errlen);
 }
 
-EXPORT int mpi_pstate_options_set(struct mpi_pstate_options *o, const char *name,
-                                  const char *value, char *err, size_t errlen)
+EXPORT int mpi_pstate_options_set(struct mpi_pstate_options *o, const char *name, const char *value,
+                                  char *err, size_t errlen)
 {
         int id = mpi_pstate_options_find(name);
 

@@ -36,7 +36,7 @@ enum mpi_pstate_bind {
 };
 
 enum mpi_pstate_option_id {
-#define MPI_PSTATE_OPTION(ID, field, TYPE, name, bare, arginfo, key, env, def, usage, doc)        \
+#define MPI_PSTATE_OPTION(ID, field, TYPE, name, bare, arginfo, key, env, def, usage, doc)         \
         MPI_PSTATE_OPT_##ID,
 #include "options.def"
         MPI_PSTATE_OPT_COUNT
@@ -56,7 +56,7 @@ enum mpi_pstate_option_id {
 /* Fields, one per entry of options.def: mode, threshold_us, low_khz,
  * governor, bind. */
 struct mpi_pstate_options {
-#define MPI_PSTATE_OPTION(ID, field, TYPE, name, bare, arginfo, key, env, def, usage, doc)        \
+#define MPI_PSTATE_OPTION(ID, field, TYPE, name, bare, arginfo, key, env, def, usage, doc)         \
         MPI_PSTATE_CTYPE_##TYPE field;
 #include "options.def"
 };

@@ -83,8 +83,8 @@ START_TEST(every_key_applies)
         ck_assert_int_eq(c.defaults.bind, MPI_PSTATE_BIND_SCATTER);
         ck_assert(!c.allow_off);
         ck_assert_uint_eq(c.governors, (1u << MPI_PSTATE_GOVERNOR_KEEP) |
-                                               (1u << MPI_PSTATE_GOVERNOR_PERFORMANCE) |
-                                               (1u << MPI_PSTATE_GOVERNOR_SCHEDUTIL));
+                                           (1u << MPI_PSTATE_GOVERNOR_PERFORMANCE) |
+                                           (1u << MPI_PSTATE_GOVERNOR_SCHEDUTIL));
         ck_assert_uint_eq(c.freq_min_khz, 1200000);
         ck_assert_uint_eq(c.freq_max_khz, 2800000);
         ck_assert_uint_eq(c.threshold_min_us, 100);
@@ -180,8 +180,13 @@ START_TEST(last_key_wins_and_none)
 {
         struct mpi_pstate_config c;
         struct reports r;
-        char *argv[] = {"freq_min=1GHz", "freq_min=none",   "threshold_max=5ms",
-                        "threshold_max=none", "allow_off=0", "allow_off=TRUE", NULL};
+        char *argv[] = {"freq_min=1GHz",
+                        "freq_min=none",
+                        "threshold_max=5ms",
+                        "threshold_max=none",
+                        "allow_off=0",
+                        "allow_off=TRUE",
+                        NULL};
 
         ck_assert_int_eq(parse(&c, &r, argv), 0);
         ck_assert_uint_eq(c.freq_min_khz, 0);
@@ -194,8 +199,8 @@ START_TEST(contradicting_pairs_dropped)
 {
         struct mpi_pstate_config c;
         struct reports r;
-        char *argv[] = {"freq_min=3GHz", "freq_max=2GHz", "threshold_min=5ms",
-                        "threshold_max=1ms", NULL};
+        char *argv[] = {"freq_min=3GHz", "freq_max=2GHz", "threshold_min=5ms", "threshold_max=1ms",
+                        NULL};
 
         ck_assert_int_eq(parse(&c, &r, argv), 2);
         ck_assert_ptr_nonnull(strstr(r.msg[0], "freq_min (3000000 kHz) is above freq_max"));
@@ -212,9 +217,13 @@ START_TEST(defaults_brought_within_limits)
 {
         struct mpi_pstate_config c;
         struct reports r;
-        char *argv[] = {"threshold_min=1ms", "default_governor=powersave",
-                        "allowed_governors=performance", "freq_max=2GHz", "default_low=2.5GHz",
-                        "allow_off=no", NULL};
+        char *argv[] = {"threshold_min=1ms",
+                        "default_governor=powersave",
+                        "allowed_governors=performance",
+                        "freq_max=2GHz",
+                        "default_low=2.5GHz",
+                        "allow_off=no",
+                        NULL};
 
         ck_assert_int_eq(parse(&c, &r, argv), 3);
         ck_assert_str_eq(r.msg[0], "mpi-pstate: plugstack.conf: default_threshold: threshold "
@@ -238,21 +247,25 @@ START_TEST(limit_user_values)
         struct reports r;
         struct mpi_pstate_options o;
         char note[256];
-        char *argv[] = {"allow_off=no",        "allowed_governors=performance,schedutil",
-                        "freq_min=1.2GHz",     "freq_max=2.4GHz",
-                        "threshold_min=100us", "threshold_max=10ms",
-                        "default_governor=schedutil", NULL};
+        char *argv[] = {"allow_off=no",
+                        "allowed_governors=performance,schedutil",
+                        "freq_min=1.2GHz",
+                        "freq_max=2.4GHz",
+                        "threshold_min=100us",
+                        "threshold_max=10ms",
+                        "default_governor=schedutil",
+                        NULL};
 
         ck_assert_int_eq(parse(&c, &r, argv), 0);
         o = c.defaults;
 
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_THRESHOLD, note,
-                                                 sizeof(note)),
-                         MPI_PSTATE_LIMIT_OK);
+        ck_assert_int_eq(
+            mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_THRESHOLD, note, sizeof(note)),
+            MPI_PSTATE_LIMIT_OK);
         o.threshold_us = 20;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_THRESHOLD, note,
-                                                 sizeof(note)),
-                         MPI_PSTATE_LIMIT_ADJUSTED);
+        ck_assert_int_eq(
+            mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_THRESHOLD, note, sizeof(note)),
+            MPI_PSTATE_LIMIT_ADJUSTED);
         ck_assert_uint_eq(o.threshold_us, 100);
         ck_assert_str_eq(note, "mpi-pstate: threshold 20us is below the site's minimum "
                                "(threshold_min): using 100us");
@@ -275,16 +288,16 @@ START_TEST(limit_user_values)
         ck_assert_uint_eq(o.low_khz, MPI_PSTATE_FREQ_MIN);
 
         o.governor = MPI_PSTATE_GOVERNOR_POWERSAVE;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note,
-                                                 sizeof(note)),
-                         MPI_PSTATE_LIMIT_REFUSED);
+        ck_assert_int_eq(
+            mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
+            MPI_PSTATE_LIMIT_REFUSED);
         ck_assert_str_eq(note, "mpi-pstate: governor powersave is not allowed on this cluster "
                                "(allowed_governors: keep,performance,schedutil)");
         ck_assert_int_eq(o.governor, MPI_PSTATE_GOVERNOR_SCHEDUTIL); /* the site default */
         o.governor = MPI_PSTATE_GOVERNOR_KEEP;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note,
-                                                 sizeof(note)),
-                         MPI_PSTATE_LIMIT_OK);
+        ck_assert_int_eq(
+            mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
+            MPI_PSTATE_LIMIT_OK);
         o.governor = (enum mpi_pstate_governor)40;
         ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, NULL, 0),
                          MPI_PSTATE_LIMIT_REFUSED);
@@ -345,9 +358,9 @@ START_TEST(every_key_documented)
                 for (size_t i = 0; mpi_pstate_config_key(i); i++) {
                         char man_key[96], md_key[96];
                         const char *k = mpi_pstate_config_key(i);
-                        /* roff writes "_" plainly; look for the key at the start of an entry. */
-                        snprintf(man_key, sizeof(man_key), ".B %s", k);
-                        snprintf(md_key, sizeof(md_key), "`%s", k);
+                        /* The entry heading of the key: ".BI key= value" in roff, "`key=" in md. */
+                        snprintf(man_key, sizeof(man_key), ".BI %s= ", k);
+                        snprintf(md_key, sizeof(md_key), "`%s=", k);
                         ck_assert_msg(strstr(text, d == 0 ? man_key : md_key) != NULL,
                                       "key %s not documented in %s", k, docs[d]);
                         nkeys = i + 1;

@@ -112,30 +112,25 @@ START_TEST(threshold_values)
         char err[256] = "";
 
         mpi_pstate_options_defaults(&o);
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-threshold", "2ms", err,
-                                                sizeof(err)),
-                         0);
+        ck_assert_int_eq(
+            mpi_pstate_options_set(&o, "mpi-pstate-threshold", "2ms", err, sizeof(err)), 0);
         ck_assert_uint_eq(o.threshold_us, 2000);
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-threshold", "0", err,
-                                                sizeof(err)),
+        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-threshold", "0", err, sizeof(err)),
                          0);
         ck_assert_uint_eq(o.threshold_us, 0);
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-threshold", "750us", err,
-                                                sizeof(err)),
-                         0);
+        ck_assert_int_eq(
+            mpi_pstate_options_set(&o, "mpi-pstate-threshold", "750us", err, sizeof(err)), 0);
         ck_assert_uint_eq(o.threshold_us, 750);
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-threshold", "abc", err,
-                                                sizeof(err)),
-                         -EINVAL);
+        ck_assert_int_eq(
+            mpi_pstate_options_set(&o, "mpi-pstate-threshold", "abc", err, sizeof(err)), -EINVAL);
         ck_assert_str_eq(err, "mpi-pstate: invalid value \"abc\" for --mpi-pstate-threshold: "
                               "expected a duration such as 500us or 2ms");
         ck_assert_uint_eq(o.threshold_us, 750);
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-threshold", "2days", err,
-                                                sizeof(err)),
-                         -EINVAL);
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-threshold", "100000s", err,
-                                                sizeof(err)),
-                         -ERANGE);
+        ck_assert_int_eq(
+            mpi_pstate_options_set(&o, "mpi-pstate-threshold", "2days", err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(
+            mpi_pstate_options_set(&o, "mpi-pstate-threshold", "100000s", err, sizeof(err)),
+            -ERANGE);
         ck_assert_uint_eq(o.threshold_us, 750);
 }
 END_TEST
@@ -146,9 +141,9 @@ START_TEST(required_argument_missing)
         char err[256] = "";
 
         mpi_pstate_options_defaults(&o);
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-threshold", "(null)", err,
-                                                sizeof(err)),
-                         -EINVAL);
+        ck_assert_int_eq(
+            mpi_pstate_options_set(&o, "mpi-pstate-threshold", "(null)", err, sizeof(err)),
+            -EINVAL);
         ck_assert_str_eq(err, "mpi-pstate: --mpi-pstate-threshold needs a value: expected a "
                               "duration such as 500us or 2ms");
         ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", NULL, err, sizeof(err)),
@@ -166,16 +161,13 @@ START_TEST(low_values)
         ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", "1.2GHz", err, sizeof(err)),
                          0);
         ck_assert_uint_eq(o.low_khz, 1200000);
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", "1800MHz", err,
-                                                sizeof(err)),
+        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", "1800MHz", err, sizeof(err)),
                          0);
         ck_assert_uint_eq(o.low_khz, 1800000);
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", "1000000", err,
-                                                sizeof(err)),
+        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", "1000000", err, sizeof(err)),
                          0);
         ck_assert_uint_eq(o.low_khz, 1000000);
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", "MIN", err, sizeof(err)),
-                         0);
+        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", "MIN", err, sizeof(err)), 0);
         ck_assert_uint_eq(o.low_khz, MPI_PSTATE_FREQ_MIN);
         ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", "1.2", err, sizeof(err)),
                          -EINVAL);
@@ -200,33 +192,30 @@ START_TEST(governor_and_bind_words)
         mpi_pstate_options_defaults(&o);
         ck_assert_int_eq(MPI_PSTATE_GOVERNOR_COUNT, 7);
         for (int g = 0; g < MPI_PSTATE_GOVERNOR_COUNT; g++) {
-                ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-governor", govs[g], err,
-                                                        sizeof(err)),
-                                 0);
+                ck_assert_int_eq(
+                    mpi_pstate_options_set(&o, "mpi-pstate-governor", govs[g], err, sizeof(err)),
+                    0);
                 ck_assert_int_eq(o.governor, g);
                 ck_assert_str_eq(mpi_pstate_options_governor_word(o.governor), govs[g]);
         }
         ck_assert_int_eq(MPI_PSTATE_BIND_COUNT, 4);
         for (int b = 0; b < MPI_PSTATE_BIND_COUNT; b++) {
-                ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-bind", binds[b], err,
-                                                        sizeof(err)),
-                                 0);
+                ck_assert_int_eq(
+                    mpi_pstate_options_set(&o, "mpi-pstate-bind", binds[b], err, sizeof(err)), 0);
                 ck_assert_int_eq(o.bind, b);
         }
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-governor", "turbo", err,
-                                                sizeof(err)),
-                         -EINVAL);
+        ck_assert_int_eq(
+            mpi_pstate_options_set(&o, "mpi-pstate-governor", "turbo", err, sizeof(err)), -EINVAL);
         ck_assert_str_eq(err, "mpi-pstate: invalid value \"turbo\" for --mpi-pstate-governor: "
                               "expected one of keep, performance, powersave, schedutil, "
                               "ondemand, conservative, userspace");
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-bind", "spread", err,
-                                                sizeof(err)),
+        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-bind", "spread", err, sizeof(err)),
                          -EINVAL);
         ck_assert_str_eq(err, "mpi-pstate: invalid value \"spread\" for --mpi-pstate-bind: "
                               "expected one of none, cores, compact, scatter");
         ck_assert_int_eq(o.bind, MPI_PSTATE_BIND_SCATTER);
         ck_assert_ptr_null(mpi_pstate_options_governor_word(MPI_PSTATE_GOVERNOR_COUNT));
-        ck_assert_ptr_null(mpi_pstate_options_mode_word((enum mpi_pstate_mode)-1));
+        ck_assert_ptr_null(mpi_pstate_options_mode_word((enum mpi_pstate_mode) - 1));
 }
 END_TEST
 
@@ -261,9 +250,9 @@ START_TEST(garbage_is_escaped_and_cut)
                          -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, "xxx...\" for --mpi-pstate-bind"));
         ck_assert_uint_lt(strlen(err), 200);
-        ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-bind", "a\nerror: b\"\x01", err,
-                                                sizeof(err)),
-                         -EINVAL);
+        ck_assert_int_eq(
+            mpi_pstate_options_set(&o, "mpi-pstate-bind", "a\nerror: b\"\x01", err, sizeof(err)),
+            -EINVAL);
         ck_assert_ptr_null(strchr(err, '\n'));
         ck_assert_ptr_nonnull(strstr(err, "\"a\\x0aerror: b\\\"\\x01\""));
         /* A tiny buffer is truncated, never overrun. */

@@ -1,0 +1,343 @@
+#!/usr/bin/python3
+"""Generate the option documentation of mpi-pstate from common/options.def.
+
+The C side expands options.def with the preprocessor; this script reads the
+same file so that the man page and docs/options.md cannot drift from the
+code.  It rewrites only the parts between the BEGIN/END GENERATED markers.
+
+  gen_options.py --check            exit 1 (and print a diff) if a document is stale
+  gen_options.py --update           rewrite the generated parts in place
+  gen_options.py --outdir DIR       write the fragments into DIR (build tree)
+  gen_options.py --json             print the parsed table (for the cross-check test)
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Iterator
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEF_FILE = os.path.join(ROOT, "common", "options.def")
+MAN_FILE = os.path.join(ROOT, "man", "mpi_pstate.8.in")
+MD_FILE = os.path.join(ROOT, "docs", "options.md")
+
+OPTION_ARGS = ["ID", "field", "TYPE", "name", "bare", "arginfo", "key", "env", "default",
+               "usage", "doc"]
+WORD_MACROS = {"MPI_PSTATE_WORD_MODE": "MODE", "MPI_PSTATE_WORD_GOVERNOR": "GOVERNOR",
+               "MPI_PSTATE_WORD_BIND": "BIND"}
+
+# How each value type travels in the environment (the C formatter's rules).
+CANONICAL = {
+    "MODE": "the mode word",
+    "DURATION": "microseconds as a plain number",
+    "FREQ": "kHz as a plain number, or min",
+    "GOVERNOR": "the governor word",
+    "BIND": "the binding word",
+}
+
+
+@dataclass
+class Word:
+    ID: str
+    word: str
+    doc: str
+
+
+@dataclass
+class Option:
+    ID: str
+    field: str
+    TYPE: str
+    name: str
+    bare: str | None
+    arginfo: str
+    key: str
+    env: str
+    default: str
+    usage: str
+    doc: str
+    words: list[Word] = field(default_factory=list)
+
+
+class DefError(Exception):
+    pass
+
+
+TOKEN = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<comment>/\*.*?\*/|//[^\n]*)
+  | (?P<pp>^[ \t]*\#[^\n]*(?:\\\n[^\n]*)*)
+  | (?P<string>"(?:[^"\\\n]|\\.)*")
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<number>[0-9]+)
+  | (?P<punct>[(),])
+""", re.VERBOSE | re.DOTALL | re.MULTILINE)
+
+ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
+
+
+def tokens(text: str) -> Iterator[tuple[str, str, int]]:
+    pos = 0
+    while pos < len(text):
+        m = TOKEN.match(text, pos)
+        if not m:
+            line = text.count("\n", 0, pos) + 1
+            raise DefError(f"options.def:{line}: unexpected {text[pos:pos + 20]!r}")
+        kind = m.lastgroup or ""
+        if kind not in ("ws", "comment", "pp"):
+            yield kind, m.group(), text.count("\n", 0, pos) + 1
+        pos = m.end()
+
+
+def unquote(lit: str) -> str:
+    body = lit[1:-1]
+    return re.sub(r"\\(.)", lambda m: ESCAPES.get(m.group(1), "\\" + m.group(1)), body)
+
+
+def parse_def(text: str) -> list[Option]:
+    """Returns the options in table order, each with its enumerated words."""
+    toks = list(tokens(text))
+    calls: list[tuple[str, list[object], int]] = []
+    i = 0
+    while i < len(toks):
+        kind, val, line = toks[i]
+        if kind != "ident" or i + 1 >= len(toks) or toks[i + 1][1] != "(":
+            raise DefError(f"options.def:{line}: expected a macro invocation, got {val!r}")
+        i += 2
+        args: list[object] = []
+        cur: list[tuple[str, str]] = []
+        while True:
+            if i >= len(toks):
+                raise DefError(f"options.def:{line}: unterminated {val}(")
+            k, v, _ = toks[i]
+            i += 1
+            if v in (",", ")"):
+                args.append(arg_value(cur, line))
+                cur = []
+                if v == ")":
+                    break
+            else:
+                cur.append((k, v))
+        calls.append((val, args, line))
+
+    options: list[Option] = []
+    by_type: dict[str, list[Word]] = {}
+    for macro, args, line in calls:
+        if macro == "MPI_PSTATE_OPTION":
+            if len(args) != len(OPTION_ARGS):
+                raise DefError(f"options.def:{line}: {macro} takes {len(OPTION_ARGS)} arguments")
+            options.append(Option(**dict(zip(OPTION_ARGS, args))))  # type: ignore[arg-type]
+        elif macro in WORD_MACROS:
+            if len(args) != 3:
+                raise DefError(f"options.def:{line}: {macro} takes 3 arguments")
+            by_type.setdefault(WORD_MACROS[macro], []).append(Word(*args))  # type: ignore[arg-type]
+        else:
+            raise DefError(f"options.def:{line}: unknown macro {macro}")
+    for opt in options:
+        opt.words = by_type.get(opt.TYPE, [])
+    return options
+
+
+def arg_value(toks: list[tuple[str, str]], line: int) -> object:
+    if not toks:
+        raise DefError(f"options.def:{line}: empty macro argument")
+    if all(k == "string" for k, _ in toks):
+        return "".join(unquote(v) for _, v in toks)
+    if len(toks) == 1 and toks[0][0] == "ident":
+        return None if toks[0][1] == "NULL" else toks[0][1]
+    if len(toks) == 1 and toks[0][0] == "number":
+        return int(toks[0][1])
+    raise DefError(f"options.def:{line}: cannot read argument {' '.join(v for _, v in toks)}")
+
+
+# ---- roff
+
+def roff_escape(s: str) -> str:
+    s = s.replace("\\", "\\e")
+    # Options in prose become bold with real minus signs, so that they can be
+    # searched and copied; other hyphens stay hyphens.
+    s = re.sub(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)",
+               lambda m: "\\fB" + m.group(1).replace("-", "\\-") + "\\fR", s)
+    return s
+
+
+def roff_lines(text: str) -> list[str]:
+    out = []
+    for line in text.split("\n"):
+        if line.startswith((".", "'")):
+            line = "\\&" + line
+        out.append(line)
+    return out
+
+
+def dash(s: str) -> str:
+    return s.replace("-", "\\-")
+
+
+def man_options(options: list[Option]) -> list[str]:
+    out: list[str] = []
+    for o in options:
+        out.append(".TP")
+        arg = f"[=\\fI{dash(o.arginfo)}\\fR]" if o.bare else f"=\\fI{dash(o.arginfo)}\\fR"
+        out.append(f"\\fB\\-\\-{dash(o.name)}\\fR{arg}")
+        out += roff_lines(roff_escape(o.doc))
+        if o.words:
+            documented = [w for w in o.words if w.doc]
+            plain = [w for w in o.words if not w.doc]
+            out.append(".RS")
+            for w in documented:
+                out.append(".TP")
+                out.append(f".B {dash(w.word)}")
+                out += roff_lines(roff_escape(w.doc))
+            out.append(".RE")
+            if plain:
+                names = ", ".join(f"\\fB{dash(w.word)}\\fR" for w in plain)
+                out.append(".IP")
+                out.append(f"Also accepted: {names}.")
+            out.append(".IP")
+        else:
+            out.append(".IP")
+        bare = f" Without a value: \\fB{dash(o.bare)}\\fR." if o.bare else ""
+        out.append(f"Default: \\fB{dash(o.default)}\\fR, or the site's "
+                   f"\\fBdefault_{o.key}\\fR.{bare}")
+        out.append(f"Exported to the tasks as \\fB{o.env}\\fR.")
+    return out
+
+
+def man_environment(options: list[Option]) -> list[str]:
+    out: list[str] = []
+    for o in options:
+        out.append(".TP")
+        out.append(f".B {o.env}")
+        words = ""
+        if o.words:
+            words = ": one of " + ", ".join(dash(w.word) for w in o.words)
+        out.append(f"Canonical value of \\fB\\-\\-{dash(o.name)}\\fR: "
+                   f"{CANONICAL[o.TYPE]}{words}.")
+    return out
+
+
+# ---- markdown
+
+def md_escape(s: str) -> str:
+    s = re.sub(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", r"`\1`", s)
+    return s.replace("|", "\\|")
+
+
+def md_options(options: list[Option]) -> list[str]:
+    out: list[str] = ["| Option | Environment | Default | Admin default key |",
+                      "|---|---|---|---|"]
+    for o in options:
+        arg = f"[={o.arginfo}]" if o.bare else f"={o.arginfo}"
+        cell = f"--{o.name}{arg}".replace("|", "\\|")
+        out.append(f"| `{cell}` | `{o.env}` | `{o.default}` | `default_{o.key}` |")
+    for o in options:
+        arg = f"[={o.arginfo}]" if o.bare else f"={o.arginfo}"
+        out += ["", f"### `--{o.name}{arg}`", "", md_escape(o.doc)]
+        if o.bare:
+            out += ["", f"Without a value: `{o.bare}`."]
+        if o.words:
+            out += ["", "| Value | Meaning |", "|---|---|"]
+            for w in o.words:
+                out.append(f"| `{w.word}` | {md_escape(w.doc) or '(the kernel governor)'} |"
+                           if o.TYPE == "GOVERNOR" else
+                           f"| `{w.word}` | {md_escape(w.doc)} |")
+        out += ["", f"In the tasks' environment: `{o.env}` = {CANONICAL[o.TYPE]}."]
+        out += ["", f"`--help` text: `[mpi-pstate] {o.usage}`"]
+    return out
+
+
+# ---- markers
+
+SECTIONS = {
+    # (file, section): (begin marker, end marker, generator)
+    ("man", "options"): (r'.\" BEGIN GENERATED OPTIONS', r'.\" END GENERATED OPTIONS',
+                         man_options),
+    ("man", "environment"): (r'.\" BEGIN GENERATED ENVIRONMENT',
+                             r'.\" END GENERATED ENVIRONMENT', man_environment),
+    ("md", "options"): ("<!-- BEGIN GENERATED OPTIONS -->", "<!-- END GENERATED OPTIONS -->",
+                        md_options),
+}
+NOTE = {"man": r'.\" generated from common/options.def by spank/gen_options.py: do not edit',
+        "md": "<!-- generated from common/options.def by spank/gen_options.py: do not edit -->"}
+
+
+def splice(text: str, kind: str, options: list[Option], path: str) -> str:
+    for (k, _name), (begin, end, gen) in SECTIONS.items():
+        if k != kind:
+            continue
+        lines = text.split("\n")
+        try:
+            b = lines.index(begin)
+            e = lines.index(end, b)
+        except ValueError:
+            raise DefError(f"{path}: markers {begin!r} ... {end!r} not found") from None
+        lines[b + 1:e] = [NOTE[kind]] + gen(options)
+        text = "\n".join(lines)
+    return text
+
+
+def targets(man: str, md: str) -> list[tuple[str, str]]:
+    return [(man, "man"), (md, "md")]
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--def", dest="deffile", default=DEF_FILE)
+    ap.add_argument("--man", default=MAN_FILE)
+    ap.add_argument("--md", default=MD_FILE)
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true")
+    mode.add_argument("--update", action="store_true")
+    mode.add_argument("--outdir")
+    mode.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    try:
+        with open(args.deffile, encoding="utf-8") as f:
+            options = parse_def(f.read())
+        if args.json:
+            json.dump([asdict(o) for o in options], sys.stdout, indent=1)
+            print()
+            return 0
+        if args.outdir:
+            os.makedirs(args.outdir, exist_ok=True)
+            for (kind, name), (_b, _e, gen) in SECTIONS.items():
+                out = os.path.join(args.outdir, f"options-{name}.{kind}")
+                with open(out + ".tmp", "w", encoding="utf-8") as f:
+                    f.write("\n".join(gen(options)) + "\n")
+                os.replace(out + ".tmp", out)
+            return 0
+        stale = 0
+        for path, kind in targets(args.man, args.md):
+            with open(path, encoding="utf-8") as f:
+                old = f.read()
+            new = splice(old, kind, options, path)
+            if new == old:
+                continue
+            if args.update:
+                with open(path + ".tmp", "w", encoding="utf-8") as f:
+                    f.write(new)
+                os.replace(path + ".tmp", path)
+                print(f"updated {os.path.relpath(path, ROOT)}")
+            else:
+                stale += 1
+                sys.stdout.writelines(difflib.unified_diff(
+                    old.splitlines(True), new.splitlines(True), path, path + " (generated)"))
+        if stale:
+            print("stale generated sections: run spank/gen_options.py --update",
+                  file=sys.stderr)
+            return 1
+        return 0
+    except (DefError, OSError) as e:
+        print(f"gen_options.py: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,338 @@
+/* mpi_pstate.so: the SPANK front door of mpi-pstate.
+ *
+ * This is the only file that defines slurm_spank_* symbols.  Each hook
+ * switches on spank_context() and either validates and stores user options
+ * (sbatch, salloc, srun) or calls the step's work in spank/wire.h (slurmstepd
+ * and the job prolog/epilog).  Options come from common/options.def, admin
+ * keys and limits from common/config.h.
+ *
+ * Return values follow spank(8)'s error table: only the option callbacks in
+ * local and allocator context may fail (that refuses a bad submission);
+ * every other hook returns 0, because a non-zero return in remote or
+ * job_script context fails the job or drains the node. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+
+#include "config.h"
+#include "log.h"
+#include "options.h"
+#include "wire.h"
+
+/* Built with -fvisibility=hidden: what Slurm must find is made visible
+ * here, and spank/mpi_pstate.lds keeps everything else local. */
+#define HOOK __attribute__((visibility("default")))
+#pragma GCC visibility push(default)
+SPANK_PLUGIN(mpi_pstate, 1);
+#pragma GCC visibility pop
+
+/* One plugin instance per process: slurmd, slurmstepd, srun, sbatch, salloc
+ * or the prolog/epilog slurmstepd.  slurmstepd forks the tasks after
+ * init_post_opt, so the per-task hooks inherit this state. */
+static struct mpi_pstate_config cfg;
+static struct mpi_pstate_options opt;
+static bool ready;       /* cfg parsed and opt at the site defaults */
+static bool step_active; /* remote: a step we act on (not batch/extern, mode not off) */
+static struct spank_option spank_opts[MPI_PSTATE_OPT_COUNT];
+
+static int opt_cb(int val, const char *optarg, int remote);
+
+static bool user_facing(void)
+{
+        spank_context_t c = spank_context();
+
+        return c == S_CTX_LOCAL || c == S_CTX_ALLOCATOR;
+}
+
+/* Config problems go to the slurmd log on nodes; on login nodes users could
+ * not fix them, so they are shown only with -v. */
+static void report_config(void *ctx, const char *msg)
+{
+        (void)ctx;
+        if (user_facing())
+                mp_verbose_msg(msg);
+        else
+                mp_error_msg(msg);
+}
+
+/* The SPANK option table is the C view of options.def; spank_option wants
+ * non-const strings it never writes.  An option with a bare meaning takes an
+ * optional argument (has_arg 2), the others a required one. */
+static void fill_spank_options(void)
+{
+        for (int id = 0; id < MPI_PSTATE_OPT_COUNT; id++) {
+                const struct mpi_pstate_option_info *in = mpi_pstate_options_info(id);
+
+                spank_opts[id] = (struct spank_option){
+                    .name = (char *)in->name,
+                    .arginfo = (char *)in->arginfo,
+                    .usage = (char *)in->usage,
+                    .has_arg = in->bare ? 2 : 1,
+                    .val = id,
+                    .cb = opt_cb,
+                };
+        }
+}
+
+/* Idempotent: slurm_spank_init (or a job_script hook) does it with the
+ * plugstack arguments; the call in opt_cb is only a guard. */
+static void setup(int ac, char **av)
+{
+        if (ready)
+                return;
+        mpi_pstate_config_defaults(&cfg);
+        mpi_pstate_config_parse(&cfg, ac, av, report_config, NULL);
+        opt = cfg.defaults;
+        fill_spank_options();
+        ready = true;
+}
+
+static void register_options(spank_t sp)
+{
+        for (int id = 0; id < MPI_PSTATE_OPT_COUNT; id++) {
+                spank_err_t rc = spank_option_register(sp, &spank_opts[id]);
+
+                if (rc != ESPANK_SUCCESS)
+                        mp_debug("cannot register --%s: %s", spank_opts[id].name,
+                                 spank_strerror(rc));
+        }
+}
+
+/* Option callback: validate and store, nothing else.  Called with remote=0
+ * in sbatch/salloc/srun as options are parsed (environment first, then the
+ * command line, so a later value replaces an earlier one), and with
+ * remote=1 in slurmstepd before init_post_opt.  A failure in local context
+ * refuses the submission, with a message naming option and value; in
+ * remote context the value was accepted at submit time by the login node's
+ * configuration, so the step goes on with the site default. */
+static int opt_cb(int val, const char *optarg, int remote)
+{
+        char msg[512];
+
+        setup(0, NULL);
+        if (mpi_pstate_options_set_id(&opt, val, optarg, msg, sizeof(msg)) < 0) {
+                mp_error_msg(msg);
+                return remote ? 0 : -1;
+        }
+        switch (mpi_pstate_config_limit(&cfg, &opt, val, msg, sizeof(msg))) {
+        case MPI_PSTATE_LIMIT_OK:
+                return 0;
+        case MPI_PSTATE_LIMIT_ADJUSTED:
+                mp_info_msg(msg);
+                return 0;
+        case MPI_PSTATE_LIMIT_REFUSED:
+        default:
+                mp_error_msg(msg);
+                return remote ? 0 : -1;
+        }
+}
+
+/* In job_script context Slurm runs no option callback: the job's options
+ * (those given to sbatch/salloc) are read back with spank_option_getopt. */
+static void options_from_getopt(spank_t sp)
+{
+        char msg[512];
+
+        for (int id = 0; id < MPI_PSTATE_OPT_COUNT; id++) {
+                char *arg = NULL;
+
+                if (spank_option_getopt(sp, &spank_opts[id], &arg) != ESPANK_SUCCESS)
+                        continue;
+                if (mpi_pstate_options_set_id(&opt, id, arg, msg, sizeof(msg)) < 0) {
+                        mp_verbose_msg(msg);
+                        continue;
+                }
+                if (mpi_pstate_config_limit(&cfg, &opt, id, msg, sizeof(msg)) !=
+                    MPI_PSTATE_LIMIT_OK)
+                        mp_verbose_msg(msg);
+        }
+}
+
+static void gather(spank_t sp, struct mpi_pstate_step *st, bool per_task)
+{
+        memset(st, 0, sizeof(*st));
+        st->sp = sp;
+        st->task_id = -1;
+        st->cfg = &cfg;
+        st->opt = &opt;
+        /* Items a context does not offer stay 0; nothing here is fatal. */
+        (void)spank_get_item(sp, S_JOB_ID, &st->job_id);
+        (void)spank_get_item(sp, S_JOB_STEPID, &st->step_id);
+        (void)spank_get_item(sp, S_JOB_NODEID, &st->node_id);
+        (void)spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &st->local_tasks);
+        (void)spank_get_item(sp, S_JOB_UID, &st->uid);
+        (void)spank_get_item(sp, S_JOB_GID, &st->gid);
+        if (per_task && spank_get_item(sp, S_TASK_ID, &st->task_id) != ESPANK_SUCCESS)
+                st->task_id = -1;
+}
+
+static void settings_text(char *buf, size_t len)
+{
+        size_t o = 0;
+
+        buf[0] = '\0';
+        for (int id = 0; id < MPI_PSTATE_OPT_COUNT && o < len; id++) {
+                char v[32];
+                int n;
+
+                if (mpi_pstate_options_format_human(&opt, id, v, sizeof(v)) < 0)
+                        snprintf(v, sizeof(v), "?");
+                n = snprintf(buf + o, len - o, "%s%s=%s", id ? " " : "",
+                             mpi_pstate_options_info(id)->key, v);
+                if (n < 0)
+                        break;
+                o += (size_t)n;
+        }
+}
+
+static void check(int rc, const char *what, const struct mpi_pstate_step *st)
+{
+        if (rc < 0)
+                mp_error("job %u step %u: %s failed: %s; continuing without it", st->job_id,
+                         st->step_id, what, strerror(-rc));
+}
+
+/* slurm_spank_init: every context, first hook, once per process.
+ *   slurmd      root, at daemon start: config problems reach the log early.
+ *   local       srun, the user, before option parsing.
+ *   allocator   sbatch/salloc, the user, before option parsing.
+ *   remote      slurmstepd, root, once per step (batch and extern too).
+ *   job_script  prolog/epilog slurmstepd, root, once per node per job.
+ * Options are registered in every context: sbatch and salloc ignore a static
+ * spank_options table, and slurmstepd needs them to receive the values.
+ * Returns 0 always (remote: non-zero would fail the job). */
+HOOK int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+        setup(ac, av);
+        register_options(sp);
+        return 0;
+}
+
+/* slurm_spank_init_post_opt: after the option callbacks.
+ *   remote      slurmstepd, root, once per step per node, before the tasks
+ *               are forked: decide whether this step is ours, save and set
+ *               the policy, start the agent.
+ *   others      nothing to do (the callbacks did the checking).
+ * Returns 0 always. */
+HOOK int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+        struct mpi_pstate_step st;
+        char settings[256];
+
+        (void)ac;
+        (void)av;
+        if (spank_context() != S_CTX_REMOTE)
+                return 0;
+        gather(sp, &st, false);
+        /* The batch script, the extern step and an interactive salloc shell
+         * are not MPI ranks: a preload there would land in every tool the
+         * script runs. */
+        if (st.step_id == SLURM_BATCH_SCRIPT || st.step_id == SLURM_EXTERN_CONT ||
+            st.step_id == SLURM_INTERACTIVE_STEP) {
+                mp_debug("job %u: step %u is not a task step: left alone", st.job_id, st.step_id);
+                return 0;
+        }
+        if (opt.mode == MPI_PSTATE_MODE_OFF)
+                return 0;
+        step_active = true;
+        settings_text(settings, sizeof(settings));
+        mp_verbose("job %u step %u node %u: %s", st.job_id, st.step_id, st.node_id, settings);
+        check(mpi_pstate_wire_policy_apply(&st), "policy save/set", &st);
+        check(mpi_pstate_wire_agent_start(&st), "agent start", &st);
+        return 0;
+}
+
+/* slurm_spank_task_init_privileged: remote only; the forked task before
+ * exec, still root, once per local task.  Pinning happens here because the
+ * task is already its own process and not yet the user's.
+ * Returns 0 always (non-zero fails the job). */
+HOOK int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+        struct mpi_pstate_step st;
+
+        (void)ac;
+        (void)av;
+        if (spank_context() != S_CTX_REMOTE || !step_active)
+                return 0;
+        gather(sp, &st, true);
+        check(mpi_pstate_wire_pin_task(&st), "pinning", &st);
+        return 0;
+}
+
+static int task_setenv(void *ctx, const char *name, const char *value)
+{
+        spank_err_t rc = spank_setenv((spank_t)ctx, name, value, 1);
+
+        return rc == ESPANK_SUCCESS ? 0 : -EIO;
+}
+
+/* slurm_spank_task_init: remote only; the forked task before exec, as the
+ * job's user, once per local task.  spank_setenv here reaches the task's
+ * environment (measured): export the canonical MPI_PSTATE_* contract, then
+ * put the library in LD_PRELOAD.  Returns 0 always (non-zero fails the job;
+ * a task without the variables runs unmeasured). */
+HOOK int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+        struct mpi_pstate_step st;
+
+        (void)ac;
+        (void)av;
+        if (spank_context() != S_CTX_REMOTE || !step_active)
+                return 0;
+        gather(sp, &st, true);
+        check(mpi_pstate_options_to_env(&opt, task_setenv, sp), "exporting MPI_PSTATE_*", &st);
+        check(mpi_pstate_wire_preload_prepend(&st), "LD_PRELOAD prepend", &st);
+        return 0;
+}
+
+/* slurm_spank_exit: last hook, once per process.
+ *   remote      slurmstepd, root, once per step per node, after all tasks
+ *               ended (the job is still running): stop the agent, restore.
+ *   others      nothing.
+ * Returns 0 always. */
+HOOK int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+        struct mpi_pstate_step st;
+
+        (void)ac;
+        (void)av;
+        if (spank_context() != S_CTX_REMOTE || !step_active)
+                return 0;
+        gather(sp, &st, false);
+        check(mpi_pstate_wire_step_restore(&st), "step-exit restore", &st);
+        return 0;
+}
+
+/* slurm_spank_job_prolog: job_script; the prolog slurmstepd, root, once per
+ * node per job, before any step, whether or not the job asked for
+ * mpi-pstate.  Backstop for cores an earlier job left lowered.
+ * Returns 0 always (non-zero drains the node). */
+HOOK int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
+{
+        struct mpi_pstate_step st;
+
+        setup(ac, av);
+        options_from_getopt(sp);
+        gather(sp, &st, false);
+        check(mpi_pstate_wire_job_prolog_backstop(&st), "job_prolog backstop", &st);
+        return 0;
+}
+
+/* slurm_spank_job_epilog: job_script; the epilog slurmstepd, root, once per
+ * node per job, after every step, whether or not the job asked for
+ * mpi-pstate.  Backstop: every core this job changed is restored.
+ * Returns 0 always (non-zero drains the node). */
+HOOK int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
+{
+        struct mpi_pstate_step st;
+
+        setup(ac, av);
+        options_from_getopt(sp);
+        gather(sp, &st, false);
+        check(mpi_pstate_wire_job_epilog_backstop(&st), "job_epilog backstop", &st);
+        return 0;
+}
