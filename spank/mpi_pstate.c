@@ -64,12 +64,20 @@ static void report_config(void *ctx, const char *msg)
  * optional argument (has_arg 2), the others a required one. */
 static void fill_spank_options(void)
 {
+        /* --help prints "--name=<arginfo>"; brackets show the value is optional. */
+        static char optional_arg[MPI_PSTATE_OPT_COUNT][32];
+
         for (int id = 0; id < MPI_PSTATE_OPT_COUNT; id++) {
                 const struct mpi_pstate_option_info *in = mpi_pstate_options_info(id);
+                char *arginfo = (char *)in->arginfo;
 
+                if (in->bare) {
+                        snprintf(optional_arg[id], sizeof(optional_arg[id]), "[%s]", in->arginfo);
+                        arginfo = optional_arg[id];
+                }
                 spank_opts[id] = (struct spank_option){
                     .name = (char *)in->name,
-                    .arginfo = (char *)in->arginfo,
+                    .arginfo = arginfo,
                     .usage = (char *)in->usage,
                     .has_arg = in->bare ? 2 : 1,
                     .val = id,

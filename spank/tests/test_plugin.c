@@ -59,7 +59,8 @@ START_TEST(registers_every_option_in_every_context)
         ck_assert_int_eq(opt_named("mpi-pstate-bind")->has_arg, 1);
         for (int i = 0; i < stub.nopts; i++)
                 ck_assert(strncmp(stub.opts[i].usage, "[mpi-pstate] ", 13) == 0);
-        ck_assert_str_eq(opt_named("mpi-pstate")->arginfo, "mode");
+        ck_assert_str_eq(opt_named("mpi-pstate")->arginfo, "[mode]");
+        ck_assert_str_eq(opt_named("mpi-pstate-low")->arginfo, "freq|min");
 }
 END_TEST
 
