@@ -709,18 +709,19 @@ START_TEST(domain_shorter_value_on_plain_file)
         struct mpi_pstate_cpufreq_settings now;
         static const unsigned cpu0[] = {0};
 
-        /* 800 MHz has one digit less than 3 GHz: the plain file keeps a tail after
-         * the newline, which the first-line rule of reader and kernel ignores. */
+        /* 90 MHz has two digits less than 3 GHz: on a plain file "90000\n" over
+         * "3000000\n" leaves "90000\n0\n"; the first-line rule of the reader (as
+         * the kernel shows only the value) must see 90000. */
         fakesys_policy(&fs, 0, cpu0, 1, "acpi-cpufreq", "userspace performance", "performance",
-                       NULL, 800000, 3000000);
+                       NULL, 90000, 3000000);
         node = discover_ok();
         ck_assert_int_eq(mpi_pstate_cpufreq_domain_prepare(&d, &node->policies[0],
-                                                           MPI_PSTATE_CPUFREQ_MECH_MAXFREQ, 800000,
+                                                           MPI_PSTATE_CPUFREQ_MECH_MAXFREQ, 90000,
                                                            3000000, err, sizeof(err)),
                          0);
         ck_assert_int_eq(mpi_pstate_cpufreq_domain_lower(&d), 0);
         ck_assert_int_eq(mpi_pstate_cpufreq_read_settings(&node->policies[0], &now), 0);
-        ck_assert_uint_eq(now.max_khz, 800000);
+        ck_assert_uint_eq(now.max_khz, 90000);
         ck_assert_int_eq(mpi_pstate_cpufreq_domain_raise(&d), 0);
         ck_assert_int_eq(mpi_pstate_cpufreq_read_settings(&node->policies[0], &now), 0);
         ck_assert_uint_eq(now.max_khz, 3000000);
