@@ -157,12 +157,15 @@ def arg_value(toks: list[tuple[str, str]], line: int) -> object:
 
 # ---- roff
 
+# "--name" or "--name=value" in prose (a sentence's final period is not part of the value).
+OPTION_IN_PROSE = re.compile(
+    r"(?<![\w-])(--[a-z0-9][a-z0-9-]*(?:=[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)*)?)")
+
 def roff_escape(s: str) -> str:
     s = s.replace("\\", "\\e")
     # Options in prose become bold with real minus signs, so that they can be
     # searched and copied; other hyphens stay hyphens.
-    s = re.sub(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)",
-               lambda m: "\\fB" + m.group(1).replace("-", "\\-") + "\\fR", s)
+    s = OPTION_IN_PROSE.sub(lambda m: "\\fB" + m.group(1).replace("-", "\\-") + "\\fR", s)
     return s
 
 
@@ -225,7 +228,7 @@ def man_environment(options: list[Option]) -> list[str]:
 # ---- markdown
 
 def md_escape(s: str) -> str:
-    s = re.sub(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", r"`\1`", s)
+    s = OPTION_IN_PROSE.sub(r"`\1`", s)
     return s.replace("|", "\\|")
 
 
