@@ -302,6 +302,9 @@ int main(void)
         SRunner *sr = srunner_create(plugin_suite());
         int failed;
 
+        /* The plugin keeps per-process state: every test needs its own process,
+         * whatever CK_FORK says. */
+        srunner_set_fork_status(sr, CK_FORK);
         srunner_run_all(sr, CK_NORMAL);
         failed = srunner_ntests_failed(sr);
         srunner_free(sr);
