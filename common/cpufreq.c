@@ -555,6 +555,30 @@ mpi_pstate_cpufreq_policy_of(const struct mpi_pstate_cpufreq_node *node, unsigne
         return &node->policies[node->cpu_policy[cpu]];
 }
 
+EXPORT unsigned mpi_pstate_cpufreq_domains_of(const struct mpi_pstate_cpufreq_node *node,
+                                              const cpu_set_t *cpus, unsigned *idx, unsigned max,
+                                              bool *spills)
+{
+        unsigned n = 0;
+        bool spill = false;
+
+        for (unsigned i = 0; i < node->npolicies; i++) {
+                cpu_set_t in, out;
+
+                CPU_AND(&in, &node->policies[i].related, cpus);
+                if (CPU_COUNT(&in) == 0)
+                        continue;
+                CPU_XOR(&out, &node->policies[i].related, &in);
+                if (CPU_COUNT(&out) > 0)
+                        spill = true;
+                if (n < max)
+                        idx[n++] = i;
+        }
+        if (spills)
+                *spills = spill;
+        return n;
+}
+
 EXPORT const char *mpi_pstate_cpufreq_mech_name(enum mpi_pstate_cpufreq_mech m)
 {
         if ((unsigned)m >= sizeof(mech_names) / sizeof(mech_names[0]))
@@ -847,8 +871,8 @@ EXPORT int mpi_pstate_cpufreq_domain_prepare(struct mpi_pstate_cpufreq_domain *d
         d->mech = mech;
         d->low_khz = low_khz;
         d->high_khz = high_khz;
-        /* The exact text the kernel prints, newline included: newer kernels parse
-         * these attributes with kstrtoul(), which takes no padding. */
+        /* The exact text the kernel prints, newline included, no padding: how the
+         * kernel parses it (sscanf, or kstrtoul as proposed) must not matter. */
         n = snprintf(d->low, sizeof(d->low), "%u\n", low_khz);
         d->low_len = (unsigned char)n;
         n = snprintf(d->high, sizeof(d->high), "%u\n", high_khz);

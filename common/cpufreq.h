@@ -80,6 +80,15 @@ void mpi_pstate_cpufreq_free(struct mpi_pstate_cpufreq_node *node);
 const struct mpi_pstate_cpufreq_policy *
 mpi_pstate_cpufreq_policy_of(const struct mpi_pstate_cpufreq_node *node, unsigned cpu);
 
+/* The distinct policies holding any CPU of cpus, as indexes into
+ * node->policies in ascending order (at most max of them).  Returns their
+ * number.  *spills (may be NULL) tells whether one of them also holds a CPU
+ * outside cpus: a domain shared with CPUs the caller does not own.  CPUs
+ * without a policy are ignored. */
+unsigned mpi_pstate_cpufreq_domains_of(const struct mpi_pstate_cpufreq_node *node,
+                                       const cpu_set_t *cpus, unsigned *idx, unsigned max,
+                                       bool *spills);
+
 /* Re-reads governor, scaling_min/max and setspeed of one policy. */
 int mpi_pstate_cpufreq_read_settings(const struct mpi_pstate_cpufreq_policy *p,
                                      struct mpi_pstate_cpufreq_settings *out);

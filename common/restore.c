@@ -344,7 +344,7 @@ EXPORT int mpi_pstate_restore_all(const char *dir, const char *sysroot,
         size_t n = 0, cap = 0;
         struct dirent *de;
         DIR *d = NULL;
-        int dirfd, fd2, rc = 0;
+        int dirfd = -1, fd2, rc = 0;
 
         memset(&s, 0, sizeof(s));
         if (!dir || !sysroot) {
@@ -366,7 +366,6 @@ EXPORT int mpi_pstate_restore_all(const char *dir, const char *sysroot,
                 rc = -errno;
                 if (fd2 >= 0)
                         close(fd2);
-                close(dirfd);
                 note_failure(&s, dir, rc);
                 goto out;
         }
@@ -380,7 +379,6 @@ EXPORT int mpi_pstate_restore_all(const char *dir, const char *sysroot,
 
                         if (!q) {
                                 rc = -ENOMEM;
-                                close(dirfd);
                                 goto out;
                         }
                         names = q;
@@ -410,11 +408,12 @@ EXPORT int mpi_pstate_restore_all(const char *dir, const char *sysroot,
                         note_failure(&s, name, r);
                 }
         }
-        close(dirfd);
         rc = s.first_error;
 out:
         if (d)
                 closedir(d);
+        if (dirfd >= 0)
+                close(dirfd);
         free(names);
         if (summary)
                 *summary = s;

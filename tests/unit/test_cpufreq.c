@@ -118,6 +118,45 @@ START_TEST(discover_shared_domain)
 }
 END_TEST
 
+START_TEST(domains_of_cpu_sets)
+{
+        struct mpi_pstate_cpufreq_node *node;
+        unsigned idx[8];
+        bool spills = true;
+        cpu_set_t set;
+
+        fakesys_acpi_cpufreq(&fs, 3);
+        node = discover_ok();
+        CPU_ZERO(&set);
+        CPU_SET(0, &set);
+        CPU_SET(2, &set);
+        CPU_SET(7, &set); /* no policy: ignored */
+        ck_assert_uint_eq(mpi_pstate_cpufreq_domains_of(node, &set, idx, 8, &spills), 2);
+        ck_assert_uint_eq(idx[0], 0);
+        ck_assert_uint_eq(idx[1], 2);
+        ck_assert(!spills);
+        ck_assert_uint_eq(mpi_pstate_cpufreq_domains_of(node, &set, idx, 1, NULL), 1);
+        mpi_pstate_cpufreq_free(node);
+
+        fakesys_cleanup(&fs);
+        fakesys_init(&fs);
+        fakesys_shared_policy(&fs);
+        node = discover_ok();
+        CPU_ZERO(&set);
+        CPU_SET(1, &set);
+        CPU_SET(3, &set);
+        /* Two ranks, one domain, and CPUs 0 and 2 belong to someone else. */
+        ck_assert_uint_eq(mpi_pstate_cpufreq_domains_of(node, &set, idx, 8, &spills), 1);
+        ck_assert_uint_eq(idx[0], 0);
+        ck_assert(spills);
+        for (unsigned c = 0; c < 4; c++)
+                CPU_SET(c, &set);
+        ck_assert_uint_eq(mpi_pstate_cpufreq_domains_of(node, &set, idx, 8, &spills), 1);
+        ck_assert(!spills);
+        mpi_pstate_cpufreq_free(node);
+}
+END_TEST
+
 START_TEST(discover_legacy_per_cpu_dir)
 {
         struct mpi_pstate_cpufreq_node *node;
@@ -774,6 +813,7 @@ static Suite *cpufreq_suite(void)
         tcase_add_test(tc, discover_acpi);
         tcase_add_test(tc, discover_intel_pstate_hwp);
         tcase_add_test(tc, discover_shared_domain);
+        tcase_add_test(tc, domains_of_cpu_sets);
         tcase_add_test(tc, discover_legacy_per_cpu_dir);
         tcase_add_test(tc, discover_missing_cpufreq);
         tcase_add_test(tc, discover_rejects_malformed);
