@@ -1,0 +1,311 @@
+/* Life cycle of the ABI backend: configuration and slot at MPI_Init,
+ * profile and slot state at MPI_Finalize / MPI_Abort / exit.  Compiled once
+ * per MPI family (it asks MPI for rank, size and thread level).  Nothing
+ * here runs per call; the per-call path is hooks.h.
+ *
+ * The library never harms the job over its own problem: a bad variable, a
+ * missing or broken segment, an unwritable profile directory each give one
+ * message (rank 0 for configuration errors, every affected rank otherwise)
+ * and leave the MPI calls working, passed through or recorded in a private
+ * slot. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <mpi.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "hooks.h"
+#include "mpi_pstate_fn.h"
+#include "profile.h"
+
+MP_HIDDEN struct mpi_pstate_rt mpi_pstate_rt;
+MP_HIDDEN __thread struct mpi_pstate_tls mpi_pstate_tls __attribute__((tls_model("initial-exec")));
+
+#define MP_NAME(id, name, kind, blocking, app) name,
+static const char *const fn_names[] = {MPI_PSTATE_FUNCTIONS(MP_NAME)};
+/* Init, Finalize and Abort frame the application: not "time in MPI". */
+#define MP_APP(id, name, kind, blocking, app) app,
+static const unsigned char app_time[] = {MPI_PSTATE_FUNCTIONS(MP_APP)};
+
+static struct {
+        int configured; /* init_begin ran */
+        int disabled;   /* configuration error: pass through after one message */
+        int finished;   /* profile written (finalize, abort or exit) */
+        struct mpi_pstate_pconf conf;
+        struct mpi_pstate_attach att;
+        char slot_file[PATH_MAX + 128]; /* private slot file in the profile directory, or "" */
+        char note[640];                 /* a problem met before the rank was known */
+        char mpi_lib[256];
+        char library[256];
+        struct mpi_pstate_clock_sample cal;
+        unsigned index; /* slot index in the segment (0 in a private one) */
+        int rank;
+} st = {.rank = -1};
+
+/* One line on stderr, written with one write() so ranks do not interleave. */
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+{
+        char buf[1024];
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return;
+        if ((size_t)n > sizeof(buf) - 2)
+                n = sizeof(buf) - 2;
+        buf[n++] = '\n';
+        ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
+        (void)w;
+}
+
+int mpi_pstate_hook_attach(void *const *next, const char *mpi_lib)
+{
+        mpi_pstate_rt.next = next;
+        snprintf(st.mpi_lib, sizeof(st.mpi_lib), "%s", mpi_lib ? mpi_lib : "?");
+        return 0;
+}
+
+static void record_affinity(struct mpi_pstate_slot *s)
+{
+        cpu_set_t set;
+        int count = 0, last = -1;
+
+        if (sched_getaffinity(0, sizeof(set), &set) != 0)
+                return;
+        for (int c = 0; c < CPU_SETSIZE && c < 64 * (int)MPI_PSTATE_SLOT_CPUSET_WORDS; c++) {
+                if (!CPU_ISSET(c, &set))
+                        continue;
+                s->cpuset[c / 64] |= UINT64_C(1) << (c % 64);
+                count++;
+                last = c;
+        }
+        s->cpu = count == 1 ? last : -1;
+}
+
+/* The rank's slot: the agent's segment when there is one, else a private
+ * one (a file under the profile directory so that it survives a SIGKILL,
+ * or anonymous memory). */
+static int attach_slot(void)
+{
+        struct mpi_pstate_pconf *c = &st.conf;
+        char host[64] = "";
+        int rc;
+
+        if (c->shm[0]) {
+                unsigned idx = c->local_rank >= 0 ? (unsigned)c->local_rank : 0;
+
+                rc = mpi_pstate_slot_attach(c->shm, idx, &st.att);
+                if (rc == 0) {
+                        st.index = idx;
+                        return 0;
+                }
+                snprintf(
+                    st.note, sizeof(st.note),
+                    "mpi-pstate: cannot use slot %u of %.256s (%s%s): this rank is not seen by "
+                    "the node agent and runs at full speed",
+                    idx, c->shm, strerror(-rc),
+                    c->local_rank_var ? "" : ", no local rank variable set");
+        }
+        if (c->profile_dir[0] && mpi_pstate_profile_mkdirs(c->profile_dir) == 0) {
+                gethostname(host, sizeof(host) - 1);
+                for (char *p = host; *p; p++)
+                        if (*p == '/')
+                                *p = '_';
+                snprintf(st.slot_file, sizeof(st.slot_file), "%s/.slot.%s.%d", c->profile_dir, host,
+                         (int)getpid());
+                if (mpi_pstate_slot_attach_private(st.slot_file, &st.att) == 0)
+                        return 0;
+                st.slot_file[0] = '\0';
+        }
+        return mpi_pstate_slot_attach_private(NULL, &st.att);
+}
+
+uint64_t mpi_pstate_hook_init_begin(void)
+{
+        struct mpi_pstate_slot *s;
+        int rc;
+
+        if (st.configured)
+                return mpi_pstate_rt.slot ? mp_now() : 0;
+        st.configured = 1;
+        if (mpi_pstate_pconf_load(&st.conf) != 0) {
+                st.disabled = 1;
+                return 0;
+        }
+        if (st.conf.opt.mode == MPI_PSTATE_MODE_OFF)
+                return 0;
+        mpi_pstate_rt.clock = st.conf.clock;
+        /* calibration runs across MPI_Init, which takes milliseconds anyway */
+        mpi_pstate_slot_clock_sample(st.conf.clock, &st.cal);
+        rc = attach_slot();
+        if (rc) {
+                snprintf(st.note, sizeof(st.note), "mpi-pstate: no shared memory for the slot (%s)",
+                         strerror(-rc));
+                return 0;
+        }
+        s = st.att.slot;
+        mpi_pstate_slot_setup(s, st.index, fn_names, MPI_PSTATE_NFUNCS);
+        s->mode = st.conf.opt.mode == MPI_PSTATE_MODE_PROFILE ? MPI_PSTATE_SLOT_MODE_PROFILE
+                                                              : MPI_PSTATE_SLOT_MODE_ON;
+        s->abi = MPI_PSTATE_BACKEND_ABI;
+        s->clock = st.conf.clock;
+        record_affinity(s);
+        mpi_pstate_rt.hdr = st.att.hdr;
+        mpi_pstate_rt.slot = s;
+        s->init_ticks = mp_now();
+        return s->init_ticks;
+}
+
+static void rename_slot_file(int rank)
+{
+        char dst[sizeof(st.slot_file)];
+
+        if (!st.slot_file[0])
+                return;
+        if (snprintf(dst, sizeof(dst), "%s/rank-%d.slot", st.conf.profile_dir, rank) >=
+            (int)sizeof(dst))
+                return;
+        if (rename(st.slot_file, dst) == 0)
+                memcpy(st.slot_file, dst, strlen(dst) + 1);
+}
+
+void mpi_pstate_hook_init_end(unsigned fid, uint64_t t0)
+{
+        struct mpi_pstate_slot *s = mpi_pstate_rt.slot;
+        int flag = 0, rank = -1, size = 0, provided = MPI_THREAD_SINGLE, len = 0;
+        char ver[MPI_MAX_LIBRARY_VERSION_STRING];
+        uint64_t t1 = s ? mp_now() : 0, tps;
+
+        if (PMPI_Initialized(&flag) != MPI_SUCCESS || !flag)
+                return; /* MPI_Init failed: the MPI reports it */
+        PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        PMPI_Comm_size(MPI_COMM_WORLD, &size);
+        PMPI_Query_thread(&provided);
+        st.rank = rank;
+        if (PMPI_Get_library_version(ver, &len) == MPI_SUCCESS) {
+                ver[sizeof(ver) - 1] = '\0';
+                ver[strcspn(ver, "\r\n")] = '\0';
+                snprintf(st.library, sizeof(st.library), "%.255s", ver);
+        }
+        if (st.disabled) {
+                if (rank == 0)
+                        say("%s; passing every MPI call through", st.conf.err);
+                return;
+        }
+        if (st.note[0])
+                say("%s", st.note);
+        if (!s)
+                return;
+        tps = mpi_pstate_slot_clock_rate(mpi_pstate_rt.clock, &st.cal, 2000000);
+        mpi_pstate_rt.mult = (uint64_t)(((unsigned __int128)1000000000u << 32) / tps);
+        mpi_pstate_rt.threshold_ns = st.conf.opt.threshold_us * 1000u;
+        mpi_pstate_rt.threshold_ticks =
+            (uint64_t)((unsigned __int128)st.conf.opt.threshold_us * tps / 1000000u);
+        mpi_pstate_rt.mt = provided == MPI_THREAD_MULTIPLE;
+        s->rank = rank;
+        s->size = size;
+        s->thread_level = provided >= 0 && provided <= 3 ? (uint32_t)provided : 0;
+        s->ticks_per_sec = tps;
+        s->threshold_ticks = mpi_pstate_rt.threshold_ticks;
+        s->threshold_ns = mpi_pstate_rt.threshold_ns;
+        s->app_start_ticks = t1;
+        rename_slot_file(rank);
+        mpi_pstate_tls.main = 1;
+        atomic_store(&s->state, MPI_PSTATE_SLOT_RUNNING);
+        mp_record(fid, t1 - t0, 0, 0, 0);
+        __atomic_store_n(&mpi_pstate_rt.active, 1, __ATOMIC_RELEASE);
+        if (st.conf.verbose)
+                say("mpi-pstate: rank %d/%d: %s backend, %s slot %u, clock %s %.3f GHz, threshold "
+                    "%lluus, mode %s",
+                    rank, size, MPI_PSTATE_BACKEND_ABI_NAME,
+                    st.conf.shm[0] && !st.note[0] ? st.conf.shm : "private", s->local_index,
+                    s->clock == MPI_PSTATE_CLOCK_TSC ? "tsc" : "monotonic", (double)tps / 1e9,
+                    (unsigned long long)st.conf.opt.threshold_us,
+                    mpi_pstate_options_mode_word(st.conf.opt.mode));
+}
+
+/* Ends the recording: state, wait flag, profile.  Called once. */
+static void finish(enum mpi_pstate_slot_state state, const char *word, uint64_t end)
+{
+        struct mpi_pstate_slot *s = mpi_pstate_rt.slot;
+        struct mpi_pstate_profile_meta m = {.abi = MPI_PSTATE_BACKEND_ABI_NAME,
+                                            .mpi_library = st.library,
+                                            .state = word,
+                                            .app_time = app_time};
+        int rc;
+
+        if (st.finished || !s)
+                return;
+        st.finished = 1;
+        if (!s->app_end_ticks)
+                s->app_end_ticks = end;
+        atomic_store(&s->wait_since, 0);
+        atomic_store(&s->state, state);
+        if (!st.conf.profile_dir[0])
+                return;
+        rc = mpi_pstate_profile_write(st.conf.profile_dir, s, &m);
+        if (rc) {
+                say("mpi-pstate: rank %d: cannot write the profile into %s: %s", st.rank,
+                    st.conf.profile_dir, strerror(-rc));
+                return;
+        }
+        /* the JSON now holds everything the slot file had */
+        if (st.slot_file[0] && state == MPI_PSTATE_SLOT_FINALIZED && unlink(st.slot_file) == 0)
+                st.slot_file[0] = '\0';
+        if (st.conf.verbose)
+                say("mpi-pstate: rank %d: profile written to %s", st.rank, st.conf.profile_dir);
+}
+
+uint64_t mpi_pstate_hook_finalize_begin(void)
+{
+        uint64_t t0;
+
+        if (!mpi_pstate_rt.active)
+                return 0;
+        t0 = mp_now();
+        /* Nothing MPI does inside MPI_Finalize is the application's. */
+        __atomic_store_n(&mpi_pstate_rt.active, 0, __ATOMIC_RELEASE);
+        mpi_pstate_rt.slot->app_end_ticks = t0;
+        return t0;
+}
+
+void mpi_pstate_hook_finalize_end(unsigned fid, uint64_t t0)
+{
+        uint64_t t1;
+
+        if (!t0 || !mpi_pstate_rt.slot)
+                return;
+        t1 = mp_now();
+        mp_record(fid, t1 - t0, 0, 0, 0);
+        finish(MPI_PSTATE_SLOT_FINALIZED, "finalized", t1);
+}
+
+void mpi_pstate_hook_abort(unsigned fid)
+{
+        uint64_t t;
+
+        if (!mpi_pstate_rt.active)
+                return;
+        __atomic_store_n(&mpi_pstate_rt.active, 0, __ATOMIC_RELEASE);
+        t = mp_now();
+        mp_record(fid, 0, 0, 0, 0);
+        finish(MPI_PSTATE_SLOT_ABORTED, "aborted", t);
+}
+
+/* A program that returns from main (or calls exit) without MPI_Finalize. */
+__attribute__((destructor)) static void at_exit(void)
+{
+        if (!mpi_pstate_rt.active)
+                return;
+        __atomic_store_n(&mpi_pstate_rt.active, 0, __ATOMIC_RELEASE);
+        finish(MPI_PSTATE_SLOT_EXITED, "exited", mp_now());
+}

@@ -1,0 +1,119 @@
+/* The backend's run-time state and the hot path every generated wrapper
+ * inlines.  The hot path (mp_now, mp_wait_begin/_end, mp_record) makes no
+ * system call, takes no lock, allocates nothing and touches no file: two
+ * clock reads, a thread-local depth counter and a few stores into the rank's
+ * slot, which is shared memory mapped at MPI_Init.  The only system call a
+ * wrapper can make is the FUTEX_WAKE after a long wait the agent clocked
+ * down (see common/slot.h).
+ *
+ * Counters: a rank whose MPI gave MPI_THREAD_MULTIPLE updates them with
+ * atomic adds (no count is lost when threads call MPI at once); otherwise
+ * only one thread is inside MPI at a time, so a relaxed load and store is
+ * enough and the lock prefix is saved.  The wait state (wait_since/wait_fn)
+ * is published by the thread that initialised MPI only: another thread
+ * blocking in MPI says nothing about whether the rank's core is idle. */
+#ifndef MPI_PSTATE_PRELOAD_HOOKS_H
+#define MPI_PSTATE_PRELOAD_HOOKS_H
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "slot.h"
+
+#define MP_HIDDEN __attribute__((visibility("hidden")))
+
+struct mpi_pstate_rt {
+        int active; /* wrappers record: after a good MPI_Init, before MPI_Finalize */
+        int mt;     /* MPI_THREAD_MULTIPLE was provided: atomic counters */
+        enum mpi_pstate_clock clock;
+        uint64_t mult;            /* ns = ticks * mult >> 32 */
+        uint64_t threshold_ticks; /* long-wait threshold */
+        uint64_t threshold_ns;
+        struct mpi_pstate_slot *slot;
+        struct mpi_pstate_seg_header *hdr;
+        void *const *next; /* the front's table of next definitions */
+};
+
+struct mpi_pstate_tls {
+        uint32_t depth; /* wrappers active on this thread: only the outermost records */
+        uint32_t main;  /* this thread initialised MPI */
+};
+
+extern MP_HIDDEN struct mpi_pstate_rt mpi_pstate_rt;
+/* initial-exec: one %fs-relative access instead of a __tls_get_addr call;
+ * the 8 bytes come from glibc's surplus static TLS at dlopen time. */
+extern MP_HIDDEN __thread struct mpi_pstate_tls mpi_pstate_tls
+    __attribute__((tls_model("initial-exec")));
+
+MP_HIDDEN uint64_t mpi_pstate_hook_init_begin(void);
+MP_HIDDEN void mpi_pstate_hook_init_end(unsigned fid, uint64_t t0);
+MP_HIDDEN uint64_t mpi_pstate_hook_finalize_begin(void);
+MP_HIDDEN void mpi_pstate_hook_finalize_end(unsigned fid, uint64_t t0);
+MP_HIDDEN void mpi_pstate_hook_abort(unsigned fid);
+MP_HIDDEN int mpi_pstate_hook_attach(void *const *next, const char *mpi_lib);
+
+#ifdef OPEN_MPI
+#define MPI_PSTATE_BACKEND_ABI MPI_PSTATE_ABI_OMPI
+#define MPI_PSTATE_BACKEND_ABI_NAME "ompi"
+#else
+#define MPI_PSTATE_BACKEND_ABI MPI_PSTATE_ABI_MPICH
+#define MPI_PSTATE_BACKEND_ABI_NAME "mpich"
+#endif
+
+static inline uint64_t mp_now(void)
+{
+        return mpi_pstate_slot_now(mpi_pstate_rt.clock);
+}
+
+static inline uint64_t mp_ticks_to_ns(uint64_t ticks)
+{
+        return (uint64_t)(((unsigned __int128)ticks * mpi_pstate_rt.mult) >> 32);
+}
+
+static inline void mp_add(_Atomic uint64_t *p, uint64_t v)
+{
+        if (mpi_pstate_rt.mt)
+                atomic_fetch_add_explicit(p, v, memory_order_relaxed);
+        else
+                atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + v,
+                                      memory_order_relaxed);
+}
+
+static inline void mp_wait_begin(unsigned fid, uint64_t t0)
+{
+        mpi_pstate_slot_wait_begin(mpi_pstate_rt.slot, fid, t0);
+}
+
+static inline void mp_wait_end(uint64_t t0, uint64_t t1)
+{
+        if (__builtin_expect(
+                mpi_pstate_slot_wait_end(mpi_pstate_rt.slot, t0, t1, mpi_pstate_rt.threshold_ticks),
+                0))
+                mpi_pstate_slot_wake_agent(mpi_pstate_rt.hdr, mpi_pstate_rt.slot);
+}
+
+/* One finished call of function fid that took `ticks`. */
+static inline void mp_record(unsigned fid, uint64_t ticks, int has_bytes, uint64_t bytes,
+                             int blocking)
+{
+        struct mpi_pstate_slot *s = mpi_pstate_rt.slot;
+        struct mpi_pstate_fn_stats *f = &s->fn[fid];
+        uint64_t ns = mp_ticks_to_ns(ticks);
+
+        mp_add(&f->calls, 1);
+        mp_add(&f->time_ns, ns);
+        mp_add(&s->hist_ns[mpi_pstate_slot_bucket(ns)], 1);
+        if (has_bytes) {
+                mp_add(&f->bytes, bytes);
+                mp_add(&s->hist_bytes[mpi_pstate_slot_bucket(bytes)], 1);
+        }
+        if (blocking && __builtin_expect(ticks >= mpi_pstate_rt.threshold_ticks, 0)) {
+                mp_add(&f->long_calls, 1);
+                mp_add(&s->long_calls, 1);
+                mp_add(&s->long_ns, ns);
+                mp_add(&s->over_ns,
+                       ns > mpi_pstate_rt.threshold_ns ? ns - mpi_pstate_rt.threshold_ns : 0);
+        }
+}
+
+#endif

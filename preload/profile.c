@@ -1,0 +1,268 @@
+#include "profile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const thread_levels[] = {"single", "funneled", "serialized", "multiple"};
+static const char *const clocks[] = {"none", "tsc", "monotonic"};
+
+int mpi_pstate_profile_mkdirs(const char *dir)
+{
+        char p[PATH_MAX];
+        size_t len = strlen(dir);
+
+        if (len == 0 || len >= sizeof(p))
+                return -EINVAL;
+        memcpy(p, dir, len + 1);
+        for (char *s = p + 1; *s; s++) {
+                if (*s != '/')
+                        continue;
+                *s = '\0';
+                if (mkdir(p, 0777) != 0 && errno != EEXIST)
+                        return -errno;
+                *s = '/';
+        }
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}
+
+/* JSON string body: the library version is the only text not ours. */
+static void json_str(FILE *f, const char *s)
+{
+        fputc('"', f);
+        for (; s && *s; s++) {
+                unsigned char c = (unsigned char)*s;
+
+                if (c == '"' || c == '\\')
+                        fprintf(f, "\\%c", c);
+                else if (c < 0x20 || c >= 0x7f)
+                        fprintf(f, "\\u%04x", c);
+                else
+                        fputc(c, f);
+        }
+        fputc('"', f);
+}
+
+static double ns_to_s(uint64_t ns)
+{
+        return (double)ns / 1e9;
+}
+
+static uint64_t ticks_to_ns(const struct mpi_pstate_slot *s, uint64_t ticks)
+{
+        if (!s->ticks_per_sec)
+                return 0;
+        return (uint64_t)((unsigned __int128)ticks * 1000000000u / s->ticks_per_sec);
+}
+
+static void bucket_range(unsigned b, uint64_t *lo, uint64_t *hi)
+{
+        *lo = b ? UINT64_C(1) << (b - 1) : 0;
+        *hi = b == 0 ? 0 : b >= 64 ? UINT64_MAX : (UINT64_C(1) << b) - 1;
+        if (b == MPI_PSTATE_SLOT_HIST_BUCKETS - 1)
+                *hi = UINT64_MAX;
+}
+
+struct totals {
+        uint64_t wall_ns, mpi_ns, calls, bytes;
+};
+
+static struct totals totals_of(const struct mpi_pstate_slot *s,
+                               const struct mpi_pstate_profile_meta *m)
+{
+        struct totals t = {0};
+
+        if (s->app_end_ticks > s->app_start_ticks)
+                t.wall_ns = ticks_to_ns(s, s->app_end_ticks - s->app_start_ticks);
+        for (uint32_t i = 0; i < s->nfuncs; i++) {
+                t.calls += s->fn[i].calls;
+                t.bytes += s->fn[i].bytes;
+                if (!m->app_time || m->app_time[i])
+                        t.mpi_ns += s->fn[i].time_ns;
+        }
+        return t;
+}
+
+static void write_hist_json(FILE *f, const char *key, const _Atomic uint64_t *h)
+{
+        int first = 1;
+
+        fprintf(f, "  \"%s\": [", key);
+        for (unsigned b = 0; b < MPI_PSTATE_SLOT_HIST_BUCKETS; b++) {
+                uint64_t lo, hi, n = h[b];
+
+                if (!n)
+                        continue;
+                bucket_range(b, &lo, &hi);
+                fprintf(
+                    f, "%s\n    {\"lo\": %" PRIu64 ", \"hi\": %" PRIu64 ", \"count\": %" PRIu64 "}",
+                    first ? "" : ",", lo, hi, n);
+                first = 0;
+        }
+        fprintf(f, "%s]", first ? "" : "\n  ");
+}
+
+static void write_json(FILE *f, const struct mpi_pstate_slot *s,
+                       const struct mpi_pstate_profile_meta *m, const char *host)
+{
+        struct totals t = totals_of(s, m);
+        int first = 1;
+
+        fprintf(f, "{\n  \"format\": \"mpi-pstate-profile\",\n  \"version\": 1,\n");
+        fprintf(f, "  \"rank\": %d,\n  \"size\": %d,\n  \"local_rank\": %u,\n  \"pid\": %d,\n",
+                s->rank, s->size, s->local_index, (int)s->pid);
+        fprintf(f, "  \"host\": ");
+        json_str(f, host);
+        fprintf(f, ",\n  \"abi\": ");
+        json_str(f, m->abi);
+        fprintf(f, ",\n  \"mpi_library\": ");
+        json_str(f, m->mpi_library);
+        fprintf(f, ",\n  \"state\": ");
+        json_str(f, m->state);
+        fprintf(f, ",\n  \"thread_level\": \"%s\",\n", thread_levels[s->thread_level & 3]);
+        fprintf(f, "  \"clock\": \"%s\",\n  \"ticks_per_sec\": %" PRIu64 ",\n",
+                clocks[s->clock <= 2 ? s->clock : 0], s->ticks_per_sec);
+        fprintf(f, "  \"threshold_us\": %" PRIu64 ",\n  \"cpu\": %d,\n", s->threshold_ns / 1000,
+                s->cpu);
+        fprintf(f, "  \"start_time\": %.6f,\n", ns_to_s(s->start_ns));
+        fprintf(f, "  \"wall_s\": %.9f,\n  \"mpi_s\": %.9f,\n  \"mpi_share\": %.6f,\n",
+                ns_to_s(t.wall_ns), ns_to_s(t.mpi_ns),
+                t.wall_ns ? (double)t.mpi_ns / (double)t.wall_ns : 0.0);
+        fprintf(f, "  \"calls\": %" PRIu64 ",\n  \"bytes\": %" PRIu64 ",\n", t.calls, t.bytes);
+        fprintf(f, "  \"long_calls\": %" PRIu64 ",\n  \"long_s\": %.9f,\n", (uint64_t)s->long_calls,
+                ns_to_s(s->long_ns));
+        fprintf(f, "  \"over_threshold_s\": %.9f,\n  \"wakeups\": %" PRIu64 ",\n",
+                ns_to_s(s->over_ns), (uint64_t)s->wakeups);
+        fprintf(f, "  \"clocked_down_s\": %.9f,\n  \"transitions\": %" PRIu64 ",\n",
+                ns_to_s(s->down_ns), (uint64_t)s->transitions);
+        fprintf(f, "  \"functions\": [");
+        for (uint32_t i = 0; i < s->nfuncs; i++) {
+                const struct mpi_pstate_fn_stats *fn = &s->fn[i];
+
+                if (!fn->calls)
+                        continue;
+                fprintf(f,
+                        "%s\n    {\"name\": \"%s\", \"id\": %u, \"calls\": %" PRIu64
+                        ", \"time_s\": %.9f, \"bytes\": %" PRIu64 ", \"long_calls\": %" PRIu64 "}",
+                        first ? "" : ",", fn->name, i, (uint64_t)fn->calls, ns_to_s(fn->time_ns),
+                        (uint64_t)fn->bytes, (uint64_t)fn->long_calls);
+                first = 0;
+        }
+        fprintf(f, "%s],\n", first ? "" : "\n  ");
+        write_hist_json(f, "message_sizes", s->hist_bytes);
+        fprintf(f, ",\n");
+        write_hist_json(f, "durations_ns", s->hist_ns);
+        fprintf(f, "\n}\n");
+}
+
+static void write_csv(FILE *f, const struct mpi_pstate_slot *s,
+                      const struct mpi_pstate_profile_meta *m)
+{
+        struct totals t = totals_of(s, m);
+
+        fprintf(f, "section,name,calls,time_s,bytes,long_calls,value\n");
+        for (uint32_t i = 0; i < s->nfuncs; i++) {
+                const struct mpi_pstate_fn_stats *fn = &s->fn[i];
+
+                if (fn->calls)
+                        fprintf(f, "function,%s,%" PRIu64 ",%.9f,%" PRIu64 ",%" PRIu64 ",\n",
+                                fn->name, (uint64_t)fn->calls, ns_to_s(fn->time_ns),
+                                (uint64_t)fn->bytes, (uint64_t)fn->long_calls);
+        }
+        fprintf(f, "summary,rank,,,,,%d\n", s->rank);
+        fprintf(f, "summary,wall_s,,,,,%.9f\n", ns_to_s(t.wall_ns));
+        fprintf(f, "summary,mpi_s,,,,,%.9f\n", ns_to_s(t.mpi_ns));
+        fprintf(f, "summary,mpi_share,,,,,%.6f\n",
+                t.wall_ns ? (double)t.mpi_ns / (double)t.wall_ns : 0.0);
+        fprintf(f, "summary,long_s,,,,,%.9f\n", ns_to_s(s->long_ns));
+        for (unsigned b = 0; b < MPI_PSTATE_SLOT_HIST_BUCKETS; b++) {
+                uint64_t lo, hi;
+
+                bucket_range(b, &lo, &hi);
+                if (s->hist_bytes[b])
+                        fprintf(f, "message_size,%" PRIu64 "-%" PRIu64 ",%" PRIu64 ",,,,\n", lo, hi,
+                                (uint64_t)s->hist_bytes[b]);
+        }
+        for (unsigned b = 0; b < MPI_PSTATE_SLOT_HIST_BUCKETS; b++) {
+                uint64_t lo, hi;
+
+                bucket_range(b, &lo, &hi);
+                if (s->hist_ns[b])
+                        fprintf(f, "duration_ns,%" PRIu64 "-%" PRIu64 ",%" PRIu64 ",,,,\n", lo, hi,
+                                (uint64_t)s->hist_ns[b]);
+        }
+}
+
+/* Writes dir/name through a temporary file; 0 or -errno. */
+static int write_file(const char *dir, const char *name, const struct mpi_pstate_slot *s,
+                      const struct mpi_pstate_profile_meta *m, const char *host, int json)
+{
+        char tmp[PATH_MAX], dst[PATH_MAX];
+        FILE *f = NULL;
+        int fd = -1, rc = 0;
+
+        if (snprintf(dst, sizeof(dst), "%s/%s", dir, name) >= (int)sizeof(dst) ||
+            snprintf(tmp, sizeof(tmp), "%s/.%s.%d", dir, name, (int)getpid()) >= (int)sizeof(tmp))
+                return -ENAMETOOLONG;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd < 0)
+                return -errno;
+        f = fdopen(fd, "w");
+        if (!f) {
+                rc = -errno;
+                close(fd);
+                goto out;
+        }
+        if (json)
+                write_json(f, s, m, host);
+        else
+                write_csv(f, s, m);
+        if (ferror(f))
+                rc = -EIO;
+        if (fclose(f) != 0 && !rc)
+                rc = -errno;
+        if (!rc && rename(tmp, dst) != 0)
+                rc = -errno;
+out:
+        if (rc)
+                unlink(tmp);
+        return rc;
+}
+
+int mpi_pstate_profile_write(const char *dir, const struct mpi_pstate_slot *slot,
+                             const struct mpi_pstate_profile_meta *m)
+{
+        struct mpi_pstate_slot *copy = NULL;
+        char host[256] = "", name[64];
+        int rc;
+
+        rc = mpi_pstate_profile_mkdirs(dir);
+        if (rc)
+                return rc;
+        copy = malloc(sizeof(*copy));
+        if (!copy)
+                return -ENOMEM;
+        /* a consistent copy: other threads may still be counting */
+        rc = mpi_pstate_slot_snapshot(slot, copy);
+        if (rc)
+                goto out;
+        if (gethostname(host, sizeof(host) - 1) != 0)
+                strcpy(host, "?");
+        snprintf(name, sizeof(name), "rank-%d.json", copy->rank);
+        rc = write_file(dir, name, copy, m, host, 1);
+        if (rc)
+                goto out;
+        snprintf(name, sizeof(name), "rank-%d.csv", copy->rank);
+        rc = write_file(dir, name, copy, m, host, 0);
+out:
+        free(copy);
+        return rc;
+}

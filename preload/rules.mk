@@ -1,0 +1,93 @@
+# ---- preload/: the PMPI preload library (front + one backend per MPI ABI),
+# the mpi-pstate-exec launcher, and the MPI test programs of tests/preload/.
+#
+# Generated sources go to $(B)/gen/preload; an MPI family whose pkg-config
+# module is missing is skipped (its backend is simply not built).
+
+PRELOAD_GEN := $(B)/gen/preload
+PRELOAD_GEN_FILES := $(addprefix $(PRELOAD_GEN)/,mpi_pstate_fn.h front_syms.h front.S wrappers.c)
+PRELOAD_HDRS := $(wildcard preload/*.h) common/slot.h common/contract.h common/options.h
+PRELOAD_PKG_ompi := ompi-c
+PRELOAD_PKG_mpich := mpich
+PRELOAD_ABIS := $(foreach a,ompi mpich,$(if $(shell pkg-config --exists $(PRELOAD_PKG_$(a)) && echo y),$(a)))
+# MPI headers as system headers: their own warnings are not ours to fix.
+PRELOAD_MPI_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(PRELOAD_PKG_$(1))))
+PRELOAD_CFLAGS := $(CFLAGS_COMMON) -Ipreload -I$(PRELOAD_GEN)
+
+PRELOAD_FRONT := $(B)/preload/libmpi-pstate.so
+PRELOAD_BACKENDS := $(foreach a,$(PRELOAD_ABIS),$(B)/preload/libmpi-pstate-$(a).so)
+PRELOAD_EXEC := $(B)/preload/mpi-pstate-exec
+PRELOAD_TARGETS := $(PRELOAD_FRONT) $(PRELOAD_BACKENDS) $(PRELOAD_EXEC)
+
+$(PRELOAD_GEN_FILES) &: preload/mpi_functions.def preload/gen_wrappers.py
+	$(PYTHON) preload/gen_wrappers.py --def preload/mpi_functions.def --out $(PRELOAD_GEN)
+
+$(B)/preload $(B)/tests/preload:
+	mkdir -p $@
+
+# The front knows no MPI: plain compiler, no MPI headers.
+$(PRELOAD_FRONT): preload/front.c $(PRELOAD_GEN)/front.S $(PRELOAD_GEN)/front_syms.h $(PRELOAD_HDRS) | $(B)/preload
+	$(CC) $(PRELOAD_CFLAGS) -shared -o $@ preload/front.c $(PRELOAD_GEN)/front.S $(LDFLAGS_COMMON) -ldl -lpthread
+
+# MPI-free backend parts, compiled once.
+$(B)/preload/config.o $(B)/preload/profile.o: $(B)/preload/%.o: preload/%.c $(PRELOAD_HDRS) | $(B)/preload
+	$(CC) $(PRELOAD_CFLAGS) -c -o $@ $<
+
+# Per ABI: hooks and wrappers against that MPI's mpi.h.  No -lmpi: the PMPI
+# references resolve against whatever library of the family the process
+# loaded (libmpich.so.12, Intel MPI's libmpi.so.12, ...).
+define PRELOAD_BACKEND_RULES
+$(B)/preload/$(1):
+	mkdir -p $$@
+$(B)/preload/$(1)/hooks.o: preload/hooks.c $(PRELOAD_HDRS) $(PRELOAD_GEN)/mpi_pstate_fn.h | $(B)/preload/$(1)
+	$(CC) $(PRELOAD_CFLAGS) $(call PRELOAD_MPI_CFLAGS,$(1)) -c -o $$@ $$<
+$(B)/preload/$(1)/wrappers.o: $(PRELOAD_GEN)/wrappers.c $(PRELOAD_HDRS) $(PRELOAD_GEN_FILES) | $(B)/preload/$(1)
+	$(CC) $(PRELOAD_CFLAGS) $(call PRELOAD_MPI_CFLAGS,$(1)) -c -o $$@ $$<
+$(B)/preload/libmpi-pstate-$(1).so: $(B)/preload/$(1)/hooks.o $(B)/preload/$(1)/wrappers.o $(B)/preload/config.o $(B)/preload/profile.o $(COMMON_LIB) preload/backend.map
+	$(CC) -shared -o $$@ $(B)/preload/$(1)/hooks.o $(B)/preload/$(1)/wrappers.o $(B)/preload/config.o $(B)/preload/profile.o $(COMMON_LIB) $(LDFLAGS_COMMON) -Wl,--version-script=preload/backend.map
+endef
+$(foreach a,$(PRELOAD_ABIS),$(eval $(call PRELOAD_BACKEND_RULES,$(a))))
+
+# In the build tree the launcher finds the libraries beside itself.
+$(PRELOAD_EXEC): preload/mpi-pstate-exec | $(B)/preload
+	cp $< $@ && chmod 0755 $@
+
+# ---- tests/preload: one program per binding, built per MPI family
+PRELOAD_TEST_PROGS := c_calls f77_calls f90_calls f08_calls mt_calls
+PRELOAD_MPICC_ompi := mpicc.openmpi
+PRELOAD_MPICC_mpich := mpicc.mpich
+PRELOAD_MPIF90_ompi := mpif90.openmpi
+PRELOAD_MPIF90_mpich := mpif90.mpich
+PRELOAD_TEST_BINS := $(foreach a,$(PRELOAD_ABIS),$(foreach p,$(PRELOAD_TEST_PROGS),$(B)/tests/preload/$(p).$(a)))
+
+define PRELOAD_TEST_RULES
+$(B)/tests/preload/c_calls.$(1): tests/preload/c_calls.c | $(B)/tests/preload
+	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -o $$@ $$<
+$(B)/tests/preload/mt_calls.$(1): tests/preload/mt_calls.c | $(B)/tests/preload
+	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -pthread -o $$@ $$<
+$(B)/tests/preload/f77_calls.$(1): tests/preload/f77_calls.f90 | $(B)/tests/preload
+	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload -o $$@ $$<
+$(B)/tests/preload/f90_calls.$(1): tests/preload/f90_calls.f90 | $(B)/tests/preload
+	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload -o $$@ $$<
+$(B)/tests/preload/f08_calls.$(1): tests/preload/f08_calls.f90 | $(B)/tests/preload
+	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload -o $$@ $$<
+endef
+$(foreach a,$(PRELOAD_ABIS),$(eval $(call PRELOAD_TEST_RULES,$(a))))
+
+.PHONY: preload preload-tests install-preload
+preload: $(PRELOAD_TARGETS)
+preload-tests: $(PRELOAD_TARGETS) $(PRELOAD_TEST_BINS)
+
+install-preload: $(PRELOAD_TARGETS)
+	install -d $(DESTDIR)$(libdir)/mpi-pstate $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man7
+	install -m 0644 $(PRELOAD_FRONT) $(PRELOAD_BACKENDS) $(DESTDIR)$(libdir)/mpi-pstate/
+	sed 's|@PKGLIBDIR@|$(libdir)/mpi-pstate|' preload/mpi-pstate-exec > $(DESTDIR)$(bindir)/mpi-pstate-exec
+	chmod 0755 $(DESTDIR)$(bindir)/mpi-pstate-exec
+	install -m 0644 man/mpi-pstate-preload.7 $(DESTDIR)$(mandir)/man7/
+
+ALL_TARGETS += $(PRELOAD_TARGETS)
+CHECK_PREREQS += $(PRELOAD_TEST_BINS)
+INSTALL_TARGETS += install-preload
+UNINSTALL_FILES += $(libdir)/mpi-pstate/libmpi-pstate.so \
+	$(foreach a,ompi mpich,$(libdir)/mpi-pstate/libmpi-pstate-$(a).so) \
+	$(bindir)/mpi-pstate-exec $(mandir)/man7/mpi-pstate-preload.7
