@@ -1,0 +1,31 @@
+#!/bin/bash
+# Installs every Debian package mpi-pstate needs to build, test and demo
+# (Debian 12 "bookworm").  Idempotent; --if-missing returns at once when all
+# are present, so `make check` and `make demo` can call it every time.
+set -euo pipefail
+PKGS=(
+        # build
+        build-essential pkg-config gcc make clang-format
+        libslurm-dev libhwloc-dev hwloc libcpupower-dev linux-cpupower check
+        # the local cluster: Slurm 22.05 with accounting
+        slurm-wlm slurmctld slurmd slurm-client slurmdbd slurm-wlm-doc munge mariadb-server
+        # both MPI families with C and Fortran compilers, PMIx for srun --mpi=pmix
+        openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran libpmix-dev libpmix-bin hpcc
+        # fake sysfs and test tools
+        fuse3 python3 python3-fusepy util-linux procps iproute2 man-db groff-base valgrind strace
+)
+missing=()
+for p in "${PKGS[@]}"; do
+        dpkg-query -W -f='${db:Status-Status}\n' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+        [ "${1:-}" = --if-missing ] || echo "deps: all ${#PKGS[@]} packages installed"
+        exit 0
+fi
+[ "$(id -u)" = 0 ] || { echo "deps: missing packages (${missing[*]}); run 'make deps' as root" >&2; exit 1; }
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# No service manager here: policy-rc.d keeps postinst scripts from starting daemons.
+apt-get install -y -qq "${PKGS[@]}" >/dev/null
+echo "deps: done"

@@ -1,0 +1,145 @@
+"""Helpers for integration tests against the local two-node cluster.
+
+Jobs run as the non-root test user, exactly as a user would submit them; the
+fake hardware of each node is read through `tests/cluster/lab`.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+TOP = Path(__file__).resolve().parents[2]
+LAB_SCRIPT = TOP / "tests" / "cluster" / "lab"
+LAB = Path(os.environ.get("MPI_PSTATE_LAB", "/var/spool/mpi-pstate-lab"))
+SLURM_CONF = str(LAB / "etc" / "slurm.conf")
+BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", TOP / "build"))
+TEST_USER = os.environ.get("MPI_PSTATE_TEST_USER", "mpstuser")
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+            "BOOT_FAIL", "DEADLINE"}
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["SLURM_CONF"] = SLURM_CONF
+    return e
+
+
+def user_home() -> Path:
+    return Path(pwd.getpwnam(TEST_USER).pw_dir)
+
+
+def workdir(name: str) -> Path:
+    """A fresh directory owned by the test user, for job files and outputs."""
+    d = user_home() / "mpst-tests" / name
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    pw = pwd.getpwnam(TEST_USER)
+    for p in (d.parent, d):
+        os.chown(p, pw.pw_uid, pw.pw_gid)
+    return d
+
+
+def give(src: Path, dest_dir: Path) -> Path:
+    """Copy a binary into a user's directory (build trees may not be readable)."""
+    dest = dest_dir / src.name
+    shutil.copy2(src, dest)
+    pw = pwd.getpwnam(TEST_USER)
+    os.chown(dest, pw.pw_uid, pw.pw_gid)
+    return dest
+
+
+def as_user(argv: Sequence[str], cwd: Path | None = None, timeout: float = 120,
+            extra_env: dict[str, str] | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run argv as the test user with the lab's SLURM_CONF."""
+    envv = ["SLURM_CONF=" + SLURM_CONF, "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+            "HOME=" + str(user_home()), "USER=" + TEST_USER, "LANG=C.UTF-8"]
+    envv += [f"{k}={v}" for k, v in (extra_env or {}).items()]
+    cmd = ["runuser", "-u", TEST_USER, "--", "env", "-i", *envv, *argv]
+    r = subprocess.run(cmd, cwd=cwd or user_home(), capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
+    return r
+
+
+def root(argv: Sequence[str], timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=env())
+    if check and r.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} exited {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def sbatch(args: Sequence[str], script: str, cwd: Path) -> int:
+    """Submit a batch script as the test user; returns the job id."""
+    path = cwd / "job.sh"
+    path.write_text("#!/bin/bash\n" + script)
+    pw = pwd.getpwnam(TEST_USER)
+    os.chown(path, pw.pw_uid, pw.pw_gid)
+    r = as_user(["sbatch", "--parsable", "-o", str(cwd / "slurm-%j.out"), *args, str(path)], cwd=cwd,
+                check=True)
+    return int(r.stdout.strip().split(";")[0])
+
+
+def job_state(jobid: int) -> str:
+    r = root(["sacct", "-n", "-X", "-P", "-j", str(jobid), "-o", "State"], check=False)
+    s = r.stdout.strip().split("\n")[0].split(" ")[0] if r.stdout.strip() else ""
+    return s
+
+
+def wait_job(jobid: int, timeout: float = 120) -> str:
+    """Wait until the job is finished in slurmctld and recorded by slurmdbd."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        q = root(["squeue", "-h", "-j", str(jobid), "-o", "%T"], check=False).stdout.strip()
+        if not q:
+            s = job_state(jobid)
+            if s in TERMINAL:
+                return s
+        time.sleep(0.2)
+    raise AssertionError(f"job {jobid} not finished after {timeout} s (squeue: {q!r})")
+
+
+def sacct(jobid: int, fields: Iterable[str], allocation_only: bool = True) -> list[dict[str, str]]:
+    fl = list(fields)
+    r = root(["sacct", "-n", "-P", *(["-X"] if allocation_only else []), "-j", str(jobid),
+              "-o", ",".join(fl)])
+    return [dict(zip(fl, line.split("|"))) for line in r.stdout.splitlines() if line]
+
+
+def lab(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return root([str(LAB_SCRIPT), *args], check=check)
+
+
+def node_exec(node: str, shell: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a shell command as root inside a node's namespaces (its fake sysfs)."""
+    return lab("exec", node, "bash", "-c", shell, check=check)
+
+
+def snapshot(node: str) -> str:
+    return lab("snapshot", node).stdout
+
+
+def write_log(node: str) -> list[str]:
+    p = LAB / "nodes" / node / "cpufreq-writes.log"
+    return p.read_text().splitlines() if p.exists() else []
+
+
+def flavour(node: str, **cfg: object) -> None:
+    import json
+    lab("flavour", node, *(f"{k}={json.dumps(v)}" for k, v in cfg.items()))
+
+
+def daemon_log_tail(lines: int = 30) -> str:
+    out = []
+    for p in sorted((LAB / "log").glob("*.log")):
+        try:
+            tail = p.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            continue
+        out.append(f"==> {p} <==\n" + "\n".join(tail))
+    return "\n".join(out)

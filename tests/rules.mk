@@ -1,0 +1,16 @@
+# MPI smoke programs, one binary per language binding per MPI family.
+MPI_FAMILIES := openmpi mpich
+HELLO_C := $(foreach m,$(MPI_FAMILIES),$(B)/tests/mpi/hello_c.$(m))
+HELLO_F := $(foreach m,$(MPI_FAMILIES),$(foreach p,hello_mpifh hello_mod hello_f08,$(B)/tests/mpi/$(p).$(m)))
+
+$(B)/tests/mpi/hello_c.%: tests/mpi/hello.c | $(B)/tests/mpi
+	mpicc.$* -O2 -Wall -Werror -o $@ $<
+# gfortran writes .mod files into the cwd: keep each family's apart.
+$(B)/tests/mpi/%.openmpi: tests/mpi/%.f90 | $(B)/tests/mpi
+	mkdir -p $(B)/tests/mpi/mod.openmpi.$* && mpif90.openmpi -O2 -J $(B)/tests/mpi/mod.openmpi.$* -o $@ $<
+$(B)/tests/mpi/%.mpich: tests/mpi/%.f90 | $(B)/tests/mpi
+	mkdir -p $(B)/tests/mpi/mod.mpich.$* && mpif90.mpich -O2 -J $(B)/tests/mpi/mod.mpich.$* -o $@ $<
+$(B)/tests/mpi:
+	mkdir -p $@
+
+CHECK_PREREQS += $(HELLO_C) $(HELLO_F)
