@@ -64,7 +64,7 @@ $(B)/tests/unit/%: tests/unit/%.c $(COMMON_LIB) $(wildcard tests/unit/*.h) | $(B
 $(B)/tests/unit:
 	mkdir -p $@
 
--include $(sort $(wildcard */rules.mk))
+-include $(sort $(wildcard */rules.mk */*/rules.mk))
 
 .PHONY: all check unit install uninstall demo deps clean format lint cluster-start cluster-stop
 all: $(ALL_TARGETS)
