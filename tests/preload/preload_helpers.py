@@ -1,0 +1,136 @@
+"""Helpers for the preload library's tests, reusable by the cluster tests
+(tests/integration) for their srun-launched variants:
+
+  build()                         make the library and the test programs
+  program(name, abi)              path of a test program built for an MPI family
+  launcher(abi, n, env)           mpirun/mpiexec argv prefix passing env to the ranks
+  run_mpi(abi, argv, env=...)     run argv on n ranks, return CompletedProcess
+  exec_argv(profile, argv, ...)   argv run through mpi-pstate-exec
+  parse_counts(stdout)            the COUNTS lines the test programs print
+  read_profiles(dir)              rank -> rank-<R>.json
+  calls(profile)                  function -> calls of one rank's profile
+  slot_module()                   preload/mpi_pstate_slot.py (segment/slot reader)
+
+BUILD is $MPI_PSTATE_BUILD (set by tests/run) or ./build.
+"""
+from __future__ import annotations
+
+import glob
+import importlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Iterable, List, Mapping, Optional
+
+TOP = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", str(TOP / "build"))).resolve()
+ABIS = ("ompi", "mpich")
+LAUNCHERS = {"ompi": "mpirun.openmpi", "mpich": "mpiexec.mpich"}
+PROGRAMS = ("c_calls", "f77_calls", "f90_calls", "f08_calls", "mt_calls")
+
+# What f77_calls, f90_calls and f08_calls do on each of their 2 ranks:
+# function -> (calls, bytes).  MPI_Gather is in place at the root: Fortran
+# bindings record no size for it (their MPI_IN_PLACE is not C's).
+FORTRAN_EXPECTED = {
+    "MPI_Init": (1, 0), "MPI_Finalize": (1, 0), "MPI_Barrier": (3, 0),
+    "MPI_Send": (1, 800), "MPI_Recv": (1, 800), "MPI_Sendrecv": (2, 80),
+    "MPI_Irecv": (2, 8), "MPI_Isend": (2, 8), "MPI_Waitall": (1, 0), "MPI_Test": (1, 0),
+    "MPI_Bcast": (1, 20), "MPI_Allreduce": (2, 16), "MPI_Reduce": (1, 8), "MPI_Gather": (1, 0),
+}
+
+_built: Dict[str, bool] = {}
+
+
+def build(build_dir: Path = BUILD) -> None:
+    """make preload-tests once per process (a no-op when up to date)."""
+    key = str(build_dir)
+    if _built.get(key):
+        return
+    r = subprocess.run(["make", "-s", f"B={build_dir}", "preload-tests"], cwd=TOP,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("make preload-tests failed:\n" + r.stdout + r.stderr)
+    _built[key] = True
+
+
+def front(build_dir: Path = BUILD) -> Path:
+    return build_dir / "preload" / "libmpi-pstate.so"
+
+
+def exec_path(build_dir: Path = BUILD) -> Path:
+    return build_dir / "preload" / "mpi-pstate-exec"
+
+
+def have_abi(abi: str, build_dir: Path = BUILD) -> bool:
+    return bool(shutil.which(LAUNCHERS[abi])) and \
+        (build_dir / "preload" / f"libmpi-pstate-{abi}.so").exists()
+
+
+def program(name: str, abi: str, build_dir: Path = BUILD) -> Path:
+    return build_dir / "tests" / "preload" / f"{name}.{abi}"
+
+
+def launcher(abi: str, n: int = 2, env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """Launcher argv prefix; env names are forwarded to the ranks explicitly
+    (Open MPI's mpirun forwards only what -x names)."""
+    if abi == "ompi":
+        argv = ["mpirun.openmpi", "--oversubscribe", "-n", str(n)]
+        if os.geteuid() == 0:
+            argv.append("--allow-run-as-root")
+        for k in sorted(env or {}):
+            argv += ["-x", k]
+        return argv
+    return ["mpiexec.mpich", "-n", str(n)]
+
+
+def run_mpi(abi: str, argv: List[str], env: Optional[Mapping[str, str]] = None, n: int = 2,
+            timeout: float = 120, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ)
+    for k in list(full_env):
+        if k.startswith("MPI_PSTATE_") and k != "MPI_PSTATE_BUILD":
+            del full_env[k]  # a developer's own settings must not leak into the tests
+    full_env.pop("LD_PRELOAD", None)
+    full_env.update(env or {})
+    return subprocess.run(launcher(abi, n, env) + [str(a) for a in argv], env=full_env,
+                          capture_output=True, text=True, timeout=timeout,
+                          cwd=str(cwd) if cwd else None)
+
+
+def exec_argv(profile: Optional[Path], argv: Iterable, *options: str) -> List[str]:
+    out = [str(exec_path())]
+    if profile is not None:
+        out += ["--profile", str(profile)]
+    return out + list(options) + ["--"] + [str(a) for a in argv]
+
+
+COUNTS_RE = re.compile(r"^COUNTS (\d+) (\{.*\})$", re.M)
+
+
+def parse_counts(stdout: str) -> Dict[int, Dict[str, int]]:
+    return {int(m.group(1)): json.loads(m.group(2)) for m in COUNTS_RE.finditer(stdout)}
+
+
+def read_profiles(directory: Path) -> Dict[int, dict]:
+    out = {}
+    for p in glob.glob(os.path.join(str(directory), "rank-*.json")):
+        with open(p, encoding="utf-8") as f:
+            r = json.load(f)
+        out[r["rank"]] = r
+    return out
+
+
+def calls(profile: dict) -> Dict[str, int]:
+    return {f["name"]: f["calls"] for f in profile["functions"]}
+
+
+def calls_bytes(profile: dict) -> Dict[str, tuple]:
+    return {f["name"]: (f["calls"], f["bytes"]) for f in profile["functions"]}
+
+
+def slot_module():
+    sys.path.insert(0, str(TOP / "preload"))
+    return importlib.import_module("mpi_pstate_slot")
