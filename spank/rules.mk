@@ -13,7 +13,8 @@ SPANK_TEST := $(B)/tests/unit/test_spank_plugin
 # top-level header wildcard (common/*.h) does not cover.
 $(B)/common/options.o $(B)/common/config.o: common/options.def
 
-$(B)/spank/%.o: spank/%.c $(wildcard spank/*.h) $(wildcard common/*.h) common/options.def
+# Static pattern: only the plugin's own objects (spank/agent/ has its own rules).
+$(SPANK_OBJS): $(B)/spank/%.o: spank/%.c $(wildcard spank/*.h) $(wildcard common/*.h) common/options.def
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -Ispank -c -o $@ $<
 
