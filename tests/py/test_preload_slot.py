@@ -1,0 +1,244 @@
+"""The shared-memory contract seen from the node agent's side: a segment
+created as the plugin/agent would, real MPI ranks publishing their waits in
+it, an agent stand-in following the wake protocol with a real futex, and a
+rank killed with SIGKILL leaving a complete slot.  Also proves that the
+Python reader (preload/mpi_pstate_slot.py) and common/slot.h agree."""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "preload"))
+import preload_helpers as ph  # noqa: E402
+
+slotmod = ph.slot_module()
+
+OFFSETS_C = r"""
+#include <stdio.h>
+#include <stddef.h>
+#include "slot.h"
+#define S(f) printf("slot %s %zu\n", #f, offsetof(struct mpi_pstate_slot, f));
+#define H(f) printf("header %s %zu\n", #f, offsetof(struct mpi_pstate_seg_header, f));
+#define F(f) printf("fn %s %zu\n", #f, offsetof(struct mpi_pstate_fn_stats, f));
+int main(void) {
+    BODY
+    printf("size slot %zu\nsize header %zu\nsize fn %zu\n", sizeof(struct mpi_pstate_slot),
+           sizeof(struct mpi_pstate_seg_header), sizeof(struct mpi_pstate_fn_stats));
+    printf("slot cpuset %zu\nslot hist_bytes %zu\nslot hist_ns %zu\nslot fn %zu\n",
+           offsetof(struct mpi_pstate_slot, cpuset), offsetof(struct mpi_pstate_slot, hist_bytes),
+           offsetof(struct mpi_pstate_slot, hist_ns), offsetof(struct mpi_pstate_slot, fn));
+    return 0;
+}
+"""
+
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_futex, FUTEX_WAIT = 202, 0  # x86-64
+
+
+class Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def setUpModule() -> None:
+    ph.build()
+
+
+class Layout(unittest.TestCase):
+    def test_python_reader_matches_c_offsets(self) -> None:
+        body = "".join(f"S({f})" for f in slotmod.SLOT_FIELDS) + \
+            "".join(f"H({f})" for f in slotmod.HEADER_FIELDS) + \
+            "".join(f"F({f})" for f in slotmod.FN_FIELDS)
+        with tempfile.TemporaryDirectory() as d:
+            src = Path(d) / "off.c"
+            src.write_text(OFFSETS_C.replace("BODY", body))
+            exe = Path(d) / "off"
+            subprocess.run(["gcc", "-std=c11", "-D_GNU_SOURCE", "-I", str(ph.TOP / "common"),
+                            "-o", str(exe), str(src)], check=True)
+            out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+        c = {(k, f): int(v) for k, f, v in (l.split() for l in out.splitlines())}
+        for f, (off, _) in slotmod.SLOT_FIELDS.items():
+            self.assertEqual(c[("slot", f)], off, f)
+        for f, (off, _) in slotmod.HEADER_FIELDS.items():
+            self.assertEqual(c[("header", f)], off, f)
+        for f, (off, _) in slotmod.FN_FIELDS.items():
+            self.assertEqual(c[("fn", f)], off, f)
+        self.assertEqual(c[("size", "slot")], slotmod.SLOT_SIZE)
+        self.assertEqual(c[("size", "header")], slotmod.HEADER_SIZE)
+        self.assertEqual(c[("size", "fn")], slotmod.FN_SIZE)
+        self.assertEqual(c[("slot", "cpuset")], slotmod.CPUSET_OFFSET)
+        self.assertEqual(c[("slot", "hist_bytes")], slotmod.HIST_BYTES_OFFSET)
+        self.assertEqual(c[("slot", "hist_ns")], slotmod.HIST_NS_OFFSET)
+        self.assertEqual(c[("slot", "fn")], slotmod.FN_OFFSET)
+
+    def test_reader_rejects_garbage(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "seg"
+            slotmod.create_segment(str(p), 2)
+            h, slots = slotmod.read_segment(str(p))
+            self.assertEqual((h["nslots"], slots), (2, [None, None]))
+            data = bytearray(p.read_bytes())
+            data[4096:4104] = (slotmod.SLOT_MAGIC).to_bytes(8, "little")
+            data[4096 + 8] = 1
+            data[4096 + 12:4096 + 16] = (16384).to_bytes(4, "little")
+            data[4096 + 2048:4096 + 2080] = b"A" * 32  # unterminated name
+            p.write_bytes(bytes(data))
+            with self.assertRaises(slotmod.SlotError):
+                slotmod.read_segment(str(p))
+            p.write_bytes(bytes(data[:-1]))
+            with self.assertRaises(slotmod.SlotError):
+                slotmod.read_segment(str(p))
+            os.symlink(str(p), str(Path(d) / "link"))
+            with self.assertRaises(OSError):
+                slotmod.read_segment(str(Path(d) / "link"))
+
+
+class AgentView(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="test_preload_slot."))
+
+    def tearDown(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def agent_run(self, abi: str) -> None:
+        """Rank 1 computes 1.5 s before the last barrier, so rank 0 waits in
+        it.  The stand-in agent sees the wait, 'clocks down' (sets the flag
+        after re-checking the wait, as mpi_pstate_slot_agent_lower does),
+        sleeps on the header futex and is woken by rank 0 leaving."""
+        if not ph.have_abi(abi):
+            self.skipTest(f"{abi} not built")
+        seg_path = self.tmp / "seg"
+        slotmod.create_segment(str(seg_path), 4)
+        seg = slotmod.LiveSegment(str(seg_path))
+        seen = {}
+
+        def agent() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                since = seg.slot_field(0, "wait_since")
+                if since and seg.slot_field(0, "state") == 2:
+                    fn = seg.slot(0)["wait_fn_name"]
+                    if fn == "MPI_Barrier" and seg.slot(0)["functions"]["MPI_Barrier"]["calls"] >= 3:
+                        time.sleep(0.2)  # longer than the threshold
+                        seg.set_slot_field(0, "clocked_down", 1)
+                        if seg.slot_field(0, "wait_since") != since:
+                            seg.set_slot_field(0, "clocked_down", 0)
+                            continue
+                        seen["fn"] = fn
+                        futex = seg.header_field("agent_futex")
+                        addr = ctypes.addressof(ctypes.c_char.from_buffer(seg.map, 64))
+                        ts = Timespec(20, 0)
+                        t0 = time.monotonic()
+                        rc = libc.syscall(SYS_futex, ctypes.c_void_p(addr), FUTEX_WAIT,
+                                          ctypes.c_uint(futex), ctypes.byref(ts), None, 0)
+                        seen["futex_rc"] = rc
+                        seen["slept"] = time.monotonic() - t0
+                        seen["since_after"] = seg.slot_field(0, "wait_since")
+                        seg.set_slot_field(0, "clocked_down", 0)
+                        return
+                time.sleep(0.001)
+
+        th = threading.Thread(target=agent)
+        th.start()
+        env = {"LD_PRELOAD": str(ph.front()), "MPI_PSTATE_MODE": "on",
+               "MPI_PSTATE_SHM": str(seg_path), "MPI_PSTATE_THRESHOLD": "100ms"}
+        r = ph.run_mpi(abi, [ph.program("c_calls", abi), "--sleep", "1.5"], env=env)
+        th.join(70)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr.strip(), "")
+        self.assertEqual(seen.get("fn"), "MPI_Barrier", seen)
+        self.assertEqual(seen["futex_rc"], 0, seen)  # woken, not timed out
+        self.assertLess(seen["slept"], 5.0)
+        self.assertEqual(seen["since_after"], 0)  # the rank had left the call
+        hdr, slots = slotmod.read_segment(str(seg_path))
+        self.assertEqual(hdr["agent_futex"], 1)
+        self.assertEqual(hdr["wakeups"], 1)
+        want = ph.parse_counts(r.stdout)
+        for i in (0, 1):
+            s = slots[i]
+            self.assertEqual(s["local_index"], i)
+            self.assertEqual(s["rank"], i)
+            self.assertEqual(s["size"], 2)
+            self.assertEqual(s["state"], "finalized")
+            self.assertEqual(s["mode"], "on")
+            self.assertEqual(s["abi"], abi)
+            self.assertEqual(s["wait_since"], 0)
+            self.assertEqual({k: v["calls"] for k, v in s["functions"].items() if v["calls"]},
+                             want[i])
+            self.assertEqual(s["threshold_ns"], 100_000_000)
+        self.assertEqual(slots[0]["wakeups"], 1)
+        self.assertEqual(slots[1]["wakeups"], 0)
+        self.assertGreaterEqual(slots[0]["long_calls"], 1)
+        self.assertGreaterEqual(slots[0]["long_ns"], 1.0e9)  # the barrier wait
+        self.assertGreaterEqual(slots[0]["functions"]["MPI_Barrier"]["long_calls"], 1)
+        self.assertEqual((slots[2], slots[3]), (None, None))
+        seg.close()
+
+    def test_agent_protocol_ompi(self) -> None:
+        self.agent_run("ompi")
+
+    def test_agent_protocol_mpich(self) -> None:
+        self.agent_run("mpich")
+
+    def test_sigkill_leaves_complete_slot(self) -> None:
+        """Rank 0 prints its counts and then spins in MPI_Iprobe; killed with
+        SIGKILL, its private slot file still holds every count."""
+        abi = "mpich" if ph.have_abi("mpich") else "ompi"
+        if not ph.have_abi(abi):
+            self.skipTest("no MPI built")
+        prof = self.tmp / "prof"
+        env = {k: v for k, v in os.environ.items()
+               if k != "LD_PRELOAD" and (not k.startswith("MPI_PSTATE_") or k == "MPI_PSTATE_BUILD")}
+        cmd = ph.launcher(abi, 2) + ph.exec_argv(prof, [ph.program("c_calls", abi), "--hang"])
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env, start_new_session=True)
+        out = ""
+        try:
+            deadline = time.monotonic() + 60
+            while "COUNTS 0" not in out and time.monotonic() < deadline:
+                ready, _, _ = select.select([p.stdout], [], [], 1)
+                if ready:
+                    out += p.stdout.readline()
+            self.assertIn("COUNTS 0", out)
+            slot_file = prof / "rank-0.slot"
+            for _ in range(100):
+                if slot_file.exists():
+                    break
+                time.sleep(0.05)
+            _, slots = slotmod.read_segment(str(slot_file))
+            pid = slots[0]["pid"]
+            before = slots[0]["functions"]["MPI_Iprobe"]["calls"]
+            time.sleep(0.2)
+            os.kill(pid, signal.SIGKILL)
+            p.wait(60)
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+            p.stdout.close()
+            p.stderr.close()
+        _, slots = slotmod.read_segment(str(slot_file))
+        s = slots[0]
+        self.assertEqual(s["pid"], pid)
+        self.assertEqual(s["rank"], 0)
+        self.assertEqual(s["state"], "running")  # nobody could tell it otherwise
+        want = ph.parse_counts(out)[0]
+        got = {k: v["calls"] for k, v in s["functions"].items() if v["calls"]}
+        self.assertGreater(got.pop("MPI_Iprobe"), before)  # still counting when killed
+        want.pop("MPI_Finalize")
+        self.assertEqual(got, want)
+        self.assertFalse((prof / "rank-0.json").exists())
+
+
+if __name__ == "__main__":
+    unittest.main()
