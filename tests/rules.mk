@@ -3,7 +3,11 @@ MPI_FAMILIES := openmpi mpich
 HELLO_C := $(foreach m,$(MPI_FAMILIES),$(B)/tests/mpi/hello_c.$(m))
 HELLO_F := $(foreach m,$(MPI_FAMILIES),$(foreach p,hello_mpifh hello_mod hello_f08,$(B)/tests/mpi/$(p).$(m)))
 
+HELLO_C += $(foreach m,$(MPI_FAMILIES),$(B)/tests/mpi/imbalance.$(m))
+
 $(B)/tests/mpi/hello_c.%: tests/mpi/hello.c | $(B)/tests/mpi
+	mpicc.$* -O2 -Wall -Werror -o $@ $<
+$(B)/tests/mpi/imbalance.%: tests/mpi/imbalance.c | $(B)/tests/mpi
 	mpicc.$* -O2 -Wall -Werror -o $@ $<
 # gfortran writes .mod files into the cwd: keep each family's apart.
 $(B)/tests/mpi/%.openmpi: tests/mpi/%.f90 | $(B)/tests/mpi

@@ -1,0 +1,53 @@
+#!/bin/bash
+# `make demo`: start the local two-node cluster, install this build into it,
+# run an imbalanced MPI job with --mpi-pstate as an ordinary user, and show
+# what the user and the admin see afterwards.
+set -euo pipefail
+TOP=$(readlink -f "$(dirname "$0")/../..")
+LAB_CMD=$TOP/tests/cluster/lab
+B=${B:-build}
+"$LAB_CMD" start
+"$LAB_CMD" install
+eval "$("$LAB_CMD" env)"
+USER_NAME=${MPI_PSTATE_TEST_USER:-mpstuser}
+HOME_DIR=$(getent passwd "$USER_NAME" | cut -d: -f6)
+WD=$HOME_DIR/mpi-pstate-demo
+mkdir -p "$WD"
+install -m 755 "$TOP/$B/tests/mpi/imbalance.openmpi" "$WD/imbalance"
+cat >"$WD/job.sh" <<'JOB'
+#!/bin/bash
+#SBATCH -N 2 --ntasks-per-node=1 -c 2 -t 5 -J pstate-demo
+# Rank 0 computes 50 ms per iteration while rank 1 waits in MPI_Barrier.
+srun --mpi=pmix ./imbalance 40 50
+JOB
+chown -R "$USER_NAME": "$WD"
+run_user() { runuser -u "$USER_NAME" -- env SLURM_CONF="$SLURM_CONF" PATH="$MPI_PSTATE_LAB/root/bin:/usr/bin:/bin" "$@"; }
+
+for n in n1 n2; do mark[$n]=$(wc -l <"$MPI_PSTATE_LAB/nodes/$n/cpufreq-writes.log"); done
+echo "== sbatch --mpi-pstate job.sh   (as $USER_NAME)"
+if ! job=$(cd "$WD" && run_user sbatch --parsable --mpi-pstate job.sh 2>&1); then
+        echo "$job"
+        echo "== --mpi-pstate not available in this build; running the job without it"
+        job=$(cd "$WD" && run_user sbatch --parsable job.sh)
+fi
+echo "job $job submitted"
+for _ in $(seq 600); do
+        [ -z "$(squeue -h -j "$job" -o %T 2>/dev/null)" ] && break
+        sleep 0.2
+done
+sleep 1
+echo "== job output"
+cat "$WD/slurm-$job.out"
+echo "== P-state changes made on the fake nodes during the job (first 12 per node)"
+for n in n1 n2; do
+        echo "-- $n: $(($(wc -l <"$MPI_PSTATE_LAB/nodes/$n/cpufreq-writes.log") - mark[$n])) writes"
+        tail -n +"$((mark[$n] + 1))" "$MPI_PSTATE_LAB/nodes/$n/cpufreq-writes.log" | head -12
+done
+echo "== sacct -j $job -o JobID,State,Elapsed,AdminComment%200"
+sacct -j "$job" -X -o JobID,State,Elapsed,AdminComment%200
+if [ -x "$MPI_PSTATE_LAB/root/bin/mpi-pstate" ]; then
+        echo "== mpi-pstate report $job"
+        run_user mpi-pstate report "$job" || true
+fi
+echo
+echo "The cluster keeps running: 'eval \$($LAB_CMD env)' to use it, '$LAB_CMD stop' to stop it."

@@ -1,0 +1,52 @@
+/* A deliberately imbalanced MPI program, the case mpi-pstate exists for:
+ * in each iteration rank 0 computes for WORK ms while every other rank waits
+ * in MPI_Barrier, then all exchange a small message with MPI_Allreduce.
+ * usage: imbalance [ITERATIONS=20] [WORK_MS=50] */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static volatile double sink;
+
+static void compute(double seconds)
+{
+        double t_end = now() + seconds, x = 1.0;
+        while (now() < t_end)
+                for (int i = 0; i < 1000; i++)
+                        x = x * 1.0000001 + 1e-9;
+        sink = x;
+}
+
+int main(int argc, char **argv)
+{
+        int rank, size, iters = argc > 1 ? atoi(argv[1]) : 20;
+        double work_ms = argc > 2 ? atof(argv[2]) : 50.0, t0, wait = 0.0;
+
+        MPI_Init(&argc, &argv);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        t0 = now();
+        for (int i = 0; i < iters; i++) {
+                double in = rank, out = 0.0, w;
+                if (rank == 0)
+                        compute(work_ms / 1000.0);
+                w = now();
+                MPI_Barrier(MPI_COMM_WORLD);
+                wait += now() - w;
+                MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+                if (out != size * (size - 1) / 2.0)
+                        MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        printf("imbalance rank %d of %d: %d iterations, %.3f s, waited %.3f s in MPI_Barrier\n", rank, size, iters,
+               now() - t0, wait);
+        MPI_Finalize();
+        return 0;
+}
