@@ -47,7 +47,7 @@ COMMON_SRCS := $(sort $(wildcard common/*.c))
 COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o)
 COMMON_LIB := $(B)/libmpi-pstate-common.a
 
-$(B)/common/%.o: common/%.c $(wildcard common/*.h) | $(B)/common
+$(B)/common/%.o: common/%.c $(wildcard common/*.h common/*.def) | $(B)/common
 	$(CC) $(CFLAGS_COMMON) $(HWLOC_CFLAGS) -c -o $@ $<
 $(COMMON_LIB): $(COMMON_OBJS)
 	rm -f $@ && ar rcs $@ $^
