@@ -65,7 +65,6 @@ class Hpcc(unittest.TestCase):
                 self.assertEqual(sum(h["count"] for h in p["durations_ns"]), p["calls"])
                 self.assertGreater(p["bytes"], 10_000_000)  # PTRANS, FFT, HPL panels
                 self.assertGreater(len(p["message_sizes"]), 5)
-                self.assertGreater(p["long_calls"], 0)  # oversubscribed: waits happen
                 self.assertLessEqual(p["long_s"], p["mpi_s"] + 1e-6)
 
 
