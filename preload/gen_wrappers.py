@@ -475,7 +475,7 @@ static inline uint64_t mp_ftype_bytes(const void *count, const void *type)
 
 C_CALL = Template("""\
 #if MP_SINCE($maj, $min)
-$ret $name($formals)
+MP_WRAPPER $ret $name($formals)
 {
         struct mpi_pstate_tls *tls = &mpi_pstate_tls;
         $ret rc;
@@ -558,7 +558,7 @@ $ret $name($formals)
 F_CALL = Template("""\
 /* Fortran / mpi_f08 bindings of $name: $fargs arguments, all by reference */
 typedef void (*mp_f_$name)($fformals_types);
-static void f_$name(unsigned sym, $fformals)
+MP_WRAPPER static void f_$name(unsigned sym, $fformals)
 {
         mp_f_$name real = (mp_f_$name)mpi_pstate_rt.next[sym];
         struct mpi_pstate_tls *tls = &mpi_pstate_tls;
@@ -631,7 +631,7 @@ static void f_$name(unsigned sym, $fformals)
 """)
 
 F_ENTRY = Template("""\
-static void e_$index($fformals)
+MP_WRAPPER static void e_$index($fformals)
 {
         f_$name($index, $fargs_list);
 }

@@ -70,13 +70,16 @@ static inline uint64_t mp_ticks_to_ns(uint64_t ticks)
         return (uint64_t)(((unsigned __int128)ticks * mpi_pstate_rt.mult) >> 32);
 }
 
-static inline void mp_add(_Atomic uint64_t *p, uint64_t v)
+/* Relaxed load and store: compiles to a plain add on memory, no lock prefix. */
+static inline void mp_inc(_Atomic uint64_t *p, uint64_t v)
 {
-        if (mpi_pstate_rt.mt)
-                atomic_fetch_add_explicit(p, v, memory_order_relaxed);
-        else
-                atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + v,
-                                      memory_order_relaxed);
+        atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + v,
+                              memory_order_relaxed);
+}
+
+static inline void mp_inc_mt(_Atomic uint64_t *p, uint64_t v)
+{
+        atomic_fetch_add_explicit(p, v, memory_order_relaxed);
 }
 
 static inline void mp_wait_begin(unsigned fid, uint64_t t0)
@@ -92,7 +95,26 @@ static inline void mp_wait_end(uint64_t t0, uint64_t t1)
                 mpi_pstate_slot_wake_agent(mpi_pstate_rt.hdr, mpi_pstate_rt.slot);
 }
 
-/* One finished call of function fid that took `ticks`. */
+/* One finished call of function fid that took `ticks`.  The body is
+ * expanded twice so that the multi-threaded choice is one branch per call. */
+#define MP_RECORD_BODY(ADD)                                                                        \
+        do {                                                                                       \
+                ADD(&f->calls, 1);                                                                 \
+                ADD(&f->time_ns, ns);                                                              \
+                ADD(&s->hist_ns[mpi_pstate_slot_bucket(ns)], 1);                                   \
+                if (has_bytes) {                                                                   \
+                        ADD(&f->bytes, bytes);                                                     \
+                        ADD(&s->hist_bytes[mpi_pstate_slot_bucket(bytes)], 1);                     \
+                }                                                                                  \
+                if (blocking && __builtin_expect(ticks >= mpi_pstate_rt.threshold_ticks, 0)) {     \
+                        uint64_t thr = mpi_pstate_rt.threshold_ns;                                 \
+                        ADD(&f->long_calls, 1);                                                    \
+                        ADD(&s->long_calls, 1);                                                    \
+                        ADD(&s->long_ns, ns);                                                      \
+                        ADD(&s->over_ns, ns > thr ? ns - thr : 0);                                 \
+                }                                                                                  \
+        } while (0)
+
 static inline void mp_record(unsigned fid, uint64_t ticks, int has_bytes, uint64_t bytes,
                              int blocking)
 {
@@ -100,20 +122,21 @@ static inline void mp_record(unsigned fid, uint64_t ticks, int has_bytes, uint64
         struct mpi_pstate_fn_stats *f = &s->fn[fid];
         uint64_t ns = mp_ticks_to_ns(ticks);
 
-        mp_add(&f->calls, 1);
-        mp_add(&f->time_ns, ns);
-        mp_add(&s->hist_ns[mpi_pstate_slot_bucket(ns)], 1);
-        if (has_bytes) {
-                mp_add(&f->bytes, bytes);
-                mp_add(&s->hist_bytes[mpi_pstate_slot_bucket(bytes)], 1);
-        }
-        if (blocking && __builtin_expect(ticks >= mpi_pstate_rt.threshold_ticks, 0)) {
-                mp_add(&f->long_calls, 1);
-                mp_add(&s->long_calls, 1);
-                mp_add(&s->long_ns, ns);
-                mp_add(&s->over_ns,
-                       ns > mpi_pstate_rt.threshold_ns ? ns - mpi_pstate_rt.threshold_ns : 0);
-        }
+        if (__builtin_expect(mpi_pstate_rt.mt, 0))
+                MP_RECORD_BODY(mp_inc_mt);
+        else
+                MP_RECORD_BODY(mp_inc);
 }
+
+/* The wrappers are leaves around one PMPI call with no local arrays: the
+ * stack canary hardening adds cost there and protects nothing. */
+#if defined(__has_attribute)
+#if __has_attribute(no_stack_protector)
+#define MP_WRAPPER __attribute__((no_stack_protector))
+#endif
+#endif
+#ifndef MP_WRAPPER
+#define MP_WRAPPER
+#endif
 
 #endif

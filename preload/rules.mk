@@ -22,7 +22,7 @@ PRELOAD_TARGETS := $(PRELOAD_FRONT) $(PRELOAD_BACKENDS) $(PRELOAD_EXEC)
 $(PRELOAD_GEN_FILES) &: preload/mpi_functions.def preload/gen_wrappers.py
 	$(PYTHON) preload/gen_wrappers.py --def preload/mpi_functions.def --out $(PRELOAD_GEN)
 
-$(B)/preload $(B)/tests/preload:
+$(B)/preload $(B)/tests/preload $(B)/bench/preload:
 	mkdir -p $@
 
 # The front knows no MPI: plain compiler, no MPI headers.
@@ -73,12 +73,18 @@ $(B)/tests/preload/f90_calls.$(1): tests/preload/f90_calls.f90 | $(B)/tests/prel
 	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload -o $$@ $$<
 $(B)/tests/preload/f08_calls.$(1): tests/preload/f08_calls.f90 | $(B)/tests/preload
 	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload -o $$@ $$<
+$(B)/bench/preload/hotpath.$(1): bench/preload/hotpath.c | $(B)/bench/preload
+	$(PRELOAD_MPICC_$(1)) -O2 -g -Wall -o $$@ $$<
 endef
 $(foreach a,$(PRELOAD_ABIS),$(eval $(call PRELOAD_TEST_RULES,$(a))))
 
-.PHONY: preload preload-tests install-preload
+PRELOAD_BENCH_BINS := $(foreach a,$(PRELOAD_ABIS),$(B)/bench/preload/hotpath.$(a))
+
+.PHONY: preload preload-tests preload-bench install-preload
 preload: $(PRELOAD_TARGETS)
 preload-tests: $(PRELOAD_TARGETS) $(PRELOAD_TEST_BINS)
+# bench/preload/run.py --build $(B) prints the hot-path figures
+preload-bench: $(PRELOAD_TARGETS) $(PRELOAD_BENCH_BINS)
 
 install-preload: $(PRELOAD_TARGETS)
 	install -d $(DESTDIR)$(libdir)/mpi-pstate $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man7

@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+"""Hot-path figures of the preload library, with and without it, side by side.
+
+    make B=build preload-bench
+    /usr/bin/python3 bench/preload/run.py --build build [--abi mpich,ompi] [--rounds 9]
+
+For each MPI family and each kind of call (bench/preload/hotpath.c):
+  time     ns per call without and with the library, alternating runs
+           (each run: best of 5 repetitions of N calls; the table shows the
+           median over the rounds), the ratio and the ns added per call;
+  callgrind instructions per call added (difference of two call counts, so
+           start-up and MPI_Init cancel out);
+  strace   system calls per call with the library (strace -f -c, again the
+           difference of two call counts: 0.000 means none on the hot path).
+Prints a Markdown report on stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List
+
+TOP = Path(__file__).resolve().parents[2]
+KINDS = ("test", "barrier", "iprobe")
+LAUNCH = {"ompi": ["mpirun.openmpi", "-n", "1", "--bind-to", "core"],
+          "mpich": ["mpiexec.mpich", "-n", "1", "-bind-to", "core"]}
+
+
+def launch(abi: str) -> List[str]:
+    argv = list(LAUNCH[abi])
+    if abi == "ompi" and os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    return argv
+
+
+def clean_env() -> Dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if k != "LD_PRELOAD" and not k.startswith("MPI_PSTATE_")}
+
+
+def run(argv: List[str], env: Dict[str, str]) -> str:
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed:\n{r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def with_lib(build: Path, argv: List[str]) -> List[str]:
+    return [str(build / "preload" / "mpi-pstate-exec"), "--mode", "on", "--"] + argv
+
+
+def timing(build: Path, abi: str, kind: str, n: int, rounds: int) -> Dict[str, float]:
+    prog = str(build / "bench" / "preload" / f"hotpath.{abi}")
+    base: List[float] = []
+    lib: List[float] = []
+    for _ in range(rounds):
+        base.append(float(run(launch(abi) + [prog, kind, str(n)], clean_env()).split()[2]))
+        lib.append(float(run(launch(abi) + with_lib(build, [prog, kind, str(n)]),
+                             clean_env()).split()[2]))
+    b, w = statistics.median(base), statistics.median(lib)
+    return {"base": b, "lib": w, "added": w - b, "ratio": w / b,
+            "added_min": min(lib) - min(base)}
+
+
+def callgrind_ir(build: Path, abi: str, kind: str, n: int, lib: bool, tmp: Path) -> int:
+    prog = str(build / "bench" / "preload" / f"hotpath.{abi}")
+    out = tmp / f"cg.{abi}.{kind}.{n}.{int(lib)}"
+    vg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", prog, kind, str(n), "1"]
+    run(launch(abi) + (with_lib(build, vg) if lib else vg), clean_env())
+    text = out.read_text()
+    m = re.search(r"^(?:summary|totals):\s+(\d+)", text, re.M)
+    if not m:
+        raise RuntimeError(f"no totals in {out}")
+    return int(m.group(1))
+
+
+def strace_calls(build: Path, abi: str, kind: str, n: int, lib: bool, tmp: Path) -> int:
+    prog = str(build / "bench" / "preload" / f"hotpath.{abi}")
+    out = tmp / f"st.{abi}.{kind}.{n}.{int(lib)}"
+    st = ["strace", "-f", "-c", "-o", str(out), prog, kind, str(n), "1"]
+    run(launch(abi) + (with_lib(build, st) if lib else st), clean_env())
+    m = re.search(r"^[-\s\d.]+?\s(\d+)\s+(?:\d+\s+)?total$", out.read_text(), re.M)
+    if not m:
+        raise RuntimeError(f"no total in {out}:\n{out.read_text()}")
+    return int(m.group(1))
+
+
+def calls_made(n: int) -> int:
+    """hotpath makes n/10+1 warm-up calls and then REPS(=1) x n."""
+    return n // 10 + 1 + n
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--abi", default="mpich,ompi")
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("-n", type=int, default=2_000_000, help="calls per timed repetition")
+    ap.add_argument("--no-callgrind", action="store_true")
+    ap.add_argument("--no-strace", action="store_true")
+    a = ap.parse_args()
+    build = (TOP / a.build).resolve()
+    abis = [x for x in a.abi.split(",") if (build / "bench" / "preload" / f"hotpath.{x}").exists()]
+    if not abis:
+        print("build first: make B=... preload-bench", file=sys.stderr)
+        return 2
+    tmp = Path(tempfile.mkdtemp(prefix="bench-preload."))
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), "?")
+    print(f"## Preload hot path ({cpu}, {os.cpu_count()} CPUs, kernel {os.uname().release})\n")
+    print(f"Timed: {a.rounds} alternating rounds per row, each the best of 5 x {a.n} calls; "
+          "median shown.\n")
+    print("| MPI | call | without (ns) | with (ns) | ratio | added (ns, median) | added (ns, best) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for abi in abis:
+        for kind in KINDS:
+            t = timing(build, abi, kind, a.n, a.rounds)
+            print(f"| {abi} | {kind} | {t['base']:.1f} | {t['lib']:.1f} | {t['ratio']:.2f} | "
+                  f"{t['added']:.1f} | {t['added_min']:.1f} |", flush=True)
+    if not a.no_callgrind and shutil.which("valgrind"):
+        n1, n2 = 20_000, 120_000
+        print("\n| MPI | call | instructions/call without | with | added |")
+        print("|---|---|---:|---:|---:|")
+        for abi in abis:
+            for kind in ("test", "barrier"):
+                per = {}
+                for lib in (False, True):
+                    i1 = callgrind_ir(build, abi, kind, n1, lib, tmp)
+                    i2 = callgrind_ir(build, abi, kind, n2, lib, tmp)
+                    per[lib] = (i2 - i1) / (calls_made(n2) - calls_made(n1))
+                print(f"| {abi} | {kind} | {per[False]:.1f} | {per[True]:.1f} | "
+                      f"{per[True] - per[False]:.1f} |", flush=True)
+    if not a.no_strace and shutil.which("strace"):
+        n1, n2 = 100_000, 1_100_000
+        print("\n| MPI | call | syscalls, 1st run | 2nd run (+1M calls) | per call added |")
+        print("|---|---|---:|---:|---:|")
+        for abi in abis:
+            for kind in KINDS:
+                s1 = strace_calls(build, abi, kind, n1, True, tmp)
+                s2 = strace_calls(build, abi, kind, n2, True, tmp)
+                print(f"| {abi} | {kind} | {s1} | {s2} | "
+                      f"{(s2 - s1) / (calls_made(n2) - calls_made(n1)):.6f} |", flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
