@@ -1,0 +1,203 @@
+/* mpi-pstate-dbcomment: the one writer of mpi-pstate's summary into a job's
+ * accounting record, and the reader of the job as slurmctld sees it.
+ *
+ *   mpi-pstate-dbcomment [--cluster NAME] --set JOBID < TEXT
+ *       AdminComment of JOBID in slurmdbd := TEXT (stdin, at most 65535
+ *       bytes, no NUL).  Works after the job ended, with quotes intact.
+ *   mpi-pstate-dbcomment --show JOBID
+ *       slurmctld's view: one line "<BASE_STATE> <exit>:<signal>", then the
+ *       current AdminComment verbatim (to EOF).  The base state is the one
+ *       behind COMPLETING (CANCELLED, TIMEOUT, FAILED, ...).
+ *
+ * Why a C tool: sacctmgr turns quotes into backticks, and scontrol cannot
+ * update a job that has finished (the EpilogSlurmctld runs while it is
+ * COMPLETING).  libslurm's slurmdb_job_modify() is what sacctmgr calls,
+ * minus the quote mangling (measured: /work/shared/notes/slurm-lab.md 2c).
+ *
+ * Exit: 0 done, 1 error, 2 usage, 3 (--set) the job is not (yet) in the
+ * database, 4 (--show) slurmctld does not know the job (any more).  Runs as
+ * SlurmUser or root (an admin of slurmdbd). */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+#include <slurm/slurmdb.h>
+
+#include "parse.h"
+
+/* Exported by libslurm but not declared in its public headers. */
+extern int slurm_addto_step_list(List step_list, char *names);
+extern slurmdb_job_rec_t *slurmdb_create_job_rec(void);
+extern char *slurm_job_state_string(uint32_t inx);
+
+#define TEXT_MAX 65535u /* slurmdbd's admin_comment is a TEXT column */
+
+static void usage(FILE *f)
+{
+        fprintf(f, "usage: mpi-pstate-dbcomment [--cluster NAME] --set JOBID < TEXT\n"
+                   "       mpi-pstate-dbcomment --show JOBID\n");
+}
+
+/* stdin into a NUL-terminated buffer; NULL when too long or holding a NUL
+ * byte (the column is text, and a NUL would silently cut it). */
+static char *read_text(void)
+{
+        char *buf = malloc(TEXT_MAX + 2);
+        size_t n = 0, got;
+
+        if (!buf)
+                return NULL;
+        while ((got = fread(buf + n, 1, TEXT_MAX + 1 - n, stdin)) > 0) {
+                n += got;
+                if (n > TEXT_MAX)
+                        break;
+        }
+        if (n > TEXT_MAX || ferror(stdin) || memchr(buf, '\0', n)) {
+                fprintf(stderr, "mpi-pstate-dbcomment: text longer than %u bytes or not text\n",
+                        TEXT_MAX);
+                free(buf);
+                return NULL;
+        }
+        buf[n] = '\0';
+        return buf;
+}
+
+static int show(uint32_t job_id)
+{
+        job_info_msg_t *msg = NULL;
+        slurm_job_info_t *j;
+        int code = 0, sig = 0;
+
+        if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
+                int e = slurm_get_errno();
+
+                fprintf(stderr, "mpi-pstate-dbcomment: job %u: %s\n", job_id, slurm_strerror(e));
+                return e == ESLURM_INVALID_JOB_ID ? 4 : 1;
+        }
+        if (!msg || msg->record_count < 1) {
+                slurm_free_job_info_msg(msg);
+                return 4;
+        }
+        j = &msg->job_array[0];
+        if (j->exit_code != NO_VAL) {
+                if (WIFSIGNALED(j->exit_code))
+                        sig = WTERMSIG(j->exit_code);
+                else
+                        code = WEXITSTATUS(j->exit_code);
+        }
+        printf("%s %d:%d\n", slurm_job_state_string(j->job_state & JOB_STATE_BASE), code, sig);
+        fputs(j->admin_comment ? j->admin_comment : "", stdout);
+        slurm_free_job_info_msg(msg);
+        return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static int set(uint32_t job_id, const char *cluster_arg)
+{
+        slurmdb_job_cond_t cond;
+        slurmdb_job_rec_t *job = NULL;
+        slurm_conf_t *conf = NULL;
+        void *db = NULL;
+        List ret = NULL;
+        char *text = NULL, id[16];
+        const char *cluster = cluster_arg;
+        int rc = 1;
+
+        memset(&cond, 0, sizeof(cond));
+        text = read_text();
+        if (!text)
+                goto out;
+        if (!cluster) {
+                if (slurm_load_ctl_conf((time_t)0, &conf) != SLURM_SUCCESS || !conf->cluster_name) {
+                        fprintf(stderr, "mpi-pstate-dbcomment: cluster name unknown: %s\n",
+                                slurm_strerror(slurm_get_errno()));
+                        goto out;
+                }
+                cluster = conf->cluster_name;
+        }
+        snprintf(id, sizeof(id), "%u", job_id);
+        cond.step_list = slurm_list_create(NULL);
+        cond.cluster_list = slurm_list_create(NULL);
+        slurm_addto_step_list(cond.step_list, id);
+        slurm_list_append(cond.cluster_list, (void *)cluster);
+        /* Without these the modify matches nothing ("Request didn't affect
+         * anything"), measured on 22.05. */
+        cond.db_flags = SLURMDB_JOB_FLAG_NOTSET;
+        cond.flags = JOBCOND_FLAG_NO_DEFAULT_USAGE;
+        job = slurmdb_create_job_rec();
+        job->derived_ec = NO_VAL;
+        job->admin_comment = text; /* still ours: freed below, not by libslurm */
+        db = slurmdb_connection_get(NULL);
+        if (!db) {
+                fprintf(stderr, "mpi-pstate-dbcomment: no connection to slurmdbd: %s\n",
+                        slurm_strerror(slurm_get_errno()));
+                goto out;
+        }
+        ret = slurmdb_job_modify(db, &cond, job);
+        if (ret && slurm_list_count(ret) > 0) {
+                rc = 0;
+        } else {
+                int e = slurm_get_errno();
+
+                fprintf(stderr, "mpi-pstate-dbcomment: job %u not modified: %s\n", job_id,
+                        e ? slurm_strerror(e) : "not in the database");
+                rc = ret ? 3 : 1;
+        }
+        slurmdb_connection_commit(db, rc == 0);
+out:
+        if (ret)
+                slurm_list_destroy(ret);
+        if (db)
+                slurmdb_connection_close(&db);
+        if (job) {
+                /* libslurm frees with its own allocator (xfree): a malloc'd
+                 * string must not reach it. */
+                job->admin_comment = NULL;
+                slurmdb_destroy_job_rec(job);
+        }
+        if (cond.step_list)
+                slurm_list_destroy(cond.step_list);
+        if (cond.cluster_list)
+                slurm_list_destroy(cond.cluster_list);
+        if (conf)
+                slurm_free_ctl_conf(conf);
+        free(text);
+        return rc;
+}
+
+int main(int argc, char **argv)
+{
+        const char *cluster = NULL, *mode = NULL, *idtext = NULL;
+        uint64_t id;
+        int rc;
+
+        for (int i = 1; i < argc; i++) {
+                if (!strcmp(argv[i], "--cluster") && i + 1 < argc && !cluster) {
+                        cluster = argv[++i];
+                } else if ((!strcmp(argv[i], "--set") || !strcmp(argv[i], "--show")) &&
+                           i + 1 < argc && !mode) {
+                        mode = argv[i];
+                        idtext = argv[++i];
+                } else if (!strcmp(argv[i], "--help")) {
+                        usage(stdout);
+                        return 0;
+                } else {
+                        usage(stderr);
+                        return 2;
+                }
+        }
+        if (!mode || mpi_pstate_parse_u64(idtext, 1, UINT32_MAX - 1, &id) != 0 ||
+            (cluster && (!*cluster || strlen(cluster) > 64))) {
+                usage(stderr);
+                return 2;
+        }
+        slurm_init(NULL);
+        rc = !strcmp(mode, "--show") ? show((uint32_t)id) : set((uint32_t)id, cluster);
+        slurm_fini();
+        return rc;
+}

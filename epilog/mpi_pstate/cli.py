@@ -1,0 +1,305 @@
+"""The `mpi-pstate` command: report, backfill, audit, exec, and the two
+epilog entry points (epilog, epilog-slurmctld)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Optional, Sequence
+
+from . import VERSION, audit, collect, config, ctld, log, node, parse, report, slurm, summary
+
+PROG = "mpi-pstate"
+
+
+def _dirs(paths: dict[str, str], *keys: str) -> list[str]:
+    return [paths[k] for k in keys if paths.get(k)]
+
+
+def tool_dirs(paths: dict[str, str]) -> dict[str, list[str]]:
+    """Where the helper programs are: installed locations first, then the
+    source tree's build directory (MPI_PSTATE_BUILD or ./build)."""
+    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    build = os.environ.get("MPI_PSTATE_BUILD") or os.path.join(top, "build")
+    pkglibexec = os.path.join(paths["libexecdir"], "mpi-pstate") if paths.get("libexecdir") \
+        else ""
+    return {
+        "dbcomment": [pkglibexec, paths.get("here", ""), os.path.join(build, "epilog")],
+        "agent": [pkglibexec, paths.get("sbindir", ""), paths.get("libexecdir", ""),
+                  os.path.join(build, "spank"), os.path.join(build, "agent")],
+        "exec": [paths.get("here", ""), paths.get("bindir", ""), pkglibexec,
+                 os.path.join(build, "preload"), os.path.join(top, "preload")],
+    }
+
+
+def _common_dirs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--collect-dir", help="override collect_dir of the plugstack line")
+    p.add_argument("--runtime-dir", help="override runtime_dir of the plugstack line")
+    p.add_argument("--slurm-conf", help="slurm.conf (default: $SLURM_CONF)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=PROG, description="mpi-pstate: MPI wait time, clocked-"
+                                 "down time and energy of Slurm jobs")
+    ap.add_argument("--version", action="version", version=f"{PROG} {VERSION}")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("report", help="per job, node and rank figures")
+    p.add_argument("jobs", nargs="+", metavar="JOBID", help="4242, 4242_3 or 4242_[1-3]")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="everything as JSON")
+    fmt.add_argument("--csv", action="store_true", help="one line per rank")
+    fmt.add_argument("--svg", metavar="PATH",
+                     help="per-rank chart; several jobs: PATH is a directory or holds %%j")
+    _common_dirs(p)
+
+    p = sub.add_parser("backfill", help="write summaries the EpilogSlurmctld missed")
+    p.add_argument("jobs", nargs="*", metavar="JOBID",
+                   help="jobs to check (default: every job in collect_dir)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be written")
+    _common_dirs(p)
+
+    p = sub.add_parser("audit", help="node settings that decide a job's speed")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
+
+    p = sub.add_parser("epilog", help="node Epilog (root): restore backstop, node record")
+    _common_dirs(p)
+    p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
+    p.add_argument("--shm-dir", default="/dev/shm", help=argparse.SUPPRESS)
+    p.add_argument("--keep-segments", action="store_true",
+                   help="leave the job's shared-memory segments in place")
+    p.add_argument("--quiet", action="store_true", help="syslog only, nothing on stderr")
+
+    p = sub.add_parser("epilog-slurmctld", help="EpilogSlurmctld (SlurmUser): merge, summary")
+    _common_dirs(p)
+    p.add_argument("--wait", type=float, default=30.0,
+                   help="seconds to wait for the node records (default 30)")
+    p.add_argument("--db-wait", type=float, default=30.0,
+                   help="seconds to wait for slurmdbd to have the job's end (default 30)")
+    p.add_argument("--quiet", action="store_true", help="syslog only, nothing on stderr")
+
+    sub.add_parser("exec", help="run a program with the preload library (mpi-pstate-exec)",
+                   add_help=False)
+    return ap
+
+
+def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, Any]],
+                                                                  list[str]]:
+    rows = slurm.sacct_jobs(specs)
+    last: dict[str, slurm.SacctJob] = {}
+    for r in rows:
+        last[r.raw] = r
+    trusted = {0, cfg.slurm_uid}
+    jobs = []
+    for raw, r in sorted(last.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0):
+        j: dict[str, Any] = {"raw": raw, "job_id": r.job_id, "sacct_state": r.state,
+                             "exit_code": r.exit_code, "elapsed": r.elapsed, "nodes": r.nodes}
+        s, _ = summary.find(r.admin_comment)
+        detail, why = None, None
+        try:
+            jid = parse.job_id(raw)
+            cfd = collect.open_collect(cfg.collect_dir, trusted)
+            try:
+                jfd = collect.open_job_dir(cfd, jid, trusted)
+                if jfd is not None:
+                    try:
+                        detail = collect.read_job_detail(jfd, trusted)
+                        if detail is None:
+                            recs, bad = collect.read_node_records(
+                                jfd, jid, ctld.expected_nodes(r.nodes), trusted)
+                            if any(x["status"] == "ok" for x in recs.values()):
+                                detail = summary.merge(jid, ctld.expected_nodes(r.nodes), recs,
+                                                       bad, r.state, r.exit_code,
+                                                       r.job_id if "_" in r.job_id else None)
+                    finally:
+                        os.close(jfd)
+            finally:
+                os.close(cfd)
+        except (OSError, ValueError, slurm.SlurmError) as e:
+            why = getattr(e, "strerror", None) or str(e)
+        if detail is not None:
+            j["detail"] = detail
+        elif why:
+            j["detail_why"] = why
+        if s is not None:
+            j["status"], j["summary"] = "ok", s
+        elif detail is not None and detail.get("state") in ("complete", "partial"):
+            j["status"], j["summary"] = "ok", detail["summary"]
+            j["note"] = ("the summary is not in the accounting record (the EpilogSlurmctld "
+                         "missed it): an admin can run `mpi-pstate backfill " + raw + "`")
+        elif r.state in ("PENDING", "RUNNING", "SUSPENDED", "REQUEUED", "RESIZING"):
+            j["status"], j["message"] = "running", "still running: figures come at its end"
+        else:
+            j["status"] = "none"
+            j["message"] = ("ran without mpi-pstate: no summary in its accounting record and "
+                            "no per-rank records")
+        jobs.append(j)
+    found = {r.job_id for r in rows} | {r.raw for r in rows}
+    missing = [s for s in specs if s not in found and s.split("_")[0] not in
+               {r.job_id.split("_")[0] for r in rows}]
+    return jobs, missing
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    try:
+        specs = [parse.job_spec(x) for x in a.jobs]
+    except ValueError as e:
+        print(f"{PROG} report: {e}", file=sys.stderr)
+        return 2
+    cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+    try:
+        jobs, missing = load_jobs(specs, cfg)
+    except slurm.SlurmError as e:
+        print(f"{PROG} report: {e}", file=sys.stderr)
+        return 1
+    for m in missing:
+        print(f"{PROG} report: job {m} not found in the accounting database", file=sys.stderr)
+    if a.json:
+        sys.stdout.write(report.to_json(jobs) + "\n")
+    elif a.csv:
+        sys.stdout.write(report.to_csv(jobs))
+    elif a.svg:
+        for j in jobs:
+            if len(jobs) == 1 and a.svg == "-":
+                sys.stdout.write(report.svg(j))
+                continue
+            path = a.svg.replace("%j", j["raw"]) if "%j" in a.svg else a.svg
+            if os.path.isdir(path):
+                path = os.path.join(path, f"mpi-pstate-{j['raw']}.svg")
+            elif len(jobs) > 1 and "%j" not in a.svg:
+                print(f"{PROG} report: --svg needs a directory or %j for several jobs",
+                      file=sys.stderr)
+                return 2
+            with open(path, "w") as f:
+                f.write(report.svg(j))
+            print(f"{path}")
+    else:
+        sys.stdout.write("\n".join(report.job_text(j) for j in jobs))
+    return 1 if missing else 0
+
+
+def cmd_backfill(a: argparse.Namespace, paths: dict[str, str]) -> int:
+    log.setup("mpi-pstate-backfill")
+    cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+    trusted = {0, cfg.slurm_uid, os.geteuid()}
+    dbt = node.find_tool("mpi-pstate-dbcomment", tool_dirs(paths)["dbcomment"],
+                         "MPI_PSTATE_DBCOMMENT")
+    if not dbt and not a.dry_run:
+        print(f"{PROG} backfill: mpi-pstate-dbcomment not found", file=sys.stderr)
+        return 1
+    db = slurm.DbTool(dbt or "mpi-pstate-dbcomment")
+    try:
+        if a.jobs:
+            jobs = [parse.job_id(x) for x in a.jobs]
+        else:
+            cfd = collect.open_collect(cfg.collect_dir, trusted)
+            try:
+                jobs = collect.job_dirs(cfd)
+            finally:
+                os.close(cfd)
+    except (OSError, ValueError) as e:
+        print(f"{PROG} backfill: {e}", file=sys.stderr)
+        return 1
+    tally: dict[str, int] = {}
+    for job in jobs:
+        try:
+            row = slurm.sacct_one(job)
+            if row is None:
+                res = "not in accounting"
+            elif row.state not in slurm.TERMINAL:
+                res = "still running"
+            else:
+                nodes = ctld.expected_nodes(row.nodes)
+                res = ctld.finish(cfg, db, job, nodes, trusted, ctld.Deadline(10), row.state,
+                                  row.exit_code, row.admin_comment,
+                                  row.job_id if "_" in row.job_id else None, a.dry_run)
+        except (OSError, ValueError, slurm.SlurmError) as e:
+            res = "error"
+            print(f"job {job}: {e}", file=sys.stderr)
+        tally[res] = tally.get(res, 0) + 1
+        print(f"job {job}: {res}")
+    print("; ".join(f"{v} {k}" for k, v in sorted(tally.items())) or "nothing to do")
+    return 1 if tally.get("error") else 0
+
+
+def audit_text(s: dict[str, Any]) -> str:
+    lines = []
+    cf = s.get("cpufreq", {})
+    lines.append(f"cpufreq driver:   {cf.get('driver') or 'none'}"
+                 + (f" ({cf['intel_pstate_status']})" if cf.get("intel_pstate_status") else "")
+                 + (f" ({cf['amd_pstate_status']})" if cf.get("amd_pstate_status") else ""))
+    for g in cf.get("groups", []):
+        if "cpus" not in g:
+            lines.append(f"  ... {g.get('more_groups')} more groups")
+            continue
+        lines.append(f"  cpus {g['cpus']}: governor {g.get('governor')}, "
+                     f"{g.get('min_khz')}-{g.get('max_khz')} kHz (hardware "
+                     f"{g.get('hw_min_khz')}-{g.get('hw_max_khz')})"
+                     + (f", epp {g['epp']}" if g.get("epp") else "")
+                     + f", {g.get('domain_cpus')} cpus per domain")
+    lines.append(f"turbo/boost:      {cf.get('boost')}")
+    cs = s.get("cstates", {})
+    lines.append(f"cpuidle:          driver {cs.get('driver')}, governor {cs.get('governor')}")
+    for st in cs.get("states", []):
+        lines.append(f"  {st.get('name')}: exit latency {st.get('exit_latency_us')} us, "
+                     f"enabled on {st.get('enabled_cpus') or 'none'}"
+                     + (f", disabled on {st['disabled_cpus']}" if st.get("disabled_cpus")
+                        else ""))
+    for u in s.get("uncore", []):
+        lines.append(f"uncore {u['domain']}: {u.get('min_freq_khz')}-{u.get('max_freq_khz')} "
+                     f"kHz (initial {u.get('initial_min_freq_khz')}-"
+                     f"{u.get('initial_max_freq_khz')})")
+    sm = s.get("smt", {})
+    lines.append(f"SMT:              control {sm.get('control')}, "
+                 f"{sm.get('threads_per_core')} threads per core")
+    nu = s.get("numa", {})
+    lines.append(f"NUMA:             {nu.get('nodes')} nodes")
+    for n, c in (nu.get("cpus") or {}).items():
+        lines.append(f"  node {n}: cpus {c}, distances {nu.get('distances', {}).get(n)}")
+    ra = s.get("rapl", {})
+    lines.append(f"RAPL:             {ra.get('status')} {' '.join(ra.get('zones', []))}")
+    lines.append(f"cpus:             online {s.get('cpus', {}).get('online')}")
+    for w in s.get("warnings", []):
+        lines.append(f"WARNING: {w}")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_exec(argv: list[str], paths: dict[str, str]) -> int:
+    tool = node.find_tool("mpi-pstate-exec", tool_dirs(paths)["exec"])
+    if not tool:
+        print(f"{PROG} exec: mpi-pstate-exec not found", file=sys.stderr)
+        return 127
+    os.execv(tool, [tool] + argv)
+    return 127  # not reached
+
+
+def main(argv: Optional[Sequence[str]] = None, paths: Optional[dict[str, str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    paths = paths or {}
+    if args and args[0] == "exec":
+        return cmd_exec(args[1:], paths)
+    a = build_parser().parse_args(args)
+    try:
+        if a.cmd == "report":
+            return cmd_report(a)
+        if a.cmd == "backfill":
+            return cmd_backfill(a, paths)
+        if a.cmd == "audit":
+            s = audit.node_settings(a.sysroot)
+            sys.stdout.write(json.dumps(s, indent=1) + "\n" if a.json else audit_text(s))
+            return 0
+        if a.cmd == "epilog":
+            return node.run(a, tool_dirs(paths))
+        if a.cmd == "epilog-slurmctld":
+            dbt = node.find_tool("mpi-pstate-dbcomment", tool_dirs(paths)["dbcomment"],
+                                 "MPI_PSTATE_DBCOMMENT")
+            return ctld.run(a, dbt)
+    except BrokenPipeError:
+        return 0
+    except ValueError as e:
+        print(f"{PROG} {a.cmd}: {e}", file=sys.stderr)
+        return 2
+    return 2

@@ -1,0 +1,153 @@
+"""The collection directory (collect_dir, shared by the compute nodes and
+the controller):
+
+    <collect_dir>/                 owned by SlurmUser, mode 0755
+    <collect_dir>/<jobid>/         one per job (raw job id), owned by SlurmUser
+        node.<node>.json           node record, written by root (node Epilog)
+        job.json                   merged detail, written by SlurmUser
+                                   (EpilogSlurmctld) or root (backfill)
+
+Node epilogs (root) create the job directory and hand it to the owner of
+collect_dir, so that EpilogSlurmctld (SlurmUser) can write job.json beside
+the node records.  Nothing here follows a symlink; every file read is
+checked for type, owner and size."""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from typing import Any, Optional
+
+from . import noderec, parse, safeio
+
+JOB_FILE = "job.json"
+JOB_MAX_BYTES = 64 << 20
+
+
+def node_file(node: str) -> str:
+    return f"node.{parse.safe_name(node)}.json"
+
+
+def open_collect(path: str, trusted: set[int], create_mode: Optional[int] = None) -> int:
+    """collect_dir itself: ancestors root-owned, the directory owned by a uid
+    in `trusted` and not writable by group/others."""
+    return safeio.open_dir(path, trusted={0}, final_owner=trusted, create_mode=create_mode)
+
+
+def open_job_dir(cfd: int, job: int, trusted: set[int], create: bool = False) -> Optional[int]:
+    """The job's directory (None if absent).  With create, make it owned by
+    the owner of collect_dir (root hands it over with fchown)."""
+    name = str(job)
+    if create:
+        try:
+            os.mkdir(name, 0o700, dir_fd=cfd)
+            created = True
+        except FileExistsError:
+            created = False
+    try:
+        fd = os.open(name, safeio.O_DIR, dir_fd=cfd)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise safeio.UnsafeFile(errno.ELOOP, f"{name}: symlink or not a directory") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        cst = os.fstat(cfd)
+        if create and created and st.st_uid != cst.st_uid:
+            os.fchown(fd, cst.st_uid, cst.st_gid)
+            st = os.fstat(fd)
+        if create and created:
+            os.fchmod(fd, 0o755)
+            st = os.fstat(fd)
+        if st.st_uid not in trusted:
+            raise safeio.UnsafeFile(errno.EPERM, f"{name}: owned by uid {st.st_uid}")
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise safeio.UnsafeFile(errno.EPERM, f"{name}: writable by others")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def present_nodes(jfd: int) -> set[str]:
+    out = set()
+    for n in os.listdir(jfd):
+        if n.startswith("node.") and n.endswith(".json") and not n.startswith(".tmp."):
+            out.add(n[5:-5])
+    return out
+
+
+def read_node_records(jfd: int, job: int, nodes: list[str], trusted: set[int]
+                      ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Validated records of `nodes` (plus any other node found), and the
+    reasons for the ones refused."""
+    records: dict[str, dict[str, Any]] = {}
+    bad: dict[str, str] = {}
+    names = list(dict.fromkeys(list(nodes) + sorted(present_nodes(jfd))))
+    for n in names:
+        try:
+            fname = node_file(n)
+        except ValueError as e:
+            bad[n] = str(e)
+            continue
+        try:
+            data = safeio.read_file(jfd, fname, noderec.MAX_BYTES, owners=trusted)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                continue
+            bad[n] = noderec.clip(e.strerror or str(e))
+            continue
+        try:
+            records[n] = noderec.validate(noderec.decode(data), job, n)
+        except (ValueError, UnicodeDecodeError) as e:
+            bad[n] = noderec.clip(f"{fname}: {e}")
+    return records, bad
+
+
+def read_job_detail(jfd: int, trusted: Optional[set[int]]) -> Optional[dict[str, Any]]:
+    try:
+        data = safeio.read_file(jfd, JOB_FILE, JOB_MAX_BYTES, owners=trusted)
+        obj = noderec.decode(data)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(obj, dict) and obj.get("format") == "mpi-pstate-job" and obj.get("version") == 1:
+        return obj
+    return None
+
+
+def remove_job_dir(cfd: int, job: int) -> bool:
+    """Deletes a job's directory (a job that ran without mpi-pstate)."""
+    name = str(job)
+    try:
+        fd = os.open(name, safeio.O_DIR, dir_fd=cfd)
+    except OSError:
+        return False
+    try:
+        for n in os.listdir(fd):
+            st = safeio.entry_stat(fd, n)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                try:
+                    os.unlink(n, dir_fd=fd)
+                except OSError:
+                    pass
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(name, dir_fd=cfd)
+        return True
+    except OSError:
+        return False
+
+
+def job_dirs(cfd: int) -> list[int]:
+    out = []
+    for n in os.listdir(cfd):
+        try:
+            out.append(parse.job_id(n))
+        except ValueError:
+            continue
+    return sorted(out)

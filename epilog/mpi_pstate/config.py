@@ -1,0 +1,127 @@
+"""Where things are: collect_dir and runtime_dir come from the plugin's own
+plugstack.conf line (one source of truth for the plugin, the agent and the
+epilogs; keys and defaults as in common/config.h), SlurmUser from
+slurm.conf.  Command-line options override both."""
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import safeio
+
+COLLECT_DIR = "/var/spool/mpi-pstate/records"
+RUNTIME_DIR = "/run/mpi-pstate"
+PATH_MAX = 256  # MPI_PSTATE_CONFIG_PATH_MAX, terminator included
+CONF_MAX_BYTES = 1 << 20
+PLUGIN_RE = re.compile(r"(^|/)mpi_pstate\.so$")
+
+
+@dataclass
+class Config:
+    collect_dir: str = COLLECT_DIR
+    runtime_dir: str = RUNTIME_DIR
+    slurm_user: str = "root"
+    slurm_conf: str = "/etc/slurm/slurm.conf"
+    plugstack: Optional[str] = None  # the file holding the plugin line, if found
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def slurm_uid(self) -> int:
+        try:
+            return pwd.getpwnam(self.slurm_user).pw_uid
+        except KeyError:
+            return 0
+
+
+def check_dir_path(p: str) -> str:
+    """The plugin's rule for collect_dir/runtime_dir (docs/admin.md)."""
+    if not p.startswith("/") or len(p) >= PATH_MAX or not p.isprintable() or \
+            any(c.isspace() for c in p):
+        raise ValueError(f"{p!r}: not an absolute printable path without blanks (< {PATH_MAX})")
+    parts = p.split("/")[1:]
+    if p != "/" and any(c in ("", ".", "..") for c in parts):
+        raise ValueError(f"{p!r}: empty, . or .. component")
+    return p
+
+
+def _read_text(path: str) -> Optional[str]:
+    # Configuration is root's: owner root (or SlurmUser for slurmdbd.conf
+    # style setups is not needed here), never through a final symlink.
+    try:
+        return safeio.read_file(None, path, CONF_MAX_BYTES, owners=None,
+                                strict_mode=False).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _conf_lines(text: str) -> list[str]:
+    out = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            out.append(line)
+    return out
+
+
+def slurm_conf_values(path: str, keys: tuple[str, ...]) -> dict[str, str]:
+    """key=value settings of slurm.conf (case-insensitive keys, last wins)."""
+    text = _read_text(path)
+    found: dict[str, str] = {}
+    if text is None:
+        return found
+    want = {k.lower(): k for k in keys}
+    for line in _conf_lines(text):
+        for word in line.split():
+            k, sep, v = word.partition("=")
+            if sep and k.lower() in want:
+                found[want[k.lower()]] = v
+    return found
+
+
+def plugin_args(plugstack: str, depth: int = 0) -> tuple[Optional[list[str]], Optional[str]]:
+    """Arguments of the first mpi_pstate.so line in plugstack (following
+    `include` globs), and the file it was found in."""
+    text = _read_text(plugstack)
+    if text is None or depth > 4:
+        return None, None
+    for line in _conf_lines(text):
+        words = line.split()
+        if words[0].lower() == "include":
+            for pattern in words[1:]:
+                if not pattern.startswith("/"):
+                    pattern = os.path.join(os.path.dirname(plugstack), pattern)
+                for f in sorted(glob.glob(pattern)):
+                    args, where = plugin_args(f, depth + 1)
+                    if args is not None:
+                        return args, where
+            continue
+        if words[0] in ("required", "optional") and len(words) >= 2 and \
+                PLUGIN_RE.search(words[1]):
+            return words[2:], plugstack
+    return None, None
+
+
+def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
+         runtime_dir: Optional[str] = None) -> Config:
+    c = Config()
+    c.slurm_conf = slurm_conf or os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    vals = slurm_conf_values(c.slurm_conf, ("SlurmUser", "PlugStackConfig"))
+    c.slurm_user = vals.get("SlurmUser", "root")
+    plugstack = vals.get("PlugStackConfig") or os.path.join(os.path.dirname(c.slurm_conf),
+                                                            "plugstack.conf")
+    args, c.plugstack = plugin_args(plugstack)
+    for word in args or []:
+        k, sep, v = word.partition("=")
+        if k in ("collect_dir", "runtime_dir") and sep:
+            try:
+                setattr(c, k, check_dir_path(v))
+            except ValueError as e:
+                c.problems.append(f"{c.plugstack}: {k}: {e}; using {getattr(c, k)}")
+    for k, v in (("collect_dir", collect_dir), ("runtime_dir", runtime_dir)):
+        if v:
+            setattr(c, k, check_dir_path(v))
+    return c

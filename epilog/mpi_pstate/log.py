@@ -1,0 +1,52 @@
+"""One message, two places admins look: syslog (tag with the job id, as
+jobstats does) and stderr, which slurmd/slurmctld copy into their logs.
+Every message starts with "mpi-pstate: "."""
+from __future__ import annotations
+
+import sys
+import syslog
+from typing import TextIO
+
+_state = {"tag": "mpi-pstate", "open": False, "quiet": False}
+_stream: list[TextIO] = [sys.stderr]
+
+
+def setup(tag: str, quiet: bool = False, stream: TextIO | None = None) -> None:
+    """tag, e.g. "mpi-pstate-epilog[4242]"; quiet: syslog only."""
+    _state["tag"] = tag
+    _state["quiet"] = quiet
+    if stream is not None:
+        _stream[0] = stream
+    try:
+        syslog.openlog(tag, syslog.LOG_PID, syslog.LOG_DAEMON)
+        _state["open"] = True
+    except OSError:
+        _state["open"] = False
+
+
+def _emit(prio: int, word: str, msg: str) -> None:
+    text = msg if msg.startswith("mpi-pstate") else "mpi-pstate: " + msg
+    # One line each: record contents never reach a log unescaped.
+    text = text.replace("\n", "\\n")[:2000]
+    if _state["open"]:
+        try:
+            syslog.syslog(prio, text)
+        except OSError:
+            pass
+    if not _state["quiet"]:
+        try:
+            print(f"{_state['tag']}: {word}{text}", file=_stream[0], flush=True)
+        except (OSError, ValueError):
+            pass
+
+
+def info(msg: str) -> None:
+    _emit(syslog.LOG_INFO, "", msg)
+
+
+def warning(msg: str) -> None:
+    _emit(syslog.LOG_WARNING, "warning: ", msg)
+
+
+def error(msg: str) -> None:
+    _emit(syslog.LOG_ERR, "error: ", msg)

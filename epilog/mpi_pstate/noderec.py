@@ -1,0 +1,222 @@
+"""The node record: what the node Epilog publishes for one job on one node
+(docs/records.md, format "mpi-pstate-node", version 1), and its strict
+validation on the reading side.  Pure: no Slurm, no file system."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Optional
+
+FORMAT = "mpi-pstate-node"
+VERSION = 1
+MAX_BYTES = 32 << 20  # 64 segments x 4096 ranks would exceed it: the epilog bounds both
+MAX_RANKS = 65536
+MAX_PROBLEMS = 32
+MAX_TEXT = 200
+AGENT_MAX_BYTES = 64 << 10
+STATUSES = ("ok", "none")
+ENERGY_STATUSES = ("ok", "partial", "absent", "no_access", "unknown", "error")
+RANK_STATES = ("finalized", "aborted", "exited", "killed", "disabled", "free")
+
+# field -> allowed JSON types (None = null allowed)
+_NUM = (int, float, type(None))
+_INT = (int, type(None))
+RANK_FIELDS: dict[str, tuple[type, ...]] = {
+    "step": (str,), "rank": (int,), "size": (int,), "local": (int,), "cpu": (int,),
+    "state": (str,), "mode": (str,), "abi": (str,), "threshold_us": _INT,
+    "wall_s": _NUM, "mpi_s": _NUM, "mpi_share": _NUM, "wait_s": _NUM, "long_calls": (int,),
+    "over_s": _NUM, "down_s": _NUM, "transitions": (int,), "calls": (int,), "bytes": (int,),
+    "wakeups": (int,), "top": (list,), "note": (str,),
+}
+RANK_REQUIRED = ("step", "rank", "local", "state", "wall_s", "mpi_s", "down_s", "transitions")
+
+
+def clip(text: Any, n: int = MAX_TEXT) -> str:
+    s = str(text)
+    s = "".join(c if c.isprintable() else "?" for c in s)
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def build(job: int, node: str, uid: int, *, settings: Optional[dict[str, Any]],
+          steps: list[dict[str, Any]], agents: list[dict[str, Any]],
+          restore: dict[str, Any], problems: list[str], written: float,
+          extra_job: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """steps: from slots.job_segments(); agents: validated agent records
+    (each with "step")."""
+    by_step: dict[str, dict[str, Any]] = {}
+    ranks: list[dict[str, Any]] = []
+    for st in steps:
+        by_step[st["step"]] = {"step": st["step"], "segment": st["segment"],
+                               "slots": st["slots"], "ranks": len(st["ranks"]), "agent": None}
+        ranks.extend(st["ranks"])
+    for a in agents:
+        e = by_step.setdefault(str(a["step"]), {"step": str(a["step"]), "segment": None,
+                                                "slots": 0, "ranks": 0, "agent": None})
+        e["agent"] = a["record"]
+    has_data = bool(ranks) or bool(agents)
+    rec: dict[str, Any] = {
+        "format": FORMAT, "version": VERSION, "job": job, "node": node, "uid": uid,
+        "written": round(written, 3), "status": "ok" if has_data else "none",
+        "restore": restore, "energy": energy_of(agents, settings),
+        "steps": sorted(by_step.values(), key=_step_key), "ranks": ranks,
+        "problems": [clip(p) for p in problems[:MAX_PROBLEMS]],
+    }
+    if len(problems) > MAX_PROBLEMS:
+        rec["problems"].append(f"... {len(problems) - MAX_PROBLEMS} more")
+    if extra_job:
+        rec["job_info"] = extra_job
+    if has_data:
+        rec["settings"] = settings
+    return rec
+
+
+def _step_key(s: dict[str, Any]) -> tuple[int, int, str]:
+    st = s["step"]
+    return (0, int(st), "") if st.isdigit() else (1, 0, st)
+
+
+def energy_of(agents: list[dict[str, Any]], settings: Optional[dict[str, Any]]
+              ) -> dict[str, Any]:
+    """Node energy of the job: the sum of the agents' per-step figures.  No
+    number is ever made up: without an agent figure the status says why."""
+    figures = [a.get("energy") for a in agents]
+    known = [f for f in figures if isinstance(f, dict) and f.get("status") == "ok"
+             and isinstance(f.get("joules"), (int, float)) and math.isfinite(f["joules"])
+             and f["joules"] >= 0]
+    if agents and len(known) == len(agents):
+        return {"status": "ok", "joules": round(sum(f["joules"] for f in known), 3),
+                "source": "agent"}
+    if known:
+        return {"status": "partial", "joules": round(sum(f["joules"] for f in known), 3),
+                "source": "agent", "steps_without": len(agents) - len(known)}
+    rapl = (settings or {}).get("rapl", {}) if isinstance(settings, dict) else {}
+    why = [f.get("status") for f in figures if isinstance(f, dict) and f.get("status")]
+    status = why[0] if why and why[0] in ENERGY_STATUSES else \
+        (rapl.get("status") if rapl.get("status") in ("absent", "no_access") else "unknown")
+    return {"status": status, "joules": None, "source": "agent" if agents else None}
+
+
+def parse_agent(data: bytes, node: str) -> Optional[dict[str, Any]]:
+    """An agent record (docs/agent.md) as the sub-object of its step, or None
+    when it is another node's (the lab's nodes share runtime_dir).  The
+    epilog reads only step, node and energy from it and keeps the rest as
+    it is, bounded; ValueError when it is not a JSON object."""
+    obj = decode(data)
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    rnode = obj.get("node", obj.get("host"))
+    if isinstance(rnode, str) and rnode != node:
+        return None
+    step = obj.get("step", obj.get("step_id"))
+    if not isinstance(step, (int, str)) or not re.fullmatch(r"[0-9]{1,10}|batch|extern",
+                                                             str(step)):
+        raise ValueError("no valid step")
+    en = obj.get("energy")
+    energy: dict[str, Any] = {"status": "unknown"}
+    if isinstance(en, dict):
+        j = en.get("joules", en.get("j"))
+        st = en.get("status", "ok" if isinstance(j, (int, float)) else "unknown")
+        energy = {"status": st if st in ENERGY_STATUSES else "error",
+                  "joules": j if isinstance(j, (int, float)) and not isinstance(j, bool) else None}
+    elif isinstance(obj.get("energy_j"), (int, float)):
+        energy = {"status": "ok", "joules": obj["energy_j"]}
+    text = json.dumps(obj, separators=(",", ":"))
+    rec = obj if len(text) <= AGENT_MAX_BYTES else {"truncated": True, "bytes": len(text)}
+    return {"step": str(step), "energy": energy, "record": rec}
+
+
+# ---- validation (reading side: the controller, report, backfill)
+
+def _check(cond: bool, why: str) -> None:
+    if not cond:
+        raise ValueError(why)
+
+
+def _finite(v: Any) -> bool:
+    return not isinstance(v, float) or math.isfinite(v)
+
+
+def validate_rank(r: Any) -> dict[str, Any]:
+    _check(isinstance(r, dict), "rank entry is not an object")
+    out: dict[str, Any] = {}
+    for k, types in RANK_FIELDS.items():
+        if k not in r:
+            continue
+        v = r[k]
+        _check(isinstance(v, types) and not isinstance(v, bool) and _finite(v),
+               f"rank field {k} has a bad type")
+        if isinstance(v, str):
+            _check(len(v) <= MAX_TEXT, f"rank field {k} too long")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            _check(abs(v) < 1e19, f"rank field {k} out of range")
+        out[k] = v
+    for k in RANK_REQUIRED:
+        _check(k in out, f"rank field {k} missing")
+    _check(re.fullmatch(r"[0-9]{1,10}|batch|extern|interactive", out["step"]) is not None,
+           "bad step")
+    _check(out["state"] in RANK_STATES, "bad rank state")
+    top = []
+    for t in out.get("top", [])[:8]:
+        _check(isinstance(t, list) and len(t) == 3 and isinstance(t[0], str) and
+               re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,31}", t[0]) is not None and
+               isinstance(t[1], (int, float, type(None))) and isinstance(t[2], int),
+               "bad top entry")
+        top.append(t)
+    out["top"] = top
+    return out
+
+
+def validate(rec: Any, job: int, node: str) -> dict[str, Any]:
+    """A node record as read from the collection directory: exact format,
+    version, job and node; every rank entry type-checked.  Returns the record
+    with only known keys; ValueError says what is wrong."""
+    _check(isinstance(rec, dict), "not a JSON object")
+    _check(rec.get("format") == FORMAT, "not a node record")
+    _check(rec.get("version") == VERSION, f"version {rec.get('version')!r} not supported")
+    _check(rec.get("job") == job, f"record of job {rec.get('job')!r}, expected {job}")
+    _check(rec.get("node") == node, f"record of node {rec.get('node')!r}, expected {node}")
+    _check(rec.get("status") in STATUSES, "bad status")
+    ranks = rec.get("ranks", [])
+    _check(isinstance(ranks, list) and len(ranks) <= MAX_RANKS, "bad rank list")
+    out = {k: rec[k] for k in ("format", "version", "job", "node", "status")}
+    out["uid"] = rec.get("uid") if isinstance(rec.get("uid"), int) else None
+    out["written"] = rec.get("written") if isinstance(rec.get("written"), (int, float)) else None
+    out["ranks"] = [validate_rank(r) for r in ranks]
+    for r in out["ranks"]:
+        r["node"] = node
+    en = rec.get("energy")
+    if isinstance(en, dict) and en.get("status") in ENERGY_STATUSES:
+        j = en.get("joules")
+        out["energy"] = {"status": en["status"],
+                         "joules": j if isinstance(j, (int, float)) and not isinstance(j, bool)
+                         and _finite(j) and j >= 0 else None}
+    else:
+        out["energy"] = {"status": "unknown", "joules": None}
+    steps = rec.get("steps", [])
+    _check(isinstance(steps, list) and len(steps) <= 256, "bad step list")
+    out["steps"] = [s for s in steps if isinstance(s, dict)]
+    probs = rec.get("problems", [])
+    out["problems"] = [clip(p) for p in probs[: MAX_PROBLEMS + 1]] if isinstance(probs, list) \
+        else []
+    for k in ("settings", "restore", "job_info"):
+        if isinstance(rec.get(k), dict):
+            out[k] = rec[k]
+    return out
+
+
+def encode(rec: dict[str, Any]) -> bytes:
+    return (json.dumps(rec, separators=(",", ":"), sort_keys=False) + "\n").encode()
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
+def decode(data: bytes) -> Any:
+    """JSON from an untrusted file: UTF-8, no NaN/Infinity; deep nesting
+    (RecursionError) is turned into ValueError."""
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None

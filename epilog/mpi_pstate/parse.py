@@ -1,0 +1,220 @@
+"""Strict parsers, the Python side of common/parse.h: whole string, decimal
+only, no sign, no hex or octal surprises; a bad value raises ValueError so
+that callers keep their default and say which value was refused."""
+from __future__ import annotations
+
+import re
+
+_U64 = re.compile(r"[ \t]*([0-9]+)[ \t]*\n?")
+_FREQ = re.compile(r"[ \t]*([0-9]+)(\.[0-9]+)?[ \t]*(khz|mhz|ghz)?[ \t]*\n?", re.IGNORECASE)
+_DUR = re.compile(r"[ \t]*([0-9]+)(\.[0-9]+)?[ \t]*(us|ms|s)?[ \t]*\n?", re.IGNORECASE)
+U64_MAX = (1 << 64) - 1
+_TRUE = {"yes", "true", "on", "1"}
+_FALSE = {"no", "false", "off", "0"}
+
+
+def u64(text: str, lo: int = 0, hi: int = U64_MAX) -> int:
+    """Decimal unsigned integer within [lo, hi] (sysfs style: blanks and one
+    trailing newline allowed)."""
+    m = _U64.fullmatch(text)
+    if not m:
+        raise ValueError(f"not a decimal number: {text!r}")
+    v = int(m.group(1))
+    if not lo <= v <= hi:
+        raise ValueError(f"{v} outside [{lo}, {hi}]")
+    return v
+
+
+def _scaled(m: re.Match[str], scale: int) -> int:
+    whole, frac = m.group(1), (m.group(2) or ".")[1:]
+    digits = len(str(scale)) - 1
+    if frac[digits:].strip("0"):
+        raise ValueError("more precision than the unit keeps")
+    frac = (frac + "0" * digits)[:digits]
+    return int(whole) * scale + (int(frac) if frac else 0)
+
+
+def freq_khz(text: str) -> int:
+    """"1200000" (kHz), "1200000kHz", "1200MHz", "1.2GHz" -> kHz."""
+    m = _FREQ.fullmatch(text)
+    if not m:
+        raise ValueError(f"not a frequency: {text!r}")
+    unit = (m.group(3) or "khz").lower()
+    v = _scaled(m, {"khz": 1, "mhz": 1000, "ghz": 1000000}[unit])
+    if v > U64_MAX:
+        raise ValueError("frequency out of range")
+    return v
+
+
+def duration_us(text: str) -> int:
+    """"500" (us), "500us", "2ms", "1.5ms", "1s" -> microseconds (at most a day)."""
+    m = _DUR.fullmatch(text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r}")
+    unit = (m.group(3) or "us").lower()
+    v = _scaled(m, {"us": 1, "ms": 1000, "s": 1000000}[unit])
+    if v > 86400000000:
+        raise ValueError("duration longer than a day")
+    return v
+
+
+def boolean(text: str) -> bool:
+    w = text.strip().lower()
+    if w in _TRUE:
+        return True
+    if w in _FALSE:
+        return False
+    raise ValueError(f"not a yes/no value: {text!r}")
+
+
+_JOBID = re.compile(r"([1-9][0-9]{0,9})(?:_([0-9]{1,9}|\[[0-9,\-]{1,64}\]))?")
+
+
+def job_id(text: str) -> int:
+    """A plain Slurm job id (1 .. 2^32-1)."""
+    t = text.strip()
+    if not re.fullmatch(r"[1-9][0-9]{0,9}", t) or int(t) > 0xFFFFFFFF:
+        raise ValueError(f"not a job id: {text!r}")
+    return int(t)
+
+
+def job_spec(text: str) -> str:
+    """A job id as sacct takes it: 4242, 4242_3 or 4242_[1-3]; returned as is."""
+    m = _JOBID.fullmatch(text.strip())
+    if not m or int(m.group(1)) > 0xFFFFFFFF:
+        raise ValueError(f"not a job id: {text!r}")
+    return text.strip()
+
+
+_NAME = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
+
+
+def safe_name(text: str, maxlen: int = 64) -> str:
+    """Name that may become part of a path (common/safeio.h's rule)."""
+    if len(text) > maxlen or not _NAME.fullmatch(text) or text in (".", ".."):
+        raise ValueError(f"unsafe name: {text!r}")
+    return text
+
+
+def cpu_list(text: str, max_cpu: int = 65535) -> list[int]:
+    """Kernel CPU/node list "0-3,8,10-11" -> sorted list."""
+    out: set[int] = set()
+    t = text.strip()
+    if not t:
+        return []
+    for part in t.split(","):
+        a, sep, b = part.partition("-")
+        lo = u64(a, 0, max_cpu)
+        hi = u64(b, 0, max_cpu) if sep else lo
+        if hi < lo:
+            raise ValueError(f"bad range {part!r}")
+        out.update(range(lo, hi + 1))
+    return sorted(out)
+
+
+def compress_list(values: list[int]) -> str:
+    """[0,1,2,3,8] -> "0-3,8" (the kernel's notation)."""
+    vs = sorted(set(values))
+    parts: list[str] = []
+    i = 0
+    while i < len(vs):
+        j = i
+        while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
+            j += 1
+        parts.append(str(vs[i]) if i == j else f"{vs[i]}-{vs[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+_HOSTNAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+MAX_HOSTS = 100000
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm hostlist "n[1-3,05],login" -> names (what `scontrol show
+    hostnames` prints), without running scontrol; ValueError when malformed
+    or longer than MAX_HOSTS names."""
+    out: list[str] = []
+    i, t = 0, text.strip()
+    while i < len(t):
+        j, depth = i, 0
+        while j < len(t) and (depth or t[j] != ","):
+            depth += {"[": 1, "]": -1}.get(t[j], 0)
+            if depth not in (0, 1):
+                raise ValueError(f"bad hostlist {text!r}")
+            j += 1
+        if depth:
+            raise ValueError(f"bad hostlist {text!r}")
+        out.extend(_expand_one(t[i:j], text))
+        if len(out) > MAX_HOSTS:
+            raise ValueError("hostlist too long")
+        i = j + 1
+    return out
+
+
+def _expand_one(item: str, whole: str) -> list[str]:
+    m = re.fullmatch(r"([^\[\]]*)\[([0-9,\-]+)\]([^\[\]]*)", item)
+    if not m:
+        if not _HOSTNAME.fullmatch(item):
+            raise ValueError(f"bad host name {item!r} in {whole!r}")
+        return [item]
+    pre, ranges, post = m.groups()
+    names: list[str] = []
+    for r in ranges.split(","):
+        a, sep, b = r.partition("-")
+        if not a.isdigit() or (sep and not b.isdigit()):
+            raise ValueError(f"bad range {r!r} in {whole!r}")
+        width = len(a) if a.startswith("0") else 0
+        lo, hi = int(a), int(b) if sep else int(a)
+        if hi < lo or hi - lo > MAX_HOSTS:
+            raise ValueError(f"bad range {r!r} in {whole!r}")
+        names.extend(f"{pre}{n:0{width}d}{post}" for n in range(lo, hi + 1))
+    for n in names:
+        if not _HOSTNAME.fullmatch(n):
+            raise ValueError(f"bad host name {n!r} in {whole!r}")
+    return names
+
+
+def compress_hostlist(names: list[str]) -> str:
+    """["n1","n2","n3","x"] -> "n[1-3],x" (prefix + number runs, same width)."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    plain: list[str] = []
+    order: list[tuple[str, int] | str] = []
+    for n in sorted(set(names), key=_natural):
+        m = re.fullmatch(r"(.*?)([0-9]+)", n)
+        if not m:
+            plain.append(n)
+            order.append(n)
+            continue
+        width = len(m.group(2)) if m.group(2).startswith("0") else 0
+        key = (m.group(1), width)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(int(m.group(2)))
+    parts: list[str] = []
+    for k in order:
+        if isinstance(k, str):
+            parts.append(k)
+            continue
+        pre, width = k
+        nums = sorted(set(groups[k]))
+        if len(nums) == 1:
+            parts.append(f"{pre}{nums[0]:0{width}d}")
+            continue
+        runs: list[str] = []
+        i = 0
+        while i < len(nums):
+            j = i
+            while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+                j += 1
+            a, b = f"{nums[i]:0{width}d}", f"{nums[j]:0{width}d}"
+            runs.append(a if i == j else f"{a}-{b}")
+            i = j + 1
+        parts.append(f"{pre}[{','.join(runs)}]")
+    return ",".join(parts)
+
+
+def _natural(name: str) -> tuple[str, int, str]:
+    m = re.fullmatch(r"(.*?)([0-9]+)", name)
+    return (m.group(1), int(m.group(2)), name) if m else (name, -1, name)

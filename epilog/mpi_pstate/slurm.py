@@ -1,0 +1,107 @@
+"""The Slurm commands mpi-pstate runs: argument lists only (never a shell),
+absolute paths, bounded time, and output parsed strictly."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+            "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED"}
+
+
+class SlurmError(RuntimeError):
+    pass
+
+
+def which(cmd: str) -> str:
+    p = shutil.which(cmd, path=os.environ.get("PATH", "") + ":" + SAFE_PATH)
+    if not p:
+        raise SlurmError(f"{cmd} not found")
+    return p
+
+
+def run(argv: Sequence[str], timeout: float = 30, stdin: Optional[str] = None
+        ) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(list(argv), input=stdin, capture_output=True, text=True,
+                              timeout=timeout, errors="replace")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SlurmError(f"{argv[0]}: {e}") from None
+
+
+@dataclass
+class SacctJob:
+    raw: str  # JobIDRaw
+    job_id: str  # JobID as printed (4242, 4242_3)
+    state: str  # first word: CANCELLED, not "CANCELLED by 0"
+    exit_code: str
+    elapsed: str
+    nodes: str
+    admin_comment: str
+
+
+SACCT_FIELDS = ("JobIDRaw", "JobID", "State", "ExitCode", "Elapsed", "NodeList", "AdminComment")
+
+
+def sacct_jobs(specs: Sequence[str], timeout: float = 60) -> list[SacctJob]:
+    """Allocation lines (-X) of the given job specs (4242, 4242_3, 4242_[1-2]).
+    AdminComment comes last: it may itself hold the '|' delimiter."""
+    r = run([which("sacct"), "-n", "-X", "-P", "--duplicates", "-j", ",".join(specs), "-o",
+             ",".join(SACCT_FIELDS)], timeout=timeout)
+    if r.returncode != 0:
+        raise SlurmError(f"sacct: {r.stderr.strip()[:300]}")
+    out = []
+    for line in r.stdout.splitlines():
+        f = line.split("|", len(SACCT_FIELDS) - 1)
+        if len(f) != len(SACCT_FIELDS) or not f[0]:
+            continue
+        out.append(SacctJob(f[0], f[1], (f[2].split() or [""])[0], f[3], f[4], f[5], f[6]))
+    return out
+
+
+def sacct_one(job: int, timeout: float = 30) -> Optional[SacctJob]:
+    """The newest database row of a job id (a requeued job has several)."""
+    rows = [j for j in sacct_jobs([str(job)], timeout) if j.raw == str(job)]
+    return rows[-1] if rows else None
+
+
+def hostnames(nodelist: str) -> list[str]:
+    """scontrol show hostnames, for hostlists our own parser refuses."""
+    r = run([which("scontrol"), "show", "hostnames", nodelist], timeout=30)
+    if r.returncode != 0:
+        raise SlurmError(f"scontrol show hostnames: {r.stderr.strip()[:200]}")
+    return [n for n in r.stdout.split() if n]
+
+
+class DbTool:
+    """epilog/mpi-pstate-dbcomment (libslurm)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def show(self, job: int, timeout: float = 30) -> Optional[tuple[str, str, str]]:
+        """(base state, exit code, AdminComment) from slurmctld, or None when
+        slurmctld no longer knows the job."""
+        r = run([self.path, "--show", str(job)], timeout=timeout)
+        if r.returncode == 4:
+            return None
+        if r.returncode != 0:
+            raise SlurmError(f"{self.path} --show: {r.stderr.strip()[:300]}")
+        head, _, comment = r.stdout.partition("\n")
+        words = head.split()
+        if len(words) != 2:
+            raise SlurmError(f"{self.path} --show: unexpected output {head[:80]!r}")
+        return words[0], words[1], comment
+
+    def set(self, job: int, text: str, cluster: Optional[str] = None,
+            timeout: float = 60) -> int:
+        """0 written; 3 job not in the database (yet); raises on other errors."""
+        argv = [self.path] + (["--cluster", cluster] if cluster else []) + ["--set", str(job)]
+        r = run(argv, timeout=timeout, stdin=text)
+        if r.returncode in (0, 3):
+            return r.returncode
+        raise SlurmError(f"{self.path} --set: {r.stderr.strip()[:300]}")

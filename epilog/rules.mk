@@ -1,0 +1,52 @@
+# ---- epilog/: accounting and reporting (node Epilog, EpilogSlurmctld, the
+# `mpi-pstate` command) -- a Python stdlib package -- and the libslurm tool
+# that writes the summary into slurmdbd.
+#
+# Installed layout:
+#   $(bindir)/mpi-pstate                          the command (Python)
+#   $(sbindir)/mpi-pstate-epilog                  node Epilog entry point
+#   $(sbindir)/mpi-pstate-epilog-slurmctld        EpilogSlurmctld entry point
+#   $(libexecdir)/mpi-pstate/mpi-pstate-dbcomment libslurm: AdminComment writer
+#   $(datadir)/mpi-pstate/python/                 the package + preload's slot reader
+#   $(mandir)/man1/mpi-pstate.1, man8/mpi-pstate-epilog.8
+
+EPILOG_DBCOMMENT := $(B)/epilog/mpi-pstate-dbcomment
+EPILOG_PY := $(sort $(wildcard epilog/mpi_pstate/*.py))
+EPILOG_PYDIR = $(datadir)/mpi-pstate/python
+EPILOG_SUBST = sed -e 's|@PYDIR@|$(EPILOG_PYDIR)|' -e 's|@BINDIR@|$(bindir)|' \
+	-e 's|@SBINDIR@|$(sbindir)|' -e 's|@LIBEXECDIR@|$(libexecdir)|'
+
+$(B)/epilog:
+	mkdir -p $@
+
+# Slurm headers are not ours to warn about; libslurm is the only extra library.
+$(EPILOG_DBCOMMENT): epilog/mpi-pstate-dbcomment.c $(COMMON_LIB) common/parse.h | $(B)/epilog
+	$(CC) $(CSTD) $(OPT) $(WARN) $(HARDEN) -fPIE -Icommon -o $@ $< $(COMMON_LIB) \
+	  $(LDFLAGS_COMMON) -pie -lslurm
+
+.PHONY: epilog install-epilog
+epilog: $(EPILOG_DBCOMMENT)
+
+install-epilog: $(EPILOG_DBCOMMENT)
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(libexecdir)/mpi-pstate \
+	  $(DESTDIR)$(EPILOG_PYDIR)/mpi_pstate $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man8
+	install -m 0755 $(EPILOG_DBCOMMENT) $(DESTDIR)$(libexecdir)/mpi-pstate/
+	install -m 0644 $(EPILOG_PY) $(DESTDIR)$(EPILOG_PYDIR)/mpi_pstate/
+	install -m 0644 preload/mpi_pstate_slot.py $(DESTDIR)$(EPILOG_PYDIR)/
+	$(EPILOG_SUBST) epilog/mpi-pstate > $(DESTDIR)$(bindir)/mpi-pstate.tmp
+	chmod 0755 $(DESTDIR)$(bindir)/mpi-pstate.tmp && mv -f $(DESTDIR)$(bindir)/mpi-pstate.tmp $(DESTDIR)$(bindir)/mpi-pstate
+	for e in epilog epilog-slurmctld; do \
+	  printf '#!/bin/sh\n# Slurm %s entry point of mpi-pstate (see mpi-pstate-epilog(8)); always exits 0.\nexec %s %s "$$@"\n' \
+	    "$$e" "$(bindir)/mpi-pstate" "$$e" > $(DESTDIR)$(sbindir)/mpi-pstate-$$e.tmp && \
+	  chmod 0755 $(DESTDIR)$(sbindir)/mpi-pstate-$$e.tmp && \
+	  mv -f $(DESTDIR)$(sbindir)/mpi-pstate-$$e.tmp $(DESTDIR)$(sbindir)/mpi-pstate-$$e || exit 1; \
+	done
+	install -m 0644 man/mpi-pstate.1 $(DESTDIR)$(mandir)/man1/
+	install -m 0644 man/mpi-pstate-epilog.8 $(DESTDIR)$(mandir)/man8/
+
+ALL_TARGETS += $(EPILOG_DBCOMMENT)
+INSTALL_TARGETS += install-epilog
+UNINSTALL_FILES += $(bindir)/mpi-pstate $(sbindir)/mpi-pstate-epilog \
+	$(sbindir)/mpi-pstate-epilog-slurmctld $(libexecdir)/mpi-pstate/mpi-pstate-dbcomment \
+	$(addprefix $(EPILOG_PYDIR)/mpi_pstate/,$(notdir $(EPILOG_PY))) \
+	$(EPILOG_PYDIR)/mpi_pstate_slot.py $(mandir)/man1/mpi-pstate.1 $(mandir)/man8/mpi-pstate-epilog.8
