@@ -8,7 +8,8 @@
  *              waits in it (a long wait)
  *   --hang     rank 0 spins in MPI_Iprobe forever after its counters are
  *              printed (for SIGKILL tests)
- *   --nofinalize  return from main without MPI_Finalize */
+ *   --nofinalize  return from main without MPI_Finalize
+ *   --abort    rank 1 calls MPI_Abort after printing its counters */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,8 @@
 
 #define COUNTERS(X)                                                                                \
         X(MPI_Init)                                                                                \
-        X(MPI_Init_thread) X(MPI_Finalize) X(MPI_Send) X(MPI_Recv) X(MPI_Ssend) X(MPI_Sendrecv)    \
+        X(MPI_Init_thread)                                                                         \
+        X(MPI_Finalize) X(MPI_Send) X(MPI_Recv) X(MPI_Ssend) X(MPI_Sendrecv)                       \
             X(MPI_Sendrecv_replace) X(MPI_Barrier) X(MPI_Bcast) X(MPI_Gather) X(MPI_Allgather)     \
                 X(MPI_Alltoall) X(MPI_Alltoallv) X(MPI_Reduce) X(MPI_Allreduce) X(MPI_Scan)        \
                     X(MPI_Neighbor_allgather) X(MPI_Wait) X(MPI_Waitall) X(MPI_Waitany)            \
@@ -59,7 +61,8 @@ static void spin(double seconds)
 
 int main(int argc, char **argv)
 {
-        int rank, size, thread = 0, hang = 0, nofinalize = 0, provided, flag, idx, outcount;
+        int rank, size, thread = 0, hang = 0, nofinalize = 0, abort_ = 0, provided, flag, idx,
+                        outcount;
         int ibuf[100], obuf[100], idx_arr[4];
         double d = 1.0, dsum = 0.0, big[1000];
         double sleep_s = 0;
@@ -75,6 +78,8 @@ int main(int argc, char **argv)
                         hang = 1;
                 else if (!strcmp(argv[i], "--nofinalize"))
                         nofinalize = 1;
+                else if (!strcmp(argv[i], "--abort"))
+                        abort_ = 1;
                 else if (!strcmp(argv[i], "--sleep") && i + 1 < argc)
                         sleep_s = atof(argv[++i]);
         }
@@ -187,9 +192,11 @@ int main(int argc, char **argv)
         if (sleep_s > 0 && rank == 1)
                 spin(sleep_s);
         C(MPI_Barrier, MPI_COMM_WORLD);
-        if (!nofinalize)
+        if (!nofinalize && !(abort_ && rank == 1))
                 n_MPI_Finalize++; /* counted before printing: the program ends right after */
         print_counts(rank);
+        if (abort_ && rank == 1)
+                MPI_Abort(MPI_COMM_WORLD, 3);
         if (hang && rank == 0)
                 for (;;)
                         MPI_Iprobe(peer, 99, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);

@@ -277,6 +277,16 @@ class Robustness(Case):
             self.assertEqual(profs[rank]["state"], "exited")
             self.assertEqual(ph.calls(profs[rank]), ph.parse_counts(r.stdout)[rank])
 
+    def test_abort_writes_profile_first(self) -> None:
+        self.need("mpich")
+        r, _, profs = self.run_profiled("mpich", "c_calls", "--abort")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(1, profs, r.stderr)
+        self.assertEqual(profs[1]["state"], "aborted")
+        want = ph.parse_counts(r.stdout)[1]
+        want["MPI_Abort"] = 1
+        self.assertEqual(ph.calls(profs[1]), want)
+
     def test_exec_usage_errors(self) -> None:
         ex = str(ph.exec_path())
         for argv, code in (([ex], 2), ([ex, "--threshold", "1.5us", "--", "true"], 2),
