@@ -6,7 +6,7 @@
 
 PRELOAD_GEN := $(B)/gen/preload
 PRELOAD_GEN_FILES := $(addprefix $(PRELOAD_GEN)/,mpi_pstate_fn.h front_syms.h front.S wrappers.c)
-PRELOAD_HDRS := $(wildcard preload/*.h) common/slot.h common/contract.h common/options.h
+PRELOAD_HDRS := $(wildcard preload/*.h) common/slot.h common/contract.h common/options.h common/options.def
 PRELOAD_PKG_ompi := ompi-c
 PRELOAD_PKG_mpich := mpich
 PRELOAD_ABIS := $(foreach a,ompi mpich,$(if $(shell pkg-config --exists $(PRELOAD_PKG_$(a)) && echo y),$(a)))

@@ -19,14 +19,39 @@
 #define COUNTERS(X)                                                                                \
         X(MPI_Init)                                                                                \
         X(MPI_Init_thread)                                                                         \
-        X(MPI_Finalize) X(MPI_Send) X(MPI_Recv) X(MPI_Ssend) X(MPI_Sendrecv)                       \
-            X(MPI_Sendrecv_replace) X(MPI_Barrier) X(MPI_Bcast) X(MPI_Gather) X(MPI_Allgather)     \
-                X(MPI_Alltoall) X(MPI_Alltoallv) X(MPI_Reduce) X(MPI_Allreduce) X(MPI_Scan)        \
-                    X(MPI_Neighbor_allgather) X(MPI_Wait) X(MPI_Waitall) X(MPI_Waitany)            \
-                        X(MPI_Waitsome) X(MPI_Test) X(MPI_Testall) X(MPI_Testany) X(MPI_Testsome)  \
-                            X(MPI_Probe) X(MPI_Iprobe) X(MPI_Mprobe) X(MPI_Mrecv) X(MPI_Isend)     \
-                                X(MPI_Irecv) X(MPI_Ibarrier) X(MPI_Iallreduce)                     \
-                                    X(MPI_Ineighbor_alltoall)
+        X(MPI_Finalize)                                                                            \
+        X(MPI_Send)                                                                                \
+        X(MPI_Recv)                                                                                \
+        X(MPI_Ssend)                                                                               \
+        X(MPI_Sendrecv)                                                                            \
+        X(MPI_Sendrecv_replace)                                                                    \
+        X(MPI_Barrier)                                                                             \
+        X(MPI_Bcast)                                                                               \
+        X(MPI_Gather)                                                                              \
+        X(MPI_Allgather)                                                                           \
+        X(MPI_Alltoall)                                                                            \
+        X(MPI_Alltoallv)                                                                           \
+        X(MPI_Reduce)                                                                              \
+        X(MPI_Allreduce)                                                                           \
+        X(MPI_Scan)                                                                                \
+        X(MPI_Neighbor_allgather)                                                                  \
+        X(MPI_Wait)                                                                                \
+        X(MPI_Waitall)                                                                             \
+        X(MPI_Waitany)                                                                             \
+        X(MPI_Waitsome)                                                                            \
+        X(MPI_Test)                                                                                \
+        X(MPI_Testall)                                                                             \
+        X(MPI_Testany)                                                                             \
+        X(MPI_Testsome)                                                                            \
+        X(MPI_Probe)                                                                               \
+        X(MPI_Iprobe)                                                                              \
+        X(MPI_Mprobe)                                                                              \
+        X(MPI_Mrecv)                                                                               \
+        X(MPI_Isend)                                                                               \
+        X(MPI_Irecv)                                                                               \
+        X(MPI_Ibarrier)                                                                            \
+        X(MPI_Iallreduce)                                                                          \
+        X(MPI_Ineighbor_alltoall)
 
 #define DECL(f) static long n_##f;
 COUNTERS(DECL)

@@ -19,7 +19,8 @@ static void *worker(void *arg)
         int x = 0, y = 0, flag;
 
         for (int i = 0; i < ITERS; i++) {
-                MPI_Sendrecv(&x, 1, MPI_INT, peer, 0, &y, 1, MPI_INT, peer, 0, c, MPI_STATUS_IGNORE);
+                MPI_Sendrecv(&x, 1, MPI_INT, peer, 0, &y, 1, MPI_INT, peer, 0, c,
+                             MPI_STATUS_IGNORE);
                 MPI_Iprobe(peer, 99, c, &flag, MPI_STATUS_IGNORE);
         }
         return NULL;
