@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cpufreq.h"
 #include "parse.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -28,7 +29,11 @@ enum key_kind {
         KEY_THRESHOLD_MIN, /* duration */
         KEY_THRESHOLD_MAX, /* duration or none */
         KEY_COLLECT_DIR,   /* absolute path */
-        KEY_RUNTIME_DIR,   /* absolute path */
+        KEY_RUNTIME_DIR,   /* absolute path, %h allowed */
+        KEY_PRELOAD,       /* absolute path */
+        KEY_AGENT,         /* absolute path */
+        KEY_MECHANISM,     /* auto|max_freq|setspeed */
+        KEY_SYSROOT,       /* absolute path */
 };
 
 static const struct key {
@@ -47,7 +52,12 @@ static const struct key {
     {"threshold_min", KEY_THRESHOLD_MIN, -1, "a duration such as 100us"},
     {"threshold_max", KEY_THRESHOLD_MAX, -1, "a duration such as 1s, or none"},
     {"collect_dir", KEY_COLLECT_DIR, -1, "an absolute directory path without . or .. components"},
-    {"runtime_dir", KEY_RUNTIME_DIR, -1, "an absolute directory path without . or .. components"},
+    {"runtime_dir", KEY_RUNTIME_DIR, -1,
+     "an absolute directory path without . or .. components (escapes: %h, %%)"},
+    {"preload", KEY_PRELOAD, -1, "an absolute file path without . or .. components"},
+    {"agent", KEY_AGENT, -1, "an absolute file path without . or .. components"},
+    {"mechanism", KEY_MECHANISM, -1, "one of auto, max_freq, setspeed"},
+    {"sysroot", KEY_SYSROOT, -1, "an absolute directory path without . or .. components"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -69,6 +79,8 @@ EXPORT void mpi_pstate_config_defaults(struct mpi_pstate_config *c)
         c->threshold_max_us = MPI_PSTATE_CONFIG_THRESHOLD_MAX;
         snprintf(c->collect_dir, sizeof(c->collect_dir), "%s", MPI_PSTATE_CONFIG_COLLECT_DIR);
         snprintf(c->runtime_dir, sizeof(c->runtime_dir), "%s", MPI_PSTATE_CONFIG_RUNTIME_DIR);
+        snprintf(c->mechanism, sizeof(c->mechanism), "auto");
+        snprintf(c->sysroot, sizeof(c->sysroot), "%s", MPI_PSTATE_CONFIG_SYSROOT);
 }
 
 __attribute__((format(printf, 3, 4))) static void report_f(mpi_pstate_config_report_f report,
@@ -169,6 +181,25 @@ static int parse_dir(const char *v, char *out, size_t outlen)
         return 0;
 }
 
+/* The directory rules; "%h" (the host name) and "%%" are the only escapes. */
+static int parse_runtime_dir(const char *v, char *out, size_t outlen)
+{
+        for (const char *p = strchr(v, '%'); p; p = strchr(p + 2, '%'))
+                if (p[1] != 'h' && p[1] != '%')
+                        return -EINVAL;
+        return parse_dir(v, out, outlen);
+}
+
+/* A file: the directory rules, and no trailing slash (that names a directory). */
+static int parse_file(const char *v, char *out, size_t outlen)
+{
+        size_t n = strlen(v);
+
+        if (n == 0 || v[n - 1] == '/')
+                return -EINVAL;
+        return parse_dir(v, out, outlen);
+}
+
 static int apply_key(struct mpi_pstate_config *c, const struct key *k, const char *v)
 {
         uint64_t u;
@@ -216,7 +247,22 @@ static int apply_key(struct mpi_pstate_config *c, const struct key *k, const cha
         case KEY_COLLECT_DIR:
                 return parse_dir(v, c->collect_dir, sizeof(c->collect_dir));
         case KEY_RUNTIME_DIR:
-                return parse_dir(v, c->runtime_dir, sizeof(c->runtime_dir));
+                return parse_runtime_dir(v, c->runtime_dir, sizeof(c->runtime_dir));
+        case KEY_PRELOAD:
+                return parse_file(v, c->preload, sizeof(c->preload));
+        case KEY_AGENT:
+                return parse_file(v, c->agent, sizeof(c->agent));
+        case KEY_MECHANISM: {
+                enum mpi_pstate_cpufreq_mech m;
+
+                rc = mpi_pstate_cpufreq_mech_parse(v, &m);
+                if (rc == 0)
+                        snprintf(c->mechanism, sizeof(c->mechanism), "%s",
+                                 mpi_pstate_cpufreq_mech_name(m));
+                return rc;
+        }
+        case KEY_SYSROOT:
+                return parse_dir(v, c->sysroot, sizeof(c->sysroot));
         }
         return -EINVAL;
 }

@@ -24,6 +24,7 @@
 
 #define MPI_PSTATE_CONFIG_COLLECT_DIR "/var/spool/mpi-pstate/records"
 #define MPI_PSTATE_CONFIG_RUNTIME_DIR "/run/mpi-pstate"
+#define MPI_PSTATE_CONFIG_SYSROOT "/sys"
 
 /* No limit on the threshold: the largest duration parse.h accepts (a day). */
 #define MPI_PSTATE_CONFIG_THRESHOLD_MAX UINT64_C(86400000000)
@@ -38,14 +39,25 @@ struct mpi_pstate_config {
         uint64_t threshold_min_us; /* threshold_min */
         uint64_t threshold_max_us; /* threshold_max */
         char collect_dir[MPI_PSTATE_CONFIG_PATH_MAX]; /* collect_dir: node records */
-        char runtime_dir[MPI_PSTATE_CONFIG_PATH_MAX]; /* runtime_dir: restore records */
+        char runtime_dir[MPI_PSTATE_CONFIG_PATH_MAX]; /* runtime_dir: restore records; %h */
+        /* preload, agent: absolute file paths; "" = the plugin's built-in
+         * default (where `make install` put them, see spank/rules.mk). */
+        char preload[MPI_PSTATE_CONFIG_PATH_MAX];
+        char agent[MPI_PSTATE_CONFIG_PATH_MAX];
+        /* mechanism: how a waiting core is clocked down, a word of
+         * common/cpufreq.h's mpi_pstate_cpufreq_mech_parse(): auto, max_freq
+         * or setspeed. */
+        char mechanism[16];
+        /* sysroot: where sysfs is mounted ("/sys"); a fake tree in tests. */
+        char sysroot[MPI_PSTATE_CONFIG_PATH_MAX];
 };
 
 /* Receives one complete message ("mpi-pstate: plugstack.conf: ..."). */
 typedef void (*mpi_pstate_config_report_f)(void *ctx, const char *msg);
 
 /* Built-in values: the option defaults of options.def, allow_off=yes, every
- * governor, no frequency or threshold limit, the two directories above. */
+ * governor, no frequency or threshold limit, the two directories above, the
+ * built-in preload and agent paths (""), mechanism auto, sysroot /sys. */
 void mpi_pstate_config_defaults(struct mpi_pstate_config *c);
 
 /* Applies argv[0..argc-1] (the plugstack arguments) to c, which must hold

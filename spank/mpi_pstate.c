@@ -256,7 +256,8 @@ HOOK int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 
 /* slurm_spank_task_init_privileged: remote only; the forked task before
  * exec, still root, once per local task.  Pinning happens here because the
- * task is already its own process and not yet the user's.
+ * task is already its own process and not yet the user's (task/affinity
+ * binds after this hook; slurm_spank_task_init puts ours back).
  * Returns 0 always (non-zero fails the job). */
 HOOK int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
@@ -279,10 +280,12 @@ static int task_setenv(void *ctx, const char *name, const char *value)
 }
 
 /* slurm_spank_task_init: remote only; the forked task before exec, as the
- * job's user, once per local task.  spank_setenv here reaches the task's
- * environment (measured): export the canonical MPI_PSTATE_* contract, then
- * put the library in LD_PRELOAD.  Returns 0 always (non-zero fails the job;
- * a task without the variables runs unmeasured). */
+ * job's user, once per local task, after the task plugin bound it.
+ * spank_setenv here reaches the task's environment (measured): export the
+ * canonical MPI_PSTATE_* contract, the segment and slot index, then put the
+ * library in LD_PRELOAD; the pinning is checked against the task plugin's.
+ * Returns 0 always (non-zero fails the job; a task without the variables
+ * runs unmeasured). */
 HOOK int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
         struct mpi_pstate_step st;
@@ -293,7 +296,23 @@ HOOK int slurm_spank_task_init(spank_t sp, int ac, char **av)
                 return 0;
         gather(sp, &st, true);
         check(mpi_pstate_options_to_env(&opt, task_setenv, sp), "exporting MPI_PSTATE_*", &st);
-        check(mpi_pstate_wire_preload_prepend(&st), "LD_PRELOAD prepend", &st);
+        check(mpi_pstate_wire_task_env(&st), "task environment", &st);
+        return 0;
+}
+
+/* slurm_spank_task_exit: remote only; slurmstepd, root, once per local task
+ * as it is reaped.  After the last one the agent is stopped, before
+ * proctrack kills what is left of the step.  Returns 0 always. */
+HOOK int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+        struct mpi_pstate_step st;
+
+        (void)ac;
+        (void)av;
+        if (spank_context() != S_CTX_REMOTE || !step_active)
+                return 0;
+        gather(sp, &st, true);
+        check(mpi_pstate_wire_task_exit(&st), "agent stop", &st);
         return 0;
 }
 

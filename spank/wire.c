@@ -1,54 +1,596 @@
-/* Placeholders for the work the plugin hands to other modules: each logs at
- * debug level that it ran and succeeds, so the front door can be deployed
- * and tested before the modules behind it are wired (see wire.h). */
+/* The plugin's step work (see wire.h): Slurm items in, the Slurm-free
+ * modules of spank/ and common/ do the rest.  One slurmstepd serves one step
+ * on one node; its forked tasks inherit `w` (the topology and the step's
+ * paths), so the per-task hooks need no I/O beyond what they change. */
 #include "wire.h"
 
-#include "log.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-static void not_wired(const char *what, const struct mpi_pstate_step *st)
+#include <slurm/slurm.h>
+
+#include "agentctl.h"
+#include "cpufreq.h"
+#include "launch.h"
+#include "log.h"
+#include "paths.h"
+#include "pinning.h"
+#include "policy.h"
+#include "restore.h"
+#include "safeio.h"
+#include "slot.h"
+#include "spank_paths.h" /* generated: MPI_PSTATE_DEFAULT_PRELOAD, _AGENT */
+#include "steprec.h"
+
+/* The agent restores every domain and writes its record on SIGTERM. */
+#define AGENT_STOP_MS 5000
+#define STEP_RECORD "plugin.json"
+
+static struct {
+        bool paths_ok;
+        struct mpi_pstate_paths paths;
+        char host[64];
+        bool launcher; /* the step's task is an MPI launcher's daemon */
+        bool user_bound;
+        bool pin_ok;
+        struct mpi_pstate_pinning pin;
+        cpu_set_t cpus;
+        char cpulist[512];
+        bool policy_ok; /* cpufreq found; policy holds the domains */
+        struct mpi_pstate_policy_result policy;
+        bool shm_ok;
+        const char *preload; /* NULL: not injected */
+        const char *agent_state;
+        pid_t agent;
+        unsigned tasks_exited;
+        /* In a forked task: the set privileged pinning applied. */
+        bool task_pinned;
+        cpu_set_t task_set;
+} w = {.agent_state = "none"};
+
+static const char *preload_path(const struct mpi_pstate_config *cfg)
 {
-        mp_debug("%s: not wired yet (job %u step %u node %u task %d)", what, st->job_id,
-                 st->step_id, st->node_id, st->task_id);
+        return cfg->preload[0] ? cfg->preload : MPI_PSTATE_DEFAULT_PRELOAD;
+}
+
+static const char *agent_path(const struct mpi_pstate_config *cfg)
+{
+        return cfg->agent[0] ? cfg->agent : MPI_PSTATE_DEFAULT_AGENT;
+}
+
+static int node_paths(const struct mpi_pstate_step *st, struct mpi_pstate_paths *p, char *host,
+                      size_t hostlen)
+{
+        int rc = mpi_pstate_paths_host(host, hostlen);
+
+        if (rc == 0)
+                rc = mpi_pstate_paths_step(st->cfg->runtime_dir, host, st->job_id, st->step_id, p);
+        if (rc)
+                mp_error("job %u: runtime_dir %s: cannot expand for host: %s", st->job_id,
+                         st->cfg->runtime_dir, strerror(-rc));
+        return rc;
+}
+
+/* Root-owned 0700 directories, created component by component without
+ * following symlinks (common/safeio.h). */
+static int make_dir(const char *path)
+{
+        int fd = mpi_pstate_safeio_open_dir(path, 1, 0700);
+
+        if (fd < 0)
+                return fd;
+        close(fd);
+        return 0;
+}
+
+static int make_dirs(void)
+{
+        int rc = make_dir(w.paths.restore);
+
+        if (rc == 0)
+                rc = make_dir(w.paths.steps);
+        if (rc == 0)
+                rc = make_dir(w.paths.step);
+        return rc;
+}
+
+static const char *item_str(spank_t sp, spank_item_t item)
+{
+        char *s = NULL;
+
+        return spank_get_item(sp, item, &s) == ESPANK_SUCCESS ? s : NULL;
+}
+
+static bool launcher_step(spank_t sp)
+{
+        char **argv = NULL;
+        int argc = 0;
+
+        return spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 && argv &&
+               mpi_pstate_launch_is_daemon(argv[0]);
+}
+
+/* srun exports SLURM_CPU_BIND* into the step only when the user asked for a
+ * binding (--cpu-bind or SLURM_CPU_BIND); the task plugin sets them per task
+ * later, after this hook has looked. */
+static bool user_bound(spank_t sp)
+{
+        char v[64];
+
+        if (spank_getenv(sp, "SLURM_CPU_BIND_TYPE", v, sizeof(v)) != ESPANK_SUCCESS)
+                return false;
+        return v[0] != '\0' && strncmp(v, "none", 4) != 0;
+}
+
+static void prepare_pinning(const struct mpi_pstate_step *st)
+{
+        const char *cores = item_str(st->sp, w.launcher ? S_JOB_ALLOC_CORES : S_STEP_ALLOC_CORES);
+        uint32_t cpt = 1;
+        hwloc_topology_t topo;
+        char err[256] = "";
+        int rc;
+
+        (void)spank_get_item(st->sp, S_STEP_CPUS_PER_TASK, &cpt);
+        rc = mpi_pstate_pinning_load(&topo);
+        if (rc == 0)
+                rc = mpi_pstate_pinning_init(&w.pin, topo, cores, st->local_tasks, cpt,
+                                             st->opt->bind, w.user_bound, w.launcher, err,
+                                             sizeof(err));
+        if (rc == 0)
+                rc = mpi_pstate_pinning_cpus(&w.pin, &w.cpus);
+        if (rc) {
+                mp_error("job %u step %u: pinning: %s; tasks stay as the task plugin bound them",
+                         st->job_id, st->step_id, err[0] ? err : strerror(-rc));
+                if (w.pin.topo)
+                        mpi_pstate_pinning_fini(&w.pin);
+                /* The step still gets its policy on the CPUs it may run on. */
+                CPU_ZERO(&w.cpus);
+                if (sched_getaffinity(0, sizeof(w.cpus), &w.cpus) != 0)
+                        CPU_ZERO(&w.cpus);
+                return;
+        }
+        w.pin_ok = true;
 }
 
 int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st)
 {
-        not_wired("policy save/set", st);
+        struct mpi_pstate_policy_req req = {0};
+        enum mpi_pstate_cpufreq_mech mech = MPI_PSTATE_CPUFREQ_MECH_AUTO;
+        char err[256] = "";
+        int rc;
+
+        w.launcher = launcher_step(st->sp);
+        w.user_bound = !w.launcher && user_bound(st->sp);
+        prepare_pinning(st);
+        if (mpi_pstate_steprec_cpulist(&w.cpus, w.cpulist, sizeof(w.cpulist)) < 0)
+                w.cpulist[0] = '\0';
+        rc = node_paths(st, &w.paths, w.host, sizeof(w.host));
+        if (rc == 0)
+                rc = make_dirs();
+        if (rc) {
+                mp_error("job %u step %u: %s: %s; no frequency change, no agent", st->job_id,
+                         st->step_id, w.paths.runtime[0] ? w.paths.runtime : st->cfg->runtime_dir,
+                         strerror(-rc));
+                return rc;
+        }
+        w.paths_ok = true;
+        if (CPU_COUNT(&w.cpus) == 0)
+                return -ENOENT;
+        (void)mpi_pstate_cpufreq_mech_parse(st->cfg->mechanism, &mech);
+        req.sysroot = st->cfg->sysroot;
+        req.restore_dir = w.paths.restore;
+        req.owner = (struct mpi_pstate_restore_owner){st->job_id, st->step_id};
+        req.cpus = &w.cpus;
+        req.change = st->opt->mode == MPI_PSTATE_MODE_ON;
+        req.governor = st->opt->governor == MPI_PSTATE_GOVERNOR_KEEP
+                           ? NULL
+                           : mpi_pstate_options_governor_word(st->opt->governor);
+        req.floor_khz = (uint32_t)st->cfg->freq_min_khz;
+        req.ceiling_khz = (uint32_t)st->cfg->freq_max_khz;
+        req.mechanism = mech;
+        rc = mpi_pstate_policy_apply(&req, &w.policy, err, sizeof(err));
+        if (rc == -ENODEV) {
+                mp_verbose("job %u step %u: no cpufreq driver on this node: nothing to set",
+                           st->job_id, st->step_id);
+                return 0;
+        }
+        if (rc) {
+                mp_error("job %u step %u: cpufreq: %s", st->job_id, st->step_id,
+                         err[0] ? err : strerror(-rc));
+                return rc;
+        }
+        w.policy_ok = true;
+        mp_verbose("job %u step %u: cpus %s%s: %u domain(s): %u set, %u shared with other "
+                   "CPUs (left alone), %u held by another step, %u failed%s%s",
+                   st->job_id, st->step_id, w.cpulist, w.launcher ? " (launcher daemon)" : "",
+                   w.policy.ndomains, w.policy.set, w.policy.shared, w.policy.busy, w.policy.failed,
+                   err[0] ? ": " : "", err);
+        return w.policy.failed ? -EIO : 0;
+}
+
+static void write_step_record(const struct mpi_pstate_step *st, bool ended,
+                              const struct mpi_pstate_restore_summary *sum)
+{
+        const char *mech =
+            w.policy_ok && w.policy.set ? mpi_pstate_cpufreq_mech_name(w.policy.mech) : NULL;
+        struct mpi_pstate_steprec r = {
+            .job = st->job_id,
+            .step = st->step_id,
+            .node = w.host,
+            .mode = mpi_pstate_options_mode_word(st->opt->mode),
+            .cpus = w.cpulist,
+            .governor = mpi_pstate_options_governor_word(st->opt->governor),
+            .mechanism = mech,
+            .launcher = w.launcher,
+            .preload = w.preload,
+            .shm = w.shm_ok ? w.paths.shm : NULL,
+            .agent = w.agent_state,
+            .agent_pid = w.agent > 0 ? (int)w.agent : 0,
+            .policy = w.policy_ok ? &w.policy : NULL,
+            .ended = ended,
+            .restored = sum ? sum->restored : 0,
+            .foreign = sum ? sum->foreign : 0,
+            .failed = sum ? sum->failed : 0,
+        };
+        char buf[8192];
+        int n = mpi_pstate_steprec_format(&r, buf, sizeof(buf)), fd, rc;
+
+        if (n < 0) {
+                r.policy = NULL; /* thousands of domains: keep the rest */
+                n = mpi_pstate_steprec_format(&r, buf, sizeof(buf));
+        }
+        fd = n < 0 ? n : mpi_pstate_safeio_open_dir(w.paths.step, 0, 0);
+        rc = fd < 0 ? fd : mpi_pstate_safeio_write_atomic(fd, STEP_RECORD, buf, (size_t)n, 0600, 0);
+        if (fd >= 0)
+                close(fd);
+        if (rc)
+                mp_error("job %u step %u: %s/%s: %s", st->job_id, st->step_id, w.paths.step,
+                         STEP_RECORD, strerror(-rc));
+}
+
+/* One slot per local task, and at least one per CPU of the step: a
+ * launcher's daemon is one task that forks as many ranks as it likes. */
+static int make_segment(const struct mpi_pstate_step *st)
+{
+        uint32_t n = st->local_tasks;
+        int rc;
+
+        if ((uint32_t)CPU_COUNT(&w.cpus) > n)
+                n = (uint32_t)CPU_COUNT(&w.cpus);
+        if (n > MPI_PSTATE_SEG_MAX_SLOTS)
+                n = MPI_PSTATE_SEG_MAX_SLOTS;
+        /* A file of that name is stale or planted (the name is predictable);
+         * unlink() never follows a symlink, and root may remove it from the
+         * sticky /dev/shm. */
+        if (unlink(w.paths.shm) == 0)
+                mp_verbose("job %u step %u: removed a stale %s", st->job_id, st->step_id,
+                           w.paths.shm);
+        rc = mpi_pstate_slot_create_segment(w.paths.shm, n ? n : 1, st->uid, st->gid);
+        if (rc) {
+                mp_error("job %u step %u: segment %s: %s; ranks run unmeasured", st->job_id,
+                         st->step_id, w.paths.shm, strerror(-rc));
+                return rc;
+        }
+        w.shm_ok = true;
         return 0;
+}
+
+static void start_agent(const struct mpi_pstate_step *st)
+{
+        const struct mpi_pstate_agent_args a = {
+            .path = agent_path(st->cfg),
+            .shm = w.paths.shm,
+            .cpus = w.cpulist,
+            .mode = st->opt->mode == MPI_PSTATE_MODE_ON ? "on" : "profile",
+            .mechanism = w.policy_ok && w.policy.set ? mpi_pstate_cpufreq_mech_name(w.policy.mech)
+                                                     : st->cfg->mechanism,
+            .restore_dir = w.paths.restore,
+            .record = w.paths.record,
+            .log = w.paths.log,
+            .sysroot = st->cfg->sysroot,
+            .job = st->job_id,
+            .step = st->step_id,
+            .threshold_us = st->opt->threshold_us,
+            /* "min" means the site's floor when there is one. */
+            .low_khz = st->opt->low_khz ? st->opt->low_khz : st->cfg->freq_min_khz,
+        };
+        char err[256] = "";
+        int rc;
+
+        rc = mpi_pstate_agentctl_start(&a, &w.agent, err, sizeof(err));
+        if (rc == -ENOENT) {
+                w.agent_state = "absent";
+                mp_verbose("job %u step %u: no agent at %s: ranks are measured, no core is "
+                           "clocked down",
+                           st->job_id, st->step_id, a.path);
+                return;
+        }
+        if (rc) {
+                w.agent_state = "failed";
+                mp_error("job %u step %u: agent: %s", st->job_id, st->step_id, err);
+                return;
+        }
+        w.agent_state = "started";
+        rc = mpi_pstate_agentctl_write_pidfile(w.paths.step, "agent.pid", w.agent);
+        if (rc)
+                mp_error("job %u step %u: %s: %s", st->job_id, st->step_id, w.paths.pidfile,
+                         strerror(-rc));
+        mp_verbose("job %u step %u: agent %d started (%s)", st->job_id, st->step_id, (int)w.agent,
+                   a.mode);
+}
+
+static bool preload_usable(const char *path)
+{
+        struct stat st;
+
+        /* Ranks run as the user: a library they cannot read would make ld.so
+         * complain in every process of the step. */
+        return stat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IROTH);
 }
 
 int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st)
 {
-        not_wired("agent start", st);
+        const char *lib = preload_path(st->cfg);
+
+        if (preload_usable(lib))
+                w.preload = lib;
+        else
+                mp_error("job %u step %u: preload library %s is missing or not world-readable: "
+                         "ranks run unmeasured",
+                         st->job_id, st->step_id, lib);
+        if (!w.paths_ok)
+                return -ENOENT;
+        if (make_segment(st) == 0 && CPU_COUNT(&w.cpus) > 0)
+                start_agent(st);
+        write_step_record(st, false, NULL);
         return 0;
 }
 
 int mpi_pstate_wire_pin_task(const struct mpi_pstate_step *st)
 {
-        not_wired("pinning", st);
+        struct mpi_pstate_pin_info info;
+        char err[256] = "";
+        int rc;
+
+        if (!w.pin_ok || w.pin.mode == MPI_PSTATE_PIN_USER || st->task_id < 0)
+                return 0; /* USER mode needs the task plugin's binding: task_init */
+        rc = mpi_pstate_pinning_task(&w.pin, (unsigned)st->task_id, NULL, &w.task_set, &info, err,
+                                     sizeof(err));
+        if (rc) {
+                mp_error("job %u step %u task %d: pinning: %s", st->job_id, st->step_id,
+                         st->task_id, err);
+                return rc;
+        }
+        if (info.flags & MPI_PSTATE_PIN_F_OVERSUBSCRIBED && st->task_id == 0)
+                mp_info("job %u step %u: %u tasks share %u slot(s): cores are oversubscribed",
+                        st->job_id, st->step_id, w.pin.ntasks, info.slots);
+        if (sched_setaffinity(0, sizeof(w.task_set), &w.task_set) != 0)
+                return -errno;
+        w.task_pinned = true;
         return 0;
 }
 
-int mpi_pstate_wire_preload_prepend(const struct mpi_pstate_step *st)
+static int pin_in_task(const struct mpi_pstate_step *st)
 {
-        not_wired("LD_PRELOAD prepend", st);
+        struct mpi_pstate_pin_info info;
+        cpu_set_t now;
+        char err[256] = "";
+        int rc;
+
+        if (!w.pin_ok || st->task_id < 0)
+                return 0;
+        if (sched_getaffinity(0, sizeof(now), &now) != 0)
+                return -errno;
+        if (w.pin.mode == MPI_PSTATE_PIN_USER) {
+                rc = mpi_pstate_pinning_task(&w.pin, (unsigned)st->task_id, &now, &w.task_set,
+                                             &info, err, sizeof(err));
+                if (rc) {
+                        mp_error("job %u step %u task %d: pinning: %s", st->job_id, st->step_id,
+                                 st->task_id, err);
+                        return rc;
+                }
+        } else if (!w.task_pinned || CPU_EQUAL(&now, &w.task_set)) {
+                return 0;
+        }
+        /* Our own affinity, within what the step may use: no privilege needed. */
+        return sched_setaffinity(0, sizeof(w.task_set), &w.task_set) == 0 ? 0 : -errno;
+}
+
+static int setenv_checked(spank_t sp, const char *name, const char *value)
+{
+        return spank_setenv(sp, name, value, 1) == ESPANK_SUCCESS ? 0 : -EIO;
+}
+
+int mpi_pstate_wire_task_env(const struct mpi_pstate_step *st)
+{
+        char cur[4096] = "", val[4096 + MPI_PSTATE_CONFIG_PATH_MAX + 2];
+        int rc = pin_in_task(st), n;
+        spank_err_t erc;
+
+        if (rc)
+                mp_error("job %u step %u task %d: pinning: %s", st->job_id, st->step_id,
+                         st->task_id, strerror(-rc));
+        if (w.shm_ok && setenv_checked(st->sp, "MPI_PSTATE_SHM", w.paths.shm) != 0)
+                rc = -EIO;
+        /* A daemon's ranks get their index from the launcher's variables. */
+        if (!w.launcher && st->task_id >= 0) {
+                char idx[16];
+
+                snprintf(idx, sizeof(idx), "%d", st->task_id);
+                if (setenv_checked(st->sp, "MPI_PSTATE_LOCAL_RANK", idx) != 0)
+                        rc = -EIO;
+        }
+        if (!w.preload)
+                return rc;
+        erc = spank_getenv(st->sp, "LD_PRELOAD", cur, sizeof(cur));
+        if (erc == ESPANK_ENV_NOEXIST)
+                cur[0] = '\0';
+        else if (erc != ESPANK_SUCCESS) {
+                /* Too long to read back whole: adding ours would drop some of
+                 * the user's entries, so leave theirs alone. */
+                mp_error("job %u step %u: LD_PRELOAD too long: library not added", st->job_id,
+                         st->step_id);
+                return -ENOSPC;
+        }
+        n = mpi_pstate_launch_preload(w.preload, cur, val, sizeof(val));
+        if (n < 0)
+                return n;
+        return setenv_checked(st->sp, "LD_PRELOAD", val) ? -EIO : rc;
+}
+
+static void stop_agent(const struct mpi_pstate_step *st)
+{
+        int rc;
+
+        if (w.agent <= 0)
+                return;
+        rc = mpi_pstate_agentctl_stop(w.agent, w.paths.record, AGENT_STOP_MS);
+        if (rc == 2) {
+                w.agent_state = "killed";
+                mp_error("job %u step %u: agent %d ignored SIGTERM for %u ms: killed", st->job_id,
+                         st->step_id, (int)w.agent, AGENT_STOP_MS);
+        } else if (rc < 0) {
+                mp_error("job %u step %u: stopping agent %d: %s", st->job_id, st->step_id,
+                         (int)w.agent, strerror(-rc));
+                return;
+        } else {
+                w.agent_state = "stopped";
+        }
+        w.agent = -w.agent; /* remembered for the record, never signalled again */
+        if (w.paths_ok) {
+                int fd = mpi_pstate_safeio_open_dir(w.paths.step, 0, 0);
+
+                if (fd >= 0) {
+                        unlinkat(fd, "agent.pid", 0);
+                        close(fd);
+                }
+        }
+}
+
+int mpi_pstate_wire_task_exit(const struct mpi_pstate_step *st)
+{
+        if (++w.tasks_exited >= st->local_tasks)
+                stop_agent(st);
         return 0;
+}
+
+static int restore_step(const struct mpi_pstate_step *st, struct mpi_pstate_restore_summary *sum)
+{
+        const struct mpi_pstate_restore_owner who = {st->job_id, st->step_id};
+        char err[256] = "";
+        int rc;
+
+        rc = mpi_pstate_restore_all(w.paths.restore, st->cfg->sysroot, &who, 0, sum, err,
+                                    sizeof(err));
+        if (rc)
+                mp_error("job %u step %u: restore: %u restored, %u failed: %s; the job epilog "
+                         "retries",
+                         st->job_id, st->step_id, sum->restored, sum->failed, err);
+        else if (sum->restored)
+                mp_verbose("job %u step %u: %u domain(s) restored", st->job_id, st->step_id,
+                           sum->restored);
+        return rc;
 }
 
 int mpi_pstate_wire_step_restore(const struct mpi_pstate_step *st)
 {
-        not_wired("step-exit restore", st);
-        return 0;
+        struct mpi_pstate_restore_summary sum = {0};
+        int rc = 0;
+
+        stop_agent(st);
+        if (w.paths_ok) {
+                rc = restore_step(st, &sum);
+                if (w.agent < 0)
+                        w.agent = -w.agent;
+                write_step_record(st, true, &sum);
+        }
+        if (w.pin_ok)
+                mpi_pstate_pinning_fini(&w.pin);
+        w.pin_ok = false;
+        mpi_pstate_policy_result_free(&w.policy);
+        w.policy_ok = false;
+        return rc;
+}
+
+/* The agents of job J on this node that outlived their step (slurmstepd
+ * killed): each step directory's pidfile, checked against the agent's
+ * command line before any signal. */
+static void stop_job_agents(const struct mpi_pstate_step *st, const struct mpi_pstate_paths *p)
+{
+        char prefix[32];
+        struct dirent *de;
+        DIR *d;
+        int fd;
+
+        snprintf(prefix, sizeof(prefix), "%u.", st->job_id);
+        fd = mpi_pstate_safeio_open_dir(p->steps, 0, 0);
+        if (fd < 0)
+                return;
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return;
+        }
+        while ((de = readdir(d))) {
+                char dir[MPI_PSTATE_PATHS_LEN + 40], record[MPI_PSTATE_PATHS_LEN + 64];
+                pid_t pid;
+                int n;
+
+                if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
+                    mpi_pstate_safeio_check_name(de->d_name, 32) != 0)
+                        continue;
+                n = snprintf(dir, sizeof(dir), "%s/%s", p->steps, de->d_name);
+                if (n < 0 || (size_t)n >= sizeof(dir) ||
+                    (size_t)snprintf(record, sizeof(record), "%s/agent.json", dir) >=
+                        sizeof(record))
+                        continue;
+                if (mpi_pstate_agentctl_read_pidfile(dir, "agent.pid", &pid) != 0)
+                        continue;
+                if (mpi_pstate_agentctl_stop(pid, record, AGENT_STOP_MS) > 0)
+                        mp_error("job %u: agent %d of %s outlived its step: stopped", st->job_id,
+                                 (int)pid, de->d_name);
+        }
+        closedir(d);
+}
+
+static int job_backstop(const struct mpi_pstate_step *st, const char *when)
+{
+        const struct mpi_pstate_restore_owner who = {st->job_id, 0};
+        struct mpi_pstate_restore_summary sum = {0};
+        struct mpi_pstate_paths p;
+        char host[64], err[256] = "";
+        int rc;
+
+        if (st->job_id == 0)
+                return 0;
+        rc = node_paths(st, &p, host, sizeof(host));
+        if (rc)
+                return rc;
+        stop_job_agents(st, &p);
+        rc = mpi_pstate_restore_all(p.restore, st->cfg->sysroot, &who, MPI_PSTATE_RESTORE_ANY_STEP,
+                                    &sum, err, sizeof(err));
+        if (sum.restored)
+                mp_error("job %u: %s restored %u domain(s) the job's steps left changed",
+                         st->job_id, when, sum.restored);
+        if (rc)
+                mp_error("job %u: %s: %u domain(s) could not be restored: %s", st->job_id, when,
+                         sum.failed, err);
+        return rc;
 }
 
 int mpi_pstate_wire_job_prolog_backstop(const struct mpi_pstate_step *st)
 {
-        not_wired("job_prolog backstop", st);
-        return 0;
+        return job_backstop(st, "job prolog");
 }
 
 int mpi_pstate_wire_job_epilog_backstop(const struct mpi_pstate_step *st)
 {
-        not_wired("job_epilog backstop", st);
-        return 0;
+        return job_backstop(st, "job epilog");
 }

@@ -1,8 +1,10 @@
-/* Call sites between the SPANK front door (spank/mpi_pstate.c) and the
- * modules that do the work: pinning (common/pin.h), the cpufreq policy and
- * restore (common/cpufreq.h, common/restore.h), the preload library
- * (preload/) and the node agent.  Each function is called from exactly one
- * hook, documented at its declaration; today each only logs at debug level.
+/* The work the SPANK front door (spank/mpi_pstate.c) hands over for a step:
+ * pinning (spank/pinning.h over common/pin.h), the per-step cpufreq policy
+ * and its restore (spank/policy.h over common/cpufreq.h and
+ * common/restore.h), the slot segment (common/slot.h), the preload library
+ * (LD_PRELOAD, spank/launch.h) and the node agent (spank/agentctl.h).  Each
+ * function is called from exactly one hook, documented at its declaration;
+ * they share the state of one slurmstepd (the tasks inherit it at fork).
  *
  * Every function returns 0 or a negative errno.  The caller logs a failure
  * and carries on: no hook of the plugin fails a job or drains a node
@@ -35,42 +37,55 @@ struct mpi_pstate_step {
 };
 
 /* slurm_spank_init_post_opt, remote: slurmstepd, root, once per step per
- * node, before any task is forked.  Save each allocated core's cpufreq
- * policy into cfg->runtime_dir (restore record) and set the step's policy
- * (opt->governor, cfg->freq_min_khz/freq_max_khz). */
+ * node, before any task is forked.  Finds the step's cores (the job's for an
+ * MPI launcher's daemon), prepares pinning, and for mode on saves each
+ * frequency domain the step owns alone into the restore records and sets the
+ * step's policy (opt->governor within cfg->freq_min_khz/freq_max_khz).
+ * Mode profile only classifies the domains. */
 int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st);
 
-/* slurm_spank_init_post_opt, remote: slurmstepd, root, once per step per
- * node, after mpi_pstate_wire_policy_apply().  Start the node agent that
- * owns every frequency change of this step (skipped for mode profile only
- * if the agent has nothing to measure). */
+/* slurm_spank_init_post_opt, remote, after mpi_pstate_wire_policy_apply():
+ * creates the step's slot segment for the job's user and starts the node
+ * agent (on or profile; absent agent binary: logged, skipped), then writes
+ * the step record. */
 int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_init_privileged, remote: the forked task before exec,
- * root, once per local task.  Pin the task (opt->bind) inside
- * S_STEP_ALLOC_CORES; st->task_id is the local task index. */
+ * root, once per local task.  Pins the task (opt->bind) inside the step's
+ * cores; st->task_id is the local task index.  The task plugin binds after
+ * this hook (task/affinity), so mpi_pstate_wire_task_env re-applies it. */
 int mpi_pstate_wire_pin_task(const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_init, remote: the forked task before exec, as the job's
- * user, once per local task, after the MPI_PSTATE_* variables were
- * exported.  Prepend the preload library of the task's MPI ABI to
- * LD_PRELOAD with spank_getenv/spank_setenv, keeping the user's entries. */
-int mpi_pstate_wire_preload_prepend(const struct mpi_pstate_step *st);
+ * user, once per local task, after the task plugin and after the
+ * MPI_PSTATE_* options were exported.  Pins a task the user bound
+ * (--cpu-bind: USER mode on the binding the task plugin made) or re-applies
+ * the pinning the task plugin overrode; exports MPI_PSTATE_SHM and
+ * MPI_PSTATE_LOCAL_RANK; prepends the preload library to LD_PRELOAD, keeping
+ * the user's entries. */
+int mpi_pstate_wire_task_env(const struct mpi_pstate_step *st);
+
+/* slurm_spank_task_exit, remote: slurmstepd, root, once per local task as it
+ * is reaped.  When the last local task is gone, stops the agent (before the
+ * step's processes are killed by proctrack). */
+int mpi_pstate_wire_task_exit(const struct mpi_pstate_step *st);
 
 /* slurm_spank_exit, remote: slurmstepd, root, once per step per node, after
- * every task ended.  Stop the agent, restore every core from the restore
- * record, and remove the record once restored. */
+ * every task ended.  Stops the agent if it still runs, restores every domain
+ * this step saved, rewrites the step record.  The segment stays for the node
+ * epilog. */
 int mpi_pstate_wire_step_restore(const struct mpi_pstate_step *st);
 
 /* slurm_spank_job_prolog, job_script: the prolog's slurmstepd, root, once
  * per node per job, before any step (also without a Prolog= script).
- * Backstop: restore cores left behind by an earlier job whose step-exit
- * restore never ran (slurmstepd killed), found through cfg->runtime_dir. */
+ * Backstop for a requeued job: restores what an earlier run of the same job
+ * id left (slurmstepd killed before its exit hook). */
 int mpi_pstate_wire_job_prolog_backstop(const struct mpi_pstate_step *st);
 
 /* slurm_spank_job_epilog, job_script: the epilog's slurmstepd, root, once
- * per node per job, after every step.  Backstop: restore every core this
- * job still holds a restore record for. */
+ * per node per job, after every step and before the Epilog script.
+ * Backstop: stops any agent of the job still running and restores every
+ * domain the job still holds a restore record for. */
 int mpi_pstate_wire_job_epilog_backstop(const struct mpi_pstate_step *st);
 
 #endif

@@ -1,0 +1,279 @@
+#include "agentctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "parse.h"
+#include "safeio.h"
+
+__attribute__((format(printf, 3, 4))) static void seterr(char *err, size_t errlen, const char *fmt,
+                                                         ...)
+{
+        va_list ap;
+
+        if (!err || errlen == 0)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+}
+
+/* Appends one number as a string into buf; NULL when it does not fit. */
+static char *num(char *buf, size_t buflen, size_t *used, uint64_t v)
+{
+        char *s = buf + *used;
+        int n = snprintf(s, buflen - *used, "%llu", (unsigned long long)v);
+
+        if (n < 0 || (size_t)n >= buflen - *used)
+                return NULL;
+        *used += (size_t)n + 1;
+        return s;
+}
+
+int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
+                             char **argv, size_t max)
+{
+        const char *job, *step, *thr, *low;
+        size_t used = 0, argc = 0;
+
+        if (!a || !a->path || !a->shm || !a->cpus || !a->mode || !a->mechanism || !a->restore_dir ||
+            !a->record || !buf || !argv)
+                return -EINVAL;
+        job = num(buf, buflen, &used, a->job);
+        step = job ? num(buf, buflen, &used, a->step) : NULL;
+        thr = step ? num(buf, buflen, &used, a->threshold_us) : NULL;
+        low = !thr ? NULL : a->low_khz ? num(buf, buflen, &used, a->low_khz) : "min";
+        if (!low)
+                return -ENOSPC;
+        const char *const words[] = {
+            a->path,         "--foreground", /* already detached by us; stays the pid we recorded */
+            "--shm",         a->shm,
+            "--cpus",        a->cpus,
+            "--job",         job,
+            "--step",        step,
+            "--mode",        a->mode,
+            "--threshold",   thr,
+            "--low",         low,
+            "--mechanism",   a->mechanism,
+            "--runtime-dir", a->restore_dir,
+            "--record",      a->record,
+        };
+        for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+                if (argc + 1 >= max)
+                        return -ENOSPC;
+                argv[argc++] = (char *)words[i];
+        }
+        if (a->log && argc + 3 < max) {
+                argv[argc++] = "--log";
+                argv[argc++] = (char *)a->log;
+        }
+        if (a->sysroot && argc + 3 < max) {
+                argv[argc++] = "--sysroot";
+                argv[argc++] = (char *)a->sysroot;
+        }
+        argv[argc] = NULL;
+        return (int)argc;
+}
+
+/* In the forked children only async-signal-safe calls: slurmstepd has threads. */
+static void child(int pipefd, char **argv, char **envp)
+{
+        pid_t pid;
+        int fd;
+
+        if (setsid() < 0)
+                _exit(127);
+        pid = fork();
+        if (pid < 0)
+                _exit(127);
+        if (pid > 0) {
+                /* The intermediate child: report the agent's pid, then go, so
+                 * the agent is reparented away from slurmstepd. */
+                ssize_t w = write(pipefd, &pid, sizeof(pid));
+                _exit(w == (ssize_t)sizeof(pid) ? 0 : 127);
+        }
+        fd = open("/dev/null", O_RDWR);
+        if (fd < 0)
+                _exit(127);
+        dup2(fd, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        syscall(SYS_close_range, 3u, ~0u, 0u);
+        if (chdir("/") != 0)
+                _exit(127);
+        umask(022);
+        execve(argv[0], argv, envp);
+        _exit(127);
+}
+
+int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *out, char *err,
+                              size_t errlen)
+{
+        static char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", NULL};
+        char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[128];
+        int p[2] = {-1, -1}, status, rc;
+        pid_t pid, agent = -1;
+        struct stat st;
+        ssize_t n;
+
+        rc = mpi_pstate_agentctl_argv(a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS);
+        if (rc < 0) {
+                seterr(err, errlen, "cannot build the agent's command line");
+                return rc;
+        }
+        /* Checked here so that a missing agent is one clear log line, not an
+         * exit status of a grandchild nobody waits for. */
+        if (stat(a->path, &st) != 0) {
+                rc = -errno;
+                seterr(err, errlen, "%s: %s", a->path, strerror(-rc));
+                return rc;
+        }
+        if (!S_ISREG(st.st_mode) || !(st.st_mode & S_IXUSR)) {
+                seterr(err, errlen, "%s: not an executable file", a->path);
+                return -EACCES;
+        }
+        if (pipe2(p, O_CLOEXEC) != 0) {
+                rc = -errno;
+                seterr(err, errlen, "pipe: %s", strerror(-rc));
+                return rc;
+        }
+        pid = fork();
+        if (pid < 0) {
+                rc = -errno;
+                seterr(err, errlen, "fork: %s", strerror(-rc));
+                goto out;
+        }
+        if (pid == 0) {
+                close(p[0]);
+                child(p[1], argv, envp);
+        }
+        close(p[1]);
+        p[1] = -1;
+        do
+                n = read(p[0], &agent, sizeof(agent));
+        while (n < 0 && errno == EINTR);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        if (n != (ssize_t)sizeof(agent) || agent <= 0) {
+                rc = -ECHILD;
+                seterr(err, errlen, "the agent could not be started");
+                goto out;
+        }
+        *out = agent;
+        rc = 0;
+out:
+        if (p[0] >= 0)
+                close(p[0]);
+        if (p[1] >= 0)
+                close(p[1]);
+        return rc;
+}
+
+/* /proc/<pid>/stat's state field: 'Z' is a dead process nobody reaped yet. */
+static int zombie(pid_t pid)
+{
+        char path[64], buf[512], *rp;
+        int n;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        n = mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0);
+        if (n < 0)
+                return n == -ENOENT;
+        rp = strrchr(buf, ')');
+        return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+int mpi_pstate_agentctl_is_ours(pid_t pid, const char *record)
+{
+        char path[64], buf[4096];
+        const char *prev = NULL;
+        ssize_t n, off = 0;
+        int fd, found = 0;
+
+        if (pid <= 1 || !record)
+                return 0;
+        snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        while (off < (ssize_t)sizeof(buf) - 1 &&
+               (n = read(fd, buf + off, sizeof(buf) - 1 - (size_t)off)) > 0)
+                off += n;
+        close(fd);
+        buf[off] = '\0';
+        for (ssize_t i = 0; i < off; i += (ssize_t)strlen(buf + i) + 1) {
+                if (prev && strcmp(prev, "--record") == 0 && strcmp(buf + i, record) == 0)
+                        found = 1;
+                prev = buf + i;
+        }
+        return found && !zombie(pid);
+}
+
+static void nap_ms(unsigned ms)
+{
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+                ;
+}
+
+int mpi_pstate_agentctl_stop(pid_t pid, const char *record, unsigned timeout_ms)
+{
+        if (!mpi_pstate_agentctl_is_ours(pid, record))
+                return 0;
+        if (kill(pid, SIGTERM) != 0)
+                return errno == ESRCH ? 0 : -errno;
+        for (unsigned waited = 0; waited < timeout_ms; waited += 10) {
+                if (kill(pid, 0) != 0 || zombie(pid))
+                        return 1;
+                nap_ms(10);
+        }
+        if (!mpi_pstate_agentctl_is_ours(pid, record))
+                return 1;
+        if (kill(pid, SIGKILL) != 0 && errno != ESRCH)
+                return -errno;
+        return 2;
+}
+
+int mpi_pstate_agentctl_write_pidfile(const char *dir, const char *name, pid_t pid)
+{
+        char buf[32];
+        int fd, n, rc;
+
+        n = snprintf(buf, sizeof(buf), "%d\n", (int)pid);
+        fd = mpi_pstate_safeio_open_dir(dir, 0, 0);
+        if (fd < 0)
+                return fd;
+        rc = mpi_pstate_safeio_write_atomic(fd, name, buf, (size_t)n, 0600, 0);
+        close(fd);
+        return rc;
+}
+
+int mpi_pstate_agentctl_read_pidfile(const char *dir, const char *name, pid_t *pid)
+{
+        char buf[32];
+        uint64_t v;
+        int fd, rc;
+
+        fd = mpi_pstate_safeio_open_dir(dir, 0, 0);
+        if (fd < 0)
+                return fd;
+        rc = mpi_pstate_safeio_read_small(fd, name, buf, sizeof(buf), MPI_PSTATE_SAFEIO_OWNED, 0);
+        close(fd);
+        if (rc < 0)
+                return rc;
+        rc = mpi_pstate_parse_u64(buf, 2, INT32_MAX, &v);
+        if (rc == 0)
+                *pid = (pid_t)v;
+        return rc;
+}

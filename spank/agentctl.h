@@ -1,0 +1,62 @@
+/* Starting and stopping the node agent (mpi-pstate-agent, docs/agent.md)
+ * from slurmstepd, and the backstop's "stop whatever agent this job left".
+ *
+ * The agent is started detached: double fork, new session, no inherited
+ * descriptor, a clean environment, stdin/stdout/stderr on /dev/null (it logs
+ * to its own file).  slurmstepd reaps its tasks with waitpid(-1), so the
+ * agent must not stay a child of it; the intermediate child hands the
+ * agent's pid back through a pipe and the plugin writes the pidfile itself,
+ * in the root-owned step directory.  Stopping is SIGTERM (the agent restores
+ * every domain and writes its record), a bounded wait, then SIGKILL; a pid is
+ * signalled only if its command line names this step's agent record, so a
+ * recycled pid is never hit. */
+#ifndef MPI_PSTATE_SPANK_AGENTCTL_H
+#define MPI_PSTATE_SPANK_AGENTCTL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct mpi_pstate_agent_args {
+        const char *path;        /* the agent binary (plugstack key agent=) */
+        const char *shm;         /* the step's segment */
+        const char *cpus;        /* the step's CPUs, list syntax */
+        const char *mode;        /* "on" or "profile" */
+        const char *mechanism;   /* "auto", "max_freq" or "setspeed" */
+        const char *restore_dir; /* restore records (<runtime_dir>/restore) */
+        const char *record;      /* agent record, also what identifies the process */
+        const char *log;         /* the agent's log file */
+        const char *sysroot;     /* "/sys" */
+        uint32_t job, step;
+        uint64_t threshold_us;
+        uint64_t low_khz; /* 0: min */
+};
+
+#define MPI_PSTATE_AGENT_MAX_ARGS 40
+
+/* Pure: the agent's argv (NULL-terminated) into argv[max], the strings of
+ * numbers formatted into buf.  Returns argc or -ENOSPC / -EINVAL. */
+int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
+                             char **argv, size_t max);
+
+/* Starts the agent detached and returns its pid.  0 or a negative errno,
+ * with a reason in err (missing or non-executable binary: -ENOENT/-EACCES,
+ * checked before forking). */
+int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *pid, char *err,
+                              size_t errlen);
+
+/* True while pid is alive (not a zombie) and its command line holds the
+ * argument `record`. */
+int mpi_pstate_agentctl_is_ours(pid_t pid, const char *record);
+
+/* Stops pid if it is ours (see _is_ours): SIGTERM, wait up to timeout_ms,
+ * then SIGKILL.  Returns 1 when it ended on SIGTERM, 2 when it had to be
+ * killed, 0 when it was not running (or not ours), a negative errno on
+ * failure. */
+int mpi_pstate_agentctl_stop(pid_t pid, const char *record, unsigned timeout_ms);
+
+/* Pidfile helpers: a decimal pid and a newline, written atomically into the
+ * step directory; read back hostile-safe (root-owned, small, strict). */
+int mpi_pstate_agentctl_write_pidfile(const char *dir, const char *name, pid_t pid);
+int mpi_pstate_agentctl_read_pidfile(const char *dir, const char *name, pid_t *pid);
+
+#endif

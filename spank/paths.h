@@ -1,0 +1,52 @@
+/* Where a step's state lives on a compute node.  Pure: string work only, no
+ * I/O beyond gethostname(), no Slurm.
+ *
+ *   <runtime_dir>/restore/            restore records of every step on the
+ *                                     node (common/restore.h), root, 0700
+ *   <runtime_dir>/steps/<job>.<step>/ the step's agent pidfile, agent
+ *                                     record and log, and the plugin's step
+ *                                     record (plugin.json)
+ *   /dev/shm/mpi-pstate.<job>.<step>  the step's slot segment (common/slot.h),
+ *                                     owned by the job's user; kept after the
+ *                                     step for the node epilog
+ *
+ * runtime_dir may hold "%h", replaced by the host name up to its first dot:
+ * several slurmd on one machine (each in its own UTS namespace, as in the
+ * test cluster) then keep their restore records apart, as SlurmdSpoolDir's
+ * %n does for Slurm's own state.  "%%" is a literal "%". */
+#ifndef MPI_PSTATE_SPANK_PATHS_H
+#define MPI_PSTATE_SPANK_PATHS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+#define MPI_PSTATE_PATHS_SHM_DIR "/dev/shm"
+#define MPI_PSTATE_PATHS_LEN (MPI_PSTATE_CONFIG_PATH_MAX + 64)
+
+struct mpi_pstate_paths {
+        char runtime[MPI_PSTATE_PATHS_LEN]; /* runtime_dir with %h expanded */
+        char restore[MPI_PSTATE_PATHS_LEN]; /* <runtime>/restore */
+        char steps[MPI_PSTATE_PATHS_LEN];   /* <runtime>/steps */
+        char step[MPI_PSTATE_PATHS_LEN];    /* <runtime>/steps/<job>.<step> */
+        char shm[MPI_PSTATE_PATHS_LEN];     /* /dev/shm/mpi-pstate.<job>.<step> */
+        char pidfile[MPI_PSTATE_PATHS_LEN]; /* <step>/agent.pid */
+        char record[MPI_PSTATE_PATHS_LEN];  /* <step>/agent.json */
+        char log[MPI_PSTATE_PATHS_LEN];     /* <step>/agent.log */
+};
+
+/* The short host name: gethostname() up to the first dot, checked to be a
+ * plain name ([A-Za-z0-9_-], 1..63 bytes).  0 or a negative errno. */
+int mpi_pstate_paths_host(char *buf, size_t len);
+
+/* Expands %h and %% of tmpl into out.  Any other "%" sequence, a host that is
+ * not a plain name, or a result that does not fit is -EINVAL / -ENAMETOOLONG. */
+int mpi_pstate_paths_expand(const char *tmpl, const char *host, char *out, size_t len);
+
+/* Every path of job/step under runtime_dir (already expanded or not: %h is
+ * expanded with host).  Step ids are printed as Slurm numbers them, special
+ * values included.  0 or a negative errno. */
+int mpi_pstate_paths_step(const char *runtime_dir, const char *host, uint32_t job, uint32_t step,
+                          struct mpi_pstate_paths *out);
+
+#endif

@@ -1,0 +1,47 @@
+/* The plugin's step record, <runtime_dir>/steps/<job>.<step>/plugin.json:
+ * what the plugin did for one step on one node (settings, the fate of each
+ * frequency domain, the agent, the restore), for the node epilog's record
+ * and for an admin reading the node.  Written when the step starts and
+ * rewritten when it ends.  Pure formatting here; the format is documented in
+ * docs/admin.md ("Step record").
+ *
+ * Version 1, one JSON object:
+ *   {"version":1,"job":J,"step":S,"node":"n1","mode":"on","launcher":false,
+ *    "cpus":"0-3","governor":"keep","mechanism":"setspeed","driver":"acpi-cpufreq",
+ *    "preload":"/usr/local/lib/mpi-pstate/libmpi-pstate.so","shm":"/dev/shm/...",
+ *    "agent":{"status":"started","pid":1234},
+ *    "domains":[{"policy":"policy0","cpus":"0","status":"set","governor":"userspace",
+ *                "min_khz":1200000,"max_khz":3000000}],
+ *    "restore":{"state":"pending","restored":0,"foreign":0,"failed":0}}
+ * Absent things are null; "driver" is null without cpufreq. */
+#ifndef MPI_PSTATE_SPANK_STEPREC_H
+#define MPI_PSTATE_SPANK_STEPREC_H
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+#define MPI_PSTATE_STEPREC_VERSION 1
+
+struct mpi_pstate_steprec {
+        uint32_t job, step;
+        const char *node, *mode, *cpus, *governor, *mechanism;
+        bool launcher;
+        const char *preload; /* NULL: not injected */
+        const char *shm;     /* NULL: no segment */
+        const char *agent;   /* started, stopped, killed, absent, failed, none */
+        int agent_pid;       /* 0: none */
+        const struct mpi_pstate_policy_result *policy; /* NULL: no cpufreq */
+        bool ended;
+        unsigned restored, foreign, failed;
+};
+
+/* Formats r into buf; returns the length (without NUL) or -ENOSPC. */
+int mpi_pstate_steprec_format(const struct mpi_pstate_steprec *r, char *buf, size_t len);
+
+/* A CPU set in list syntax ("0-3,8"); returns the length or -ENOSPC. */
+int mpi_pstate_steprec_cpulist(const cpu_set_t *set, char *buf, size_t len);
+
+#endif
