@@ -26,6 +26,7 @@ class Config:
     runtime_dir: str = RUNTIME_DIR
     slurm_user: str = "root"
     slurm_conf: str = "/etc/slurm/slurm.conf"
+    agent: Optional[str] = None  # plugstack key agent=: the node agent binary
     plugstack: Optional[str] = None  # the file holding the plugin line, if found
     problems: list[str] = field(default_factory=list)
 
@@ -109,6 +110,9 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
          runtime_dir: Optional[str] = None) -> Config:
     c = Config()
     c.slurm_conf = slurm_conf or os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    # The Slurm commands we run must read the same file (EpilogSlurmctld's
+    # environment has no SLURM_CONF).
+    os.environ["SLURM_CONF"] = c.slurm_conf
     vals = slurm_conf_values(c.slurm_conf, ("SlurmUser", "PlugStackConfig"))
     c.slurm_user = vals.get("SlurmUser", "root")
     plugstack = vals.get("PlugStackConfig") or os.path.join(os.path.dirname(c.slurm_conf),
@@ -116,6 +120,11 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
     args, c.plugstack = plugin_args(plugstack)
     for word in args or []:
         k, sep, v = word.partition("=")
+        if k == "agent" and sep:
+            try:
+                c.agent = check_dir_path(v)
+            except ValueError as e:
+                c.problems.append(f"{c.plugstack}: agent: {e}")
         if k in ("collect_dir", "runtime_dir") and sep:
             try:
                 setattr(c, k, check_dir_path(v))
@@ -125,3 +134,30 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
         if v:
             setattr(c, k, check_dir_path(v))
     return c
+
+
+def expand_host(path: str, host: str) -> str:
+    """runtime_dir's "%h" (short host name) and "%%", as spank/paths.c does."""
+    if not re.fullmatch(r"[A-Za-z0-9_\-]{1,63}", host):
+        raise ValueError(f"host name {host!r} is not a plain name")
+    out, i = [], 0
+    while i < len(path):
+        c = path[i]
+        if c == "%":
+            nxt = path[i + 1:i + 2]
+            if nxt == "h":
+                out.append(host)
+            elif nxt == "%":
+                out.append("%")
+            else:
+                raise ValueError(f"{path!r}: unknown %-sequence")
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return check_dir_path("".join(out))
+
+
+def short_host() -> str:
+    import socket
+    return socket.gethostname().split(".", 1)[0]

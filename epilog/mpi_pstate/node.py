@@ -13,7 +13,6 @@ from typing import Any, Optional
 
 from . import audit, collect, config, log, noderec, parse, safeio, slots, slurm
 
-AGENT_RE = re.compile(r"agent[A-Za-z0-9_.\-]{0,64}\.json")
 AGENT_MAX_BYTES = 1 << 20
 MAX_AGENT_RECORDS = 64
 BACKSTOP_TIMEOUT = 30.0
@@ -30,14 +29,14 @@ def find_tool(name: str, dirs: list[str], env: Optional[str] = None) -> Optional
     return None
 
 
-def backstop(agent: Optional[str], runtime_dir: str, job: int) -> dict[str, Any]:
+def backstop(agent: Optional[str], restore_dir: str, job: int) -> dict[str, Any]:
     """Every core this job still holds back to its saved state, through the
     agent's own restore code (one implementation of restore)."""
     if not agent:
         return {"status": "skipped", "why": "mpi-pstate-agent not installed"}
     t0 = time.monotonic()
     try:
-        r = slurm.run([agent, "--restore", runtime_dir, "--job", str(job)],
+        r = slurm.run([agent, "--restore", restore_dir, "--job", str(job)],
                       timeout=BACKSTOP_TIMEOUT)
     except slurm.SlurmError as e:
         return {"status": "failed", "why": noderec.clip(e)}
@@ -49,35 +48,54 @@ def backstop(agent: Optional[str], runtime_dir: str, job: int) -> dict[str, Any]
     return out
 
 
-def agent_records(runtime_dir: str, job: int, node: str) -> tuple[list[dict[str, Any]],
-                                                                   list[str]]:
-    """The agent's per-step records of this job (root-owned files in
-    <runtime_dir>/<jobid>/, docs/agent.md)."""
+STEP_DIR_RE = re.compile(r"([0-9]{1,10})\.([0-9]{1,10})")
+
+
+def agent_records(runtime: str, job: int, node: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The agent's record of each step of this job on this node:
+    <runtime>/steps/<job>.<step>/agent.json, root-owned (spank/paths.h,
+    docs/agent.md)."""
     out: list[dict[str, Any]] = []
     problems: list[str] = []
     try:
-        rfd = safeio.open_dir(os.path.join(runtime_dir, str(job)), trusted={0})
+        sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
     except FileNotFoundError:
         return out, problems
     except OSError as e:
-        if e.errno != 2:
-            problems.append(f"runtime dir: {e.strerror}")
-        return out, problems
+        return out, [f"{runtime}/steps: {e.strerror}"]
     try:
-        names = [n for n in safeio.list_dir(rfd) if AGENT_RE.fullmatch(n)]
-        for n in names[:MAX_AGENT_RECORDS]:
+        dirs = []
+        for n in os.listdir(sfd):
+            m = STEP_DIR_RE.fullmatch(n)
+            if m and int(m.group(1)) == job:
+                dirs.append((int(m.group(2)), n))
+        dirs.sort()
+        if len(dirs) > MAX_AGENT_RECORDS:
+            problems.append(f"{len(dirs)} step directories, {MAX_AGENT_RECORDS} read")
+        for step, n in dirs[:MAX_AGENT_RECORDS]:
             try:
-                a = noderec.parse_agent(safeio.read_file(rfd, n, AGENT_MAX_BYTES, owners={0}),
-                                        node)
-            except (OSError, ValueError, UnicodeDecodeError) as e:
-                problems.append(f"agent record {n}: {getattr(e, 'strerror', None) or e}")
+                dfd = os.open(n, safeio.O_DIR, dir_fd=sfd)
+            except OSError as e:
+                problems.append(f"step directory {n}: {e.strerror}")
                 continue
-            if a is not None:
-                out.append(a)
-        if len(names) > MAX_AGENT_RECORDS:
-            problems.append(f"{len(names)} agent records, {MAX_AGENT_RECORDS} read")
+            try:
+                st = os.fstat(dfd)
+                if st.st_uid != 0 or st.st_mode & 0o022:
+                    problems.append(f"step directory {n}: not root's, ignored")
+                    continue
+                data = safeio.read_file(dfd, "agent.json", AGENT_MAX_BYTES, owners={0})
+                a = noderec.parse_agent(data, node, default_step=str(step))
+                if a is not None:
+                    out.append(a)
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError, UnicodeDecodeError) as e:
+                problems.append(f"agent record {n}/agent.json: "
+                                f"{getattr(e, 'strerror', None) or e}")
+            finally:
+                os.close(dfd)
     finally:
-        os.close(rfd)
+        os.close(sfd)
     return out, problems
 
 
@@ -108,14 +126,16 @@ def run(a: argparse.Namespace, tools: dict[str, list[str]]) -> int:
         cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
         for p in cfg.problems:
             log.warning(p)
-        agent = find_tool("mpi-pstate-agent", tools["agent"], "MPI_PSTATE_AGENT")
-        restore = backstop(agent, cfg.runtime_dir, job)
+        runtime = config.expand_host(cfg.runtime_dir, config.short_host())
+        agent = cfg.agent if cfg.agent and os.access(cfg.agent, os.X_OK) else \
+            find_tool("mpi-pstate-agent", tools["agent"], "MPI_PSTATE_AGENT")
+        restore = backstop(agent, os.path.join(runtime, "restore"), job)
         if restore["status"] == "failed":
             log.error(f"restore backstop failed: {restore}")
         elif restore["status"] == "skipped":
             log.info(f"restore backstop skipped: {restore['why']}")
         steps, problems, segs = slots.job_segments(job, uid, a.shm_dir)
-        agents, aprob = agent_records(cfg.runtime_dir, job, node)
+        agents, aprob = agent_records(runtime, job, node)
         problems += aprob
         has_data = any(s["ranks"] for s in steps) or agents
         settings = audit.node_settings(a.sysroot) if has_data else None

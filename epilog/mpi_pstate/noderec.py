@@ -97,7 +97,8 @@ def energy_of(agents: list[dict[str, Any]], settings: Optional[dict[str, Any]]
     return {"status": status, "joules": None, "source": "agent" if agents else None}
 
 
-def parse_agent(data: bytes, node: str) -> Optional[dict[str, Any]]:
+def parse_agent(data: bytes, node: str, default_step: Optional[str] = None
+                ) -> Optional[dict[str, Any]]:
     """An agent record (docs/agent.md) as the sub-object of its step, or None
     when it is another node's (the lab's nodes share runtime_dir).  The
     epilog reads only step, node and energy from it and keeps the rest as
@@ -108,7 +109,7 @@ def parse_agent(data: bytes, node: str) -> Optional[dict[str, Any]]:
     rnode = obj.get("node", obj.get("host"))
     if isinstance(rnode, str) and rnode != node:
         return None
-    step = obj.get("step", obj.get("step_id"))
+    step = obj.get("step", obj.get("step_id", default_step))
     if not isinstance(step, (int, str)) or not re.fullmatch(r"[0-9]{1,10}|batch|extern",
                                                              str(step)):
         raise ValueError("no valid step")
