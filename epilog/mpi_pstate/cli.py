@@ -150,6 +150,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         print(f"{PROG} report: {e}", file=sys.stderr)
         return 2
     cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+    config.export_slurm_conf(cfg)
     try:
         jobs, missing = load_jobs(specs, cfg)
     except slurm.SlurmError as e:
@@ -184,6 +185,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 def cmd_backfill(a: argparse.Namespace, paths: dict[str, str]) -> int:
     log.setup("mpi-pstate-backfill")
     cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+    config.export_slurm_conf(cfg)
     trusted = {0, cfg.slurm_uid, os.geteuid()}
     dbt = node.find_tool("mpi-pstate-dbcomment", tool_dirs(paths)["dbcomment"],
                          "MPI_PSTATE_DBCOMMENT")

@@ -38,6 +38,12 @@ class Config:
             return 0
 
 
+def export_slurm_conf(c: Config) -> None:
+    """The Slurm commands we run must read the same slurm.conf as we do
+    (EpilogSlurmctld's environment has no SLURM_CONF).  Entry points only."""
+    os.environ["SLURM_CONF"] = c.slurm_conf
+
+
 def check_dir_path(p: str) -> str:
     """The plugin's rule for collect_dir/runtime_dir (docs/admin.md)."""
     if not p.startswith("/") or len(p) >= PATH_MAX or not p.isprintable() or \
@@ -110,9 +116,6 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
          runtime_dir: Optional[str] = None) -> Config:
     c = Config()
     c.slurm_conf = slurm_conf or os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
-    # The Slurm commands we run must read the same file (EpilogSlurmctld's
-    # environment has no SLURM_CONF).
-    os.environ["SLURM_CONF"] = c.slurm_conf
     vals = slurm_conf_values(c.slurm_conf, ("SlurmUser", "PlugStackConfig"))
     c.slurm_user = vals.get("SlurmUser", "root")
     plugstack = vals.get("PlugStackConfig") or os.path.join(os.path.dirname(c.slurm_conf),

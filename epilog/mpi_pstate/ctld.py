@@ -200,6 +200,7 @@ def run(a: argparse.Namespace, dbtool: Optional[str]) -> int:
     try:
         t0 = time.monotonic()
         cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+        config.export_slurm_conf(cfg)
         trusted = {0, cfg.slurm_uid, os.geteuid()}
         nodes = expected_nodes(os.environ.get("SLURM_JOB_NODELIST", ""))
         array = None

@@ -124,6 +124,7 @@ def run(a: argparse.Namespace, tools: dict[str, list[str]]) -> int:
     log.setup(f"mpi-pstate-epilog[{job}]", quiet=a.quiet)
     try:
         cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+        config.export_slurm_conf(cfg)
         for p in cfg.problems:
             log.warning(p)
         runtime = config.expand_host(cfg.runtime_dir, config.short_host())

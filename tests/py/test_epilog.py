@@ -1,0 +1,443 @@
+"""Node side of the epilog tooling, without a cluster: strict parsers,
+hostile-safe file access, the plugstack reader, the node audit on fake sysfs
+trees, per-rank figures from real segments (written with preload's slot
+module), the node record and its validation, and the whole node Epilog run
+against planted hostile files."""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import stat
+import tempfile
+import time
+import unittest
+from pathlib import Path
+from unittest import mock
+
+import test_epilog_fixtures as fx
+from mpi_pstate import audit, config, log, node, noderec, parse, safeio, slots
+
+slotlib = fx.slotlib
+NOBODY = 65534
+
+
+class Parsers(unittest.TestCase):
+    def test_u64_strict(self) -> None:
+        self.assertEqual(parse.u64(" 42\n"), 42)
+        for bad in ("", "-1", "0x10", "1e3", "4 2", "12a", "+5"):
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                parse.u64(bad)
+        with self.assertRaises(ValueError):
+            parse.u64("11", 0, 10)
+
+    def test_freq_and_duration(self) -> None:
+        self.assertEqual(parse.freq_khz("1.2GHz"), 1200000)
+        self.assertEqual(parse.freq_khz("800MHz"), 800000)
+        self.assertEqual(parse.freq_khz("1200000"), 1200000)
+        self.assertEqual(parse.duration_us("1.5ms"), 1500)
+        self.assertEqual(parse.duration_us("2s"), 2000000)
+        for bad in ("1.2THz", "1.0000001GHz", "fast"):
+            with self.assertRaises(ValueError):
+                parse.freq_khz(bad)
+        for bad in ("0.5us", "2 days", "86401s"):
+            with self.assertRaises(ValueError):
+                parse.duration_us(bad)
+
+    def test_job_ids(self) -> None:
+        self.assertEqual(parse.job_id("4242"), 4242)
+        for bad in ("0", "042", "4242_1", "4294967296", "-1", "12 3", "../1"):
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                parse.job_id(bad)
+        for ok in ("4242", "4242_3", "4242_[1-3,7]"):
+            self.assertEqual(parse.job_spec(ok), ok)
+        for bad in ("4242;rm", "a", "4242_", "4242_[x]"):
+            with self.assertRaises(ValueError):
+                parse.job_spec(bad)
+
+    def test_hostlists(self) -> None:
+        self.assertEqual(parse.expand_hostlist("n[1-3,05],login,gpu[08-10]x"),
+                         ["n1", "n2", "n3", "n05", "login", "gpu08x", "gpu09x", "gpu10x"])
+        names = [f"c{i:03d}" for i in range(1, 101)] + ["a1", "a2", "a4"]
+        self.assertEqual(sorted(parse.expand_hostlist(parse.compress_hostlist(names))),
+                         sorted(names))
+        self.assertEqual(parse.compress_hostlist(["n2", "n1", "n3", "n7"]), "n[1-3,7]")
+        for bad in ("n[1-", "n[3-1]", "n[1-2]]", "a b", "n[1-200000]"):
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                parse.expand_hostlist(bad)
+
+    def test_names_and_lists(self) -> None:
+        self.assertEqual(parse.safe_name("n1.cluster"), "n1.cluster")
+        for bad in ("..", "a/b", "", "x" * 65, "a b"):
+            with self.assertRaises(ValueError):
+                parse.safe_name(bad)
+        self.assertEqual(parse.cpu_list("0-2,5"), [0, 1, 2, 5])
+        self.assertEqual(parse.compress_list([5, 0, 1, 2]), "0-2,5")
+        with self.assertRaises(ValueError):
+            parse.cpu_list("3-1")
+
+
+class Tmp(unittest.TestCase):
+    def setUp(self) -> None:
+        self._td = tempfile.TemporaryDirectory()
+        self.tmp = Path(self._td.name)
+        os.chmod(self.tmp, 0o755)
+
+    def tearDown(self) -> None:
+        self._td.cleanup()
+
+
+class SafeIO(Tmp):
+    def test_read_checks(self) -> None:
+        f = self.tmp / "rec"
+        f.write_bytes(b"hello")
+        self.assertEqual(safeio.read_file(None, str(f), 10), b"hello")
+        with self.assertRaises(safeio.UnsafeFile) as e:
+            safeio.read_file(None, str(f), 4)
+        self.assertIn("more than 4", str(e.exception))
+        (self.tmp / "link").symlink_to(f)
+        with self.assertRaises(safeio.UnsafeFile) as e:
+            safeio.read_file(None, str(self.tmp / "link"), 10)
+        self.assertIn("symlink", str(e.exception))
+        os.chown(f, NOBODY, -1)
+        with self.assertRaises(safeio.UnsafeFile):
+            safeio.read_file(None, str(f), 10, owners={0})
+        self.assertEqual(safeio.read_file(None, str(f), 10, owners={0, NOBODY}), b"hello")
+        os.chown(f, 0, -1)
+        os.chmod(f, 0o666)
+        with self.assertRaises(safeio.UnsafeFile):
+            safeio.read_file(None, str(f), 10)
+        os.mkfifo(self.tmp / "fifo")
+        t0 = time.monotonic()
+        with self.assertRaises(safeio.UnsafeFile):
+            safeio.read_file(None, str(self.tmp / "fifo"), 10)
+        self.assertLess(time.monotonic() - t0, 1.0)  # a FIFO must not block us
+
+    def test_open_dir_walks_without_symlinks(self) -> None:
+        real = self.tmp / "real" / "dir"
+        real.mkdir(parents=True)
+        os.close(safeio.open_dir(str(real)))
+        (self.tmp / "alias").symlink_to(self.tmp / "real")
+        with self.assertRaises(safeio.UnsafeFile) as e:
+            safeio.open_dir(str(self.tmp / "alias" / "dir"))
+        self.assertIn("symlink", str(e.exception))
+        os.chmod(self.tmp / "real", 0o777)
+        with self.assertRaises(safeio.UnsafeFile):
+            safeio.open_dir(str(real))
+        os.chmod(self.tmp / "real", 0o1777)  # sticky: fine as an ancestor
+        os.close(safeio.open_dir(str(real)))
+        with self.assertRaises(safeio.UnsafeFile):  # ... but not as the directory itself
+            safeio.open_dir(str(self.tmp / "real"))
+        os.close(safeio.open_dir(str(self.tmp / "real"), shared=True))
+        os.chown(real, NOBODY, -1)
+        with self.assertRaises(safeio.UnsafeFile):
+            safeio.open_dir(str(real))
+        os.close(safeio.open_dir(str(real), final_owner={NOBODY}))
+        with self.assertRaises(FileNotFoundError):
+            safeio.open_dir(str(self.tmp / "absent"))
+
+    def test_write_atomic(self) -> None:
+        fd = safeio.open_dir(str(self.tmp))
+        try:
+            safeio.write_atomic(fd, "x.json", b"one", mode=0o644)
+            safeio.write_atomic(fd, "x.json", b"two", mode=0o640)
+            with self.assertRaises(FileExistsError):
+                safeio.write_atomic(fd, "x.json", b"three", replace=False)
+        finally:
+            os.close(fd)
+        self.assertEqual((self.tmp / "x.json").read_bytes(), b"two")
+        self.assertEqual(stat.S_IMODE((self.tmp / "x.json").stat().st_mode), 0o640)
+        self.assertEqual([p.name for p in self.tmp.iterdir()], ["x.json"])  # no temporaries
+
+
+class Config(Tmp):
+    def conf(self, plug_line: str, slurm_user: str = "slurm") -> str:
+        etc = self.tmp / "etc"
+        (etc / "plugstack.conf.d").mkdir(parents=True)
+        (etc / "slurm.conf").write_text(f"ClusterName=x\nSlurmUser={slurm_user} # comment\n"
+                                        f"PlugStackConfig={etc}/plugstack.conf\n")
+        (etc / "plugstack.conf").write_text(f"include {etc}/plugstack.conf.d/*.conf\n")
+        (etc / "plugstack.conf.d" / "other.conf").write_text("optional /x/other.so a=b\n")
+        (etc / "plugstack.conf.d" / "z.conf").write_text(plug_line + "\n")
+        return str(etc / "slurm.conf")
+
+    def test_plugstack_line_gives_the_directories(self) -> None:
+        sc = self.conf("optional /lib/slurm/mpi_pstate.so default_mode=on collect_dir=/srv/rec "
+                       "runtime_dir=/run/mp-%h agent=/usr/sbin/mpi-pstate-agent")
+        c = config.load(sc)
+        self.assertEqual((c.collect_dir, c.runtime_dir, c.agent, c.slurm_user),
+                         ("/srv/rec", "/run/mp-%h", "/usr/sbin/mpi-pstate-agent", "slurm"))
+        self.assertTrue(c.plugstack.endswith("z.conf"))
+        self.assertEqual(config.expand_host(c.runtime_dir, "n1"), "/run/mp-n1")
+        c = config.load(sc, collect_dir="/other")
+        self.assertEqual(c.collect_dir, "/other")
+
+    def test_bad_values_keep_defaults(self) -> None:
+        sc = self.conf("optional mpi_pstate.so collect_dir=relative runtime_dir=/a/../b")
+        c = config.load(sc)
+        self.assertEqual((c.collect_dir, c.runtime_dir), (config.COLLECT_DIR, config.RUNTIME_DIR))
+        self.assertEqual(len(c.problems), 2)
+        c = config.load(str(self.tmp / "missing.conf"))
+        self.assertEqual((c.collect_dir, c.slurm_user), (config.COLLECT_DIR, "root"))
+        for bad in ("/a b", "/a//b", "x", "/" + "a" * 300):
+            with self.assertRaises(ValueError):
+                config.check_dir_path(bad)
+        with self.assertRaises(ValueError):
+            config.expand_host("/run/%x", "n1")
+        with self.assertRaises(ValueError):
+            config.expand_host("/run/%h", "../evil")
+
+
+class Audit(Tmp):
+    def test_settings_and_grouping(self) -> None:
+        root = fx.fake_sysfs(self.tmp, ncpus=8, smt=2, numa=2, uncore=True,
+                             disabled={c: {"C6"} for c in range(4, 8)})
+        s = audit.node_settings(str(root))
+        cf = s["cpufreq"]
+        self.assertEqual((cf["driver"], cf["governors"], cf["boost"], cf["policies"]),
+                         ("acpi-cpufreq", ["performance"], True, 8))
+        self.assertEqual([g["cpus"] for g in cf["groups"]], ["0-7"])  # one group, not 8
+        c6 = [st for st in s["cstates"]["states"] if st["name"] == "C6"][0]
+        self.assertEqual((c6["exit_latency_us"], c6["enabled_cpus"], c6["disabled_cpus"]),
+                         (133, "0-3", "4-7"))
+        self.assertEqual(s["smt"]["threads_per_core"], 2)
+        self.assertEqual(s["numa"]["nodes"], 2)
+        self.assertEqual(s["numa"]["distances"]["1"], [21, 10])
+        self.assertEqual(s["uncore"][0]["max_freq_khz"], 1800000)
+        self.assertEqual(s["rapl"]["status"], "ok")
+        self.assertTrue(any("uncore" in w for w in s["warnings"]))
+        b = audit.brief(s)
+        self.assertEqual((b["driver"], b["boost"], b["cstate_max_us"], b["smt"], b["numa"]),
+                         ("acpi-cpufreq", True, 133, 2, 2))
+
+    def test_warnings_for_slow_settings(self) -> None:
+        root = fx.fake_sysfs(self.tmp, governor="powersave", max_khz=2000000, boost=0)
+        w = audit.node_settings(str(root))["warnings"]
+        self.assertTrue(any("below the hardware maximum" in x for x in w), w)
+        self.assertTrue(any("powersave" in x for x in w), w)
+        self.assertIn("turbo/boost is off", w)
+
+    def test_no_driver_and_malformed_values(self) -> None:
+        root = fx.fake_sysfs(self.tmp, driver="", rapl=False)
+        s = audit.node_settings(str(root))
+        self.assertIsNone(s["cpufreq"]["driver"])
+        self.assertEqual(s["rapl"]["status"], "absent")
+        self.assertTrue(s["warnings"][0].startswith("no cpufreq driver"))
+        fx.write(self.tmp, "devices/system/cpu/cpu0/cpuidle/state2/latency", "lots")
+        fx.write(self.tmp, "devices/system/node/node0/distance", "10 -1")
+        s = audit.node_settings(str(root))  # reported as malformed, never fatal
+        self.assertIn(None, [st["exit_latency_us"] for st in s["cstates"]["states"]])
+        self.assertEqual(s["numa"]["distances"]["0"], "<malformed>")
+
+    def test_size_does_not_grow_with_cpus(self) -> None:
+        a = len(json.dumps(audit.node_settings(str(fx.fake_sysfs(self.tmp / "a", ncpus=4)))))
+        b = len(json.dumps(audit.node_settings(str(fx.fake_sysfs(self.tmp / "b", ncpus=64)))))
+        self.assertLess(b - a, 40)  # only the CPU ranges' digits differ
+
+
+class Slots(Tmp):
+    def test_rank_figures_from_a_real_segment(self) -> None:
+        fx.segment(self.tmp / "mpi-pstate.77.0", [
+            {"rank": 0, "wall": 10.0, "mpi": 2.0, "wait": 1.5, "down": 1.0, "transitions": 9},
+            {"rank": 1, "wall": 10.0, "mpi": 6.0, "state": "aborted"},
+            {"rank": 2, "state": "running"}], nslots=4)
+        steps, problems, names = slots.job_segments(77, os.getuid(), str(self.tmp))
+        self.assertEqual((problems, names), ([], ["mpi-pstate.77.0"]))
+        self.assertEqual((steps[0]["step"], steps[0]["slots"]), ("0", 4))
+        r0, r1, r2 = steps[0]["ranks"]
+        self.assertEqual((r0["rank"], r0["wall_s"], r0["mpi_s"], r0["wait_s"], r0["down_s"],
+                          r0["transitions"], r0["state"]), (0, 10.0, 2.25, 1.5, 1.0, 9,
+                                                             "finalized"))
+        self.assertEqual(r0["mpi_share"], 0.225)  # MPI_Init does not count as MPI time
+        self.assertEqual(r0["top"][0], ["MPI_Barrier", 2.0, 11])
+        self.assertEqual(r1["state"], "aborted")
+        self.assertEqual((r2["state"], r2["wall_s"], r2["mpi_share"]), ("killed", None, None))
+        self.assertIn("note", r2)
+
+    def test_hostile_segments(self) -> None:
+        secret = self.tmp / "secret"
+        secret.write_bytes(b"root only")
+        (self.tmp / "mpi-pstate.5.0").symlink_to(secret)
+        fx.segment(self.tmp / "mpi-pstate.5.1", [{"rank": 0}])
+        os.chown(self.tmp / "mpi-pstate.5.1", NOBODY, -1)  # another user's file
+        (self.tmp / "mpi-pstate.5.2").write_bytes(b"\xff" * 5000)  # garbage
+        fx.segment(self.tmp / "mpi-pstate.5.3", [{"rank": 0}, {"rank": 1}])
+        with open(self.tmp / "mpi-pstate.5.3", "r+b") as f:  # garbage in slot 1 only
+            f.seek(slotlib.HEADER_SIZE + slotlib.SLOT_SIZE)
+            f.write(os.urandom(slotlib.SLOT_SIZE))
+        with open(self.tmp / "mpi-pstate.5.4", "wb") as f:  # sparse and huge
+            f.truncate(slotlib.HEADER_SIZE + 20000 * slotlib.SLOT_SIZE)
+        os.mkfifo(self.tmp / "mpi-pstate.5.5")
+        fx.segment(self.tmp / "mpi-pstate.6.0", [{"rank": 0}])  # another job
+        t0 = time.monotonic()
+        steps, problems, names = slots.job_segments(5, 1000, str(self.tmp))
+        self.assertLess(time.monotonic() - t0, 2.0)
+        self.assertEqual([s["step"] for s in steps], ["3"])
+        self.assertEqual([r["rank"] for r in steps[0]["ranks"]], [0])
+        text = "\n".join(problems)
+        for frag in ("mpi-pstate.5.0: is a symlink", "mpi-pstate.5.1: owned by uid",
+                     "mpi-pstate.5.2:", "mpi-pstate.5.3 slot 1", "mpi-pstate.5.4:",
+                     "mpi-pstate.5.5: not a regular file"):
+            self.assertIn(frag, text)
+        self.assertNotIn("mpi-pstate.6.0", names)
+        self.assertEqual(secret.read_bytes(), b"root only")
+        n = slots.remove_segments(5, names, str(self.tmp))
+        self.assertEqual(n, 5)  # the FIFO stays; the symlink goes, its target stays
+        self.assertTrue(secret.exists())
+        self.assertTrue((self.tmp / "mpi-pstate.6.0").exists())
+        self.assertTrue((self.tmp / "mpi-pstate.5.5").exists())
+
+
+class NodeRecord(unittest.TestCase):
+    def test_round_trip_and_validation(self) -> None:
+        rec = fx.node_record(9, "n1", [fx.rank("n1", 0), fx.rank("n1", 1)])
+        back = noderec.validate(noderec.decode(noderec.encode(rec)), 9, "n1")
+        self.assertEqual(len(back["ranks"]), 2)
+        self.assertEqual(back["energy"], {"status": "ok", "joules": 100.0})
+        self.assertEqual(back["ranks"][0]["node"], "n1")
+        for mutate, why in (
+                (lambda r: r.update(job=10), "expected 9"),
+                (lambda r: r.update(node="n2"), "expected n1"),
+                (lambda r: r.update(version=2), "version"),
+                (lambda r: r.update(format="x"), "not a node record"),
+                (lambda r: r["ranks"][0].update(wall_s="10"), "bad type"),
+                (lambda r: r["ranks"][0].update(wall_s=True), "bad type"),
+                (lambda r: r["ranks"][0].update(state="zombie"), "state"),
+                (lambda r: r["ranks"][0].update(step="../x"), "bad step"),
+                (lambda r: r["ranks"][0].pop("rank"), "missing"),
+                (lambda r: r["ranks"][0].update(top=[["x;y", 1, 1]]), "top"),
+                (lambda r: r["ranks"][0].update(calls=10**30), "range")):
+            bad = json.loads(json.dumps(rec))
+            mutate(bad)
+            with self.subTest(why=why), self.assertRaises(ValueError) as e:
+                noderec.validate(bad, 9, "n1")
+            self.assertIn(why, str(e.exception))
+        with self.assertRaises(ValueError):
+            noderec.decode(b'{"x": NaN}')
+        with self.assertRaises(ValueError):
+            noderec.decode(b"[" * 100000 + b"]" * 100000)
+
+    def test_energy_never_made_up(self) -> None:
+        a = noderec.parse_agent(b'{"step": 0, "node": "n1", "energy": {"joules": 12.5}}', "n1")
+        self.assertEqual(a["energy"], {"status": "ok", "joules": 12.5})
+        self.assertIsNone(noderec.parse_agent(b'{"step": 0, "node": "n2"}', "n1"))
+        b = noderec.parse_agent(b'{"node": "n1", "energy": {"status": "no_access"}}', "n1", "3")
+        self.assertEqual((b["step"], b["energy"]["status"]), ("3", "no_access"))
+        self.assertEqual(noderec.energy_of([a], None)["joules"], 12.5)
+        self.assertEqual(noderec.energy_of([a, b], None)["status"], "partial")
+        self.assertEqual(noderec.energy_of([b], None)["status"], "no_access")
+        self.assertEqual(noderec.energy_of([], {"rapl": {"status": "absent"}}),
+                         {"status": "absent", "joules": None, "source": None})
+        for bad in (b"[1]", b'{"step": "x/y"}', b"{"):
+            with self.assertRaises(ValueError):
+                noderec.parse_agent(bad, "n1")
+
+
+class NodeEpilog(Tmp):
+    """node.run() end to end on planted files (run as root, like the Epilog)."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.collect = self.tmp / "records"
+        self.runtime = self.tmp / "run"
+        self.shm = self.tmp / "shm"
+        self.shm.mkdir(mode=0o1777)
+        os.chmod(self.shm, 0o1777)
+        self.sys = fx.fake_sysfs(self.tmp / "sys")
+        self.env = {"SLURM_JOB_ID": "4242", "SLURMD_NODENAME": "n1", "SLURM_JOB_UID": "1000",
+                    "SLURM_CONF": str(self.tmp / "none.conf"), "PATH": os.environ["PATH"]}
+        self.err = io.StringIO()
+
+    def run_epilog(self, **extra: str) -> int:
+        a = argparse.Namespace(collect_dir=str(self.collect), runtime_dir=str(self.runtime),
+                               slurm_conf=None, sysroot=str(self.sys), shm_dir=str(self.shm),
+                               keep_segments=False, quiet=False)
+        with mock.patch.dict(os.environ, {**self.env, **extra}, clear=True), \
+                mock.patch.object(log, "_stream", [self.err]):
+            return node.run(a, {"agent": []})
+
+    def record(self) -> dict:
+        return json.loads((self.collect / "4242" / "node.n1.json").read_text())
+
+    def test_publishes_ranks_agent_energy_and_settings(self) -> None:
+        fx.segment(self.shm / "mpi-pstate.4242.0", [{"rank": 0}, {"rank": 1, "mpi": 5.0}])
+        os.chown(self.shm / "mpi-pstate.4242.0", 1000, -1)
+        step = self.runtime / "steps" / "4242.0"
+        step.mkdir(parents=True)
+        (step / "agent.json").write_text(json.dumps(
+            {"version": 1, "job": 4242, "step": 0, "energy": {"status": "ok", "joules": 77.5},
+             "mechanism": "max_freq"}))
+        self.assertEqual(self.run_epilog(), 0)
+        rec = self.record()
+        self.assertEqual((rec["status"], len(rec["ranks"]), rec["energy"]["joules"]),
+                         ("ok", 2, 77.5))
+        self.assertEqual(rec["steps"][0]["agent"]["mechanism"], "max_freq")
+        self.assertEqual(rec["settings"]["cpufreq"]["driver"], "acpi-cpufreq")
+        self.assertEqual(rec["restore"]["status"], "skipped")
+        self.assertEqual(noderec.validate(rec, 4242, "n1")["status"], "ok")
+        self.assertFalse((self.shm / "mpi-pstate.4242.0").exists())  # consumed
+        self.assertEqual(stat.S_IMODE((self.collect / "4242").stat().st_mode), 0o755)
+        self.assertIn("record of job 4242 published: status ok, 2 ranks", self.err.getvalue())
+
+    def test_job_without_data_gives_a_small_none_record(self) -> None:
+        self.assertEqual(self.run_epilog(), 0)
+        rec = self.record()
+        self.assertEqual((rec["status"], rec["ranks"]), ("none", []))
+        self.assertNotIn("settings", rec)
+        self.assertLess(len(json.dumps(rec)), 600)
+
+    def test_backstop_is_called_and_its_failure_logged(self) -> None:
+        agent = self.tmp / "mpi-pstate-agent"
+        argv_log = self.tmp / "argv"
+        agent.write_text(f"#!/bin/sh\necho \"$@\" > {argv_log}\necho 'cpu3: EBUSY' >&2\nexit 3\n")
+        agent.chmod(0o755)
+        self.assertEqual(self.run_epilog(MPI_PSTATE_AGENT=str(agent)), 0)
+        self.assertEqual(argv_log.read_text().split(),
+                         ["--restore", str(self.runtime / "restore"), "--job", "4242"])
+        rec = self.record()
+        self.assertEqual((rec["restore"]["status"], rec["restore"]["rc"],
+                          rec["restore"]["message"]), ("failed", 3, "cpu3: EBUSY"))
+        self.assertIn("restore backstop failed", self.err.getvalue())
+
+    def test_hostile_inputs_do_not_break_it_or_touch_anything(self) -> None:
+        victim = self.tmp / "victim"
+        victim.write_text("keep me")
+        (self.shm / "mpi-pstate.4242.0").symlink_to(victim)
+        with open(self.shm / "mpi-pstate.4242.1", "wb") as f:
+            f.write(b"\0" * slotlib.HEADER_SIZE + os.urandom(3 * slotlib.SLOT_SIZE))
+        step = self.runtime / "steps" / "4242.0"
+        step.mkdir(parents=True)
+        (step / "agent.json").symlink_to(victim)
+        self.collect.mkdir()
+        (self.collect / "4242").symlink_to(self.tmp)  # planted job directory
+        self.assertEqual(self.run_epilog(), 0)
+        self.assertEqual(victim.read_text(), "keep me")
+        self.assertFalse((self.tmp / "node.n1.json").exists())  # nothing written through it
+        self.assertIn("failed", self.err.getvalue())
+        (self.collect / "4242").unlink()
+        self.err.truncate(0)
+        self.assertEqual(self.run_epilog(), 0)
+        rec = self.record()
+        self.assertEqual(rec["status"], "none")
+        self.assertTrue(any("symlink" in p for p in rec["problems"]), rec["problems"])
+        self.assertTrue(any("not an mpi-pstate segment" in p for p in rec["problems"]))
+        self.assertEqual(victim.read_text(), "keep me")
+
+    def test_bad_environment_is_logged_not_fatal(self) -> None:
+        self.assertEqual(self.run_epilog(SLURM_JOB_ID="42;rm -rf /"), 0)
+        self.assertIn("bad Slurm environment", self.err.getvalue())
+        self.assertFalse(self.collect.exists())
+
+    def test_creates_collect_dir_for_slurm_user(self) -> None:
+        etc = self.tmp / "etc"
+        etc.mkdir()
+        (etc / "slurm.conf").write_text("SlurmUser=nobody\n")
+        self.assertEqual(self.run_epilog(SLURM_CONF=str(etc / "slurm.conf")), 0)
+        self.assertEqual(self.collect.stat().st_uid, NOBODY)
+        self.assertEqual((self.collect / "4242").stat().st_uid, NOBODY)
+        self.assertEqual((self.collect / "4242" / "node.n1.json").stat().st_uid, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,134 @@
+"""Shared fixtures of the epilog suites (test_epilog*.py, test_report*.py),
+a fake sysfs tree, segments written through preload's slot module, and
+synthetic node records.  Holds no test case (named test_epilog_* only to
+live beside the suites that import it)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+TOP = Path(__file__).resolve().parents[2]
+for p in (TOP / "epilog", TOP / "preload"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+import mpi_pstate_slot as slotlib  # noqa: E402
+from mpi_pstate import noderec  # noqa: E402
+
+
+def write(root: Path, rel: str, value: str) -> None:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(value + "\n")
+
+
+def fake_sysfs(root: Path, ncpus: int = 4, driver: str = "acpi-cpufreq",
+               governor: str = "performance", max_khz: int = 3000000, boost: Optional[int] = 1,
+               cstates: tuple[tuple[str, int], ...] = (("POLL", 0), ("C1", 2), ("C6", 133)),
+               disabled: dict[int, set[str]] | None = None, smt: int = 1, numa: int = 1,
+               uncore: bool = False, rapl: bool = True) -> Path:
+    """A sysfs tree with ncpus CPUs, one cpufreq policy each."""
+    cpu = "devices/system/cpu"
+    write(root, f"{cpu}/online", f"0-{ncpus - 1}")
+    write(root, f"{cpu}/present", f"0-{ncpus - 1}")
+    write(root, f"{cpu}/offline", "")
+    write(root, f"{cpu}/cpuidle/current_driver", "intel_idle")
+    write(root, f"{cpu}/cpuidle/current_governor", "menu")
+    write(root, f"{cpu}/smt/control", "on" if smt > 1 else "off")
+    write(root, f"{cpu}/smt/active", "1" if smt > 1 else "0")
+    if boost is not None:
+        write(root, f"{cpu}/cpufreq/boost", str(boost))
+    for c in range(ncpus):
+        if driver:
+            pol = f"{cpu}/cpufreq/policy{c}"
+            write(root, f"{pol}/scaling_driver", driver)
+            write(root, f"{pol}/scaling_governor", governor)
+            write(root, f"{pol}/scaling_min_freq", "1200000")
+            write(root, f"{pol}/scaling_max_freq", str(max_khz))
+            write(root, f"{pol}/cpuinfo_min_freq", "1200000")
+            write(root, f"{pol}/cpuinfo_max_freq", "3000000")
+            write(root, f"{pol}/related_cpus", str(c))
+        for i, (name, lat) in enumerate(cstates):
+            d = f"{cpu}/cpu{c}/cpuidle/state{i}"
+            write(root, f"{d}/name", name)
+            write(root, f"{d}/latency", str(lat))
+            write(root, f"{d}/residency", str(lat * 3))
+            write(root, f"{d}/disable", "1" if name in (disabled or {}).get(c, set()) else "0")
+        sib = ",".join(str(c - c % smt + k) for k in range(smt))
+        write(root, f"{cpu}/cpu{c}/topology/thread_siblings_list", sib)
+    per = max(1, ncpus // numa)
+    for n in range(numa):
+        write(root, f"devices/system/node/node{n}/cpulist", f"{n * per}-{n * per + per - 1}")
+        write(root, f"devices/system/node/node{n}/distance",
+              " ".join("10" if m == n else "21" for m in range(numa)))
+    if uncore:
+        u = f"{cpu}/intel_uncore_frequency/package_00_die_00"
+        write(root, f"{u}/min_freq_khz", "800000")
+        write(root, f"{u}/max_freq_khz", "1800000")
+        write(root, f"{u}/initial_min_freq_khz", "800000")
+        write(root, f"{u}/initial_max_freq_khz", "2400000")
+    if rapl:
+        write(root, "class/powercap/intel-rapl:0/name", "package-0")
+        write(root, "class/powercap/intel-rapl:0/energy_uj", "123456")
+    return root
+
+
+def segment(path: Path, ranks: list[dict[str, Any]], nslots: Optional[int] = None,
+            uid: int = -1) -> None:
+    """A segment whose slots hold the given figures (ns/ticks at 1 GHz)."""
+    slotlib.create_segment(str(path), nslots or max(1, len(ranks)))
+    seg = slotlib.LiveSegment(str(path))
+    try:
+        for i, r in enumerate(ranks):
+            base = slotlib.HEADER_SIZE + i * slotlib.SLOT_SIZE
+            fields = {"magic": slotlib.SLOT_MAGIC, "version": slotlib.VERSION,
+                      "slot_size": slotlib.SLOT_SIZE, "pid": 1000 + i, "rank": r["rank"],
+                      "size": r.get("size", len(ranks)), "local_index": i, "nfuncs": 3,
+                      "clock": 2, "ticks_per_sec": 10**9, "mode": 2,
+                      "state": slotlib.STATES.index(r.get("state", "finalized")),
+                      "cpu": r.get("cpu", i), "app_start_ticks": 10**9,
+                      "app_end_ticks": 10**9 + int(r.get("wall", 10.0) * 1e9)
+                      if r.get("state", "finalized") != "running" else 0,
+                      "threshold_ns": 500000, "abi": 2,
+                      "long_calls": r.get("long_calls", 5), "long_ns": int(r.get("wait", 1) * 1e9),
+                      "down_ns": int(r.get("down", 0.5) * 1e9),
+                      "transitions": r.get("transitions", 7)}
+            for k, v in fields.items():
+                seg.set_slot_field(i, k, v)
+            for j, (name, t) in enumerate((("MPI_Init", 0.2), ("MPI_Barrier", r.get("mpi", 2.0)),
+                                           ("MPI_Send", 0.25))):
+                fb = base + slotlib.FN_OFFSET + j * slotlib.FN_SIZE
+                seg.map[fb:fb + len(name)] = name.encode()
+                for k, v in (("calls", 10 + j), ("time_ns", int(t * 1e9)), ("bytes", 8 * j),
+                             ("long_calls", j)):
+                    off, fmt = slotlib.FN_FIELDS[k]
+                    import struct
+                    struct.pack_into("<" + fmt, seg.map, fb + off, v)
+    finally:
+        seg.close()
+    if uid != -1:
+        os.chown(path, uid, -1)
+
+
+def rank(node: str, r: int, step: str = "0", wall: float = 10.0, mpi: float = 2.0,
+         down: float = 0.5, transitions: int = 7) -> dict[str, Any]:
+    return {"step": step, "rank": r, "size": 4, "local": r % 2, "cpu": r % 2,
+            "state": "finalized", "mode": "on", "abi": "ompi", "threshold_us": 500,
+            "wall_s": wall, "mpi_s": mpi, "mpi_share": round(mpi / wall, 4), "wait_s": mpi * 0.9,
+            "long_calls": 3, "over_s": mpi * 0.8, "down_s": down, "transitions": transitions,
+            "calls": 100, "bytes": 800, "wakeups": 1, "top": [["MPI_Barrier", mpi, 50]]}
+
+
+def node_record(job: int, node: str, ranks: list[dict[str, Any]], joules: Optional[float] = 100.0,
+                settings: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    agents = [{"step": "0", "energy": {"status": "ok", "joules": joules}, "record": {"step": 0}}] \
+        if joules is not None else []
+    steps = [{"step": "0", "segment": f"mpi-pstate.{job}.0", "slots": len(ranks), "ranks": ranks}]
+    st = settings if settings is not None else {
+        "cpufreq": {"driver": "acpi-cpufreq", "governors": ["performance"], "boost": True},
+        "cstates": {"states": [{"name": "C6", "exit_latency_us": 133, "enabled_cpus": "0-1"}]},
+        "smt": {"threads_per_core": 1}, "numa": {"nodes": 1}, "warnings": []}
+    return noderec.build(job, node, 1000, settings=st, steps=steps if ranks else [],
+                         agents=agents, restore={"status": "ok"}, problems=[], written=1.0)
