@@ -23,6 +23,7 @@ JOB
 chown -R "$USER_NAME": "$WD"
 run_user() { runuser -u "$USER_NAME" -- env SLURM_CONF="$SLURM_CONF" PATH="$MPI_PSTATE_LAB/root/bin:/usr/bin:/bin" "$@"; }
 
+declare -A mark
 for n in n1 n2; do mark[$n]=$(wc -l <"$MPI_PSTATE_LAB/nodes/$n/cpufreq-writes.log"); done
 echo "== sbatch --mpi-pstate job.sh   (as $USER_NAME)"
 if ! job=$(cd "$WD" && run_user sbatch --parsable --mpi-pstate job.sh 2>&1); then
