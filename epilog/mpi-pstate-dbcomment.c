@@ -97,21 +97,18 @@ static int show(uint32_t job_id)
         return fflush(stdout) == 0 ? 0 : 1;
 }
 
-static int set(uint32_t job_id, const char *cluster_arg)
+static int set(uint32_t job_id, const char *cluster_arg, char *text)
 {
         slurmdb_job_cond_t cond;
         slurmdb_job_rec_t *job = NULL;
         slurm_conf_t *conf = NULL;
         void *db = NULL;
         List ret = NULL;
-        char *text = NULL, id[16];
+        char id[16];
         const char *cluster = cluster_arg;
         int rc = 1;
 
         memset(&cond, 0, sizeof(cond));
-        text = read_text();
-        if (!text)
-                goto out;
         if (!cluster) {
                 if (slurm_load_ctl_conf((time_t)0, &conf) != SLURM_SUCCESS || !conf->cluster_name) {
                         fprintf(stderr, "mpi-pstate-dbcomment: cluster name unknown: %s\n",
@@ -131,7 +128,7 @@ static int set(uint32_t job_id, const char *cluster_arg)
         cond.flags = JOBCOND_FLAG_NO_DEFAULT_USAGE;
         job = slurmdb_create_job_rec();
         job->derived_ec = NO_VAL;
-        job->admin_comment = text; /* still ours: freed below, not by libslurm */
+        job->admin_comment = text; /* still the caller's: libslurm must not free it */
         db = slurmdb_connection_get(NULL);
         if (!db) {
                 fprintf(stderr, "mpi-pstate-dbcomment: no connection to slurmdbd: %s\n",
@@ -166,13 +163,13 @@ out:
                 slurm_list_destroy(cond.cluster_list);
         if (conf)
                 slurm_free_ctl_conf(conf);
-        free(text);
         return rc;
 }
 
 int main(int argc, char **argv)
 {
         const char *cluster = NULL, *mode = NULL, *idtext = NULL;
+        char *text = NULL;
         uint64_t id;
         int rc;
 
@@ -196,8 +193,12 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return 2;
         }
+        /* Refuse bad text before touching any Slurm configuration. */
+        if (!strcmp(mode, "--set") && !(text = read_text()))
+                return 1;
         slurm_init(NULL);
-        rc = !strcmp(mode, "--show") ? show((uint32_t)id) : set((uint32_t)id, cluster);
+        rc = text ? set((uint32_t)id, cluster, text) : show((uint32_t)id);
         slurm_fini();
+        free(text);
         return rc;
 }

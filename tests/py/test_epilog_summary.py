@@ -1,0 +1,311 @@
+"""Controller side without a cluster: merging node records, the bounded
+accounting summary (size independent of ranks and nodes), how it sits in an
+AdminComment next to an admin's text, EpilogSlurmctld with a fake
+mpi-pstate-dbcomment and sacct, backfill idempotence, and the real
+mpi-pstate-dbcomment's refusals that need no slurmdbd."""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+from unittest import mock
+
+import test_epilog_fixtures as fx
+from mpi_pstate import collect, config, ctld, log, noderec, slurm, summary
+
+BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", fx.TOP / "build"))
+DBCOMMENT = BUILD / "epilog" / "mpi-pstate-dbcomment"
+
+
+def validated(job: int, recs: dict[str, dict]) -> dict[str, dict]:
+    return {n: noderec.validate(json.loads(json.dumps(r)), job, n) for n, r in recs.items()}
+
+
+class Merge(unittest.TestCase):
+    def test_complete_job(self) -> None:
+        recs = validated(7, {
+            "n1": fx.node_record(7, "n1", [fx.rank("n1", 0, mpi=1.0), fx.rank("n1", 1, mpi=6.0)],
+                                 joules=100.0),
+            "n2": fx.node_record(7, "n2", [fx.rank("n2", 2, mpi=2.0, down=2.0, transitions=3),
+                                           fx.rank("n2", 3, mpi=5.0)], joules=50.5)})
+        d = summary.merge(7, ["n1", "n2"], recs, {}, "COMPLETED", "0:0")
+        s = d["summary"]
+        self.assertEqual((s["state"], s["nodes"], s["ranks"], s["job_state"]),
+                         ("complete", 2, 4, "COMPLETED"))
+        self.assertEqual(s["mpi_share"], round(14.0 / 40.0, 3))
+        self.assertEqual((s["down_s"], s["transitions"]), (3.5, 24))
+        self.assertEqual((s["energy_j"], s["energy"]), (150.5, "ok"))
+        self.assertEqual(s["top_wait"][0], ["1", "n1", 0.6])  # the rank that waits most
+        self.assertEqual([w[0] for w in s["top_wait"]], ["1", "3", "2"])
+        # compute times 9, 4, 8, 5: slowest 9 vs mean 6.5
+        self.assertEqual(s["imbalance"], round(9 / 6.5 - 1, 3))
+        self.assertEqual(s["settings"]["driver"], "acpi-cpufreq")
+        self.assertTrue(s["settings"]["same"])
+        self.assertNotIn("missing", s)
+        self.assertEqual([r["rank"] for r in d["ranks"]], [0, 1, 2, 3])
+
+    def test_partial_names_the_missing_nodes(self) -> None:
+        recs = validated(8, {"c001": fx.node_record(8, "c001", [fx.rank("c001", 0)])})
+        nodes = [f"c{i:03d}" for i in range(1, 5)]
+        d = summary.merge(8, nodes, recs, {"c003": "node.c003.json: is a symlink"}, "TIMEOUT",
+                          "0:0")
+        s = d["summary"]
+        self.assertEqual((s["state"], s["missing"], s["missing_n"], s["bad_n"]),
+                         ("partial", "c[002-004]", 3, 1))
+        self.assertEqual(s["energy"], "partial")
+        self.assertEqual(d["nodes"]["c003"], {"status": "bad",
+                                              "why": "node.c003.json: is a symlink"})
+        self.assertEqual(d["nodes"]["c002"]["status"], "missing")
+        self.assertEqual(s["job_state"], "TIMEOUT")
+
+    def test_without_the_tool(self) -> None:
+        recs = validated(9, {"n1": fx.node_record(9, "n1", [], joules=None),
+                             "n2": fx.node_record(9, "n2", [], joules=None)})
+        self.assertEqual(summary.merge(9, ["n1", "n2"], recs, {})["state"], "none")
+        self.assertEqual(summary.merge(9, ["n1", "n2", "n3"], recs, {})["state"], "unknown")
+
+    def test_several_steps_label_ranks_by_step(self) -> None:
+        recs = validated(10, {"n1": fx.node_record(10, "n1", [
+            fx.rank("n1", 0, step="0", mpi=9.0), fx.rank("n1", 0, step="1", mpi=1.0)])})
+        s = summary.merge(10, ["n1"], recs, {})["summary"]
+        self.assertEqual((s["steps"], s["top_wait"][0][0]), (2, "0.0"))
+
+
+class SummaryBound(unittest.TestCase):
+    def test_size_does_not_grow_with_ranks_or_nodes(self) -> None:
+        sizes = []
+        for nodes, per in ((1, 1), (4, 32), (100, 128), (1000, 64)):
+            names = [f"node-with-a-rather-long-name-{i:05d}" for i in range(nodes)]
+            recs = {n: {"status": "ok", "energy": {"status": "ok", "joules": 1e6},
+                        "ranks": [dict(fx.rank(n, i * per + k), node=n) for k in range(per)],
+                        "settings": {"cpufreq": {"driver": "intel_pstate",
+                                                 "governors": ["performance", "powersave"]},
+                                     "warnings": ["x"]}}
+                    for i, n in enumerate(names)}
+            missing = names + [f"gone-{i}" for i in range(500)]
+            d = summary.merge(11, missing, recs, {}, "NODE_FAIL", "0:0", "12345_678")
+            text = summary.encode(d["summary"])
+            sizes.append(len(text.encode()))
+            self.assertLessEqual(len(text.encode()), summary.MAX_SUMMARY)
+            back, _ = summary.find(text)
+            self.assertEqual(back["state"], "partial")
+            self.assertEqual(back["ranks"], nodes * per)
+        self.assertLess(max(sizes) - min(sizes), 200, sizes)
+
+    def test_encode_cuts_rather_than_exceeds(self) -> None:
+        s = {"v": 1, "state": "complete", "settings": {"driver": "x" * 2000}}
+        text = summary.encode(s)
+        self.assertLessEqual(len(text), summary.MAX_SUMMARY)
+        self.assertTrue(summary.find(text)[0]["cut"])
+        s = {"v": 1, "state": "complete", "junk": "y" * 5000}
+        self.assertEqual(summary.find(summary.encode(s))[0], {"v": 1, "state": "complete",
+                                                              "cut": True})
+
+
+class AdminCommentText(unittest.TestCase):
+    def test_kept_beside_an_admin_comment_and_replaced_idempotently(self) -> None:
+        ours1 = summary.encode({"v": 1, "state": "partial"})
+        ours2 = summary.encode({"v": 1, "state": "complete"})
+        admin = 'ticket "4711": check node n7 | JS1:H4sIAAAA'
+        t1 = summary.combine(admin, ours1)
+        self.assertEqual(t1, f"{admin} {ours1}")
+        t2 = summary.combine(t1, ours2)
+        self.assertEqual(t2, f"{admin} {ours2}")
+        self.assertEqual(summary.combine(t2, ours2), t2)
+        self.assertEqual(summary.find(t2)[0]["state"], "complete")
+        self.assertEqual(summary.combine("", ours1), ours1)
+        self.assertIsNone(summary.combine("x" * summary.ADMIN_COMMENT_MAX, ours1))
+        # text that merely looks like ours is not taken for it
+        self.assertEqual(summary.find("mpi-pstate/1:{broken mpi-pstate/2:{}"), (None, None))
+        self.assertIn("state=complete", summary.line({"state": "complete", "mpi_share": 0.5}))
+
+
+class Fakes(unittest.TestCase):
+    """A collection directory, a fake dbcomment tool and a fake sacct."""
+
+    def setUp(self) -> None:
+        self._td = tempfile.TemporaryDirectory()
+        self.tmp = Path(self._td.name)
+        os.chmod(self.tmp, 0o755)
+        self.collect = self.tmp / "records"
+        self.collect.mkdir()
+        self.cfg = config.Config(collect_dir=str(self.collect))
+        self.db = {"state": "CANCELLED", "exit": "0:15", "comment": 'admin "note"',
+                   "dbcomment": 'admin "note"', "sacct_state": "CANCELLED"}
+        self.writes: list[str] = []
+        self.err = io.StringIO()
+        self.sacct_hook = self.fake_sacct_one
+
+    def tearDown(self) -> None:
+        self._td.cleanup()
+
+    def publish(self, job: int, node: str, rec: dict) -> None:
+        d = self.collect / str(job)
+        d.mkdir(exist_ok=True)
+        (d / f"node.{node}.json").write_bytes(noderec.encode(rec))
+
+    def fake_show(self, job: int, timeout: float = 30):  # noqa: ANN201
+        return self.db["state"], self.db["exit"], self.db["comment"]
+
+    def fake_set(self, job: int, text: str, cluster=None, timeout: float = 60) -> int:  # noqa
+        self.writes.append(text)
+        self.db["dbcomment"] = text
+        return 0
+
+    def fake_sacct_one(self, job: int, timeout: float = 30):  # noqa: ANN201
+        return slurm.SacctJob(str(job), str(job), self.db["sacct_state"], "0:15", "00:00:05",
+                              "n[1-2]", self.db["dbcomment"])
+
+    def patches(self):  # noqa: ANN201
+        return [mock.patch.object(slurm.DbTool, "show", lambda s, j, timeout=30: self.fake_show(j)),
+                mock.patch.object(slurm.DbTool, "set",
+                                  lambda s, j, t, c=None, timeout=60: self.fake_set(j, t)),
+                mock.patch.object(slurm, "sacct_one",
+                                  lambda j, timeout=30: self.sacct_hook(j, timeout)),
+                mock.patch.object(log, "_stream", [self.err])]
+
+    def run_ctld(self, job: int, nodelist: str = "n[1-2]", wait: float = 0.5) -> None:
+        a = argparse.Namespace(collect_dir=str(self.collect), runtime_dir=None, slurm_conf=None,
+                               wait=wait, db_wait=1.0, quiet=False)
+        env = {"SLURM_JOB_ID": str(job), "SLURM_JOB_NODELIST": nodelist,
+               "SLURM_CONF": str(self.tmp / "none.conf"), "PATH": os.environ["PATH"]}
+        ps = self.patches()
+        with mock.patch.dict(os.environ, env, clear=True):
+            for p in ps:
+                p.start()
+            try:
+                self.assertEqual(ctld.run(a, "/fake/dbcomment"), 0)
+            finally:
+                for p in ps:
+                    p.stop()
+
+
+class EpilogSlurmctld(Fakes):
+    def test_merges_writes_detail_and_keeps_admin_text(self) -> None:
+        self.publish(21, "n1", fx.node_record(21, "n1", [fx.rank("n1", 0)]))
+        self.publish(21, "n2", fx.node_record(21, "n2", [fx.rank("n2", 1)]))
+        self.run_ctld(21)
+        self.assertEqual(len(self.writes), 1)
+        self.assertTrue(self.writes[0].startswith('admin "note" mpi-pstate/1:{'))
+        s, _ = summary.find(self.writes[0])
+        self.assertEqual((s["state"], s["job_state"], s["ranks"]), ("complete", "CANCELLED", 2))
+        detail = json.loads((self.collect / "21" / collect.JOB_FILE).read_text())
+        self.assertEqual((detail["format"], len(detail["ranks"])), ("mpi-pstate-job", 2))
+        self.assertIn("summary written", self.err.getvalue())
+
+    def test_missing_node_waits_bounded_then_partial(self) -> None:
+        self.publish(22, "n1", fx.node_record(22, "n1", [fx.rank("n1", 0)]))
+        import time
+        t0 = time.monotonic()
+        self.run_ctld(22, wait=0.6)
+        self.assertLess(time.monotonic() - t0, 3.0)
+        s, _ = summary.find(self.writes[0])
+        self.assertEqual((s["state"], s["missing"]), ("partial", "n2"))
+
+    def test_job_without_tool_leaves_nothing(self) -> None:
+        for n in ("n1", "n2"):
+            self.publish(23, n, fx.node_record(23, n, [], joules=None))
+        self.run_ctld(23)
+        self.assertEqual(self.writes, [])
+        self.assertFalse((self.collect / "23").exists())
+
+    def test_hostile_records_are_refused_not_followed(self) -> None:
+        self.publish(24, "n1", fx.node_record(24, "n1", [fx.rank("n1", 0)]))
+        secret = self.tmp / "secret.json"
+        secret.write_bytes(noderec.encode(fx.node_record(24, "n2", [fx.rank("n2", 9)])))
+        (self.collect / "24" / "node.n2.json").symlink_to(secret)
+        big = self.collect / "24" / "node.n3.json"
+        with open(big, "wb") as f:
+            f.truncate(noderec.MAX_BYTES + 1)
+        (self.collect / "24" / "node.n4.json").write_text('{"format": "mpi-pstate-node"')
+        self.run_ctld(24, nodelist="n[1-4]")
+        s, _ = summary.find(self.writes[0])
+        self.assertEqual((s["state"], s["ranks"], s["missing"], s["bad_n"]),
+                         ("partial", 1, "n[2-4]", 3))
+        log_text = self.err.getvalue()
+        self.assertIn("node record of n2 refused", log_text)
+        self.assertIn("symlink", log_text)
+        self.assertIn("more than", log_text)
+
+    def test_waits_for_the_database_end_record(self) -> None:
+        self.publish(25, "n1", fx.node_record(25, "n1", [fx.rank("n1", 0)]))
+        self.db["state"] = "COMPLETED"
+        calls = []
+
+        def late(job: int, timeout: float = 30):  # noqa: ANN202
+            calls.append(job)
+            self.db["sacct_state"] = "RUNNING" if len(calls) < 3 else "COMPLETED"
+            return self.fake_sacct_one(job)
+        self.sacct_hook = late
+        self.run_ctld(25, nodelist="n1")
+        self.assertGreaterEqual(len(calls), 3)
+        self.assertEqual(len(self.writes), 1)
+
+    def test_bad_environment(self) -> None:
+        a = argparse.Namespace(collect_dir=str(self.collect), runtime_dir=None, slurm_conf=None,
+                               wait=0.1, db_wait=0.1, quiet=False)
+        with mock.patch.dict(os.environ, {"SLURM_JOB_ID": "x"}, clear=True), \
+                mock.patch.object(log, "_stream", [self.err]):
+            self.assertEqual(ctld.run(a, "/fake"), 0)
+        self.assertIn("bad Slurm environment", self.err.getvalue())
+
+
+class Backfill(Fakes):
+    def test_idempotent(self) -> None:
+        self.publish(31, "n1", fx.node_record(31, "n1", [fx.rank("n1", 0)]))
+        self.publish(31, "n2", fx.node_record(31, "n2", [fx.rank("n2", 1)]))
+        self.db["sacct_state"] = "COMPLETED"
+        ps = self.patches()
+        for p in ps:
+            p.start()
+        try:
+            db = slurm.DbTool("/fake")
+            args = (self.cfg, db, 31, ["n1", "n2"], {0}, ctld.Deadline(1), "COMPLETED", "0:0")
+            self.assertEqual(ctld.finish(*args, self.db["dbcomment"], None, dry_run=True),
+                             "would write")
+            self.assertEqual(self.writes, [])
+            self.assertEqual(ctld.finish(*args, self.db["dbcomment"], None), "written")
+            self.assertEqual(ctld.finish(*args, self.db["dbcomment"], None), "up to date")
+            self.assertEqual(len(self.writes), 1)
+            self.publish(31, "n3", fx.node_record(31, "n3", [fx.rank("n3", 2)]))
+            args = (self.cfg, db, 31, ["n1", "n2", "n3"], {0}, ctld.Deadline(1), "COMPLETED",
+                    "0:0")
+            self.assertEqual(ctld.finish(*args, self.db["dbcomment"], None), "written")
+            self.assertEqual(self.db["dbcomment"].count("mpi-pstate/1:"), 1)  # replaced
+            self.assertTrue(self.db["dbcomment"].startswith('admin "note" '))
+            self.assertEqual(summary.find(self.db["dbcomment"])[0]["ranks"], 3)
+        finally:
+            for p in ps:
+                p.stop()
+
+
+@unittest.skipUnless(DBCOMMENT.exists(), f"{DBCOMMENT} not built")
+class DbCommentTool(unittest.TestCase):
+    def run_tool(self, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([str(DBCOMMENT), *args], input=stdin, capture_output=True,
+                              timeout=30, env={"SLURM_CONF": "/nonexistent/slurm.conf"})
+
+    def test_usage_errors(self) -> None:
+        for argv in ((), ("--set",), ("--set", "abc"), ("--set", "0"), ("--show", "-1"),
+                     ("--set", "1", "--show", "2"), ("--set", "4294967295"), ("--bogus",),
+                     ("--cluster", "", "--set", "1")):
+            with self.subTest(argv=argv):
+                r = self.run_tool(*argv)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(b"usage", r.stderr)
+
+    def test_text_is_bounded_and_nul_free_before_any_connection(self) -> None:
+        r = self.run_tool("--cluster", "x", "--set", "5", stdin=b"a" * 65536)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(b"longer than 65535", r.stderr)
+        r = self.run_tool("--cluster", "x", "--set", "5", stdin=b"a\0b")
+        self.assertEqual(r.returncode, 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
