@@ -1,0 +1,174 @@
+"""`mpi-pstate report` and the command line, without a cluster: text, JSON,
+CSV and SVG of synthetic jobs (sacct mocked), array jobs, jobs without the
+tool, a job whose summary the epilog missed, and the CLI's argument
+handling, audit and exec delegation."""
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from unittest import mock
+
+import test_epilog_fixtures as fx
+from mpi_pstate import cli, noderec, slurm, summary
+
+CLI = fx.TOP / "epilog" / "mpi-pstate"
+
+
+class Report(unittest.TestCase):
+    def setUp(self) -> None:
+        self._td = tempfile.TemporaryDirectory()
+        self.tmp = Path(self._td.name)
+        os.chmod(self.tmp, 0o755)
+        self.collect = self.tmp / "records"
+        self.collect.mkdir()
+        self.rows: list[slurm.SacctJob] = []
+
+    def tearDown(self) -> None:
+        self._td.cleanup()
+
+    def job(self, raw: int, job_id: str, nodes: dict[str, list[dict]], state: str = "COMPLETED",
+            in_db: bool = True, detail: bool = True) -> None:
+        recs = {n: noderec.validate(json.loads(json.dumps(fx.node_record(raw, n, r))), raw, n)
+                for n, r in nodes.items()}
+        d = self.collect / str(raw)
+        d.mkdir()
+        for n in nodes:
+            (d / f"node.{n}.json").write_bytes(noderec.encode(fx.node_record(raw, n, nodes[n])))
+        det = summary.merge(raw, list(nodes), recs, {}, state, "0:0",
+                            job_id if "_" in job_id else None)
+        if detail:
+            (d / "job.json").write_bytes(noderec.encode(det))
+        comment = 'admin text ' + summary.encode(det["summary"]) if in_db else ""
+        self.rows.append(slurm.SacctJob(str(raw), job_id, state, "0:0", "00:01:00",
+                                        ",".join(nodes), comment))
+
+    def report(self, *args: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with mock.patch.object(slurm, "sacct_jobs", lambda specs, timeout=60: self.rows), \
+                contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = cli.main(["report", "--collect-dir", str(self.collect),
+                           "--slurm-conf", str(self.tmp / "none.conf"), *args])
+        return rc, out.getvalue(), err.getvalue()
+
+    def two_node_job(self) -> None:
+        self.job(501, "501", {"n1": [fx.rank("n1", 0, mpi=1.0), fx.rank("n1", 1, mpi=7.0)],
+                              "n2": [fx.rank("n2", 2, mpi=3.0, down=2.5, transitions=40)]})
+
+    def test_text(self) -> None:
+        self.two_node_job()
+        rc, out, _ = self.report("501")
+        self.assertEqual(rc, 0)
+        self.assertIn("job 501 (raw 501): COMPLETED", out)
+        self.assertIn("mpi-pstate: complete", out)
+        self.assertIn("ranks 3 on 2 nodes", out)
+        self.assertIn("energy: 200.0 J (ok)", out)
+        self.assertIn("ranks that wait most: 1@n1 70.0%, 2@n2 30.0%, 0@n1 10.0%", out)
+        self.assertIn("driver acpi-cpufreq, governor performance", out)
+        self.assertEqual(len([l for l in out.splitlines() if "finalized" in l]), 3)
+
+    def test_json_and_csv(self) -> None:
+        self.two_node_job()
+        rc, out, _ = self.report("501", "--json")
+        doc = json.loads(out)
+        j = doc["jobs"][0]
+        self.assertEqual((doc["format"], j["status"], j["summary"]["ranks"]),
+                         ("mpi-pstate-report", "ok", 3))
+        self.assertEqual(sorted(j["detail"]["nodes"]), ["n1", "n2"])
+        rc, out, _ = self.report("501", "--csv")
+        rows = list(csv.DictReader(io.StringIO(out)))
+        self.assertEqual([(r["node"], r["rank"]) for r in rows], [("n1", "0"), ("n1", "1"),
+                                                                  ("n2", "2")])
+        self.assertEqual((rows[2]["down_s"], rows[2]["transitions"]), ("2.5", "40"))
+
+    def test_svg_is_well_formed_with_a_bar_per_rank(self) -> None:
+        self.two_node_job()
+        path = self.tmp / "chart.svg"
+        rc, out, _ = self.report("501", "--svg", str(path))
+        self.assertEqual(rc, 0)
+        root = ET.parse(path).getroot()
+        ns = "{http://www.w3.org/2000/svg}"
+        titles = [t.text for t in root.iter(f"{ns}title")]
+        self.assertEqual(len([t for t in titles if t.startswith("compute")]), 3)
+        self.assertIn("clocked down 2.500 s", titles)
+        rc, out, _ = self.report("501", "--svg", "-")
+        ET.fromstring(out)
+
+    def test_array_jobs_and_jobs_without_the_tool(self) -> None:
+        self.job(601, "600_1", {"n1": [fx.rank("n1", 0)]})
+        self.job(602, "600_2", {"n2": [fx.rank("n2", 0)]})
+        self.rows.append(slurm.SacctJob("603", "600_3", "COMPLETED", "0:0", "00:00:01", "n1", ""))
+        self.rows.append(slurm.SacctJob("604", "600_4", "RUNNING", "0:0", "00:00:01", "n1", ""))
+        rc, out, _ = self.report("600", "--json")
+        jobs = {j["job_id"]: j for j in json.loads(out)["jobs"]}
+        self.assertEqual(sorted(jobs), ["600_1", "600_2", "600_3", "600_4"])
+        self.assertEqual(jobs["600_1"]["summary"]["array"], "600_1")
+        self.assertEqual(jobs["600_2"]["detail"]["ranks"][0]["node"], "n2")
+        self.assertEqual(jobs["600_3"]["status"], "none")
+        self.assertEqual(jobs["600_4"]["status"], "running")
+        rc, out, _ = self.report("600")
+        self.assertIn("job 600_3 (raw 603): COMPLETED", out)
+        self.assertIn("ran without mpi-pstate", out)
+        rc, out, _ = self.report("600", "--svg", str(self.tmp / "c-%j.svg"))
+        self.assertTrue((self.tmp / "c-601.svg").exists())
+
+    def test_summary_missed_by_the_epilog(self) -> None:
+        self.job(701, "701", {"n1": [fx.rank("n1", 0)]}, in_db=False, detail=False)
+        rc, out, _ = self.report("701")
+        self.assertIn("mpi-pstate backfill 701", out)
+        self.assertIn("mpi-pstate: complete", out)
+
+    def test_unknown_job_and_bad_ids(self) -> None:
+        rc, out, err = self.report("999")
+        self.assertEqual(rc, 1)
+        self.assertIn("job 999 not found", err)
+        rc, out, err = self.report("12;rm")
+        self.assertEqual(rc, 2)
+        self.assertIn("not a job id", err)
+
+    def test_summary_only_when_detail_is_unreadable(self) -> None:
+        self.two_node_job()
+        os.chmod(self.collect, 0o777)  # writable by anyone: not trusted, not read
+        rc, out, _ = self.report("501")
+        self.assertIn("mpi-pstate: complete", out)
+        self.assertIn("per-rank detail not available", out)
+
+
+class CommandLine(unittest.TestCase):
+    def run_cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["/usr/bin/python3", str(CLI), *args], capture_output=True,
+                              text=True, timeout=60)
+
+    def test_help_lists_every_subcommand(self) -> None:
+        r = self.run_cli("--help")
+        self.assertEqual(r.returncode, 0)
+        for sub in ("report", "backfill", "audit", "epilog", "epilog-slurmctld", "exec"):
+            self.assertIn(sub, r.stdout)
+        self.assertEqual(self.run_cli("frobnicate").returncode, 2)
+        self.assertEqual(self.run_cli("report").returncode, 2)
+
+    def test_audit_on_a_fake_tree(self) -> None:
+        with tempfile.TemporaryDirectory() as td:
+            root = fx.fake_sysfs(Path(td), boost=0)
+            r = self.run_cli("audit", "--sysroot", str(root), "--json")
+            s = json.loads(r.stdout)
+            self.assertEqual(s["cpufreq"]["driver"], "acpi-cpufreq")
+            r = self.run_cli("audit", "--sysroot", str(root))
+            self.assertIn("C6: exit latency 133 us", r.stdout)
+            self.assertIn("WARNING: turbo/boost is off", r.stdout)
+
+    def test_exec_delegates_to_the_launcher(self) -> None:
+        r = self.run_cli("exec", "--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("mpi-pstate-exec", r.stdout + r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
