@@ -10,7 +10,7 @@ PKGS=(
         # the local cluster: Slurm 22.05 with accounting
         slurm-wlm slurmctld slurmd slurm-client slurmdbd slurm-wlm-doc munge mariadb-server
         # both MPI families with C and Fortran compilers, PMIx for srun --mpi=pmix
-        openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran libpmix-dev libpmix-bin hpcc
+        openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran libpmix-dev libpmix-bin hpcc python3-mpi4py
         # fake sysfs and test tools
         fuse3 python3 python3-fusepy util-linux procps iproute2 man-db groff-base valgrind strace
 )
