@@ -48,13 +48,14 @@ def backstop(agent: Optional[str], restore_dir: str, job: int) -> dict[str, Any]
     return out
 
 
-STEP_DIR_RE = re.compile(r"([0-9]{1,10})\.([0-9]{1,10})")
+STEP_DIR_RE = re.compile(r"([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)")
+STEP_FILES = ("agent.json", "plugin.json")
 
 
-def agent_records(runtime: str, job: int, node: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """The agent's record of each step of this job on this node:
-    <runtime>/steps/<job>.<step>/agent.json, root-owned (spank/paths.h,
-    docs/agent.md)."""
+def step_records(runtime: str, job: int, node: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """What the agent and the plugin left for each step of this job on this
+    node: <runtime>/steps/<job>.<step>/{agent,plugin}.json, root-owned
+    (spank/paths.h; docs/agent.md).  Returns [{"step", "agent", "plugin"}]."""
     out: list[dict[str, Any]] = []
     problems: list[str] = []
     try:
@@ -68,35 +69,46 @@ def agent_records(runtime: str, job: int, node: str) -> tuple[list[dict[str, Any
         for n in os.listdir(sfd):
             m = STEP_DIR_RE.fullmatch(n)
             if m and int(m.group(1)) == job:
-                dirs.append((int(m.group(2)), n))
-        dirs.sort()
+                dirs.append((m.group(2), n))
+        dirs.sort(key=lambda d: (not d[0].isdigit(), int(d[0]) if d[0].isdigit() else 0, d[0]))
         if len(dirs) > MAX_AGENT_RECORDS:
             problems.append(f"{len(dirs)} step directories, {MAX_AGENT_RECORDS} read")
         for step, n in dirs[:MAX_AGENT_RECORDS]:
-            try:
-                dfd = os.open(n, safeio.O_DIR, dir_fd=sfd)
-            except OSError as e:
-                problems.append(f"step directory {n}: {e.strerror}")
-                continue
-            try:
-                st = os.fstat(dfd)
-                if st.st_uid != 0 or st.st_mode & 0o022:
-                    problems.append(f"step directory {n}: not root's, ignored")
-                    continue
-                data = safeio.read_file(dfd, "agent.json", AGENT_MAX_BYTES, owners={0})
-                a = noderec.parse_agent(data, node, default_step=str(step))
-                if a is not None:
-                    out.append(a)
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError, UnicodeDecodeError) as e:
-                problems.append(f"agent record {n}/agent.json: "
-                                f"{getattr(e, 'strerror', None) or e}")
-            finally:
-                os.close(dfd)
+            info = step_dir(sfd, n, step, node, problems)
+            if info is not None:
+                out.append(info)
     finally:
         os.close(sfd)
     return out, problems
+
+
+def step_dir(sfd: int, n: str, step: str, node: str, problems: list[str]
+             ) -> Optional[dict[str, Any]]:
+    try:
+        dfd = os.open(n, safeio.O_DIR, dir_fd=sfd)
+    except OSError as e:
+        problems.append(f"step directory {n}: {e.strerror}")
+        return None
+    info: dict[str, Any] = {"step": step, "agent": None, "plugin": None}
+    try:
+        st = os.fstat(dfd)
+        if st.st_uid != 0 or st.st_mode & 0o022:
+            problems.append(f"step directory {n}: not root's, ignored")
+            return None
+        for fname in STEP_FILES:
+            try:
+                data = safeio.read_file(dfd, fname, AGENT_MAX_BYTES, owners={0})
+                if fname == "agent.json":
+                    info["agent"] = noderec.parse_agent(data, node, default_step=step)
+                else:
+                    info["plugin"] = noderec.parse_plugin(data, node)
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError, UnicodeDecodeError) as e:
+                problems.append(f"{n}/{fname}: {getattr(e, 'strerror', None) or e}")
+    finally:
+        os.close(dfd)
+    return info if info["agent"] or info["plugin"] else None
 
 
 def job_env() -> tuple[int, str, int, dict[str, Any]]:
@@ -136,11 +148,11 @@ def run(a: argparse.Namespace, tools: dict[str, list[str]]) -> int:
         elif restore["status"] == "skipped":
             log.info(f"restore backstop skipped: {restore['why']}")
         steps, problems, segs = slots.job_segments(job, uid, a.shm_dir)
-        agents, aprob = agent_records(runtime, job, node)
-        problems += aprob
-        has_data = any(s["ranks"] for s in steps) or agents
+        infos, sprob = step_records(runtime, job, node)
+        problems += sprob
+        has_data = any(s["ranks"] for s in steps) or infos
         settings = audit.node_settings(a.sysroot) if has_data else None
-        rec = noderec.build(job, node, uid, settings=settings, steps=steps, agents=agents,
+        rec = noderec.build(job, node, uid, settings=settings, steps=steps, infos=infos,
                             restore=restore, problems=problems, written=time.time(),
                             extra_job=extra or None)
         data = noderec.encode(rec)

@@ -39,22 +39,29 @@ def clip(text: Any, n: int = MAX_TEXT) -> str:
 
 
 def build(job: int, node: str, uid: int, *, settings: Optional[dict[str, Any]],
-          steps: list[dict[str, Any]], agents: list[dict[str, Any]],
+          steps: list[dict[str, Any]], infos: list[dict[str, Any]],
           restore: dict[str, Any], problems: list[str], written: float,
           extra_job: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    """steps: from slots.job_segments(); agents: validated agent records
-    (each with "step")."""
+    """steps: from slots.job_segments(); infos: per step {"step", "agent"
+    (parse_agent() or None), "plugin" (parse_plugin() or None)}."""
     by_step: dict[str, dict[str, Any]] = {}
     ranks: list[dict[str, Any]] = []
     for st in steps:
         by_step[st["step"]] = {"step": st["step"], "segment": st["segment"],
-                               "slots": st["slots"], "ranks": len(st["ranks"]), "agent": None}
+                               "slots": st["slots"], "ranks": len(st["ranks"]), "agent": None,
+                               "plugin": None}
         ranks.extend(st["ranks"])
-    for a in agents:
-        e = by_step.setdefault(str(a["step"]), {"step": str(a["step"]), "segment": None,
-                                                "slots": 0, "ranks": 0, "agent": None})
-        e["agent"] = a["record"]
-    has_data = bool(ranks) or bool(agents)
+    agents = []
+    for i in infos:
+        e = by_step.setdefault(str(i["step"]), {"step": str(i["step"]), "segment": None,
+                                                "slots": 0, "ranks": 0, "agent": None,
+                                                "plugin": None})
+        if i.get("agent"):
+            e["agent"] = i["agent"]["record"]
+            agents.append(i["agent"])
+        if i.get("plugin"):
+            e["plugin"] = i["plugin"]
+    has_data = bool(ranks) or bool(infos)
     rec: dict[str, Any] = {
         "format": FORMAT, "version": VERSION, "job": job, "node": node, "uid": uid,
         "written": round(written, 3), "status": "ok" if has_data else "none",
@@ -125,6 +132,19 @@ def parse_agent(data: bytes, node: str, default_step: Optional[str] = None
     text = json.dumps(obj, separators=(",", ":"))
     rec = obj if len(text) <= AGENT_MAX_BYTES else {"truncated": True, "bytes": len(text)}
     return {"step": str(step), "energy": energy, "record": rec}
+
+
+def parse_plugin(data: bytes, node: str) -> Optional[dict[str, Any]]:
+    """The plugin's step record (plugin.json: mode, mechanism, governor,
+    domains, restore state), kept as it is when small enough; None when it
+    is another node's."""
+    obj = decode(data)
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    if isinstance(obj.get("node"), str) and obj["node"] != node:
+        return None
+    text = json.dumps(obj, separators=(",", ":"))
+    return obj if len(text) <= AGENT_MAX_BYTES else {"truncated": True, "bytes": len(text)}
 
 
 # ---- validation (reading side: the controller, report, backfill)

@@ -368,11 +368,22 @@ class NodeEpilog(Tmp):
         (step / "agent.json").write_text(json.dumps(
             {"version": 1, "job": 4242, "step": 0, "energy": {"status": "ok", "joules": 77.5},
              "mechanism": "max_freq"}))
+        (step / "plugin.json").write_text(json.dumps({"version": 1, "node": "n1", "mode": "on"}))
+        batch = self.runtime / "steps" / "4242.batch"
+        batch.mkdir()
+        (batch / "plugin.json").write_text(json.dumps({"version": 1, "node": "n1",
+                                                       "mode": "profile"}))
+        other = self.runtime / "steps" / "4243.0"  # another job: not ours
+        other.mkdir()
+        (other / "agent.json").write_text(json.dumps({"step": 0, "energy": {"joules": 1e9}}))
         self.assertEqual(self.run_epilog(), 0)
         rec = self.record()
         self.assertEqual((rec["status"], len(rec["ranks"]), rec["energy"]["joules"]),
                          ("ok", 2, 77.5))
         self.assertEqual(rec["steps"][0]["agent"]["mechanism"], "max_freq")
+        self.assertEqual(rec["steps"][0]["plugin"]["mode"], "on")
+        self.assertEqual([s["step"] for s in rec["steps"]], ["0", "batch"])
+        self.assertEqual(rec["steps"][1]["plugin"]["mode"], "profile")
         self.assertEqual(rec["settings"]["cpufreq"]["driver"], "acpi-cpufreq")
         self.assertEqual(rec["restore"]["status"], "skipped")
         self.assertEqual(noderec.validate(rec, 4242, "n1")["status"], "ok")

@@ -123,12 +123,13 @@ def rank(node: str, r: int, step: str = "0", wall: float = 10.0, mpi: float = 2.
 
 def node_record(job: int, node: str, ranks: list[dict[str, Any]], joules: Optional[float] = 100.0,
                 settings: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    agents = [{"step": "0", "energy": {"status": "ok", "joules": joules}, "record": {"step": 0}}] \
-        if joules is not None else []
+    infos = [{"step": "0", "plugin": None,
+              "agent": {"step": "0", "energy": {"status": "ok", "joules": joules},
+                        "record": {"step": 0}}}] if joules is not None else []
     steps = [{"step": "0", "segment": f"mpi-pstate.{job}.0", "slots": len(ranks), "ranks": ranks}]
     st = settings if settings is not None else {
         "cpufreq": {"driver": "acpi-cpufreq", "governors": ["performance"], "boost": True},
         "cstates": {"states": [{"name": "C6", "exit_latency_us": 133, "enabled_cpus": "0-1"}]},
         "smt": {"threads_per_core": 1}, "numa": {"nodes": 1}, "warnings": []}
     return noderec.build(job, node, 1000, settings=st, steps=steps if ranks else [],
-                         agents=agents, restore={"status": "ok"}, problems=[], written=1.0)
+                         infos=infos, restore={"status": "ok"}, problems=[], written=1.0)
