@@ -1,0 +1,170 @@
+/* mpi-pstate-agent: the node agent, one per job step per node, root.
+ *
+ *   main.c    command line, --restore, detaching, signals
+ *   hw.c      cpufreq domains (save, mechanism, handle, restore) and RAPL
+ *   loop.c    the segment, the slot scan, the pidfd watcher, the main loop
+ *   record.c  the agent record (JSON, docs/agent.md)
+ *   log.c     log file, syslog or stderr
+ *
+ * The decisions themselves live in common/agent.c (pure, unit tested). */
+#ifndef MPI_PSTATE_AGENTD_H
+#define MPI_PSTATE_AGENTD_H
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <syslog.h>
+
+#include "agent.h"
+#include "cpufreq.h"
+#include "rapl.h"
+#include "restore.h"
+#include "slot.h"
+
+#define AGENTD_RECORD_FORMAT "mpi-pstate-agent-record"
+#define AGENTD_RECORD_VERSION 1
+/* Bounds of the scan interval (docs/agent.md, "Timing"). */
+#define AGENTD_SCAN_MIN_NS UINT64_C(50000)
+#define AGENTD_SCAN_MAX_NS UINT64_C(100000000)
+
+struct agentd_opts {
+        const char *shm;    /* segment path */
+        uint32_t create;    /* 0: attach; N: create N slots */
+        cpu_set_t cpus;     /* the step's CPUs: never act outside them */
+        uint32_t job, step; /* owner tag of the restore records */
+        uid_t uid;          /* segment owner ((uid_t)-1: any when attaching) */
+        gid_t gid;
+        uint64_t threshold_us;
+        uint64_t low_khz; /* 0 = min */
+        enum mpi_pstate_cpufreq_mech mech;
+        const char *job_governor; /* NULL: keep */
+        bool profile;             /* never change a frequency */
+        bool allow_governor;      /* may switch to userspace for setspeed */
+        uint64_t freq_min_khz;    /* admin floor for the low frequency, 0 = none */
+        uint64_t scan_us;         /* 0: derived from the threshold */
+        uint64_t budget_ppm;      /* CPU budget in millionths of a core, 0 = none */
+        const char *runtime_dir;
+        const char *record;
+        const char *sysroot;
+        const char *log; /* file, "syslog" or NULL (stderr in the foreground) */
+        const char *pidfile;
+        bool foreground, exit_when_done, keep_shm;
+        int rt_prio; /* SCHED_FIFO priority, 0 = normal scheduling */
+        int verbose;
+};
+
+enum agentd_dom_status {
+        AGENTD_DOM_MANAGED = 0,
+        AGENTD_DOM_OUTSIDE,     /* shares CPUs with something outside the step */
+        AGENTD_DOM_BUSY,        /* another job or step owns its restore record */
+        AGENTD_DOM_NO_RANGE,    /* low would not be below high */
+        AGENTD_DOM_UNSUPPORTED, /* the requested mechanism cannot work here */
+        AGENTD_DOM_ERROR,       /* save, governor switch or open failed */
+        AGENTD_DOM_PROFILE,     /* mode profile: measured, never changed */
+};
+
+struct agentd_domain {
+        unsigned policy; /* index in node->policies */
+        char name[24];
+        cpu_set_t related;
+        enum agentd_dom_status status;
+        char why[200];
+        enum mpi_pstate_cpufreq_mech mech;
+        uint32_t low_khz, high_khz;
+        struct mpi_pstate_cpufreq_domain h;
+        bool saved;            /* a restore record of ours exists */
+        bool governor_changed; /* switched to userspace by the agent */
+        int restore_rc;        /* result of the restore at exit (1 restored, 0 none) */
+};
+
+struct agentd_slot {
+        /* as last validated */
+        bool valid, seen, bad_logged;
+        int32_t pid, rank;
+        uint32_t state, clock, mode;
+        int cpu;
+        uint64_t thr_ns;
+        uint64_t cpuset[MPI_PSTATE_SLOT_CPUSET_WORDS];
+        uint64_t ever_mask[MPI_PSTATE_AGENT_MASK_WORDS]; /* domains it ever belonged to */
+        uint64_t refreshed_ns;
+        /* reported by the rank, for the record (untrusted figures) */
+        uint64_t long_calls, long_ns, wakeups, slot_down_ns, slot_transitions;
+        /* liveness */
+        int pidfd;
+        uint32_t gen;
+        _Atomic uint32_t dead_gen; /* set by the watcher thread */
+        bool dead;
+        uint64_t checked_ns; /* last kill(pid, 0) without a pidfd */
+};
+
+struct agentd {
+        struct agentd_opts o;
+        char host[64];
+        uint64_t start_mono_ns, start_real_ns, end_real_ns;
+        uint64_t thr_ns, scan_ns; /* scan_ns: the shortest scan interval */
+        uint64_t scan_max_seen_ns;
+        uint64_t budget_t0, budget_cpu0, budget_next_ns, budget_adjusts;
+        uint64_t tsc_rate;
+        struct mpi_pstate_clock_sample cal;
+
+        /* segment */
+        struct mpi_pstate_segment seg;
+        bool created, seg_lost;
+        struct agentd_slot *slots;
+        struct mpi_pstate_agent_obs *obs;
+        struct mpi_pstate_slot *copy; /* snapshot buffer */
+
+        /* cpufreq */
+        struct mpi_pstate_cpufreq_node *node;
+        const char *cpufreq_status; /* ok|absent|error */
+        char cpufreq_err[256];
+        struct agentd_domain *dom;
+        unsigned ndom;
+        int *pol2dom; /* per policy of node: domain index or -1 */
+        struct mpi_pstate_agent_core core;
+        unsigned restored, restore_failed;
+
+        /* energy */
+        struct mpi_pstate_rapl rapl;
+        struct mpi_pstate_rapl_sampler sampler;
+        enum mpi_pstate_rapl_status rapl_status;
+        uint64_t rapl_interval_ns, rapl_next_ns, rapl_samples;
+
+        /* liveness watcher */
+        int epfd, stopfd;
+        pthread_t watcher;
+        bool watcher_on, pidfd_ok;
+
+        /* the agent's own figures */
+        uint64_t wakeups, woken, timeouts, eagain, throttled;
+        const char *exit_reason;
+};
+
+/* log.c */
+int mpi_pstate_agentd_log_open(const char *spec, bool foreground, int verbose);
+__attribute__((format(printf, 2, 3))) void mpi_pstate_agentd_log(int prio, const char *fmt, ...);
+void mpi_pstate_agentd_log_tag(uint32_t job, uint32_t step);
+
+/* hw.c */
+int mpi_pstate_agentd_hw_setup(struct agentd *a);
+void mpi_pstate_agentd_hw_finish(struct agentd *a);
+void mpi_pstate_agentd_rapl_open(struct agentd *a);
+void mpi_pstate_agentd_rapl_sample(struct agentd *a);
+void mpi_pstate_agentd_rapl_close(struct agentd *a);
+const char *mpi_pstate_agentd_dom_status_name(enum agentd_dom_status s);
+
+/* loop.c */
+int mpi_pstate_agentd_segment_open(struct agentd *a, char *err, size_t errlen);
+int mpi_pstate_agentd_core_setup(struct agentd *a);
+int mpi_pstate_agentd_run(struct agentd *a, volatile sig_atomic_t *stop);
+void mpi_pstate_agentd_teardown(struct agentd *a);
+void mpi_pstate_agentd_poke(struct agentd *a); /* async-signal-safe wake-up */
+
+/* record.c */
+int mpi_pstate_agentd_record_write(struct agentd *a);
+
+#endif

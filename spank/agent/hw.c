@@ -1,0 +1,282 @@
+/* The agent's hardware: the frequency domains of the step's CPUs and the
+ * RAPL energy counters.
+ *
+ * A domain is managed only when every CPU of it (related_cpus, offline
+ * ones included) belongs to the step: lowering a domain shared with CPUs
+ * outside the allocation would slow someone else's work.  Before the first
+ * change, the domain's settings are saved in the runtime directory with
+ * the step as owner (common/restore.h); at the end they are restored from
+ * there, and the same record lets the plugin's step exit or the node
+ * epilog restore a domain whose agent was killed. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agentd.h"
+
+/* RAPL: no power figure is read from the hardware, so the wrap period is
+ * computed for a bound no socket reaches (docs/agent.md, "Energy"). */
+#define RAPL_MAX_POWER_MW UINT64_C(1000000)
+#define RAPL_MAX_INTERVAL_NS UINT64_C(60000000000)
+
+static const char *const status_names[] = {
+    [AGENTD_DOM_MANAGED] = "managed",
+    [AGENTD_DOM_OUTSIDE] = "outside",
+    [AGENTD_DOM_BUSY] = "busy",
+    [AGENTD_DOM_NO_RANGE] = "no_range",
+    [AGENTD_DOM_UNSUPPORTED] = "unsupported",
+    [AGENTD_DOM_ERROR] = "error",
+    [AGENTD_DOM_PROFILE] = "profile",
+};
+
+const char *mpi_pstate_agentd_dom_status_name(enum agentd_dom_status s)
+{
+        return (unsigned)s < sizeof(status_names) / sizeof(status_names[0]) ? status_names[s] : "?";
+}
+
+static uint64_t mono_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+static bool subset(const cpu_set_t *a, const cpu_set_t *b)
+{
+        cpu_set_t x;
+
+        CPU_AND(&x, a, b);
+        return CPU_EQUAL(&x, a);
+}
+
+static void set_status(struct agentd_domain *d, enum agentd_dom_status st, const char *why)
+{
+        d->status = st;
+        snprintf(d->why, sizeof(d->why), "%s", why ? why : "");
+}
+
+/* Gives a domain back its saved settings now (a setup that went wrong
+ * after the save). */
+static void unsave(struct agentd *a, struct agentd_domain *d)
+{
+        struct mpi_pstate_restore_owner who = {a->o.job, a->o.step};
+        char err[256] = "";
+        int rc;
+
+        if (!d->saved)
+                return;
+        rc = mpi_pstate_restore_policy(a->o.runtime_dir, a->o.sysroot, d->name, &who, 0, err,
+                                       sizeof(err));
+        if (rc < 0)
+                mpi_pstate_agentd_log(LOG_ERR, "%s: restoring after a failed setup: %s", d->name,
+                                      err[0] ? err : strerror(-rc));
+        else
+                d->saved = false;
+}
+
+static void setup_one(struct agentd *a, struct agentd_domain *d)
+{
+        const struct mpi_pstate_cpufreq_policy *p = &a->node->policies[d->policy];
+        struct mpi_pstate_restore_owner who = {a->o.job, a->o.step};
+        struct mpi_pstate_cpufreq_settings cur;
+        char err[256] = "";
+        int rc;
+
+        rc = mpi_pstate_cpufreq_mech_choose(p, a->o.mech, a->o.allow_governor, a->o.job_governor,
+                                            &d->mech, err, sizeof(err));
+        if (rc) {
+                set_status(d, AGENTD_DOM_UNSUPPORTED, err);
+                return;
+        }
+        rc = mpi_pstate_restore_save(a->o.runtime_dir, p, &who, err, sizeof(err));
+        if (rc) {
+                set_status(d, rc == -EBUSY ? AGENTD_DOM_BUSY : AGENTD_DOM_ERROR,
+                           err[0] ? err : strerror(-rc));
+                return;
+        }
+        d->saved = true;
+        if (d->mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED && strcmp(p->cur.governor, "userspace")) {
+                struct mpi_pstate_cpufreq_limits lim = {0, 0, NULL, a->o.allow_governor};
+                struct mpi_pstate_cpufreq_request req = {NULL, p->cur.min_khz, p->cur.max_khz};
+                struct mpi_pstate_cpufreq_settings target;
+
+                rc = mpi_pstate_cpufreq_plan(p, &lim, &req, d->mech, &target, NULL, err,
+                                             sizeof(err));
+                if (!rc)
+                        rc = mpi_pstate_cpufreq_apply(p, &target, err, sizeof(err));
+                if (rc) {
+                        set_status(d, AGENTD_DOM_ERROR, err);
+                        unsave(a, d);
+                        return;
+                }
+                d->governor_changed = true;
+        }
+        rc = mpi_pstate_cpufreq_read_settings(p, &cur);
+        if (rc) {
+                snprintf(err, sizeof(err), "reading settings: %s", strerror(-rc));
+                set_status(d, AGENTD_DOM_ERROR, err);
+                unsave(a, d);
+                return;
+        }
+        d->high_khz = cur.max_khz;
+        d->low_khz =
+            mpi_pstate_agent_low_khz(a->o.low_khz, p->cpuinfo_min_khz, a->o.freq_min_khz,
+                                     d->mech == MPI_PSTATE_CPUFREQ_MECH_MAXFREQ ? cur.min_khz : 0,
+                                     d->high_khz, p->freqs, p->nfreqs);
+        if (!d->low_khz) {
+                snprintf(err, sizeof(err), "no frequency below the maximum %u kHz is allowed",
+                         d->high_khz);
+                set_status(d, AGENTD_DOM_NO_RANGE, err);
+                unsave(a, d);
+                return;
+        }
+        rc = mpi_pstate_cpufreq_domain_prepare(&d->h, p, d->mech, d->low_khz, d->high_khz, err,
+                                               sizeof(err));
+        if (rc) {
+                set_status(d, AGENTD_DOM_ERROR, err);
+                unsave(a, d);
+                return;
+        }
+        /* Full speed to start with, whatever setspeed was left at. */
+        if (d->mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED && cur.setspeed_khz != d->high_khz)
+                mpi_pstate_cpufreq_domain_raise(&d->h);
+        set_status(d, AGENTD_DOM_MANAGED, "");
+}
+
+int mpi_pstate_agentd_hw_setup(struct agentd *a)
+{
+        cpu_set_t seen;
+        int rc;
+
+        a->cpufreq_status = "ok";
+        rc = mpi_pstate_cpufreq_discover(a->o.sysroot, &a->node, a->cpufreq_err,
+                                         sizeof(a->cpufreq_err));
+        if (rc) {
+                a->node = NULL;
+                a->cpufreq_status = rc == -ENODEV ? "absent" : "error";
+                mpi_pstate_agentd_log(rc == -ENODEV ? LOG_INFO : LOG_ERR,
+                                      "cpufreq %s (%s): measuring only", a->cpufreq_status,
+                                      a->cpufreq_err[0] ? a->cpufreq_err : strerror(-rc));
+                return 0;
+        }
+        a->pol2dom = malloc(sizeof(int) * (a->node->npolicies ? a->node->npolicies : 1));
+        a->dom = calloc(a->node->npolicies ? a->node->npolicies : 1, sizeof(*a->dom));
+        if (!a->pol2dom || !a->dom)
+                return -ENOMEM;
+        for (unsigned i = 0; i < a->node->npolicies; i++)
+                a->pol2dom[i] = -1;
+        CPU_ZERO(&seen);
+        for (unsigned cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+                int pi;
+                struct agentd_domain *d;
+
+                if (!CPU_ISSET(cpu, &a->o.cpus) || CPU_ISSET(cpu, &seen))
+                        continue;
+                pi = a->node->cpu_policy[cpu];
+                if (pi < 0 || a->pol2dom[pi] >= 0)
+                        continue;
+                if (a->ndom >= MPI_PSTATE_AGENT_MAX_DOMAINS)
+                        break;
+                d = &a->dom[a->ndom];
+                d->policy = (unsigned)pi;
+                d->h.fd = -1;
+                snprintf(d->name, sizeof(d->name), "%s", a->node->policies[pi].name);
+                d->related = a->node->policies[pi].related;
+                CPU_OR(&seen, &seen, &d->related);
+                a->pol2dom[pi] = (int)a->ndom++;
+        }
+        for (unsigned i = 0; i < a->ndom; i++) {
+                struct agentd_domain *d = &a->dom[i];
+
+                if (!subset(&d->related, &a->o.cpus))
+                        set_status(d, AGENTD_DOM_OUTSIDE,
+                                   "shares CPUs with something outside the step");
+                else if (a->o.profile)
+                        set_status(d, AGENTD_DOM_PROFILE, "mode profile");
+                else
+                        setup_one(a, d);
+                mpi_pstate_agentd_log(
+                    d->status == AGENTD_DOM_MANAGED ? LOG_DEBUG : LOG_INFO, "%s: %s%s%s", d->name,
+                    mpi_pstate_agentd_dom_status_name(d->status), d->why[0] ? ": " : "", d->why);
+        }
+        return 0;
+}
+
+void mpi_pstate_agentd_hw_finish(struct agentd *a)
+{
+        struct mpi_pstate_restore_owner who = {a->o.job, a->o.step};
+
+        for (unsigned i = 0; i < a->ndom; i++) {
+                struct agentd_domain *d = &a->dom[i];
+                char err[256] = "";
+
+                /* A late raise through the kept fd must not undo the restore. */
+                mpi_pstate_cpufreq_domain_close(&d->h);
+                if (!d->saved)
+                        continue;
+                d->restore_rc = mpi_pstate_restore_policy(a->o.runtime_dir, a->o.sysroot, d->name,
+                                                          &who, 0, err, sizeof(err));
+                if (d->restore_rc < 0) {
+                        a->restore_failed++;
+                        mpi_pstate_agentd_log(LOG_ERR,
+                                              "%s: restore failed: %s (the record stays for "
+                                              "the backstop)",
+                                              d->name, err[0] ? err : strerror(-d->restore_rc));
+                } else {
+                        a->restored += d->restore_rc == 1;
+                        d->saved = false;
+                }
+        }
+}
+
+void mpi_pstate_agentd_rapl_open(struct agentd *a)
+{
+        uint64_t range = 0, us;
+
+        a->rapl_status = mpi_pstate_rapl_discover(a->o.sysroot, &a->rapl);
+        if (a->rapl_status == MPI_PSTATE_RAPL_OK)
+                a->rapl_status = mpi_pstate_rapl_sampler_open(
+                    &a->sampler, &a->rapl,
+                    MPI_PSTATE_RAPL_KIND_BIT(MPI_PSTATE_RAPL_PACKAGE) |
+                        MPI_PSTATE_RAPL_KIND_BIT(MPI_PSTATE_RAPL_DRAM));
+        else
+                a->sampler.n = 0;
+        if (a->rapl_status != MPI_PSTATE_RAPL_OK) {
+                mpi_pstate_agentd_log(LOG_INFO, "energy: RAPL %s",
+                                      mpi_pstate_rapl_status_name(a->rapl_status));
+                return;
+        }
+        for (unsigned i = 0; i < a->sampler.n; i++)
+                if (!range || a->sampler.c[i].range_uj < range)
+                        range = a->sampler.c[i].range_uj;
+        us = mpi_pstate_rapl_sample_interval_us(range, RAPL_MAX_POWER_MW);
+        a->rapl_interval_ns = us > RAPL_MAX_INTERVAL_NS / 1000 ? RAPL_MAX_INTERVAL_NS : us * 1000;
+        if (a->rapl_interval_ns == 0)
+                a->rapl_interval_ns = 1000000;
+        a->rapl_next_ns = mono_ns() + a->rapl_interval_ns;
+        a->rapl_samples = 1;
+}
+
+void mpi_pstate_agentd_rapl_sample(struct agentd *a)
+{
+        enum mpi_pstate_rapl_status st;
+
+        if (!a->sampler.n)
+                return;
+        st = mpi_pstate_rapl_sampler_sample(&a->sampler);
+        a->rapl_samples++;
+        if (st != MPI_PSTATE_RAPL_OK && a->rapl_status == MPI_PSTATE_RAPL_OK)
+                mpi_pstate_agentd_log(LOG_WARNING, "energy: a RAPL sample failed (%s)",
+                                      mpi_pstate_rapl_status_name(st));
+        a->rapl_status = st;
+        a->rapl_next_ns = mono_ns() + a->rapl_interval_ns;
+}
+
+void mpi_pstate_agentd_rapl_close(struct agentd *a)
+{
+        if (a->sampler.n)
+                mpi_pstate_rapl_sampler_close(&a->sampler);
+}

@@ -1,0 +1,677 @@
+/* The agent's main loop: scan the slots, let the decision core act, sleep
+ * on the segment's futex until the next deadline.
+ *
+ * Everything in the segment is written by the job's user.  The loop reads
+ * only a few words per slot per scan (state, pid, wait_since); a slot's
+ * identity (CPU set, clock, threshold, mode) comes from a validated copy
+ * (mpi_pstate_slot_snapshot), taken when the slot's state or pid changes
+ * and once a second.  A user can also shrink the file under the mapping:
+ * the next access raises SIGBUS, which is caught while the loop is inside
+ * the segment, and the agent then puts every domain back up and stops
+ * using the segment.
+ *
+ * Dead ranks: one pidfd per slot owner, watched by a thread blocked in
+ * epoll_wait; when a process ends, the thread wakes the loop through the
+ * futex.  Where pidfd_open is missing, kill(pid, 0) every 100 ms. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#include "agentd.h"
+
+#define NS_PER_S UINT64_C(1000000000)
+#define REFRESH_NS NS_PER_S               /* re-validate every slot's identity */
+#define KILL_CHECK_NS UINT64_C(100000000) /* liveness without pidfd */
+/* A flood of wake-ups (a rank bumping the futex in a loop) is cut to at
+ * most THROTTLE_WAKES early wake-ups per window; the rest of the window is
+ * slept through.  A legitimate burst (a barrier releasing many clocked-down
+ * ranks at once) needs a handful. */
+#define THROTTLE_WINDOW_NS UINT64_C(10000000)
+#define THROTTLE_WAKES 50u
+#define STOP_EVENT UINT64_MAX
+/* The CPU budget is checked this often (the first time sooner, so that a
+ * slow platform does not pay a whole second of too frequent scans). */
+#define BUDGET_PERIOD_NS NS_PER_S
+#define BUDGET_FIRST_NS (NS_PER_S / 4)
+
+static sigjmp_buf bus_jmp;
+static volatile sig_atomic_t in_segment;
+
+static uint64_t mono_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t tsc_now(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+        return __rdtsc();
+#else
+        return 0;
+#endif
+}
+
+static void on_sigbus(int sig, siginfo_t *info, void *uc)
+{
+        (void)info;
+        (void)uc;
+        if (in_segment)
+                siglongjmp(bus_jmp, 1);
+        signal(sig, SIG_DFL);
+        raise(sig);
+}
+
+/* Bumps the futex word inside the kernel (a truncated segment gives
+ * EFAULT there, not SIGBUS here) and wakes the loop.  Async-signal-safe. */
+static void wake_loop(struct mpi_pstate_seg_header *hdr)
+{
+        if (!hdr)
+                return;
+        syscall(SYS_futex, &hdr->agent_futex, FUTEX_WAKE_OP, 1, (void *)0, &hdr->agent_futex,
+                FUTEX_OP(FUTEX_OP_ADD, 1, FUTEX_OP_CMP_EQ, 0));
+}
+
+void mpi_pstate_agentd_poke(struct agentd *a)
+{
+        if (a && !a->seg_lost)
+                wake_loop(a->seg.hdr);
+}
+
+/* ---- the decision core's side effects ---- */
+
+static struct mpi_pstate_slot *slot_of(struct agentd *a, unsigned r)
+{
+        return a->seg_lost ? NULL : mpi_pstate_slot_at(&a->seg, r);
+}
+
+static int op_mark(void *ctx, unsigned r, uint64_t since)
+{
+        struct mpi_pstate_slot *s = slot_of(ctx, r);
+
+        return s ? mpi_pstate_slot_agent_lower(s, since) : 0;
+}
+
+static int op_still(void *ctx, unsigned r, uint64_t since)
+{
+        struct mpi_pstate_slot *s = slot_of(ctx, r);
+
+        return s ? mpi_pstate_slot_agent_still_waiting(s, since) : 0;
+}
+
+static void op_unmark(void *ctx, unsigned r, uint64_t down_ns)
+{
+        struct mpi_pstate_slot *s = slot_of(ctx, r);
+
+        if (s)
+                mpi_pstate_slot_agent_raise(s, down_ns);
+}
+
+static void op_clear(void *ctx, unsigned r)
+{
+        struct mpi_pstate_slot *s = slot_of(ctx, r);
+
+        if (s)
+                atomic_store_explicit(&s->clocked_down, 0, memory_order_release);
+}
+
+static int op_lower(void *ctx, unsigned d)
+{
+        struct agentd *a = ctx;
+
+        return d < a->ndom ? mpi_pstate_cpufreq_domain_lower(&a->dom[d].h) : -EINVAL;
+}
+
+static int op_raise(void *ctx, unsigned d)
+{
+        struct agentd *a = ctx;
+
+        return d < a->ndom ? mpi_pstate_cpufreq_domain_raise(&a->dom[d].h) : -EINVAL;
+}
+
+static uint64_t op_now(void *ctx)
+{
+        (void)ctx;
+        return mono_ns();
+}
+
+/* ---- liveness ---- */
+
+static void *watcher_main(void *arg)
+{
+        struct agentd *a = arg;
+        struct epoll_event ev[64];
+
+        for (;;) {
+                int n = epoll_wait(a->epfd, ev, 64, -1);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return NULL;
+                for (int i = 0; i < n; i++) {
+                        uint64_t tag = ev[i].data.u64;
+                        unsigned slot = (unsigned)(tag & 0xffffffffu);
+
+                        if (tag == STOP_EVENT)
+                                return NULL;
+                        if (slot < a->seg.nslots)
+                                atomic_store(&a->slots[slot].dead_gen, (uint32_t)(tag >> 32));
+                        mpi_pstate_agentd_poke(a);
+                }
+        }
+}
+
+static int watcher_start(struct agentd *a)
+{
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = STOP_EVENT};
+        sigset_t all, old;
+        int rc;
+
+        a->epfd = epoll_create1(EPOLL_CLOEXEC);
+        a->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (a->epfd < 0 || a->stopfd < 0 || epoll_ctl(a->epfd, EPOLL_CTL_ADD, a->stopfd, &ev))
+                return -errno;
+        /* Signals go to the main loop, never to the watcher. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        rc = pthread_create(&a->watcher, NULL, watcher_main, a);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc)
+                return -rc;
+        a->watcher_on = true;
+        return 0;
+}
+
+static void watcher_stop(struct agentd *a)
+{
+        uint64_t one = 1;
+
+        if (a->watcher_on) {
+                ssize_t w = write(a->stopfd, &one, sizeof(one));
+
+                (void)w;
+                pthread_join(a->watcher, NULL);
+                a->watcher_on = false;
+        }
+        if (a->epfd >= 0)
+                close(a->epfd);
+        if (a->stopfd >= 0)
+                close(a->stopfd);
+        a->epfd = a->stopfd = -1;
+}
+
+/* Starts watching the process that now owns slot i. */
+static void slot_watch(struct agentd *a, unsigned i, int32_t pid)
+{
+        struct agentd_slot *si = &a->slots[i];
+        struct epoll_event ev;
+        int fd;
+
+        if (si->pidfd >= 0)
+                close(si->pidfd); /* also leaves the epoll set */
+        si->pidfd = -1;
+        si->gen++;
+        si->dead = false;
+        si->pid = pid;
+        si->checked_ns = 0;
+        if (pid <= 0 || !a->pidfd_ok)
+                return;
+        fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+        if (fd < 0) {
+                if (errno == ESRCH || errno == EINVAL || errno == ENOENT)
+                        si->dead = true; /* gone already, or not a process */
+                else if (errno == ENOSYS)
+                        a->pidfd_ok = false;
+                return;
+        }
+        ev.events = EPOLLIN | EPOLLONESHOT;
+        ev.data.u64 = ((uint64_t)si->gen << 32) | i;
+        if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+                close(fd);
+                return;
+        }
+        si->pidfd = fd;
+}
+
+static void liveness(struct agentd *a, unsigned i, uint64_t now)
+{
+        struct agentd_slot *si = &a->slots[i];
+        bool was = si->dead;
+
+        if (si->pid <= 0 || si->dead)
+                return;
+        if (si->pidfd >= 0) {
+                if (atomic_load_explicit(&si->dead_gen, memory_order_acquire) == si->gen)
+                        si->dead = true;
+        } else if (now - si->checked_ns >= KILL_CHECK_NS) {
+                si->checked_ns = now;
+                if (kill((pid_t)si->pid, 0) != 0 && errno == ESRCH)
+                        si->dead = true;
+        }
+        if (si->dead && !was) {
+                static const uint64_t none[MPI_PSTATE_AGENT_MASK_WORDS];
+
+                mpi_pstate_agentd_log(LOG_INFO, "slot %u: rank %d (pid %d) is gone%s", i,
+                                      (int)si->rank, (int)si->pid,
+                                      si->state == MPI_PSTATE_SLOT_RUNNING ? " while running" : "");
+                /* its domains go up at once if it held them down */
+                mpi_pstate_agent_set_domains(&a->core, i, none);
+        }
+}
+
+/* ---- slots ---- */
+
+static void slot_mask(const struct agentd *a, const struct agentd_slot *si, uint64_t *mask)
+{
+        bool any = false;
+
+        memset(mask, 0, MPI_PSTATE_AGENT_MASK_WORDS * sizeof(uint64_t));
+        if (!a->node || si->dead)
+                return;
+        for (unsigned w = 0; w < MPI_PSTATE_SLOT_CPUSET_WORDS; w++) {
+                uint64_t m = si->cpuset[w];
+
+                while (m) {
+                        unsigned cpu = w * 64u + (unsigned)__builtin_ctzll(m);
+                        int pi, d;
+
+                        m &= m - 1;
+                        if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &a->o.cpus))
+                                continue;
+                        pi = a->node->cpu_policy[cpu];
+                        d = pi >= 0 ? a->pol2dom[pi] : -1;
+                        if (d < 0)
+                                continue;
+                        mask[d / 64] |= UINT64_C(1) << (d % 64);
+                        any = true;
+                }
+        }
+        if (!any && si->cpu >= 0 && si->cpu < CPU_SETSIZE && CPU_ISSET(si->cpu, &a->o.cpus)) {
+                int pi = a->node->cpu_policy[si->cpu], d = pi >= 0 ? a->pol2dom[pi] : -1;
+
+                if (d >= 0)
+                        mask[d / 64] |= UINT64_C(1) << (d % 64);
+        }
+}
+
+/* Re-reads slot i's identity from a validated copy. */
+static void slot_refresh(struct agentd *a, unsigned i, const struct mpi_pstate_slot *s,
+                         uint32_t state, int32_t pid, uint64_t now)
+{
+        struct agentd_slot *si = &a->slots[i];
+        const struct mpi_pstate_slot *c = a->copy;
+        uint64_t mask[MPI_PSTATE_AGENT_MASK_WORDS];
+        int rc;
+
+        si->refreshed_ns = now;
+        si->state = state; /* even when invalid: refresh again on a change only */
+        if (pid != si->pid)
+                slot_watch(a, i, pid);
+        rc = mpi_pstate_slot_snapshot(s, a->copy);
+        if (rc) {
+                if (rc == -EPROTO && !si->bad_logged) {
+                        mpi_pstate_agentd_log(LOG_WARNING, "slot %u: invalid content, ignored", i);
+                        si->bad_logged = true;
+                }
+                si->valid = false;
+                memset(mask, 0, sizeof(mask));
+                mpi_pstate_agent_set_domains(&a->core, i, mask);
+                return;
+        }
+        si->valid = true;
+        si->seen = si->seen || si->pid > 0;
+        si->state = atomic_load_explicit(&c->state, memory_order_relaxed);
+        si->rank = c->rank;
+        si->cpu = c->cpu;
+        si->clock = c->clock;
+        si->mode = c->mode;
+        if (c->clock == MPI_PSTATE_CLOCK_TSC)
+                si->thr_ns = mpi_pstate_agent_ticks_len_ns(c->threshold_ticks, a->tsc_rate);
+        else
+                si->thr_ns = c->clock == MPI_PSTATE_CLOCK_MONOTONIC ? c->threshold_ticks : 0;
+        memcpy(si->cpuset, c->cpuset, sizeof(si->cpuset));
+        si->long_calls = atomic_load_explicit(&c->long_calls, memory_order_relaxed);
+        si->long_ns = atomic_load_explicit(&c->long_ns, memory_order_relaxed);
+        si->wakeups = atomic_load_explicit(&c->wakeups, memory_order_relaxed);
+        si->slot_down_ns = atomic_load_explicit(&c->down_ns, memory_order_relaxed);
+        si->slot_transitions = atomic_load_explicit(&c->transitions, memory_order_relaxed);
+        slot_mask(a, si, mask);
+        for (unsigned w = 0; w < MPI_PSTATE_AGENT_MASK_WORDS; w++)
+                si->ever_mask[w] |= mask[w];
+        mpi_pstate_agent_set_domains(&a->core, i, mask);
+}
+
+static void scan(struct agentd *a, uint64_t now)
+{
+        uint64_t ref_ns, ref_tsc;
+
+        ref_tsc = tsc_now();
+        ref_ns = mono_ns();
+        for (unsigned i = 0; i < a->seg.nslots; i++) {
+                struct mpi_pstate_slot *s = mpi_pstate_slot_at(&a->seg, i);
+                struct agentd_slot *si = &a->slots[i];
+                struct mpi_pstate_agent_obs *o = &a->obs[i];
+                uint32_t state = atomic_load_explicit(&s->state, memory_order_acquire);
+                int32_t pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
+                uint64_t since, since_ns, thr;
+
+                if (state != si->state || pid != si->pid || now - si->refreshed_ns >= REFRESH_NS)
+                        slot_refresh(a, i, s, state, pid, now);
+                liveness(a, i, now);
+                memset(o, 0, sizeof(*o));
+                if (!si->valid || si->dead || si->pid <= 0 || si->state != MPI_PSTATE_SLOT_RUNNING)
+                        continue;
+                o->live = 1;
+                o->lowerable = !a->o.profile && si->mode == MPI_PSTATE_SLOT_MODE_ON &&
+                               si->clock != MPI_PSTATE_CLOCK_NONE;
+                since = atomic_load_explicit(&s->wait_since, memory_order_acquire);
+                if (!since)
+                        continue;
+                o->since = since;
+                since_ns = si->clock == MPI_PSTATE_CLOCK_TSC
+                               ? mpi_pstate_agent_ticks_to_ns(since, ref_tsc, ref_ns, a->tsc_rate)
+                               : since;
+                /* Never before the rank's own threshold: a rank leaving a
+                 * shorter call does not look at its flag, so it would not
+                 * wake us. */
+                thr = si->thr_ns > a->thr_ns ? si->thr_ns : a->thr_ns;
+                o->deadline_ns = since_ns + thr < since_ns ? UINT64_MAX : since_ns + thr;
+        }
+}
+
+static bool all_done(const struct agentd *a)
+{
+        for (unsigned i = 0; i < a->seg.nslots; i++) {
+                const struct agentd_slot *si = &a->slots[i];
+
+                if (!si->seen)
+                        return false;
+                if (si->dead)
+                        continue;
+                if (si->state != MPI_PSTATE_SLOT_FINALIZED &&
+                    si->state != MPI_PSTATE_SLOT_ABORTED && si->state != MPI_PSTATE_SLOT_EXITED)
+                        return false;
+        }
+        return a->seg.nslots > 0;
+}
+
+static bool need_kill_checks(const struct agentd *a)
+{
+        for (unsigned i = 0; i < a->seg.nslots; i++)
+                if (a->slots[i].pid > 0 && !a->slots[i].dead && a->slots[i].pidfd < 0)
+                        return true;
+        return false;
+}
+
+static uint64_t process_cpu_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* Keeps the agent within its CPU budget by stretching the scan interval:
+ * nearly all of an idle agent's time goes into waking up, so its CPU share
+ * is inversely proportional to the interval.  Never below the interval the
+ * threshold asks for, never above AGENTD_SCAN_MAX_NS; at most x4 or /2 per
+ * period so that one noisy period does not swing it.  What it costs: a wait
+ * that starts right after a scan is seen up to one interval later, so its
+ * drop can come after its deadline (the record's drop_late_ns shows it). */
+static void budget_adjust(struct agentd *a, uint64_t now)
+{
+        uint64_t cpu, scan, lo, hi, want;
+
+        if (!a->o.budget_ppm || now < a->budget_next_ns)
+                return;
+        cpu = process_cpu_ns();
+        if (a->budget_t0 && now > a->budget_t0) {
+                unsigned __int128 w;
+
+                scan = a->core.scan_ns;
+                w = (unsigned __int128)scan * (cpu - a->budget_cpu0) * 1000000u /
+                    ((unsigned __int128)(now - a->budget_t0) * a->o.budget_ppm);
+                want = w > AGENTD_SCAN_MAX_NS ? AGENTD_SCAN_MAX_NS : (uint64_t)w;
+                lo = scan / 2 > a->scan_ns ? scan / 2 : a->scan_ns;
+                hi = scan * 4 < AGENTD_SCAN_MAX_NS ? scan * 4 : AGENTD_SCAN_MAX_NS;
+                want = want < lo ? lo : want > hi ? hi : want;
+                if (want != scan) {
+                        a->core.scan_ns = want;
+                        a->budget_adjusts++;
+                }
+                if (want > a->scan_max_seen_ns)
+                        a->scan_max_seen_ns = want;
+        }
+        a->budget_next_ns = now + (a->budget_t0 ? BUDGET_PERIOD_NS : BUDGET_FIRST_NS);
+        a->budget_t0 = now;
+        a->budget_cpu0 = cpu;
+}
+
+static int futex_wait_until(struct mpi_pstate_seg_header *hdr, uint32_t v, uint64_t abs_ns)
+{
+        struct timespec ts = {.tv_sec = (time_t)(abs_ns / NS_PER_S),
+                              .tv_nsec = (long)(abs_ns % NS_PER_S)};
+
+        if (syscall(SYS_futex, &hdr->agent_futex, FUTEX_WAIT_BITSET, v, &ts, NULL,
+                    FUTEX_BITSET_MATCH_ANY) == 0)
+                return 0;
+        return -errno;
+}
+
+static void sleep_until(uint64_t abs_ns)
+{
+        struct timespec ts = {.tv_sec = (time_t)(abs_ns / NS_PER_S),
+                              .tv_nsec = (long)(abs_ns % NS_PER_S)};
+
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+}
+
+int mpi_pstate_agentd_segment_open(struct agentd *a, char *err, size_t errlen)
+{
+        uid_t owner = a->o.uid;
+        int rc;
+
+        a->epfd = a->stopfd = -1;
+        if (a->o.create) {
+                rc = mpi_pstate_slot_create_segment(a->o.shm, a->o.create, a->o.uid, a->o.gid);
+                if (rc) {
+                        snprintf(err, errlen, "creating the segment %s: %s", a->o.shm,
+                                 strerror(-rc));
+                        return rc;
+                }
+                a->created = true;
+                if (owner == (uid_t)-1)
+                        owner = geteuid();
+        }
+        rc = mpi_pstate_slot_map_segment(a->o.shm, 1, owner, &a->seg);
+        if (rc) {
+                snprintf(err, errlen, "mapping the segment %s: %s", a->o.shm,
+                         rc == -EPROTO ? "not a segment of this version" : strerror(-rc));
+                goto fail;
+        }
+        a->slots = calloc(a->seg.nslots, sizeof(*a->slots));
+        a->obs = calloc(a->seg.nslots, sizeof(*a->obs));
+        a->copy = malloc(sizeof(*a->copy));
+        if (!a->slots || !a->obs || !a->copy) {
+                snprintf(err, errlen, "out of memory for %u slots", a->seg.nslots);
+                rc = -ENOMEM;
+                goto fail;
+        }
+        for (unsigned i = 0; i < a->seg.nslots; i++)
+                a->slots[i].pidfd = -1;
+        a->pidfd_ok = true;
+        rc = watcher_start(a);
+        if (rc) {
+                snprintf(err, errlen, "starting the liveness watcher: %s", strerror(-rc));
+                goto fail;
+        }
+        return 0;
+fail:
+        if (a->created)
+                unlink(a->o.shm);
+        a->created = false;
+        return rc;
+}
+
+int mpi_pstate_agentd_core_setup(struct agentd *a)
+{
+        const struct mpi_pstate_agent_ops ops = {op_mark,  op_still, op_unmark, op_clear,
+                                                 op_lower, op_raise, op_now,    a};
+        int rc =
+            mpi_pstate_agent_init(&a->core, a->seg.nslots, a->ndom ? a->ndom : 1, a->scan_ns, &ops);
+
+        if (rc)
+                return rc;
+        for (unsigned d = 0; d < a->core.ndomains; d++)
+                a->core.domains[d].usable = d < a->ndom && a->dom[d].status == AGENTD_DOM_MANAGED;
+        return 0;
+}
+
+/* The end, while the segment is still mapped: every domain up, and the
+ * ranks' last figures for the record. */
+static void final_pass(struct agentd *a)
+{
+        if (sigsetjmp(bus_jmp, 0)) {
+                in_segment = 0;
+                a->seg_lost = true;
+                mpi_pstate_agent_raise_all(&a->core, 0);
+                return;
+        }
+        in_segment = 1;
+        if (!a->seg_lost) {
+                mpi_pstate_agent_raise_all(&a->core, 1);
+                for (unsigned i = 0; i < a->seg.nslots; i++) {
+                        const struct mpi_pstate_slot *s = mpi_pstate_slot_at(&a->seg, i);
+
+                        slot_refresh(a, i, s, atomic_load(&s->state), atomic_load(&s->pid),
+                                     mono_ns());
+                }
+        }
+        in_segment = 0;
+}
+
+/* Scan, act, sleep, until told to stop or done.  A SIGBUS inside the
+ * segment jumps out of here into mpi_pstate_agentd_run(). */
+static void loop(struct agentd *a, volatile sig_atomic_t *stop)
+{
+        uint64_t win_start = 0;
+        unsigned early = 0;
+
+        while (!*stop) {
+                struct mpi_pstate_seg_header *hdr = a->seg.hdr;
+                uint64_t wake, next, now;
+                uint32_t v;
+                bool done;
+                int rc;
+
+                in_segment = 1;
+                /* Read before the scan: a wake-up during the scan makes the
+                 * wait below return at once. */
+                v = atomic_load_explicit(&hdr->agent_futex, memory_order_acquire);
+                wake = mono_ns();
+                a->wakeups++;
+                scan(a, wake);
+                next = mpi_pstate_agent_step(&a->core, a->obs, wake);
+                done = a->o.exit_when_done && all_done(a);
+                in_segment = 0;
+                if (done) {
+                        a->exit_reason = "done";
+                        return;
+                }
+                budget_adjust(a, wake);
+                if (a->rapl_interval_ns) {
+                        if (wake >= a->rapl_next_ns)
+                                mpi_pstate_agentd_rapl_sample(a);
+                        if (next > a->rapl_next_ns)
+                                next = a->rapl_next_ns;
+                }
+                if (need_kill_checks(a) && next > wake + KILL_CHECK_NS)
+                        next = wake + KILL_CHECK_NS;
+                if (*stop)
+                        return;
+                rc = futex_wait_until(hdr, v, next);
+                if (rc == -ETIMEDOUT) {
+                        a->timeouts++;
+                        continue;
+                }
+                if (rc == 0)
+                        a->woken++;
+                else if (rc == -EAGAIN)
+                        a->eagain++;
+                now = mono_ns();
+                if (now - win_start >= THROTTLE_WINDOW_NS) {
+                        win_start = now;
+                        early = 0;
+                }
+                if (++early > THROTTLE_WAKES && !*stop) {
+                        a->throttled++;
+                        sleep_until(win_start + THROTTLE_WINDOW_NS);
+                }
+        }
+}
+
+int mpi_pstate_agentd_run(struct agentd *a, volatile sig_atomic_t *stop)
+{
+        struct sigaction sa;
+
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+        sigaction(SIGBUS, &sa, NULL);
+        if (sigsetjmp(bus_jmp, 0)) {
+                in_segment = 0;
+                a->seg_lost = true;
+                mpi_pstate_agentd_log(LOG_ERR,
+                                      "the segment %s was shrunk under the agent: every "
+                                      "domain goes back up, the ranks are no longer followed",
+                                      a->o.shm);
+                mpi_pstate_agent_raise_all(&a->core, 0);
+                a->exit_reason = "segment_lost";
+                return 0;
+        }
+        loop(a, stop);
+        if (!a->exit_reason)
+                a->exit_reason = "signal";
+        final_pass(a);
+        return 0;
+}
+
+void mpi_pstate_agentd_teardown(struct agentd *a)
+{
+        watcher_stop(a);
+        for (unsigned i = 0; a->slots && i < a->seg.nslots; i++)
+                if (a->slots[i].pidfd >= 0)
+                        close(a->slots[i].pidfd);
+        if (a->seg.hdr)
+                mpi_pstate_slot_unmap_segment(&a->seg);
+        if (a->created && !a->o.keep_shm)
+                unlink(a->o.shm);
+        mpi_pstate_agent_free(&a->core);
+        free(a->slots);
+        free(a->obs);
+        free(a->copy);
+        free(a->dom);
+        free(a->pol2dom);
+        mpi_pstate_cpufreq_free(a->node);
+        a->slots = NULL;
+        a->obs = NULL;
+        a->copy = NULL;
+        a->dom = NULL;
+        a->pol2dom = NULL;
+        a->node = NULL;
+}

@@ -1,0 +1,710 @@
+/* mpi-pstate-agent: command line, the --restore backstop, detaching and
+ * signals.  man/mpi-pstate-agent.8 and docs/agent.md describe the options.
+ *
+ * Exit status: 0 once the agent runs (the parent returns when the daemon
+ * is ready) or a --restore pass restored everything; 1 when the agent
+ * could not start or a restore failed; 2 for a usage error.  A caller in a
+ * job (the SPANK plugin) logs a non-zero status and carries on: the job
+ * must never fail because of the agent. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentd.h"
+#include "config.h"
+#include "contract.h"
+#include "options.h"
+#include "parse.h"
+#include "safeio.h"
+
+#ifndef MPI_PSTATE_VERSION
+#define MPI_PSTATE_VERSION "0"
+#endif
+
+static volatile sig_atomic_t stop_flag;
+static struct agentd agent;
+
+static const char usage_text[] =
+    "usage: mpi-pstate-agent --shm PATH [--create N] --job J --step S [options]\n"
+    "       mpi-pstate-agent --restore DIR [--job J [--step S]] [--sysroot DIR]\n"
+    "\n"
+    "  --shm PATH             the step's shared-memory segment (created with --create)\n"
+    "  --create N             create the segment with N slots, owned by --uid/--gid\n"
+    "  --cpus LIST            the step's CPUs (default: the agent's own affinity)\n"
+    "  --job J --step S       owner of the restore records\n"
+    "  --uid U --gid G        owner of the segment (checked when attaching)\n"
+    "  --threshold DURATION   clock down after this long in one call (default 500us)\n"
+    "  --low min|FREQ         frequency of a waiting rank's core (default min)\n"
+    "  --mechanism auto|max_freq|setspeed\n"
+    "  --governor NAME        the job's governor (keep), for the mechanism choice\n"
+    "  --mode on|profile      profile: measure, never change a frequency\n"
+    "  --allow-governor BOOL  may switch a policy to userspace for setspeed (yes)\n"
+    "  --freq-min FREQ --threshold-min D --threshold-max D   admin limits\n"
+    "  --scan-interval D      shortest scan interval (default: the threshold)\n"
+    "  --cpu-budget PERCENT   stretch the scan interval to stay below this (0.5, 0 = off)\n"
+    "  --runtime-dir DIR      restore records (default /run/mpi-pstate/<job>)\n"
+    "  --record FILE          write the agent record (JSON) there at exit\n"
+    "  --sysroot DIR          sysfs root (/sys)\n"
+    "  --log FILE|syslog|stderr --pidfile FILE --foreground --exit-when-done\n"
+    "  --keep-shm --rt-prio N (1; 0 = normal scheduling) -v --version --help\n";
+
+enum {
+        OPT_SHM = 256,
+        OPT_CREATE,
+        OPT_CPUS,
+        OPT_JOB,
+        OPT_STEP,
+        OPT_UID,
+        OPT_GID,
+        OPT_THRESHOLD,
+        OPT_LOW,
+        OPT_MECH,
+        OPT_GOVERNOR,
+        OPT_MODE,
+        OPT_ALLOW_GOV,
+        OPT_FREQ_MIN,
+        OPT_THR_MIN,
+        OPT_THR_MAX,
+        OPT_SCAN,
+        OPT_RUNTIME,
+        OPT_RECORD,
+        OPT_SYSROOT,
+        OPT_LOG,
+        OPT_PIDFILE,
+        OPT_FOREGROUND,
+        OPT_EXIT_DONE,
+        OPT_KEEP_SHM,
+        OPT_RT,
+        OPT_BUDGET,
+        OPT_RESTORE,
+        OPT_VERSION,
+};
+
+static const struct option longopts[] = {
+    {"shm", required_argument, NULL, OPT_SHM},
+    {"create", required_argument, NULL, OPT_CREATE},
+    {"cpus", required_argument, NULL, OPT_CPUS},
+    {"job", required_argument, NULL, OPT_JOB},
+    {"step", required_argument, NULL, OPT_STEP},
+    {"uid", required_argument, NULL, OPT_UID},
+    {"gid", required_argument, NULL, OPT_GID},
+    {"threshold", required_argument, NULL, OPT_THRESHOLD},
+    {"low", required_argument, NULL, OPT_LOW},
+    {"mechanism", required_argument, NULL, OPT_MECH},
+    {"governor", required_argument, NULL, OPT_GOVERNOR},
+    {"mode", required_argument, NULL, OPT_MODE},
+    {"allow-governor", required_argument, NULL, OPT_ALLOW_GOV},
+    {"freq-min", required_argument, NULL, OPT_FREQ_MIN},
+    {"threshold-min", required_argument, NULL, OPT_THR_MIN},
+    {"threshold-max", required_argument, NULL, OPT_THR_MAX},
+    {"scan-interval", required_argument, NULL, OPT_SCAN},
+    {"runtime-dir", required_argument, NULL, OPT_RUNTIME},
+    {"record", required_argument, NULL, OPT_RECORD},
+    {"sysroot", required_argument, NULL, OPT_SYSROOT},
+    {"log", required_argument, NULL, OPT_LOG},
+    {"pidfile", required_argument, NULL, OPT_PIDFILE},
+    {"foreground", no_argument, NULL, OPT_FOREGROUND},
+    {"exit-when-done", no_argument, NULL, OPT_EXIT_DONE},
+    {"keep-shm", no_argument, NULL, OPT_KEEP_SHM},
+    {"rt-prio", required_argument, NULL, OPT_RT},
+    {"cpu-budget", required_argument, NULL, OPT_BUDGET},
+    {"restore", required_argument, NULL, OPT_RESTORE},
+    {"verbose", no_argument, NULL, 'v'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Everything the command line says, before it becomes agentd_opts. */
+struct cmdline {
+        struct mpi_pstate_options opt; /* threshold, low, mode, governor */
+        struct mpi_pstate_config cfg;  /* admin limits */
+        bool have_cpus, have_job, have_step, mode_given;
+        const char *restore_dir;
+        char runtime_buf[MPI_PSTATE_CONFIG_PATH_MAX + 16];
+};
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+        va_list ap;
+
+        fputs("mpi-pstate-agent: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputs("\n(mpi-pstate-agent --help for the options)\n", stderr);
+        return 2;
+}
+
+static int parse_id(const char *s, bool group, uint32_t *out)
+{
+        uint64_t v;
+
+        if (mpi_pstate_parse_u64(s, 0, UINT32_MAX - 1, &v) == 0) {
+                *out = (uint32_t)v;
+                return 0;
+        }
+        if (group) {
+                const struct group *g = getgrnam(s);
+
+                if (!g)
+                        return -EINVAL;
+                *out = g->gr_gid;
+        } else {
+                const struct passwd *p = getpwnam(s);
+
+                if (!p)
+                        return -EINVAL;
+                *out = p->pw_uid;
+        }
+        return 0;
+}
+
+/* "0.5", "0.5%", "2": a share of one core in percent, to millionths of a
+ * core (1 % = 10000). */
+static int parse_percent(const char *s, uint64_t *ppm)
+{
+        uint64_t whole = 0, frac = 0, unit = 10000;
+        const char *p = s;
+
+        if (*p < '0' || *p > '9')
+                return -EINVAL;
+        for (; *p >= '0' && *p <= '9'; p++) {
+                whole = whole * 10 + (uint64_t)(*p - '0');
+                if (whole > 100)
+                        return -EINVAL;
+        }
+        if (*p == '.') {
+                if (p[1] < '0' || p[1] > '9')
+                        return -EINVAL;
+                for (p++; *p >= '0' && *p <= '9'; p++) {
+                        if (unit == 1) {
+                                if (*p != '0')
+                                        return -EINVAL; /* finer than a millionth */
+                                continue;
+                        }
+                        unit /= 10;
+                        frac += (uint64_t)(*p - '0') * unit;
+                }
+        }
+        if (*p == '%')
+                p++;
+        if (*p || whole * 10000 + frac > 1000000)
+                return -EINVAL;
+        *ppm = whole * 10000 + frac;
+        return 0;
+}
+
+static int set_option(struct cmdline *cl, const char *name, const char *value)
+{
+        char err[256];
+
+        if (mpi_pstate_options_set(&cl->opt, name, value, err, sizeof(err)) != 0) {
+                fprintf(stderr, "%s\n", err);
+                return 2;
+        }
+        return 0;
+}
+
+static int parse_args(int argc, char **argv, struct cmdline *cl, struct agentd_opts *o)
+{
+        uint64_t v;
+        uint32_t id;
+        bool b;
+        int c, rc;
+
+        while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+                switch (c) {
+                case OPT_SHM:
+                        if (optarg[0] != '/')
+                                return usage_error("--shm needs an absolute path");
+                        o->shm = optarg;
+                        break;
+                case OPT_CREATE:
+                        if (mpi_pstate_parse_u64(optarg, 1, MPI_PSTATE_SEG_MAX_SLOTS, &v))
+                                return usage_error("--create needs 1..%u slots, not '%s'",
+                                                   MPI_PSTATE_SEG_MAX_SLOTS, optarg);
+                        o->create = (uint32_t)v;
+                        break;
+                case OPT_CPUS:
+                        if (mpi_pstate_cpufreq_parse_cpulist(optarg, &o->cpus) ||
+                            CPU_COUNT(&o->cpus) == 0)
+                                return usage_error("invalid CPU list '%s'", optarg);
+                        cl->have_cpus = true;
+                        break;
+                case OPT_JOB:
+                case OPT_STEP:
+                        if (mpi_pstate_parse_u64(optarg, 0, UINT32_MAX, &v))
+                                return usage_error("invalid %s '%s'", c == OPT_JOB ? "job" : "step",
+                                                   optarg);
+                        if (c == OPT_JOB) {
+                                o->job = (uint32_t)v;
+                                cl->have_job = true;
+                        } else {
+                                o->step = (uint32_t)v;
+                                cl->have_step = true;
+                        }
+                        break;
+                case OPT_UID:
+                case OPT_GID:
+                        if (parse_id(optarg, c == OPT_GID, &id))
+                                return usage_error("unknown %s '%s'",
+                                                   c == OPT_GID ? "group" : "user", optarg);
+                        if (c == OPT_UID)
+                                o->uid = id;
+                        else
+                                o->gid = id;
+                        break;
+                case OPT_THRESHOLD:
+                        if ((rc = set_option(cl, "mpi-pstate-threshold", optarg)))
+                                return rc;
+                        break;
+                case OPT_LOW:
+                        if ((rc = set_option(cl, "mpi-pstate-low", optarg)))
+                                return rc;
+                        break;
+                case OPT_GOVERNOR:
+                        if ((rc = set_option(cl, "mpi-pstate-governor", optarg)))
+                                return rc;
+                        break;
+                case OPT_MODE:
+                        if ((rc = set_option(cl, "mpi-pstate", optarg)))
+                                return rc;
+                        cl->mode_given = true;
+                        break;
+                case OPT_MECH:
+                        if (mpi_pstate_cpufreq_mech_parse(optarg, &o->mech))
+                                return usage_error("--mechanism is auto, max_freq or setspeed, not "
+                                                   "'%s'",
+                                                   optarg);
+                        break;
+                case OPT_ALLOW_GOV:
+                        if (mpi_pstate_parse_bool(optarg, &b))
+                                return usage_error("--allow-governor needs yes or no, not '%s'",
+                                                   optarg);
+                        o->allow_governor = b;
+                        break;
+                case OPT_FREQ_MIN:
+                        if (mpi_pstate_parse_freq_khz(optarg, &v))
+                                return usage_error("invalid frequency '%s'", optarg);
+                        cl->cfg.freq_min_khz = v;
+                        break;
+                case OPT_THR_MIN:
+                case OPT_THR_MAX:
+                case OPT_SCAN:
+                        if (mpi_pstate_parse_duration_us(optarg, &v))
+                                return usage_error("invalid duration '%s'", optarg);
+                        if (c == OPT_THR_MIN)
+                                cl->cfg.threshold_min_us = v;
+                        else if (c == OPT_THR_MAX)
+                                cl->cfg.threshold_max_us = v;
+                        else
+                                o->scan_us = v;
+                        break;
+                case OPT_RUNTIME:
+                case OPT_RECORD:
+                case OPT_PIDFILE:
+                case OPT_RESTORE:
+                        if (optarg[0] != '/')
+                                return usage_error("paths must be absolute: '%s'", optarg);
+                        if (c == OPT_RUNTIME)
+                                o->runtime_dir = optarg;
+                        else if (c == OPT_RECORD)
+                                o->record = optarg;
+                        else if (c == OPT_PIDFILE)
+                                o->pidfile = optarg;
+                        else
+                                cl->restore_dir = optarg;
+                        break;
+                case OPT_SYSROOT:
+                        o->sysroot = optarg;
+                        break;
+                case OPT_LOG:
+                        o->log = optarg;
+                        break;
+                case OPT_FOREGROUND:
+                        o->foreground = true;
+                        break;
+                case OPT_EXIT_DONE:
+                        o->exit_when_done = true;
+                        break;
+                case OPT_KEEP_SHM:
+                        o->keep_shm = true;
+                        break;
+                case OPT_BUDGET:
+                        if (parse_percent(optarg, &o->budget_ppm))
+                                return usage_error("--cpu-budget needs a percentage such as 0.5, "
+                                                   "not '%s'",
+                                                   optarg);
+                        break;
+                case OPT_RT:
+                        if (mpi_pstate_parse_u64(optarg, 0, 99, &v))
+                                return usage_error("--rt-prio needs 0..99, not '%s'", optarg);
+                        o->rt_prio = (int)v;
+                        break;
+                case 'v':
+                        o->verbose++;
+                        break;
+                case OPT_VERSION:
+                        printf("mpi-pstate-agent %s (record version %d)\n", MPI_PSTATE_VERSION,
+                               AGENTD_RECORD_VERSION);
+                        exit(0);
+                case 'h':
+                        fputs(usage_text, stdout);
+                        exit(0);
+                default:
+                        return usage_error("unknown option");
+                }
+        }
+        if (optind < argc)
+                return usage_error("unexpected argument '%s'", argv[optind]);
+        return 0;
+}
+
+/* Turns the command line into settings: environment defaults, admin
+ * limits, the step's CPUs. */
+static int resolve(struct cmdline *cl, struct agentd_opts *o)
+{
+        char note[512];
+
+        if (cl->cfg.threshold_min_us > cl->cfg.threshold_max_us)
+                return usage_error("--threshold-min is above --threshold-max");
+        if (mpi_pstate_config_limit(&cl->cfg, &cl->opt, MPI_PSTATE_OPT_THRESHOLD, note,
+                                    sizeof(note)) != MPI_PSTATE_LIMIT_OK)
+                fprintf(stderr, "%s\n", note);
+        if (mpi_pstate_config_limit(&cl->cfg, &cl->opt, MPI_PSTATE_OPT_LOW, note, sizeof(note)) !=
+            MPI_PSTATE_LIMIT_OK)
+                fprintf(stderr, "%s\n", note);
+        if (cl->opt.mode == MPI_PSTATE_MODE_OFF)
+                return usage_error("mode off: there is nothing for an agent to do");
+        o->profile = cl->opt.mode == MPI_PSTATE_MODE_PROFILE;
+        o->threshold_us = cl->opt.threshold_us;
+        o->low_khz = cl->opt.low_khz;
+        o->freq_min_khz = cl->cfg.freq_min_khz;
+        o->job_governor = cl->opt.governor == MPI_PSTATE_GOVERNOR_KEEP
+                              ? NULL
+                              : mpi_pstate_options_governor_word(cl->opt.governor);
+        if (!o->shm)
+                return usage_error("--shm is required");
+        if (!cl->have_job || !cl->have_step)
+                return usage_error("--job and --step are required (owner of the restore records)");
+        if (!cl->have_cpus && sched_getaffinity(0, sizeof(o->cpus), &o->cpus) != 0)
+                return usage_error("no --cpus, and the agent's own affinity is unknown");
+        if (!o->runtime_dir) {
+                snprintf(cl->runtime_buf, sizeof(cl->runtime_buf), "%s/%u",
+                         MPI_PSTATE_CONFIG_RUNTIME_DIR, o->job);
+                o->runtime_dir = cl->runtime_buf;
+        }
+        return 0;
+}
+
+static int restore_mode(const struct cmdline *cl, const struct agentd_opts *o)
+{
+        struct mpi_pstate_restore_owner who = {o->job, o->step};
+        struct mpi_pstate_restore_summary sum;
+        unsigned flags = 0;
+        char err[256] = "";
+        int rc;
+
+        if (!cl->have_job)
+                flags = MPI_PSTATE_RESTORE_ANY_OWNER;
+        else if (!cl->have_step)
+                flags = MPI_PSTATE_RESTORE_ANY_STEP;
+        rc = mpi_pstate_restore_all(cl->restore_dir, o->sysroot, &who, flags, &sum, err,
+                                    sizeof(err));
+        printf("mpi-pstate-agent: restore %s: %u restored, %u foreign, %u failed%s%s\n",
+               cl->restore_dir, sum.restored, sum.foreign, sum.failed, rc ? ": " : "",
+               rc ? (err[0] ? err : strerror(-rc)) : "");
+        return rc ? 1 : 0;
+}
+
+static void on_stop(int sig)
+{
+        int saved = errno;
+
+        (void)sig;
+        stop_flag = 1;
+        mpi_pstate_agentd_poke(&agent);
+        errno = saved;
+}
+
+static void install_signals(void)
+{
+        struct sigaction sa;
+
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_stop; /* no SA_RESTART: the futex wait must return */
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
+        sa.sa_handler = SIG_IGN;
+        sigaction(SIGPIPE, &sa, NULL);
+}
+
+/* Parent side of detaching: waits for the daemon's "ok" or its error, and
+ * returns the exit status of the command. */
+static int wait_ready(int fd, pid_t child, const struct agentd_opts *o)
+{
+        char buf[1024];
+        size_t len = 0;
+        ssize_t n;
+        int st;
+
+        while (len < sizeof(buf) - 1 && (n = read(fd, buf + len, sizeof(buf) - 1 - len)) != 0) {
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        break;
+                len += (size_t)n;
+        }
+        buf[len] = '\0';
+        close(fd);
+        waitpid(child, &st, 0); /* the intermediate child exits at once */
+        if (strncmp(buf, "ok ", 3) == 0) {
+                if (o->create)
+                        printf("MPI_PSTATE_SHM=%s\nMPI_PSTATE_AGENT_PID=%ld\n", o->shm,
+                               strtol(buf + 3, NULL, 10));
+                return 0;
+        }
+        fprintf(stderr, "mpi-pstate-agent: %s\n",
+                len > 6 && strncmp(buf, "error ", 6) == 0 ? buf + 6
+                                                          : "the agent died while starting");
+        return 1;
+}
+
+/* Returns -1 in the daemon (go on, *ready is the pipe to report to), or the
+ * parent's exit status. */
+static int detach(const struct agentd_opts *o, int *ready)
+{
+        int p[2], nul;
+        pid_t pid;
+
+        if (pipe2(p, O_CLOEXEC) != 0) {
+                perror("mpi-pstate-agent: pipe");
+                return 1;
+        }
+        fflush(NULL);
+        pid = fork();
+        if (pid < 0) {
+                perror("mpi-pstate-agent: fork");
+                return 1;
+        }
+        if (pid > 0) {
+                close(p[1]);
+                return wait_ready(p[0], pid, o);
+        }
+        close(p[0]);
+        setsid();
+        /* Not a session leader: can never acquire a controlling terminal. */
+        pid = fork();
+        if (pid != 0)
+                _exit(pid < 0 ? 1 : 0);
+        if (chdir("/") != 0)
+                _exit(1);
+        umask(022);
+        nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (nul >= 0) {
+                dup2(nul, STDIN_FILENO);
+                dup2(nul, STDOUT_FILENO);
+                dup2(nul, STDERR_FILENO);
+                if (nul > STDERR_FILENO)
+                        close(nul);
+        }
+        /* Nothing of slurmstepd's (or the shell's) stays open in a root daemon. */
+        if (p[1] > 3)
+                close_range(3, (unsigned)p[1] - 1, 0);
+        close_range((unsigned)p[1] + 1, ~0u, 0);
+        *ready = p[1];
+        return -1;
+}
+
+__attribute__((format(printf, 2, 3))) static void report(int fd, const char *fmt, ...)
+{
+        char buf[600];
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        if (fd < 0 || n <= 0)
+                return;
+        if ((size_t)n >= sizeof(buf))
+                n = sizeof(buf) - 1;
+        ssize_t w = write(fd, buf, (size_t)n);
+        (void)w;
+}
+
+static int write_pidfile(const char *path)
+{
+        char dir[4096], line[32];
+        const char *slash = strrchr(path, '/');
+        int dfd, rc, n;
+
+        if (!slash || slash == path || (size_t)(slash - path) >= sizeof(dir))
+                return -EINVAL;
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = '\0';
+        dfd = mpi_pstate_safeio_open_dir(dir, 1, 0755);
+        if (dfd < 0)
+                return dfd;
+        n = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
+        rc = mpi_pstate_safeio_write_atomic(dfd, slash + 1, line, (size_t)n, 0644, 0);
+        close(dfd);
+        return rc;
+}
+
+static uint64_t clock_ns(clockid_t c)
+{
+        struct timespec ts;
+
+        clock_gettime(c, &ts);
+        return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* The daemon proper; ready < 0 in the foreground. */
+static int run_agent(struct agentd *a, int ready)
+{
+        char err[512] = "";
+        bool started = false;
+        int rc;
+
+        rc = mpi_pstate_agentd_log_open(a->o.log, a->o.foreground, a->o.verbose);
+        if (rc) {
+                report(ready, "error cannot open the log %s: %s\n", a->o.log, strerror(-rc));
+                return 1;
+        }
+        mpi_pstate_agentd_log_tag(a->o.job, a->o.step);
+        gethostname(a->host, sizeof(a->host) - 1);
+        a->start_mono_ns = clock_ns(CLOCK_MONOTONIC);
+        a->start_real_ns = clock_ns(CLOCK_REALTIME);
+        a->thr_ns = a->o.threshold_us * 1000u;
+        a->scan_ns = a->o.scan_us ? a->o.scan_us * 1000u
+                                  : mpi_pstate_agent_scan_ns(a->thr_ns, AGENTD_SCAN_MIN_NS,
+                                                             AGENTD_SCAN_MAX_NS);
+        /* Deadlines are met to the nanosecond the kernel can, not within the
+         * default 50 us of timer slack. */
+        prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+        mpi_pstate_slot_clock_sample(MPI_PSTATE_CLOCK_TSC, &a->cal);
+        rc = mpi_pstate_agentd_segment_open(a, err, sizeof(err));
+        if (rc) {
+                mpi_pstate_agentd_log(LOG_ERR, "%s", err);
+                report(ready, "error %s\n", err);
+                return 1;
+        }
+        install_signals();
+        rc = mpi_pstate_agentd_hw_setup(a);
+        if (!rc)
+                rc = mpi_pstate_agentd_core_setup(a);
+        if (rc) {
+                snprintf(err, sizeof(err), "setup failed: %s", strerror(-rc));
+                goto fail;
+        }
+        mpi_pstate_agentd_rapl_open(a);
+        a->tsc_rate = mpi_pstate_slot_clock_rate(MPI_PSTATE_CLOCK_TSC, &a->cal, 10000000);
+        if (a->o.pidfile && (rc = write_pidfile(a->o.pidfile)) != 0) {
+                snprintf(err, sizeof(err), "pidfile %s: %s", a->o.pidfile, strerror(-rc));
+                goto fail;
+        }
+        if (a->o.rt_prio) {
+                struct sched_param sp = {.sched_priority = a->o.rt_prio};
+
+                if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
+                        mpi_pstate_agentd_log(LOG_WARNING, "SCHED_FIFO %d: %s", a->o.rt_prio,
+                                              strerror(errno));
+                mlockall(MCL_CURRENT | MCL_FUTURE);
+        }
+        mpi_pstate_agentd_log(
+            LOG_INFO,
+            "running: %u slots in %s, %u domain(s), threshold %lluus, scan %lluus, "
+            "mode %s",
+            a->seg.nslots, a->o.shm, a->ndom, (unsigned long long)a->o.threshold_us,
+            (unsigned long long)(a->scan_ns / 1000u), a->o.profile ? "profile" : "on");
+        report(ready, "ok %ld\n", (long)getpid());
+        if (ready >= 0)
+                close(ready);
+        else if (a->o.create) {
+                /* the launcher reads these before it starts the ranks */
+                printf("MPI_PSTATE_SHM=%s\nMPI_PSTATE_AGENT_PID=%ld\n", a->o.shm, (long)getpid());
+                fflush(stdout);
+        }
+        ready = -1;
+        started = true;
+        mpi_pstate_agentd_run(a, &stop_flag);
+        goto finish;
+fail:
+        mpi_pstate_agentd_log(LOG_ERR, "%s", err);
+        report(ready, "error %s\n", err);
+        a->exit_reason = "setup_failed";
+finish:
+        mpi_pstate_agentd_rapl_sample(a);
+        mpi_pstate_agentd_hw_finish(a);
+        a->end_real_ns = clock_ns(CLOCK_REALTIME);
+        if (started) {
+                rc = mpi_pstate_agentd_record_write(a);
+                if (rc)
+                        mpi_pstate_agentd_log(LOG_ERR, "record %s: %s", a->o.record, strerror(-rc));
+                mpi_pstate_agentd_log(LOG_INFO,
+                                      "stopped (%s): %llu lowerings, %llu raises, %u domain(s) "
+                                      "restored, %u failed",
+                                      a->exit_reason, (unsigned long long)a->core.stats.lowers,
+                                      (unsigned long long)a->core.stats.raises, a->restored,
+                                      a->restore_failed);
+        }
+        mpi_pstate_agentd_rapl_close(a);
+        mpi_pstate_agentd_teardown(a);
+        return started ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+        struct cmdline cl;
+        struct agentd_opts *o = &agent.o;
+        char err[512];
+        int rc, ready = -1;
+
+        memset(&cl, 0, sizeof(cl));
+        mpi_pstate_options_defaults(&cl.opt);
+        mpi_pstate_config_defaults(&cl.cfg);
+        cl.opt.mode = MPI_PSTATE_MODE_ON;
+        /* The plugin's variables, if the agent inherited them, are defaults
+         * for the options (the command line wins). */
+        if (mpi_pstate_options_from_env(&cl.opt, err, sizeof(err)) != 0)
+                return usage_error("%s", err);
+        if (!getenv(MPI_PSTATE_ENV_MODE))
+                cl.opt.mode = MPI_PSTATE_MODE_ON;
+        o->uid = (uid_t)-1;
+        o->gid = (gid_t)-1;
+        o->mech = MPI_PSTATE_CPUFREQ_MECH_AUTO;
+        o->allow_governor = true;
+        o->sysroot = "/sys";
+        o->rt_prio = 1;
+        o->budget_ppm = 5000;
+        rc = parse_args(argc, argv, &cl, o);
+        if (rc)
+                return rc;
+        if (cl.restore_dir)
+                return restore_mode(&cl, o);
+        rc = resolve(&cl, o);
+        if (rc)
+                return rc;
+        if (!o->foreground) {
+                rc = detach(o, &ready);
+                if (rc >= 0)
+                        return rc;
+        }
+        return run_agent(&agent, ready);
+}

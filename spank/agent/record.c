@@ -1,0 +1,385 @@
+/* The agent record: what the agent did and measured, one JSON document per
+ * step per node, written atomically at exit (format: docs/agent.md).  The
+ * node epilog reads it into the node record. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "agentd.h"
+#include "safeio.h"
+
+struct buf {
+        char *p;
+        size_t len, cap;
+        bool oom;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct buf *b, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        if (b->oom)
+                return;
+        for (;;) {
+                va_start(ap, fmt);
+                n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+                va_end(ap);
+                if (n < 0) {
+                        b->oom = true;
+                        return;
+                }
+                if ((size_t)n < b->cap - b->len) {
+                        b->len += (size_t)n;
+                        return;
+                }
+                size_t cap = b->cap * 2 + (size_t)n + 1;
+                char *p = realloc(b->p, cap);
+
+                if (!p) {
+                        b->oom = true;
+                        return;
+                }
+                b->p = p;
+                b->cap = cap;
+        }
+}
+
+/* A JSON string; the text may come from a user (a host name). */
+static void put_str(struct buf *b, const char *s)
+{
+        put(b, "\"");
+        for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+                if (*c == '"' || *c == '\\')
+                        put(b, "\\%c", *c);
+                else if (*c < 0x20 || *c >= 0x7f)
+                        put(b, "\\u%04x", *c);
+                else
+                        put(b, "%c", *c);
+        }
+        put(b, "\"");
+}
+
+static void put_secs(struct buf *b, uint64_t ns)
+{
+        put(b, "%" PRIu64 ".%06" PRIu64, ns / 1000000000u, (ns % 1000000000u) / 1000u);
+}
+
+static void put_joules(struct buf *b, uint64_t uj)
+{
+        put(b, "%" PRIu64 ".%06" PRIu64, uj / 1000000u, uj % 1000000u);
+}
+
+static void put_hist(struct buf *b, const struct mpi_pstate_agent_hist *h)
+{
+        bool first = true;
+
+        put(b,
+            "{\"count\": %" PRIu64 ", \"sum\": %" PRIu64 ", \"max\": %" PRIu64 ", \"p50\": %" PRIu64
+            ", \"p99\": %" PRIu64 ", \"log2\": [",
+            h->count, h->sum, h->max, mpi_pstate_agent_hist_quantile(h, 500),
+            mpi_pstate_agent_hist_quantile(h, 990));
+        for (unsigned i = 0; i < MPI_PSTATE_AGENT_HIST_BUCKETS; i++) {
+                if (!h->bucket[i])
+                        continue;
+                put(b, "%s[%u, %" PRIu64 "]", first ? "" : ", ", i, h->bucket[i]);
+                first = false;
+        }
+        put(b, "]}");
+}
+
+static void put_cpus(struct buf *b, const cpu_set_t *set)
+{
+        int first = 1;
+
+        put(b, "\"");
+        for (int c = 0; c < CPU_SETSIZE; c++) {
+                int e = c;
+
+                if (!CPU_ISSET(c, set))
+                        continue;
+                while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
+                        e++;
+                put(b, e > c ? "%s%d-%d" : "%s%d", first ? "" : ",", c, e);
+                first = 0;
+                c = e;
+        }
+        put(b, "\"");
+}
+
+static const char *state_name(const struct agentd_slot *si)
+{
+        static const char *const names[] = {"free",    "attached", "running", "finalized",
+                                            "aborted", "exited",   "disabled"};
+
+        if (!si->seen)
+                return "free";
+        if (!si->valid)
+                return "invalid";
+        return si->state < sizeof(names) / sizeof(names[0]) ? names[si->state] : "invalid";
+}
+
+static const char *overall_mech(const struct agentd *a)
+{
+        const char *m = NULL;
+
+        for (unsigned d = 0; d < a->ndom; d++) {
+                const char *x;
+
+                if (a->dom[d].status != AGENTD_DOM_MANAGED)
+                        continue;
+                x = mpi_pstate_cpufreq_mech_name(a->dom[d].mech);
+                if (m && strcmp(m, x) != 0)
+                        return "mixed";
+                m = x;
+        }
+        return m ? m : "none";
+}
+
+static void put_domains(struct buf *b, const struct agentd *a)
+{
+        put(b, "  \"domains\": [");
+        for (unsigned d = 0; d < a->ndom; d++) {
+                const struct agentd_domain *dm = &a->dom[d];
+                const struct mpi_pstate_agent_domain *cd = &a->core.domains[d];
+                bool managed = dm->status == AGENTD_DOM_MANAGED, first = true;
+
+                put(b, "%s\n    {\"policy\": ", d ? "," : "");
+                put_str(b, dm->name);
+                put(b, ", \"cpus\": ");
+                put_cpus(b, &dm->related);
+                put(b, ", \"shared\": %s, \"status\": \"%s\", \"reason\": ",
+                    CPU_COUNT(&dm->related) > 1 ? "true" : "false",
+                    mpi_pstate_agentd_dom_status_name(dm->status));
+                put_str(b, dm->why);
+                if (managed)
+                        put(b, ", \"mechanism\": \"%s\", \"low_khz\": %u, \"high_khz\": %u",
+                            mpi_pstate_cpufreq_mech_name(dm->mech), dm->low_khz, dm->high_khz);
+                put(b, ", \"ranks\": [");
+                for (unsigned r = 0; r < a->seg.nslots; r++) {
+                        if (!((a->slots[r].ever_mask[d / 64] >> (d % 64)) & 1u))
+                                continue;
+                        put(b, "%s%u", first ? "" : ", ", r);
+                        first = false;
+                }
+                put(b, "], \"transitions\": %" PRIu64 ", \"down_s\": ", cd->transitions);
+                put_secs(b, cd->down_ns);
+                put(b,
+                    ", \"aborted\": %" PRIu64 ", \"write_errors\": %" PRIu64
+                    ", \"disabled\": %s, \"restore\": \"%s\"}",
+                    cd->aborted, cd->write_errors, cd->disabled ? "true" : "false",
+                    dm->restore_rc < 0    ? "failed"
+                    : dm->restore_rc == 1 ? "restored"
+                                          : "none");
+        }
+        put(b, "\n  ],\n");
+}
+
+static void put_ranks(struct buf *b, const struct agentd *a)
+{
+        bool any = false;
+
+        put(b, "  \"ranks\": [");
+        for (unsigned r = 0; r < a->seg.nslots; r++) {
+                const struct agentd_slot *si = &a->slots[r];
+                const struct mpi_pstate_agent_rank *cr = &a->core.ranks[r];
+                bool first = true;
+
+                if (!si->seen)
+                        continue;
+                put(b,
+                    "%s\n    {\"slot\": %u, \"rank\": %d, \"pid\": %d, \"cpu\": %d, \"state\": "
+                    "\"%s\", "
+                    "\"alive\": %s, \"domains\": [",
+                    any ? "," : "", r, (int)si->rank, (int)si->pid, si->cpu, state_name(si),
+                    si->dead ? "false" : "true");
+                any = true;
+                for (unsigned d = 0; d < a->ndom; d++) {
+                        if (!((si->ever_mask[d / 64] >> (d % 64)) & 1u))
+                                continue;
+                        put(b, "%s", first ? "" : ", ");
+                        put_str(b, a->dom[d].name);
+                        first = false;
+                }
+                put(b, "], \"transitions\": %" PRIu64 ", \"down_s\": ", cr->transitions);
+                put_secs(b, cr->down_ns);
+                put(b, ", \"drops\": %" PRIu64 ", \"drop_late_ns\": ", cr->drops);
+                put_hist(b, &cr->drop_late_ns);
+                put(b, ", \"restore_ns\": ");
+                put_hist(b, &cr->restore_ns);
+                put(b,
+                    ", \"reported\": {\"long_calls\": %" PRIu64 ", \"long_s\": ", si->long_calls);
+                put_secs(b, si->long_ns);
+                put(b, ", \"wakeups\": %" PRIu64 ", \"down_s\": ", si->wakeups);
+                put_secs(b, si->slot_down_ns);
+                put(b, ", \"transitions\": %" PRIu64 "}}", si->slot_transitions);
+        }
+        put(b, "\n  ],\n");
+}
+
+static void put_energy(struct buf *b, const struct agentd *a)
+{
+        const struct mpi_pstate_rapl_sampler *s = &a->sampler;
+        bool ok = a->rapl_status == MPI_PSTATE_RAPL_OK && s->n > 0;
+        int sockets[MPI_PSTATE_RAPL_MAX_ZONES];
+        unsigned nsock = 0;
+
+        put(b, "  \"energy\": {\"status\": \"%s\", \"samples\": %" PRIu64 ", \"interval_s\": ",
+            mpi_pstate_rapl_status_name(a->rapl_status), a->rapl_samples);
+        put_secs(b, a->rapl_interval_ns);
+        for (int k = MPI_PSTATE_RAPL_PACKAGE; k <= MPI_PSTATE_RAPL_DRAM; k++) {
+                bool have = false;
+
+                for (unsigned i = 0; ok && i < s->n; i++)
+                        have = have || s->c[i].kind == (enum mpi_pstate_rapl_kind)k;
+                put(b, ", \"%s_j\": ", k == MPI_PSTATE_RAPL_PACKAGE ? "package" : "dram");
+                if (have)
+                        put_joules(b, mpi_pstate_rapl_sampler_total_uj(s, k));
+                else
+                        put(b, "null");
+        }
+        put(b, ", \"sockets\": [");
+        for (unsigned i = 0; ok && i < s->n; i++) {
+                bool known = false;
+
+                for (unsigned j = 0; j < nsock; j++)
+                        known = known || sockets[j] == s->c[i].socket;
+                if (!known)
+                        sockets[nsock++] = s->c[i].socket;
+        }
+        for (unsigned j = 0; j < nsock; j++) {
+                put(b, "%s{\"socket\": %d", j ? ", " : "", sockets[j]);
+                for (int k = MPI_PSTATE_RAPL_PACKAGE; k <= MPI_PSTATE_RAPL_DRAM; k++) {
+                        uint64_t sum = 0;
+                        bool have = false;
+
+                        for (unsigned i = 0; i < s->n; i++)
+                                if (s->c[i].socket == sockets[j] &&
+                                    s->c[i].kind == (enum mpi_pstate_rapl_kind)k) {
+                                        sum += s->c[i].total_uj;
+                                        have = true;
+                                }
+                        put(b, ", \"%s_j\": ", k == MPI_PSTATE_RAPL_PACKAGE ? "package" : "dram");
+                        if (have)
+                                put_joules(b, sum);
+                        else
+                                put(b, "null");
+                }
+                put(b, "}");
+        }
+        put(b, "]},\n");
+}
+
+static void put_agent(struct buf *b, const struct agentd *a, uint64_t elapsed_ns)
+{
+        struct rusage ru;
+        uint64_t user_ns, sys_ns;
+
+        getrusage(RUSAGE_SELF, &ru);
+        user_ns =
+            (uint64_t)ru.ru_utime.tv_sec * 1000000000u + (uint64_t)ru.ru_utime.tv_usec * 1000u;
+        sys_ns = (uint64_t)ru.ru_stime.tv_sec * 1000000000u + (uint64_t)ru.ru_stime.tv_usec * 1000u;
+        put(b, "  \"agent\": {\"pid\": %ld, \"cpu_s\": ", (long)getpid());
+        put_secs(b, user_ns + sys_ns);
+        put(b, ", \"user_s\": ");
+        put_secs(b, user_ns);
+        put(b, ", \"sys_s\": ");
+        put_secs(b, sys_ns);
+        put(b, ", \"cpu_share\": %.6f",
+            elapsed_ns ? (double)(user_ns + sys_ns) / (double)elapsed_ns : 0.0);
+        put(b,
+            ", \"wakeups\": %" PRIu64 ", \"futex_wakeups\": %" PRIu64 ", \"timeouts\": %" PRIu64
+            ", \"rewaits\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"lowers\": %" PRIu64
+            ", \"raises\": %" PRIu64 ", \"leaves_seen\": %" PRIu64 ", \"rt_prio\": %d"
+            ", \"scan_interval_final_us\": %" PRIu64 ", \"scan_interval_max_us\": %" PRIu64
+            ", \"budget_adjusts\": %" PRIu64 ", \"write_ns\": ",
+            a->wakeups, a->woken, a->timeouts, a->eagain, a->throttled, a->core.stats.lowers,
+            a->core.stats.raises, a->core.stats.leaves_seen, a->o.rt_prio, a->core.scan_ns / 1000u,
+            (a->scan_max_seen_ns > a->scan_ns ? a->scan_max_seen_ns : a->scan_ns) / 1000u,
+            a->budget_adjusts);
+        put_hist(b, &a->core.stats.write_ns);
+        put(b, "},\n");
+}
+
+int mpi_pstate_agentd_record_write(struct agentd *a)
+{
+        struct buf b = {0};
+        char dir[4096], name[256];
+        const char *slash;
+        uint64_t elapsed =
+            a->end_real_ns > a->start_real_ns ? a->end_real_ns - a->start_real_ns : 0;
+        int dfd, rc;
+
+        if (!a->o.record)
+                return 0;
+        slash = strrchr(a->o.record, '/');
+        if (!slash || slash == a->o.record || strlen(slash + 1) >= sizeof(name) ||
+            (size_t)(slash - a->o.record) >= sizeof(dir))
+                return -EINVAL;
+        memcpy(dir, a->o.record, (size_t)(slash - a->o.record));
+        dir[slash - a->o.record] = '\0';
+        snprintf(name, sizeof(name), "%s", slash + 1);
+
+        b.cap = 16384;
+        b.p = malloc(b.cap);
+        if (!b.p)
+                return -ENOMEM;
+        put(&b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"host\": ", AGENTD_RECORD_FORMAT,
+            AGENTD_RECORD_VERSION);
+        put_str(&b, a->host);
+        put(&b,
+            ",\n  \"job\": %u,\n  \"step\": %u,\n  \"start_ns\": %" PRIu64
+            ",\n  \"end_ns\": %" PRIu64 ",\n  \"elapsed_s\": ",
+            a->o.job, a->o.step, a->start_real_ns, a->end_real_ns);
+        put_secs(&b, elapsed);
+        put(&b, ",\n  \"exit_reason\": \"%s\",\n  \"mode\": \"%s\",\n", a->exit_reason,
+            a->o.profile ? "profile" : "on");
+        put(&b,
+            "  \"settings\": {\"threshold_us\": %" PRIu64 ", \"scan_interval_us\": %" PRIu64
+            ", \"cpu_budget_ppm\": %" PRIu64 ", \"low\": ",
+            a->thr_ns / 1000u, a->scan_ns / 1000u, a->o.budget_ppm);
+        if (a->o.low_khz)
+                put(&b, "%" PRIu64, a->o.low_khz);
+        else
+                put(&b, "\"min\"");
+        put(&b,
+            ", \"mechanism_requested\": \"%s\", \"allow_governor\": %s, \"freq_min_khz\": %" PRIu64
+            ", \"cpus\": ",
+            mpi_pstate_cpufreq_mech_name(a->o.mech), a->o.allow_governor ? "true" : "false",
+            a->o.freq_min_khz);
+        put_cpus(&b, &a->o.cpus);
+        put(&b, ", \"segment\": ");
+        put_str(&b, a->o.shm);
+        put(&b, ", \"slots\": %u, \"created\": %s},\n", a->seg.nslots,
+            a->created ? "true" : "false");
+        put(&b, "  \"cpufreq\": {\"status\": \"%s\", \"error\": ", a->cpufreq_status);
+        put_str(&b, a->cpufreq_err);
+        put(&b, ", \"driver\": ");
+        put_str(&b, a->node ? a->node->driver : "");
+        put(&b, ", \"mechanism\": \"%s\"},\n", overall_mech(a));
+        put_domains(&b, a);
+        put_ranks(&b, a);
+        put_energy(&b, a);
+        put_agent(&b, a, elapsed);
+        put(&b, "  \"restore\": {\"restored\": %u, \"failed\": %u}\n}\n", a->restored,
+            a->restore_failed);
+        if (b.oom) {
+                free(b.p);
+                return -ENOMEM;
+        }
+        dfd = mpi_pstate_safeio_open_dir(dir, 1, 0755);
+        if (dfd < 0) {
+                rc = dfd;
+                goto out;
+        }
+        rc = mpi_pstate_safeio_write_atomic(dfd, name, b.p, b.len, 0644, 0);
+        close(dfd);
+out:
+        free(b.p);
+        return rc;
+}

@@ -1,0 +1,39 @@
+# spank/agent/: the node agent mpi-pstate-agent (one per job step per node,
+# root), started by the SPANK plugin or by mpi-pstate-exec.  Its decision
+# core is common/agent.c (in the common archive, unit tested by
+# tests/unit/test_agent.c); the programs of tests/agent/ drive it in the
+# integration tests and benchmarks.
+AGENT_SRCS := $(sort $(wildcard spank/agent/*.c))
+AGENT_OBJS := $(AGENT_SRCS:%.c=$(B)/%.o)
+AGENT_BIN := $(B)/spank/agent/mpi-pstate-agent
+AGENT_MAN := man/mpi-pstate-agent.8
+
+$(B)/spank/agent/%.o: spank/agent/%.c spank/agent/agentd.h $(wildcard common/*.h) common/options.def
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -DMPI_PSTATE_VERSION='"$(VERSION)"' -Ispank/agent -c -o $@ $<
+
+$(AGENT_BIN): $(AGENT_OBJS) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) -pie $(LDFLAGS_COMMON) -o $@ $(AGENT_OBJS) $(COMMON_LIB) $(COMMON_LIBS) -lpthread
+
+# Helper programs of the integration tests and benchmarks: a simulator of
+# many ranks that follows the slot protocol with the inline functions of
+# common/slot.h, and a fake-sysfs tree builder.
+AGENT_TEST_DIR := $(B)/tests/agent
+AGENT_HELPERS := $(patsubst tests/agent/%.c,$(AGENT_TEST_DIR)/%,$(wildcard tests/agent/*.c))
+$(AGENT_TEST_DIR)/%: tests/agent/%.c $(COMMON_LIB) $(wildcard common/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(OPT) -Wall -Wextra -Werror -Icommon -o $@ $< $(COMMON_LIB) $(COMMON_LIBS) -lpthread
+
+ALL_TARGETS += $(AGENT_BIN)
+CHECK_PREREQS += $(AGENT_HELPERS)
+
+install-agent: $(AGENT_BIN)
+	install -d $(DESTDIR)$(sbindir) $(DESTDIR)$(mandir)/man8
+	install -m 0755 $(AGENT_BIN) $(DESTDIR)$(sbindir)/mpi-pstate-agent
+	install -m 0644 $(AGENT_MAN) $(DESTDIR)$(mandir)/man8/mpi-pstate-agent.8
+INSTALL_TARGETS += install-agent
+UNINSTALL_FILES += $(sbindir)/mpi-pstate-agent $(mandir)/man8/mpi-pstate-agent.8
+.PHONY: install-agent agent agent-helpers
+agent: $(AGENT_BIN)
+agent-helpers: $(AGENT_HELPERS)
