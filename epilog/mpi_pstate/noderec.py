@@ -14,7 +14,7 @@ MAX_BYTES = 32 << 20  # 64 segments x 4096 ranks would exceed it: the epilog bou
 MAX_RANKS = 65536
 MAX_PROBLEMS = 32
 MAX_TEXT = 200
-AGENT_MAX_BYTES = 64 << 10
+AGENT_MAX_BYTES = 256 << 10
 STATUSES = ("ok", "none")
 ENERGY_STATUSES = ("ok", "partial", "absent", "no_access", "unknown", "error")
 RANK_STATES = ("finalized", "aborted", "exited", "killed", "disabled", "free")
@@ -106,32 +106,59 @@ def energy_of(agents: list[dict[str, Any]], settings: Optional[dict[str, Any]]
 
 def parse_agent(data: bytes, node: str, default_step: Optional[str] = None
                 ) -> Optional[dict[str, Any]]:
-    """An agent record (docs/agent.md) as the sub-object of its step, or None
-    when it is another node's (the lab's nodes share runtime_dir).  The
-    epilog reads only step, node and energy from it and keeps the rest as
-    it is, bounded; ValueError when it is not a JSON object."""
+    """An agent record (docs/agent.md, "mpi-pstate-agent" v1) as the sub-object
+    of its step.  The epilog reads only the step and the energy from it and
+    keeps the rest as it is (bounded).  The step directory's name, when
+    given, is the step (the record numbers the batch step 4294967291).  None
+    when the record names another node (the lab's nodes can share a
+    runtime_dir); ValueError when it is not a JSON object."""
     obj = decode(data)
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
-    rnode = obj.get("node", obj.get("host"))
-    if isinstance(rnode, str) and rnode != node:
+    if isinstance(obj.get("node"), str) and obj["node"] != node:
         return None
-    step = obj.get("step", obj.get("step_id", default_step))
-    if not isinstance(step, (int, str)) or not re.fullmatch(r"[0-9]{1,10}|batch|extern",
-                                                             str(step)):
+    step = default_step if default_step is not None else obj.get("step")
+    if not isinstance(step, (int, str)) or isinstance(step, bool) or \
+            not re.fullmatch(r"[0-9]{1,10}|batch|extern|interactive", str(step)):
         raise ValueError("no valid step")
-    en = obj.get("energy")
-    energy: dict[str, Any] = {"status": "unknown"}
-    if isinstance(en, dict):
-        j = en.get("joules", en.get("j"))
-        st = en.get("status", "ok" if isinstance(j, (int, float)) else "unknown")
-        energy = {"status": st if st in ENERGY_STATUSES else "error",
-                  "joules": j if isinstance(j, (int, float)) and not isinstance(j, bool) else None}
-    elif isinstance(obj.get("energy_j"), (int, float)):
-        energy = {"status": "ok", "joules": obj["energy_j"]}
+    return {"step": str(step), "energy": agent_energy(obj.get("energy")),
+            "record": bounded(obj)}
+
+
+def _joules(v: Any) -> Optional[float]:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+    return float(v) if ok else None
+
+
+def agent_energy(en: Any) -> dict[str, Any]:
+    """{"status", "joules"} of an agent record's "energy": package plus DRAM
+    (what RAPL measures of a node).  Status as the agent says (ok, absent,
+    no_access, error); ok without a figure is "unknown"."""
+    if not isinstance(en, dict):
+        return {"status": "unknown", "joules": None}
+    st = en.get("status")
+    st = st if st in ENERGY_STATUSES else "error"
+    if "package_j" in en or "dram_j" in en:
+        parts = [_joules(en.get(k)) for k in ("package_j", "dram_j") if en.get(k) is not None]
+        j = sum(p for p in parts if p is not None) if parts and None not in parts else None
+    else:
+        j = _joules(en.get("joules"))
+    if st == "ok" and j is None:
+        st = "unknown"
+    return {"status": st, "joules": j if st == "ok" else None}
+
+
+def bounded(obj: dict[str, Any]) -> dict[str, Any]:
+    """A record embedded as is, or without its per-rank and per-domain lists
+    (histograms) when larger than AGENT_MAX_BYTES."""
     text = json.dumps(obj, separators=(",", ":"))
-    rec = obj if len(text) <= AGENT_MAX_BYTES else {"truncated": True, "bytes": len(text)}
-    return {"step": str(step), "energy": energy, "record": rec}
+    if len(text) <= AGENT_MAX_BYTES:
+        return obj
+    slim = {k: v for k, v in obj.items() if k not in ("ranks", "domains")}
+    slim["truncated"] = {"bytes": len(text), "dropped": ["ranks", "domains"]}
+    if len(json.dumps(slim, separators=(",", ":"))) <= AGENT_MAX_BYTES:
+        return slim
+    return {"truncated": {"bytes": len(text)}}
 
 
 def parse_plugin(data: bytes, node: str) -> Optional[dict[str, Any]]:
@@ -143,8 +170,7 @@ def parse_plugin(data: bytes, node: str) -> Optional[dict[str, Any]]:
         raise ValueError("not a JSON object")
     if isinstance(obj.get("node"), str) and obj["node"] != node:
         return None
-    text = json.dumps(obj, separators=(",", ":"))
-    return obj if len(text) <= AGENT_MAX_BYTES else {"truncated": True, "bytes": len(text)}
+    return bounded(obj)
 
 
 # ---- validation (reading side: the controller, report, backfill)

@@ -319,11 +319,21 @@ class NodeRecord(unittest.TestCase):
             noderec.decode(b"[" * 100000 + b"]" * 100000)
 
     def test_energy_never_made_up(self) -> None:
-        a = noderec.parse_agent(b'{"step": 0, "node": "n1", "energy": {"joules": 12.5}}', "n1")
+        a = noderec.parse_agent(b'{"format": "mpi-pstate-agent", "host": "x", "step": 0, '
+                                b'"energy": {"status": "ok", "package_j": 10.25, "dram_j": 2.25,'
+                                b' "sockets": []}}', "n1")
         self.assertEqual(a["energy"], {"status": "ok", "joules": 12.5})
         self.assertIsNone(noderec.parse_agent(b'{"step": 0, "node": "n2"}', "n1"))
-        b = noderec.parse_agent(b'{"node": "n1", "energy": {"status": "no_access"}}', "n1", "3")
-        self.assertEqual((b["step"], b["energy"]["status"]), ("3", "no_access"))
+        b = noderec.parse_agent(b'{"step": 4294967291, "energy": {"status": "no_access", '
+                                b'"package_j": null, "dram_j": null}}', "n1", "batch")
+        self.assertEqual((b["step"], b["energy"]["status"]), ("batch", "no_access"))
+        c = noderec.parse_agent(b'{"step": 1, "energy": {"status": "ok", "package_j": null}}',
+                                "n1")
+        self.assertEqual(c["energy"], {"status": "unknown", "joules": None})
+        big = {"step": 2, "ranks": [{"hist": list(range(100))}] * 2000, "energy": {}}
+        d = noderec.parse_agent(json.dumps(big).encode(), "n1")
+        self.assertNotIn("ranks", d["record"])
+        self.assertEqual(d["record"]["truncated"]["dropped"], ["ranks", "domains"])
         self.assertEqual(noderec.energy_of([a], None)["joules"], 12.5)
         self.assertEqual(noderec.energy_of([a, b], None)["status"], "partial")
         self.assertEqual(noderec.energy_of([b], None)["status"], "no_access")
@@ -366,7 +376,8 @@ class NodeEpilog(Tmp):
         step = self.runtime / "steps" / "4242.0"
         step.mkdir(parents=True)
         (step / "agent.json").write_text(json.dumps(
-            {"version": 1, "job": 4242, "step": 0, "energy": {"status": "ok", "joules": 77.5},
+            {"format": "mpi-pstate-agent", "version": 1, "host": "n1", "job": 4242, "step": 0,
+             "energy": {"status": "ok", "package_j": 70.0, "dram_j": 7.5, "sockets": []},
              "mechanism": "max_freq"}))
         (step / "plugin.json").write_text(json.dumps({"version": 1, "node": "n1", "mode": "on"}))
         batch = self.runtime / "steps" / "4242.batch"
@@ -375,7 +386,8 @@ class NodeEpilog(Tmp):
                                                        "mode": "profile"}))
         other = self.runtime / "steps" / "4243.0"  # another job: not ours
         other.mkdir()
-        (other / "agent.json").write_text(json.dumps({"step": 0, "energy": {"joules": 1e9}}))
+        (other / "agent.json").write_text(json.dumps({"step": 0, "energy": {
+            "status": "ok", "package_j": 1e9}}))
         self.assertEqual(self.run_epilog(), 0)
         rec = self.record()
         self.assertEqual((rec["status"], len(rec["ranks"]), rec["energy"]["joules"]),
