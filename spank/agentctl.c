@@ -88,9 +88,18 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
 /* In the forked children only async-signal-safe calls: slurmstepd has threads. */
 static void child(int pipefd, char **argv, char **envp)
 {
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        sigset_t none;
         pid_t pid;
         int fd;
 
+        /* slurmstepd blocks and ignores signals the agent must receive:
+         * exec keeps both. */
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        sigaction(sig, &dfl, NULL);
         if (setsid() < 0)
                 _exit(127);
         pid = fork();

@@ -26,9 +26,13 @@ struct mpi_pstate_agent_args {
         const char *record;      /* agent record, also what identifies the process */
         const char *log;         /* the agent's log file */
         const char *sysroot;     /* "/sys" */
+        const char *governor;    /* the step's governor word ("keep": the node's) */
         uint32_t job, step;
+        uid_t uid; /* the segment's owner, the job's user */
+        gid_t gid;
         uint64_t threshold_us;
-        uint64_t low_khz; /* 0: min */
+        uint64_t low_khz;      /* 0: min */
+        uint64_t freq_min_khz; /* the site's floor, 0: none */
 };
 
 #define MPI_PSTATE_AGENT_MAX_ARGS 40

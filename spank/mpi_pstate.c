@@ -37,6 +37,7 @@ static struct mpi_pstate_config cfg;
 static struct mpi_pstate_options opt;
 static bool ready;       /* cfg parsed and opt at the site defaults */
 static bool step_active; /* remote: a step we act on (not batch/extern, mode not off) */
+static bool batch_env;   /* remote: the batch step of a job whose mode is not off */
 static struct spank_option spank_opts[MPI_PSTATE_OPT_COUNT];
 
 static int opt_cb(int val, const char *optarg, int remote);
@@ -238,9 +239,11 @@ HOOK int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         gather(sp, &st, false);
         /* The batch script, the extern step and an interactive salloc shell
          * are not MPI ranks: a preload there would land in every tool the
-         * script runs. */
+         * script runs.  The batch script only learns how to make mpirun
+         * start its ranks through srun steps, where the plugin serves them. */
         if (st.step_id == SLURM_BATCH_SCRIPT || st.step_id == SLURM_EXTERN_CONT ||
             st.step_id == SLURM_INTERACTIVE_STEP) {
+                batch_env = st.step_id == SLURM_BATCH_SCRIPT && opt.mode != MPI_PSTATE_MODE_OFF;
                 mp_debug("job %u: step %u is not a task step: left alone", st.job_id, st.step_id);
                 return 0;
         }
@@ -284,17 +287,21 @@ static int task_setenv(void *ctx, const char *name, const char *value)
  * spank_setenv here reaches the task's environment (measured): export the
  * canonical MPI_PSTATE_* contract, the segment and slot index, then put the
  * library in LD_PRELOAD; the pinning is checked against the task plugin's.
- * Returns 0 always (non-zero fails the job; a task without the variables
- * runs unmeasured). */
+ * In the batch step only Open MPI's launch setting (wire.h).  Returns 0 always (non-zero fails the
+ * job; a task without the variables runs unmeasured). */
 HOOK int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
         struct mpi_pstate_step st;
 
         (void)ac;
         (void)av;
-        if (spank_context() != S_CTX_REMOTE || !step_active)
+        if (spank_context() != S_CTX_REMOTE || !(step_active || batch_env))
                 return 0;
         gather(sp, &st, true);
+        if (batch_env) {
+                check(mpi_pstate_wire_batch_env(&st), "batch environment", &st);
+                return 0;
+        }
         check(mpi_pstate_options_to_env(&opt, task_setenv, sp), "exporting MPI_PSTATE_*", &st);
         check(mpi_pstate_wire_task_env(&st), "task environment", &st);
         return 0;

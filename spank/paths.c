@@ -73,17 +73,36 @@ int mpi_pstate_paths_expand(const char *tmpl, const char *host, char *out, size_
                         return -ENAMETOOLONG;                                                      \
         } while (0)
 
+const char *mpi_pstate_paths_step_name(uint32_t step, char *buf, size_t len)
+{
+        /* Slurm's values (slurm.h), spelled out so that this file needs no
+         * Slurm header. */
+        switch (step) {
+        case 0xfffffffbu:
+                return "batch";
+        case 0xfffffffcu:
+                return "extern";
+        case 0xfffffffau:
+                return "interactive";
+        default:
+                snprintf(buf, len, "%u", step);
+                return buf;
+        }
+}
+
 int mpi_pstate_paths_step(const char *runtime_dir, const char *host, uint32_t job, uint32_t step,
                           struct mpi_pstate_paths *out)
 {
         int rc = mpi_pstate_paths_expand(runtime_dir, host, out->runtime, sizeof(out->runtime));
+        char num[16];
+        const char *name = mpi_pstate_paths_step_name(step, num, sizeof(num));
 
         if (rc)
                 return rc;
         FMT(restore, "%s/restore", out->runtime);
         FMT(steps, "%s/steps", out->runtime);
-        FMT(step, "%s/%u.%u", out->steps, job, step);
-        FMT(shm, "%s/mpi-pstate.%u.%u", MPI_PSTATE_PATHS_SHM_DIR, job, step);
+        FMT(step, "%s/%u.%s", out->steps, job, name);
+        FMT(shm, "%s/mpi-pstate.%u.%s", MPI_PSTATE_PATHS_SHM_DIR, job, name);
         FMT(pidfile, "%s/agent.pid", out->step);
         FMT(record, "%s/agent.json", out->step);
         FMT(log, "%s/agent.log", out->step);

@@ -43,9 +43,12 @@ int mpi_pstate_paths_host(char *buf, size_t len);
  * not a plain name, or a result that does not fit is -EINVAL / -ENAMETOOLONG. */
 int mpi_pstate_paths_expand(const char *tmpl, const char *host, char *out, size_t len);
 
-/* Every path of job/step under runtime_dir (already expanded or not: %h is
- * expanded with host).  Step ids are printed as Slurm numbers them, special
- * values included.  0 or a negative errno. */
+/* The name of a step in paths: its number, or "batch", "extern",
+ * "interactive" for Slurm's special step ids. */
+const char *mpi_pstate_paths_step_name(uint32_t step, char *buf, size_t len);
+
+/* Every path of job/step under runtime_dir (%h is expanded with host).
+ * 0 or a negative errno. */
 int mpi_pstate_paths_step(const char *runtime_dir, const char *host, uint32_t job, uint32_t step,
                           struct mpi_pstate_paths *out);
 

@@ -295,11 +295,14 @@ static void start_agent(const struct mpi_pstate_step *st)
             .record = w.paths.record,
             .log = w.paths.log,
             .sysroot = st->cfg->sysroot,
+            .governor = mpi_pstate_options_governor_word(st->opt->governor),
             .job = st->job_id,
             .step = st->step_id,
+            .uid = st->uid,
+            .gid = st->gid,
             .threshold_us = st->opt->threshold_us,
-            /* "min" means the site's floor when there is one. */
-            .low_khz = st->opt->low_khz ? st->opt->low_khz : st->cfg->freq_min_khz,
+            .low_khz = st->opt->low_khz,
+            .freq_min_khz = st->cfg->freq_min_khz,
         };
         char err[256] = "";
         int rc;
@@ -443,6 +446,16 @@ int mpi_pstate_wire_task_env(const struct mpi_pstate_step *st)
         if (n < 0)
                 return n;
         return setenv_checked(st->sp, "LD_PRELOAD", val) ? -EIO : rc;
+}
+
+int mpi_pstate_wire_batch_env(const struct mpi_pstate_step *st)
+{
+        static const char var[] = "OMPI_MCA_ras_base_launch_orted_on_hn";
+        char v[16];
+
+        if (spank_getenv(st->sp, var, v, sizeof(v)) != ESPANK_ENV_NOEXIST)
+                return 0; /* the user's own choice */
+        return setenv_checked(st->sp, var, "1");
 }
 
 static void stop_agent(const struct mpi_pstate_step *st)

@@ -70,6 +70,14 @@ int mpi_pstate_wire_task_env(const struct mpi_pstate_step *st);
  * step's processes are killed by proctrack). */
 int mpi_pstate_wire_task_exit(const struct mpi_pstate_step *st);
 
+/* slurm_spank_task_init, remote, batch step of a job whose mode is not off:
+ * the batch script, as the job's user.  Nothing of mpi-pstate goes there
+ * (not a rank).  Only Open MPI's OMPI_MCA_ras_base_launch_orted_on_hn=1,
+ * unless the user set it: Open MPI's mpirun otherwise forks the ranks of
+ * its own node itself, inside the batch script; with it, it starts an orted
+ * there too through srun, and every rank is a child of a served step. */
+int mpi_pstate_wire_batch_env(const struct mpi_pstate_step *st);
+
 /* slurm_spank_exit, remote: slurmstepd, root, once per step per node, after
  * every task ended.  Stops the agent if it still runs, restores every domain
  * this step saved, rewrites the step record.  The segment stays for the node
