@@ -37,3 +37,12 @@ UNINSTALL_FILES += $(sbindir)/mpi-pstate-agent $(mandir)/man8/mpi-pstate-agent.8
 .PHONY: install-agent agent agent-helpers
 agent: $(AGENT_BIN)
 agent-helpers: $(AGENT_HELPERS)
+
+# The MPI program of the agent's integration tests, one binary per MPI family.
+AGENT_MPI_FAMILIES := $(foreach m,openmpi mpich,$(if $(shell command -v mpicc.$(m)),$(m)))
+AGENT_MPI_BINS := $(foreach m,$(AGENT_MPI_FAMILIES),$(AGENT_TEST_DIR)/mpi_phases.$(m))
+$(AGENT_TEST_DIR)/mpi_phases.%: tests/agent/mpi/mpi_phases.c
+	@mkdir -p $(@D)
+	mpicc.$* -O2 -Wall -Wextra -Werror -o $@ $<
+CHECK_PREREQS += $(AGENT_MPI_BINS)
+agent-helpers: $(AGENT_MPI_BINS)
