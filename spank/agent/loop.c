@@ -322,7 +322,11 @@ static void slot_refresh(struct agentd *a, unsigned i, const struct mpi_pstate_s
         si->state = state; /* even when invalid: refresh again on a change only */
         if (pid != si->pid)
                 slot_watch(a, i, pid);
-        rc = mpi_pstate_slot_snapshot(s, a->copy);
+        /* A slot nobody claimed is not worth a 16 KiB copy every second. */
+        if (__atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) == 0 && !si->valid)
+                rc = -ENOENT;
+        else
+                rc = mpi_pstate_slot_snapshot(s, a->copy);
         if (rc) {
                 if (rc == -EPROTO && !si->bad_logged) {
                         mpi_pstate_agentd_log(LOG_WARNING, "slot %u: invalid content, ignored", i);

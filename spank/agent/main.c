@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -622,10 +621,11 @@ static int run_agent(struct agentd *a, int ready)
         if (a->o.rt_prio) {
                 struct sched_param sp = {.sched_priority = a->o.rt_prio};
 
+                /* A rank that computes on every core must not delay a
+                 * restore by a scheduler time slice. */
                 if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
                         mpi_pstate_agentd_log(LOG_WARNING, "SCHED_FIFO %d: %s", a->o.rt_prio,
                                               strerror(errno));
-                mlockall(MCL_CURRENT | MCL_FUTURE);
         }
         mpi_pstate_agentd_log(
             LOG_INFO,
