@@ -97,6 +97,7 @@ struct agentd_slot {
         int pidfd;
         uint32_t gen;
         _Atomic uint32_t dead_gen; /* set by the watcher thread */
+        _Atomic bool dead_pending; /* the watcher saw an exit: read this slot now */
         bool dead;
         uint64_t checked_ns; /* last kill(pid, 0) without a pidfd */
 };
@@ -140,7 +141,7 @@ struct agentd {
         bool watcher_on, pidfd_ok;
 
         /* the agent's own figures */
-        uint64_t wakeups, woken, timeouts, eagain, throttled;
+        uint64_t wakeups, woken, timeouts, eagain, throttled, full_scans;
         const char *exit_reason;
 };
 

@@ -169,8 +169,10 @@ static void *watcher_main(void *arg)
 
                         if (tag == STOP_EVENT)
                                 return NULL;
-                        if (slot < a->seg.nslots)
+                        if (slot < a->seg.nslots) {
                                 atomic_store(&a->slots[slot].dead_gen, (uint32_t)(tag >> 32));
+                                atomic_store(&a->slots[slot].dead_pending, true);
+                        }
                         mpi_pstate_agentd_poke(a);
                 }
         }
@@ -253,6 +255,7 @@ static void liveness(struct agentd *a, unsigned i, uint64_t now)
         struct agentd_slot *si = &a->slots[i];
         bool was = si->dead;
 
+        atomic_store_explicit(&si->dead_pending, false, memory_order_relaxed);
         if (si->pid <= 0 || si->dead)
                 return;
         if (si->pidfd >= 0) {
@@ -360,41 +363,60 @@ static void slot_refresh(struct agentd *a, unsigned i, const struct mpi_pstate_s
         mpi_pstate_agent_set_domains(&a->core, i, mask);
 }
 
-static void scan(struct agentd *a, uint64_t now)
+/* Reads slot i into its observation. */
+static void scan_one(struct agentd *a, unsigned i, uint64_t now, uint64_t ref_tsc, uint64_t ref_ns)
 {
-        uint64_t ref_ns, ref_tsc;
+        struct mpi_pstate_slot *s = mpi_pstate_slot_at(&a->seg, i);
+        struct agentd_slot *si = &a->slots[i];
+        struct mpi_pstate_agent_obs *o = &a->obs[i];
+        uint32_t state = atomic_load_explicit(&s->state, memory_order_acquire);
+        int32_t pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
+        uint64_t since, since_ns, thr;
 
-        ref_tsc = tsc_now();
-        ref_ns = mono_ns();
-        for (unsigned i = 0; i < a->seg.nslots; i++) {
-                struct mpi_pstate_slot *s = mpi_pstate_slot_at(&a->seg, i);
-                struct agentd_slot *si = &a->slots[i];
-                struct mpi_pstate_agent_obs *o = &a->obs[i];
-                uint32_t state = atomic_load_explicit(&s->state, memory_order_acquire);
-                int32_t pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
-                uint64_t since, since_ns, thr;
+        if (state != si->state || pid != si->pid || now - si->refreshed_ns >= REFRESH_NS)
+                slot_refresh(a, i, s, state, pid, now);
+        liveness(a, i, now);
+        memset(o, 0, sizeof(*o));
+        if (!si->valid || si->dead || si->pid <= 0 || si->state != MPI_PSTATE_SLOT_RUNNING)
+                return;
+        o->live = 1;
+        o->lowerable = !a->o.profile && si->mode == MPI_PSTATE_SLOT_MODE_ON &&
+                       si->clock != MPI_PSTATE_CLOCK_NONE;
+        since = atomic_load_explicit(&s->wait_since, memory_order_acquire);
+        if (!since)
+                return;
+        o->since = since;
+        since_ns = si->clock == MPI_PSTATE_CLOCK_TSC
+                       ? mpi_pstate_agent_ticks_to_ns(since, ref_tsc, ref_ns, a->tsc_rate)
+                       : since;
+        /* Never before the rank's own threshold: a rank leaving a shorter
+         * call does not look at its flag, so it would not wake us. */
+        thr = si->thr_ns > a->thr_ns ? si->thr_ns : a->thr_ns;
+        o->deadline_ns = since_ns + thr < since_ns ? UINT64_MAX : since_ns + thr;
+}
 
-                if (state != si->state || pid != si->pid || now - si->refreshed_ns >= REFRESH_NS)
-                        slot_refresh(a, i, s, state, pid, now);
-                liveness(a, i, now);
-                memset(o, 0, sizeof(*o));
-                if (!si->valid || si->dead || si->pid <= 0 || si->state != MPI_PSTATE_SLOT_RUNNING)
+/* A full scan reads every slot; the wake-ups in between (a deadline, a
+ * rank leaving a clocked-down call, a death) re-read only the ranks known
+ * to wait, which hold every deadline and every mark.  The others keep their
+ * last observation: a stale "waiting" is harmless, because a lowering marks
+ * each rank first and the mark re-checks the wait (common/slot.h).  Every
+ * slot is in its own page: on a virtual machine the TLB misses, not the
+ * loads, are the cost, so the next slots are prefetched. */
+static void scan(struct agentd *a, uint64_t now, bool full)
+{
+        uint64_t ref_tsc = tsc_now(), ref_ns = mono_ns();
+        unsigned n = a->seg.nslots;
+
+        for (unsigned i = 0; i < n; i++) {
+                if (!full && !a->obs[i].since && !a->slots[i].dead_pending)
                         continue;
-                o->live = 1;
-                o->lowerable = !a->o.profile && si->mode == MPI_PSTATE_SLOT_MODE_ON &&
-                               si->clock != MPI_PSTATE_CLOCK_NONE;
-                since = atomic_load_explicit(&s->wait_since, memory_order_acquire);
-                if (!since)
-                        continue;
-                o->since = since;
-                since_ns = si->clock == MPI_PSTATE_CLOCK_TSC
-                               ? mpi_pstate_agent_ticks_to_ns(since, ref_tsc, ref_ns, a->tsc_rate)
-                               : since;
-                /* Never before the rank's own threshold: a rank leaving a
-                 * shorter call does not look at its flag, so it would not
-                 * wake us. */
-                thr = si->thr_ns > a->thr_ns ? si->thr_ns : a->thr_ns;
-                o->deadline_ns = since_ns + thr < since_ns ? UINT64_MAX : since_ns + thr;
+                if (full && i + 4 < n) {
+                        const struct mpi_pstate_slot *ahead = mpi_pstate_slot_at(&a->seg, i + 4);
+
+                        __builtin_prefetch(&ahead->state);
+                        __builtin_prefetch(&ahead->wait_since);
+                }
+                scan_one(a, i, now, ref_tsc, ref_ns);
         }
 }
 
@@ -448,8 +470,10 @@ static void budget_adjust(struct agentd *a, uint64_t now)
                 unsigned __int128 w;
 
                 scan = a->core.scan_ns;
-                w = (unsigned __int128)scan * (cpu - a->budget_cpu0) * 1000000u /
-                    ((unsigned __int128)(now - a->budget_t0) * a->o.budget_ppm);
+                /* aim at 80 % of the budget: the share measured next
+                 * period is noisy, and the budget is a ceiling */
+                w = (unsigned __int128)scan * (cpu - a->budget_cpu0) * 1000000u * 5 /
+                    ((unsigned __int128)(now - a->budget_t0) * a->o.budget_ppm * 4);
                 want = w > AGENTD_SCAN_MAX_NS ? AGENTD_SCAN_MAX_NS : (uint64_t)w;
                 lo = scan / 2 > a->scan_ns ? scan / 2 : a->scan_ns;
                 hi = scan * 4 < AGENTD_SCAN_MAX_NS ? scan * 4 : AGENTD_SCAN_MAX_NS;
@@ -573,14 +597,15 @@ static void final_pass(struct agentd *a)
  * segment jumps out of here into mpi_pstate_agentd_run(). */
 static void loop(struct agentd *a, volatile sig_atomic_t *stop)
 {
-        uint64_t win_start = 0;
+        uint64_t win_start = 0, next_full = 0;
         unsigned early = 0;
+        bool kill_checks = false;
 
         while (!*stop) {
                 struct mpi_pstate_seg_header *hdr = a->seg.hdr;
                 uint64_t wake, next, now;
                 uint32_t v;
-                bool done;
+                bool done, full;
                 int rc;
 
                 in_segment = 1;
@@ -589,8 +614,16 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                 v = atomic_load_explicit(&hdr->agent_futex, memory_order_acquire);
                 wake = mono_ns();
                 a->wakeups++;
-                scan(a, wake);
+                full = wake >= next_full;
+                scan(a, wake, full);
+                if (full) {
+                        a->full_scans++;
+                        next_full = wake + a->core.scan_ns;
+                        kill_checks = need_kill_checks(a);
+                }
                 next = mpi_pstate_agent_step(&a->core, a->obs, wake);
+                if (next > next_full)
+                        next = next_full;
                 done = a->o.exit_when_done && all_done(a);
                 in_segment = 0;
                 if (done) {
@@ -604,7 +637,7 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                         if (next > a->rapl_next_ns)
                                 next = a->rapl_next_ns;
                 }
-                if (need_kill_checks(a) && next > wake + KILL_CHECK_NS)
+                if (kill_checks && next > wake + KILL_CHECK_NS)
                         next = wake + KILL_CHECK_NS;
                 if (*stop)
                         return;

@@ -16,15 +16,16 @@
  * and, with --baseline-wake, the same round trip to a bare process that only
  * waits on a futex and answers (the platform's floor for restore_ns).
  *
- * usage: simranks --shm PATH --slots N [--first 0] [--cpus-per-policy 1]
+ * usage: simranks --shm PATH --slots N [--first 0]
  *        [--threshold-us 500] [--seconds 5] [--compute-us 2000] [--short-us 50]
  *        [--long-us 5000] [--long-every 4] [--clock tsc|monotonic] [--spin]
- *        [--baseline-wake] [--mode on|profile]
+ *        [--baseline-wake [--baseline-rt PRIO]] [--mode on|profile]
  * Prints one JSON object on stdout. */
 #include <errno.h>
 #include <getopt.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -46,14 +47,13 @@ static const char *const fn_names[] = {"MPI_Recv"};
 
 static struct {
         const char *shm;
-        unsigned slots, first, per_policy;
+        unsigned slots, first;
         uint64_t threshold_us, seconds, compute_us, short_us, long_us;
         unsigned long_every;
         enum mpi_pstate_clock clock;
-        int spin, baseline, profile;
+        int spin, baseline, profile, baseline_rt;
         uint64_t tps;
 } cfg = {.slots = 1,
-         .per_policy = 1,
          .threshold_us = 500,
          .seconds = 5,
          .compute_us = 2000,
@@ -104,6 +104,13 @@ static void cpu_relax(void)
 static void bare_waiter(void)
 {
         uint32_t seen = 0;
+
+        if (cfg.baseline_rt) {
+                struct sched_param sp = {.sched_priority = cfg.baseline_rt};
+
+                if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
+                        perror("simranks: SCHED_FIFO");
+        }
 
         for (;;) {
                 syscall(SYS_futex, &bare->word, FUTEX_WAIT, seen, NULL, NULL, 0);
@@ -218,12 +225,22 @@ static void *rank_main(void *p)
 
 static void put_hist(const char *name, const struct mpi_pstate_agent_hist *h)
 {
+        int first = 1;
+
         printf("\"%s\": {\"count\": %llu, \"p50\": %llu, \"p99\": %llu, \"max\": %llu, \"mean\": "
-               "%llu}",
+               "%llu, "
+               "\"log2\": [",
                name, (unsigned long long)h->count,
                (unsigned long long)mpi_pstate_agent_hist_quantile(h, 500),
                (unsigned long long)mpi_pstate_agent_hist_quantile(h, 990),
                (unsigned long long)h->max, (unsigned long long)(h->count ? h->sum / h->count : 0));
+        for (unsigned b = 0; b < MPI_PSTATE_AGENT_HIST_BUCKETS; b++) {
+                if (!h->bucket[b])
+                        continue;
+                printf("%s[%u, %llu]", first ? "" : ", ", b, (unsigned long long)h->bucket[b]);
+                first = 0;
+        }
+        printf("]}");
 }
 
 static int parse(int argc, char **argv)
@@ -231,7 +248,6 @@ static int parse(int argc, char **argv)
         static const struct option lo[] = {{"shm", 1, NULL, 's'},
                                            {"slots", 1, NULL, 'n'},
                                            {"first", 1, NULL, 'f'},
-                                           {"cpus-per-policy", 1, NULL, 'p'},
                                            {"threshold-us", 1, NULL, 't'},
                                            {"seconds", 1, NULL, 'S'},
                                            {"compute-us", 1, NULL, 'c'},
@@ -242,6 +258,7 @@ static int parse(int argc, char **argv)
                                            {"spin", 0, NULL, 'P'},
                                            {"baseline-wake", 0, NULL, 'b'},
                                            {"mode", 1, NULL, 'm'},
+                                           {"baseline-rt", 1, NULL, 'R'},
                                            {NULL, 0, NULL, 0}};
         int c;
 
@@ -255,9 +272,6 @@ static int parse(int argc, char **argv)
                         break;
                 case 'f':
                         cfg.first = (unsigned)strtoul(optarg, NULL, 10);
-                        break;
-                case 'p':
-                        cfg.per_policy = (unsigned)strtoul(optarg, NULL, 10);
                         break;
                 case 't':
                         cfg.threshold_us = strtoull(optarg, NULL, 10);
@@ -289,6 +303,9 @@ static int parse(int argc, char **argv)
                         break;
                 case 'm':
                         cfg.profile = strcmp(optarg, "profile") == 0;
+                        break;
+                case 'R':
+                        cfg.baseline_rt = atoi(optarg);
                         break;
                 default:
                         return -1;

@@ -1,0 +1,276 @@
+#!/usr/bin/python3
+"""The node agent's budgets, each measured next to a baseline on the same machine.
+
+    make B=build agent-bench            # or: bench/agent/run.py --build build [--quick]
+
+Needs root (the agent, SCHED_FIFO, mpirun --allow-run-as-root), no cluster:
+the agent runs against a plain-file fake sysfs on tmpfs (tests/agent/
+mkfakesys.py; one frequency write is one pwrite of a few us, measured by the
+agent itself and subtracted where a budget says "net of the write cost").
+
+Budgets and their baselines:
+  drop lateness    agent: drop_late_ns of its record (write start - deadline)
+                   baseline: a bare futex sleep to absolute deadlines at the
+                   same period, same priority, under the same rank load
+  restore latency  agent: the simulated rank leaves a clocked-down call, wakes
+                   the agent and spins until its flag is cleared (after the
+                   raise write), minus the median write cost
+                   baseline: the same rank wakes a bare process that only
+                   answers (same priority)
+  agent CPU        agent: cpu_share of its record, 2 real MPI ranks (Open MPI,
+                   one computing, one waiting in MPI_Recv) and 128 simulated
+                   ranks; baseline: a bare timer loop waking as often as the
+                   agent did (what waking up alone costs here)
+  transitions      calls shorter than the threshold: none; threshold 0: one
+                   lower+raise pair per call
+Writes bench/agent/RESULTS.md (and prints it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(TOP / "preload"))
+import mpi_pstate_slot as ms  # noqa: E402
+
+
+def qtile(log2: list[list[int]], q: float) -> float:
+    """Quantile of a log2 histogram, interpolated inside its bucket
+    (bucket b holds [2^(b-1), 2^b))."""
+    total = sum(n for _, n in log2)
+    if not total:
+        return 0.0
+    want, seen = q * total, 0
+    for b, n in sorted(log2):
+        if seen + n >= want:
+            lo, hi = (0, 1) if b == 0 else (2 ** (b - 1), 2 ** b)
+            return lo + (hi - lo) * (want - seen) / n
+        seen += n
+    return float(2 ** sorted(log2)[-1][0])
+
+
+def merge(hists: list[dict]) -> list[list[int]]:
+    acc: dict[int, int] = {}
+    for h in hists:
+        for b, n in h["log2"]:
+            acc[b] = acc.get(b, 0) + n
+    return [[b, n] for b, n in sorted(acc.items())]
+
+
+def us(ns: float) -> str:
+    return f"{ns / 1000:.1f} us"
+
+
+class Bench:
+    def __init__(self, build: Path, seconds: int):
+        self.build = build
+        self.agent_bin = build / "spank/agent/mpi-pstate-agent"
+        self.sim = build / "tests/agent/simranks"
+        self.baseline = build / "bench/agent/baseline"
+        self.phases = build / "tests/agent/mpi_phases.openmpi"
+        self.preload = build / "preload/libmpi-pstate.so"
+        self.seconds = seconds
+        self.tmp = Path(tempfile.mkdtemp(prefix="mpst-agent-bench-", dir="/dev/shm"))
+        self.rows: list[tuple[str, str, str, str, str, str]] = []
+        self.notes: list[str] = []
+        self.n = 0
+
+    def tree(self, cpus: int) -> Path:
+        self.n += 1
+        d = self.tmp / f"t{self.n}"
+        subprocess.run([sys.executable, str(TOP / "tests/agent/mkfakesys.py"), str(d / "sys"), "--cpus",
+                        str(cpus), "--rapl", "1"], check=True)
+        (d / "run").mkdir(mode=0o700)
+        return d
+
+    def run_agent(self, d: Path, nslots: int, cpus: str, *extra: str) -> int:
+        argv = [str(self.agent_bin), "--shm", str(d / "seg"), "--create", str(nslots), "--cpus", cpus, "--job",
+                "1", "--step", "0", "--sysroot", str(d / "sys"), "--runtime-dir", str(d / "run/1"), "--record",
+                str(d / "run/agent.json"), "--pidfile", str(d / "run/agent.pid"), "--log", str(d / "run/log"),
+                *extra]
+        subprocess.run(argv, check=True, capture_output=True)
+        return int((d / "run/agent.pid").read_text())
+
+    @staticmethod
+    def stop_agent(d: Path, pid: int) -> dict:
+        os.kill(pid, signal.SIGTERM)
+        while Path(f"/proc/{pid}").exists():
+            time.sleep(0.02)
+        return json.loads((d / "run/agent.json").read_text())
+
+    def simranks(self, *args: str) -> dict:
+        r = subprocess.run([str(self.sim), *args], capture_output=True, text=True, check=True)
+        return json.loads(r.stdout)
+
+    def bare_timer(self, period_us: int, seconds: int, prio: int) -> dict:
+        r = subprocess.run([str(self.baseline), str(period_us), str(seconds), str(prio)], capture_output=True,
+                           text=True, check=True)
+        return json.loads(r.stdout)
+
+    def row(self, *cells: str) -> None:
+        self.rows.append(cells)  # type: ignore[arg-type]
+
+    # ---- latency: 2 simulated ranks, threshold 500 us, exact scans
+
+    def latency(self, budget: str) -> None:
+        d = self.tree(2)
+        load = ["--slots", "2", "--threshold-us", "500", "--seconds", str(self.seconds), "--compute-us", "2000",
+                "--short-us", "50", "--long-us", "5000", "--long-every", "2", "--clock", "tsc"]
+        pid = self.run_agent(d, 2, "0-1", "--threshold", "500us", "--cpu-budget", budget)
+        sim = self.simranks("--shm", str(d / "seg"), "--spin", *load)
+        rec = self.stop_agent(d, pid)
+        drop = merge([r["drop_late_ns"] for r in rec["ranks"]])
+        write50 = qtile(rec["agent"]["write_ns"]["log2"], 0.5)
+        e2e = sim["restore_ns"]["log2"]
+        # baselines under the same load, without the agent
+        seg = d / "seg-baseline"
+        ms.create_segment(str(seg), 2)
+        p = subprocess.Popen([str(self.sim), "--shm", str(seg), *load], stdout=subprocess.DEVNULL)
+        timer = self.bare_timer(500, self.seconds, 1)
+        p.wait()
+        wake = self.simranks("--baseline-wake", "--baseline-rt", "1", *load)
+        d99, t99 = qtile(drop, 0.99), qtile(timer["log2"], 0.99)
+        r99, w99 = qtile(e2e, 0.99) - write50, qtile(wake["restore_ns"]["log2"], 0.99)
+        tag = "exact scans (--cpu-budget 0)" if budget == "0" else f"default (--cpu-budget {budget})"
+        cmd = f"`bench/agent/run.py` latency, {tag}"
+        self.row(f"drop p99 after the deadline, {tag}", "100 us", us(d99), f"bare timer p99 {us(t99)}",
+                 f"{d99 / t99:.2f}" if t99 else "-", cmd)
+        self.row(f"drop p50, {tag}", "-", us(qtile(drop, 0.5)), f"bare timer p50 {us(qtile(timer['log2'], 0.5))}",
+                 f"{qtile(drop, 0.5) / max(1, qtile(timer['log2'], 0.5)):.2f}", cmd)
+        self.row(f"restore p99 after leaving, net of the write ({us(write50)}), {tag}", "50 us", us(r99),
+                 f"bare futex round trip p99 {us(w99)}", f"{r99 / w99:.2f}" if w99 else "-", cmd)
+        self.row(f"restore p50, {tag}", "-", us(qtile(e2e, 0.5) - write50),
+                 f"bare round trip p50 {us(qtile(wake['restore_ns']['log2'], 0.5))}",
+                 f"{(qtile(e2e, 0.5) - write50) / max(1, qtile(wake['restore_ns']['log2'], 0.5)):.2f}", cmd)
+        self.notes.append(f"latency {tag}: {sim['long_calls']} long calls, {rec['agent']['lowers']} drops, "
+                          f"scan interval {rec['settings']['scan_interval_us']} us -> "
+                          f"{rec['agent']['scan_interval_final_us']} us, agent CPU "
+                          f"{100 * rec['agent']['cpu_share']:.2f} %, {sim['violations']} violations, "
+                          f"{sim['spin_timeouts']} spin timeouts")
+
+    # ---- CPU: 2 real MPI ranks
+
+    def cpu_mpi(self, budget: str) -> None:
+        d = self.tree(2)
+        pid = self.run_agent(d, 2, "0-1", "--threshold", "500us", "--cpu-budget", budget)
+        env = dict(os.environ)
+        argv = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", "2",
+                "-x", f"LD_PRELOAD={self.preload}", "-x", f"MPI_PSTATE_SHM={d / 'seg'}", "-x", "MPI_PSTATE_MODE=on",
+                "-x", "MPI_PSTATE_THRESHOLD=500", str(self.phases), "--pin", "0,1", f"bench:{self.seconds}:50"]
+        subprocess.run(argv, check=True, capture_output=True, env=env, timeout=self.seconds * 4 + 60)
+        rec = self.stop_agent(d, pid)
+        a = rec["agent"]
+        elapsed = rec["elapsed_s"]
+        period = int(elapsed * 1e6 / max(1, a["wakeups"]))
+        floor = self.bare_timer(max(50, period), self.seconds, 1)
+        tag = "default (--cpu-budget 0.5)" if budget != "0" else "exact scans (--cpu-budget 0)"
+        self.row(f"agent CPU, 2 Open MPI ranks (1 computing, 1 in MPI_Recv), {tag}", "0.5 %",
+                 f"{100 * a['cpu_share']:.3f} %",
+                 f"bare timer at the same wake rate {100 * floor['cpu_share']:.3f} %",
+                 f"{a['cpu_share'] / floor['cpu_share']:.2f}" if floor["cpu_share"] else "-",
+                 f"`bench/agent/run.py` cpu-mpi, {tag}")
+        self.notes.append(f"cpu-mpi {tag}: {a['wakeups']} wake-ups in {elapsed:.1f} s ({a['futex_wakeups']} by "
+                          f"ranks), {a['lowers']} drops, scan {rec['settings']['scan_interval_us']} -> "
+                          f"{a['scan_interval_final_us']} us, {floor['cpu_per_wake_ns'] / 1000:.1f} us CPU "
+                          f"per bare wake-up")
+
+    # ---- CPU: 128 simulated ranks on 128 domains
+
+    def cpu_sim(self) -> None:
+        d = self.tree(128)
+        pid = self.run_agent(d, 128, "0-127", "--threshold", "500us")
+        sim = self.simranks("--shm", str(d / "seg"), "--slots", "128", "--threshold-us", "500", "--seconds",
+                            str(self.seconds), "--compute-us", "100000", "--short-us", "100", "--long-us", "50000",
+                            "--long-every", "2", "--clock", "tsc")
+        rec = self.stop_agent(d, pid)
+        a = rec["agent"]
+        period = int(rec["elapsed_s"] * 1e6 / max(1, a["wakeups"]))
+        floor = self.bare_timer(max(50, period), self.seconds, 1)
+        self.row("agent CPU, 128 simulated ranks on 128 domains, default", "0.5 %", f"{100 * a['cpu_share']:.3f} %",
+                 f"bare timer at the same wake rate {100 * floor['cpu_share']:.3f} %",
+                 f"{a['cpu_share'] / floor['cpu_share']:.2f}" if floor["cpu_share"] else "-",
+                 "`bench/agent/run.py` cpu-sim")
+        self.notes.append(f"cpu-sim: {sim['long_calls']} long calls, {a['lowers']} drops, {a['wakeups']} wake-ups, "
+                          f"scan -> {a['scan_interval_final_us']} us, {sim['violations']} violations")
+
+    # ---- transitions
+
+    def transitions(self) -> None:
+        d = self.tree(2)
+        pid = self.run_agent(d, 2, "0-1", "--threshold", "500us", "--cpu-budget", "0")
+        sim = self.simranks("--shm", str(d / "seg"), "--slots", "2", "--threshold-us", "500", "--seconds",
+                            str(self.seconds), "--compute-us", "200", "--short-us", "100", "--long-every", "0")
+        rec = self.stop_agent(d, pid)
+        self.row("transitions caused by calls shorter than the threshold", "0",
+                 f"{sim['violations']} (of {sim['short_calls']} calls)",
+                 f"{sim['long_calls']} calls overran the threshold (sleep overshoot); drops {rec['agent']['lowers']}",
+                 "-", "`bench/agent/run.py` transitions")
+        d = self.tree(2)
+        pid = self.run_agent(d, 2, "0-1", "--threshold", "0", "--cpu-budget", "0")
+        sim = self.simranks("--shm", str(d / "seg"), "--slots", "2", "--threshold-us", "0", "--seconds",
+                            str(self.seconds), "--compute-us", "5000", "--short-us", "10000", "--long-every", "0",
+                            "--clock", "tsc")
+        rec = self.stop_agent(d, pid)
+        pairs = sum(r["transitions"] for r in rec["ranks"])
+        self.row("threshold 0: lower+raise pairs per call", "1", f"{pairs / max(1, sim['calls']):.3f}",
+                 f"{pairs} pairs, {sim['calls']} calls of 10 ms", "-", "`bench/agent/run.py` transitions")
+
+    def write(self, out: Path) -> str:
+        lines = ["# mpi-pstate-agent: budgets", "",
+                 f"Measured {time.strftime('%Y-%m-%d %H:%M')} on `{platform.node()}`: {platform.platform()}, "
+                 f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end; "
+                 f"{self.seconds} s per run. Reproduce: `make B=build agent-bench` "
+                 f"(or `bench/agent/run.py --build build`), as root, no cluster needed.", "",
+                 "| measure | budget | measured | baseline (same machine, same load) | ratio | command |",
+                 "|---|---|---|---|---|---|"]
+        lines += ["| " + " | ".join(r) + " |" for r in self.rows]
+        lines += ["", "Runs:", ""] + [f"- {n}" for n in self.notes]
+        text = "\n".join(lines) + "\n"
+        out.write_text(text)
+        return text
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--out", default=str(TOP / "bench/agent/RESULTS.md"))
+    ap.add_argument("--only", default="latency,cpu-mpi,cpu-sim,transitions")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("bench/agent/run.py: run as root", file=sys.stderr)
+        return 2
+    b = Bench((TOP / a.build).resolve(), a.seconds)
+    try:
+        only = a.only.split(",")
+        if "latency" in only:
+            b.latency("0")
+            b.latency("0.5")
+        if "cpu-mpi" in only:
+            b.cpu_mpi("0.5")
+            b.cpu_mpi("0")
+        if "cpu-sim" in only:
+            b.cpu_sim()
+        if "transitions" in only:
+            b.transitions()
+        print(b.write(Path(a.out)))
+    finally:
+        b.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
