@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,43 +44,56 @@ static char *num(char *buf, size_t buflen, size_t *used, uint64_t v)
 int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
                              char **argv, size_t max)
 {
-        const char *job, *step, *thr, *low;
+        const char *job, *step, *uid, *gid, *thr, *low, *floor = NULL;
         size_t used = 0, argc = 0;
 
         if (!a || !a->path || !a->shm || !a->cpus || !a->mode || !a->mechanism || !a->restore_dir ||
-            !a->record || !buf || !argv)
+            !a->record || !a->governor || !buf || !argv)
                 return -EINVAL;
         job = num(buf, buflen, &used, a->job);
         step = job ? num(buf, buflen, &used, a->step) : NULL;
-        thr = step ? num(buf, buflen, &used, a->threshold_us) : NULL;
+        uid = step ? num(buf, buflen, &used, (uint64_t)a->uid) : NULL;
+        gid = uid ? num(buf, buflen, &used, (uint64_t)a->gid) : NULL;
+        thr = gid ? num(buf, buflen, &used, a->threshold_us) : NULL;
         low = !thr ? NULL : a->low_khz ? num(buf, buflen, &used, a->low_khz) : "min";
+        if (low && a->freq_min_khz && !(floor = num(buf, buflen, &used, a->freq_min_khz)))
+                low = NULL;
         if (!low)
                 return -ENOSPC;
-        const char *const words[] = {
-            a->path,         "--foreground", /* already detached by us; stays the pid we recorded */
-            "--shm",         a->shm,
-            "--cpus",        a->cpus,
-            "--job",         job,
-            "--step",        step,
-            "--mode",        a->mode,
-            "--threshold",   thr,
-            "--low",         low,
-            "--mechanism",   a->mechanism,
-            "--runtime-dir", a->restore_dir,
-            "--record",      a->record,
+        /* --foreground: detached by us already, so the pid we record is the
+         * agent's.  --keep-shm: the segment is the plugin's and stays for the
+         * node epilog.  Optional pairs have a NULL value when absent. */
+        const char *const words[][2] = {
+            {a->path, NULL},
+            {"--foreground", NULL},
+            {"--keep-shm", NULL},
+            {"--shm", a->shm},
+            {"--uid", uid},
+            {"--gid", gid},
+            {"--cpus", a->cpus},
+            {"--job", job},
+            {"--step", step},
+            {"--mode", a->mode},
+            {"--threshold", thr},
+            {"--low", low},
+            {"--mechanism", a->mechanism},
+            {"--governor", a->governor},
+            {"--runtime-dir", a->restore_dir},
+            {"--record", a->record},
+            {"--freq-min", floor},
+            {"--log", a->log},
+            {"--sysroot", a->sysroot},
         };
         for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-                if (argc + 1 >= max)
+                bool pair = i > 2;
+
+                if (pair && !words[i][1])
+                        continue;
+                if (argc + 1 + pair >= max)
                         return -ENOSPC;
-                argv[argc++] = (char *)words[i];
-        }
-        if (a->log && argc + 3 < max) {
-                argv[argc++] = "--log";
-                argv[argc++] = (char *)a->log;
-        }
-        if (a->sysroot && argc + 3 < max) {
-                argv[argc++] = "--sysroot";
-                argv[argc++] = (char *)a->sysroot;
+                argv[argc++] = (char *)words[i][0];
+                if (pair)
+                        argv[argc++] = (char *)words[i][1];
         }
         argv[argc] = NULL;
         return (int)argc;

@@ -51,12 +51,24 @@ int stub_count(const char *level, const char *needle)
         return n;
 }
 
+/* An unset variable is an entry with value[0] == 1 (never a real value). */
+#define UNSET "\001"
+
 const char *stub_env_get(const char *name)
 {
         for (int i = stub.nenv - 1; i >= 0; i--)
                 if (strcmp(stub.env[i].name, name) == 0)
-                        return stub.env[i].value;
+                        return strcmp(stub.env[i].value, UNSET) == 0 ? NULL : stub.env[i].value;
         return NULL;
+}
+
+void stub_env_put(const char *name, const char *value)
+{
+        if (stub.nenv >= STUB_MAX)
+                return;
+        snprintf(stub.env[stub.nenv].name, sizeof(stub.env[0].name), "%s", name);
+        snprintf(stub.env[stub.nenv].value, sizeof(stub.env[0].value), "%s", value);
+        stub.nenv++;
 }
 
 spank_context_t spank_context(void)
@@ -123,6 +135,27 @@ spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...)
         case S_JOB_GID:
                 *va_arg(ap, gid_t *) = stub.gid;
                 break;
+        case S_STEP_ALLOC_CORES:
+        case S_JOB_ALLOC_CORES: {
+                const char *v = item == S_STEP_ALLOC_CORES ? stub.step_cores : stub.job_cores;
+
+                if (!v)
+                        rc = ESPANK_NOT_AVAIL;
+                else
+                        *va_arg(ap, const char **) = v;
+                break;
+        }
+        case S_STEP_CPUS_PER_TASK:
+                *va_arg(ap, uint32_t *) = stub.cpus_per_task;
+                break;
+        case S_JOB_ARGV:
+                if (!stub.argv) {
+                        rc = ESPANK_NOT_AVAIL;
+                        break;
+                }
+                *va_arg(ap, int *) = stub.argc;
+                *va_arg(ap, char ***) = stub.argv;
+                break;
         case S_TASK_ID:
                 if (stub.task_id < 0)
                         rc = ESPANK_NOT_TASK;
@@ -146,6 +179,16 @@ spank_err_t spank_setenv(spank_t sp, const char *var, const char *val, int overw
         snprintf(stub.env[stub.nenv].name, sizeof(stub.env[0].name), "%s", var);
         snprintf(stub.env[stub.nenv].value, sizeof(stub.env[0].value), "%s", val);
         stub.nenv++;
+        return ESPANK_SUCCESS;
+}
+
+spank_err_t spank_unsetenv(spank_t sp, const char *var)
+{
+        if (sp != STUB_SP)
+                return ESPANK_BAD_ARG;
+        if (stub.ctx != S_CTX_REMOTE)
+                return ESPANK_NOT_REMOTE;
+        stub_env_put(var, UNSET);
         return ESPANK_SUCCESS;
 }
 

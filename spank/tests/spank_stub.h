@@ -35,6 +35,11 @@ struct stub_state {
         /* spank_option_getopt answers for job_script context: NULL = not given. */
         const char *getopt_value[STUB_MAX];
         int getopt_given[STUB_MAX];
+        /* Step items of slurmstepd: NULL = not available. */
+        const char *step_cores, *job_cores;
+        uint32_t cpus_per_task;
+        int argc;
+        char **argv;
 };
 
 extern struct stub_state stub;
@@ -45,8 +50,12 @@ void stub_reset(spank_context_t ctx);
 /* Number of log lines at level (NULL: any) whose text contains needle. */
 int stub_count(const char *level, const char *needle);
 
-/* The value set with spank_setenv for name, or NULL. */
+/* The value set with spank_setenv for name, or NULL (also after
+ * spank_unsetenv). */
 const char *stub_env_get(const char *name);
+
+/* Puts name=value into the task environment, as srun would have. */
+void stub_env_put(const char *name, const char *value);
 
 /* The handle passed to hooks (only compared, never dereferenced). */
 #define STUB_SP ((spank_t)&stub)

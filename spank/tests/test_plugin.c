@@ -3,11 +3,19 @@
  * environment export and batch-step skip, and "never fail a job".
  * Check forks per test, so every test starts with fresh plugin state. */
 #include <check.h>
+#include <errno.h>
+#include <ftw.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 
+#include "fakesys.h"
 #include "spank_stub.h"
 
 /* The hooks, as slurmstepd and the commands call them. */
@@ -15,6 +23,7 @@ int slurm_spank_init(spank_t sp, int ac, char **av);
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av);
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av);
 int slurm_spank_task_init(spank_t sp, int ac, char **av);
+int slurm_spank_task_exit(spank_t sp, int ac, char **av);
 int slurm_spank_exit(spank_t sp, int ac, char **av);
 int slurm_spank_job_prolog(spank_t sp, int ac, char **av);
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av);
@@ -143,44 +152,347 @@ START_TEST(bad_plugstack_key_quiet_for_users)
 }
 END_TEST
 
-static void remote_step(uint32_t step_id, char **args, int nargs)
+/* ---- remote context: a whole step against a fake node ----
+ *
+ * Every remote test gets its own node: a temporary directory with a fake
+ * sysfs of two acpi-cpufreq CPUs (tests/unit/fakesys.h), the runtime
+ * directory, an empty preload library and a fake agent (a shell script that
+ * records its arguments and stops on SIGTERM), passed with the plugstack keys
+ * sysroot=, runtime_dir=, preload= and agent=.  The segment goes where it
+ * goes in production, /dev/shm, under a job id no real job has. */
+static struct fakesys fs;
+static char tmp[256], runtime[320], lib[320], agent[320], a_sysroot[320], a_runtime[340],
+    a_preload[340], a_agent[340];
+static char *node_args[4];
+static uint32_t job;
+
+static const char fake_agent[] =
+    "#!/bin/sh\n"
+    "# fake mpi-pstate-agent: keeps its arguments, stops on SIGTERM\n"
+    "rec=''; for a in \"$@\"; do [ \"$prev\" = --record ] && rec=$a; prev=$a; done\n"
+    "printf '%s\\n' \"$@\" > \"$rec.args\"\n"
+    "trap 'echo term > \"$rec.term\"; exit 0' TERM\n"
+    "echo $$ > \"$rec.started\"\n"
+    "while :; do sleep 0.02; done\n";
+
+static void put_file(const char *path, const char *text, mode_t mode)
 {
-        stub_reset(S_CTX_REMOTE);
-        stub.job_id = 42;
-        stub.step_id = step_id;
-        stub.local_tasks = 2;
-        stub.uid = 1001;
-        ck_assert_int_eq(slurm_spank_init(STUB_SP, nargs, args), 0);
+        FILE *f = fopen(path, "w");
+
+        ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+        fputs(text, f);
+        fclose(f);
+        ck_assert_int_eq(chmod(path, mode), 0);
 }
 
-START_TEST(remote_exports_canonical_env)
+static void node_teardown(void);
+
+static void node_setup(void)
 {
+        const char *t = getenv("TMPDIR");
+
+        snprintf(tmp, sizeof(tmp), "%s/mpi-pstate-spank.XXXXXX", t && *t ? t : "/tmp");
+        ck_assert(mkdtemp(tmp) != NULL);
+        /* A failed assertion ends the test process without the teardown. */
+        atexit(node_teardown);
+        setenv("TMPDIR", tmp, 1); /* the fake sysfs goes inside */
+        fakesys_init(&fs);
+        fakesys_acpi_cpufreq(&fs, 2);
+        snprintf(runtime, sizeof(runtime), "%s/run", tmp);
+        snprintf(lib, sizeof(lib), "%s/libmpi-pstate.so", tmp);
+        snprintf(agent, sizeof(agent), "%s/agent", tmp);
+        put_file(lib, "", 0644);
+        put_file(agent, fake_agent, 0755);
+        snprintf(a_sysroot, sizeof(a_sysroot), "sysroot=%s", fs.root);
+        snprintf(a_runtime, sizeof(a_runtime), "runtime_dir=%s", runtime);
+        snprintf(a_preload, sizeof(a_preload), "preload=%s", lib);
+        snprintf(a_agent, sizeof(a_agent), "agent=%s", agent);
+        node_args[0] = a_sysroot;
+        node_args[1] = a_runtime;
+        node_args[2] = a_preload;
+        node_args[3] = a_agent;
+        /* Above every real job id of the test cluster, unique per process. */
+        job = 3000000000u + (uint32_t)getpid();
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+        (void)st;
+        (void)f;
+        return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static void node_teardown(void)
+{
+        char shm[128];
+
+        if (!tmp[0])
+                return;
+        for (uint32_t step = 0; step < 4; step++) {
+                snprintf(shm, sizeof(shm), "/dev/shm/mpi-pstate.%u.%u", job, step);
+                unlink(shm);
+        }
+        fakesys_cleanup(&fs);
+        nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        tmp[0] = '\0';
+}
+
+/* Every cpufreq value of the fake node, for before/after comparisons.  A
+ * plain file keeps the last setspeed written where the kernel would show
+ * <unsupported>: setspeed counts only under userspace. */
+static void snapshot(char *buf, size_t len)
+{
+        static const char *const attrs[] = {"scaling_governor", "scaling_min_freq",
+                                            "scaling_max_freq", "scaling_setspeed"};
+        size_t o = 0;
+
+        for (unsigned p = 0; p < 2; p++) {
+                char gov[64];
+                bool userspace = false;
+
+                for (size_t a = 0; a < sizeof(attrs) / sizeof(attrs[0]); a++) {
+                        char rel[128], v[64];
+
+                        snprintf(rel, sizeof(rel), FAKESYS_CPU "/cpufreq/policy%u/%s", p, attrs[a]);
+                        fakesys_get(&fs, rel, v, sizeof(v));
+                        if (a == 0) {
+                                snprintf(gov, sizeof(gov), "%s", v);
+                                userspace = strcmp(gov, "userspace") == 0;
+                        }
+                        if (a == 3 && !userspace)
+                                continue;
+                        o += (size_t)snprintf(buf + o, len - o, "%s=%s\n", rel, v);
+                }
+        }
+}
+
+static void step_path(char *buf, size_t len, uint32_t step, const char *file)
+{
+        snprintf(buf, len, "%s/steps/%u.%u/%s", runtime, job, step, file);
+}
+
+static bool exists(const char *path)
+{
+        struct stat st;
+
+        return lstat(path, &st) == 0;
+}
+
+static bool wait_for(const char *path)
+{
+        for (int i = 0; i < 300 && !exists(path); i++)
+                usleep(10000);
+        return exists(path);
+}
+
+static char *slurp_file(const char *path, char *buf, size_t len)
+{
+        FILE *f = fopen(path, "r");
+        size_t n;
+
+        ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+        n = fread(buf, 1, len - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        return buf;
+}
+
+/* A remote step of job `job` on the fake node, two local tasks on CPUs 0-1. */
+static void remote_step(uint32_t step_id, char **extra, int nextra)
+{
+        char *args[16];
+        int n = 0;
+
+        for (int i = 0; i < 4; i++)
+                args[n++] = node_args[i];
+        for (int i = 0; i < nextra && n < 16; i++)
+                args[n++] = extra[i];
+        stub_reset(S_CTX_REMOTE);
+        stub.job_id = job;
+        stub.step_id = step_id;
+        stub.local_tasks = 2;
+        stub.uid = getuid();
+        stub.gid = getgid();
+        stub.step_cores = "0-1";
+        stub.job_cores = "0-1";
+        stub.cpus_per_task = 1;
+        ck_assert_int_eq(slurm_spank_init(STUB_SP, n, args), 0);
+}
+
+static int two_cpus(void)
+{
+        return sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+}
+
+static void run_tasks_and_exit(void)
+{
+        stub.task_id = 0;
+        ck_assert_int_eq(slurm_spank_task_exit(STUB_SP, 0, NULL), 0);
+        stub.task_id = 1;
+        ck_assert_int_eq(slurm_spank_task_exit(STUB_SP, 0, NULL), 0);
+        stub.task_id = -1;
+        ck_assert_int_eq(slurm_spank_exit(STUB_SP, 0, NULL), 0);
+}
+
+/* The whole life of an "on" step: policy saved and set, segment, agent,
+ * pinning, task environment, agent stopped after the last task, every
+ * domain restored. */
+START_TEST(remote_step_full_cycle)
+{
+        char before[2048], during[2048], after[2048], path[512], buf[4096], shm[128];
+        struct stat st;
+        cpu_set_t set;
+
+        snapshot(before, sizeof(before));
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "(null)", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-threshold", "2ms", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-low", "1.2GHz", 1), 0);
+        ck_assert_int_eq(give("mpi-pstate-governor", "powersave", 1), 0);
         ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+
+        /* The step's policy, with the originals saved first. */
+        snapshot(during, sizeof(during));
+        ck_assert_ptr_nonnull(strstr(during, "policy0/scaling_governor=powersave"));
+        ck_assert_ptr_nonnull(strstr(during, "policy1/scaling_governor=powersave"));
+        snprintf(path, sizeof(path), "%s/restore/policy0", runtime);
+        ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "governor=performance"));
+        snprintf(shm, sizeof(shm), "/dev/shm/mpi-pstate.%u.0", job);
+        ck_assert_int_eq(lstat(shm, &st), 0);
+        ck_assert(S_ISREG(st.st_mode));
+        ck_assert_uint_eq(st.st_uid, getuid());
+        ck_assert_uint_eq((unsigned)(st.st_mode & 0777), 0600);
+
+        /* The agent, detached, with the step's settings. */
+        step_path(path, sizeof(path), 0, "agent.json.args");
+        ck_assert(wait_for(path));
+        usleep(50000); /* the fake writes the file in one printf, but not atomically */
+        slurp_file(path, buf, sizeof(buf));
+        ck_assert_ptr_nonnull(strstr(buf, "--mode\non\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "--threshold\n2000\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "--low\n1200000\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "--cpus\n0-1\n"));
+        ck_assert_msg(strstr(buf, "--governor\npowersave\n") != NULL, "%s", buf);
+        ck_assert_ptr_nonnull(strstr(buf, "--mechanism\nmax_freq\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "--keep-shm\n"));
+        ck_assert_ptr_nonnull(strstr(buf, shm));
+        step_path(path, sizeof(path), 0, "agent.pid");
+        ck_assert(exists(path));
+
+        /* Task 1: pinned to the second core, its environment. */
         stub.task_id = 1;
+        stub_env_put("LD_PRELOAD", "/opt/user/a.so /opt/user/b.so");
         ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
         ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
+        if (two_cpus()) {
+                ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+                ck_assert_int_eq(CPU_COUNT(&set), 1);
+                ck_assert(CPU_ISSET(1, &set));
+        }
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_MODE"), "on");
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_THRESHOLD"), "2000");
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_LOW"), "1200000");
-        ck_assert_str_eq(stub_env_get("MPI_PSTATE_GOVERNOR"), "keep");
+        ck_assert_str_eq(stub_env_get("MPI_PSTATE_GOVERNOR"), "powersave");
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_BIND"), "cores");
+        ck_assert_str_eq(stub_env_get("MPI_PSTATE_SHM"), shm);
+        ck_assert_str_eq(stub_env_get("MPI_PSTATE_LOCAL_RANK"), "1");
+        snprintf(buf, sizeof(buf), "%s:/opt/user/a.so:/opt/user/b.so", lib);
+        ck_assert_str_eq(stub_env_get("LD_PRELOAD"), buf);
+
+        /* The last task stops the agent; the exit hook restores. */
+        stub.task_id = 0;
+        ck_assert_int_eq(slurm_spank_task_exit(STUB_SP, 0, NULL), 0);
+        step_path(path, sizeof(path), 0, "agent.json.term");
+        ck_assert(!exists(path));
+        stub.task_id = 1;
+        ck_assert_int_eq(slurm_spank_task_exit(STUB_SP, 0, NULL), 0);
+        ck_assert(exists(path));
+        step_path(path, sizeof(path), 0, "agent.pid");
+        ck_assert(!exists(path));
+        stub.task_id = -1;
         ck_assert_int_eq(slurm_spank_exit(STUB_SP, 0, NULL), 0);
-        /* Every placeholder was reached once, for this step. */
-        ck_assert_int_eq(stub_count("debug", "policy save/set: not wired yet (job 42 step 0"), 1);
-        ck_assert_int_eq(stub_count("debug", "agent start: not wired"), 1);
-        ck_assert_int_eq(stub_count("debug", "pinning: not wired yet (job 42 step 0 node 0 "
-                                             "task 1)"),
-                         1);
-        ck_assert_int_eq(stub_count("debug", "LD_PRELOAD prepend: not wired"), 1);
-        ck_assert_int_eq(stub_count("debug", "step-exit restore: not wired"), 1);
-        ck_assert_int_eq(stub_count("verbose", "job 42 step 0 node 0: mode=on threshold=2ms "
-                                               "low=1200MHz governor=keep bind=cores"),
-                         1);
+        snapshot(after, sizeof(after));
+        ck_assert_str_eq(after, before);
+        snprintf(path, sizeof(path), "%s/restore/policy0", runtime);
+        ck_assert(!exists(path));
+        /* The segment stays for the node epilog; the step record says what
+         * happened. */
+        ck_assert(exists(shm));
+        step_path(path, sizeof(path), 0, "plugin.json");
+        slurp_file(path, buf, sizeof(buf));
+        ck_assert_ptr_nonnull(strstr(buf, "\"mode\":\"on\""));
+        ck_assert_ptr_nonnull(strstr(buf, "\"status\":\"set\",\"governor\":\"powersave\""));
+        ck_assert_ptr_nonnull(strstr(buf, "\"agent\":{\"status\":\"stopped\""));
+        ck_assert_ptr_nonnull(strstr(buf, "\"restore\":{\"state\":\"done\",\"restored\":2"));
+        ck_assert_int_eq(stub_count("verbose", "2 domain(s): 2 set"), 1);
+        ck_assert_int_eq(stub_count("error", ""), 0);
         all_messages_prefixed();
+}
+END_TEST
+
+/* Governor keep, mechanism auto, acpi-cpufreq: the agent will use setspeed,
+ * so the step runs under userspace at full speed. */
+START_TEST(remote_keep_governor_prepares_setspeed)
+{
+        char during[2048], path[512], buf[4096];
+
+        remote_step(0, NULL, 0);
+        ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        snapshot(during, sizeof(during));
+        ck_assert_ptr_nonnull(strstr(during, "policy1/scaling_governor=userspace"));
+        ck_assert_ptr_nonnull(strstr(during, "policy1/scaling_setspeed=3000000"));
+        step_path(path, sizeof(path), 0, "agent.json.args");
+        ck_assert(wait_for(path));
+        ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "--mechanism\nsetspeed\n"));
+        run_tasks_and_exit();
+}
+END_TEST
+
+/* The site's floor and ceiling bound the step's range. */
+START_TEST(remote_site_limits_bound_the_policy)
+{
+        char *extra[] = {"freq_min=1.8GHz", "freq_max=2.4GHz", "mechanism=max_freq"};
+        char during[2048], before[2048], after[2048];
+
+        snapshot(before, sizeof(before));
+        remote_step(0, extra, 3);
+        ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        snapshot(during, sizeof(during));
+        ck_assert_ptr_nonnull(strstr(during, "policy0/scaling_min_freq=1800000"));
+        ck_assert_ptr_nonnull(strstr(during, "policy0/scaling_max_freq=2400000"));
+        ck_assert_ptr_nonnull(strstr(during, "policy0/scaling_governor=performance"));
+        run_tasks_and_exit();
+        snapshot(after, sizeof(after));
+        ck_assert_str_eq(after, before);
+}
+END_TEST
+
+/* profile: measured (segment, library, agent), but not one sysfs write. */
+START_TEST(remote_profile_writes_nothing)
+{
+        char before[2048], during[2048], path[512], buf[4096];
+
+        snapshot(before, sizeof(before));
+        remote_step(0, NULL, 0);
+        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
+        ck_assert_int_eq(give("mpi-pstate-governor", "powersave", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        snapshot(during, sizeof(during));
+        ck_assert_str_eq(during, before);
+        snprintf(path, sizeof(path), "%s/restore/policy0", runtime);
+        ck_assert(!exists(path));
+        step_path(path, sizeof(path), 0, "agent.json.args");
+        ck_assert(wait_for(path));
+        ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "--mode\nprofile\n"));
+        stub.task_id = 0;
+        ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
+        ck_assert_str_eq(stub_env_get("MPI_PSTATE_MODE"), "profile");
+        ck_assert_str_eq(stub_env_get("LD_PRELOAD"), lib);
+        run_tasks_and_exit();
+        step_path(path, sizeof(path), 0, "plugin.json");
+        ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "\"status\":\"untouched\""));
 }
 END_TEST
 
@@ -190,39 +502,264 @@ START_TEST(site_defaults_reach_tasks)
 
         remote_step(3, args, 3);
         ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 3, args), 0);
+        stub.task_id = 0;
         ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 3, args), 0);
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_MODE"), "profile");
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_THRESHOLD"), "1000");
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_BIND"), "compact");
+        run_tasks_and_exit();
 }
 END_TEST
 
 static const uint32_t not_task_steps[] = {SLURM_BATCH_SCRIPT, SLURM_EXTERN_CONT,
                                           SLURM_INTERACTIVE_STEP};
 
+/* Not a rank: nothing of mpi-pstate, no directory, no segment, no write.
+ * The batch script gets only Open MPI's switch that makes mpirun launch the
+ * ranks of its own node through an srun step. */
 START_TEST(batch_extern_steps_untouched)
 {
+        char before[2048], after[2048];
+
+        snapshot(before, sizeof(before));
         remote_step(not_task_steps[_i], NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
         ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
         stub.task_id = 0;
         ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
         ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
-        ck_assert_int_eq(slurm_spank_exit(STUB_SP, 0, NULL), 0);
-        ck_assert_int_eq(stub.nenv, 0);
-        ck_assert_int_eq(stub_count(NULL, "not wired"), 0);
+        run_tasks_and_exit();
+        ck_assert(!exists(runtime));
+        snapshot(after, sizeof(after));
+        ck_assert_str_eq(after, before);
+        ck_assert_ptr_null(stub_env_get("LD_PRELOAD"));
+        ck_assert_ptr_null(stub_env_get("MPI_PSTATE_MODE"));
+        ck_assert_ptr_null(stub_env_get("MPI_PSTATE_SHM"));
+        if (not_task_steps[_i] == SLURM_BATCH_SCRIPT) {
+                ck_assert_int_eq(stub.nenv, 1);
+                ck_assert_str_eq(stub_env_get("OMPI_MCA_ras_base_launch_orted_on_hn"), "1");
+        } else {
+                ck_assert_int_eq(stub.nenv, 0);
+        }
         ck_assert_int_eq(stub_count("debug", "is not a task step: left alone"), 1);
+}
+END_TEST
+
+/* A user's own Open MPI setting wins in the batch script. */
+START_TEST(batch_keeps_users_ompi_setting)
+{
+        remote_step(SLURM_BATCH_SCRIPT, NULL, 0);
+        ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        stub_env_put("OMPI_MCA_ras_base_launch_orted_on_hn", "0");
+        stub.task_id = 0;
+        ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
+        ck_assert_str_eq(stub_env_get("OMPI_MCA_ras_base_launch_orted_on_hn"), "0");
+        ck_assert_int_eq(stub.nenv, 1);
 }
 END_TEST
 
 START_TEST(off_step_untouched)
 {
+        char before[2048], after[2048];
+
         /* A job step without the option, at the built-in default: off. */
+        snapshot(before, sizeof(before));
         remote_step(0, NULL, 0);
         slurm_spank_init_post_opt(STUB_SP, 0, NULL);
+        stub.task_id = 0;
+        slurm_spank_task_init_privileged(STUB_SP, 0, NULL);
         slurm_spank_task_init(STUB_SP, 0, NULL);
+        run_tasks_and_exit();
         ck_assert_int_eq(stub.nenv, 0);
-        ck_assert_int_eq(stub_count(NULL, "not wired"), 0);
+        ck_assert(!exists(runtime));
+        snapshot(after, sizeof(after));
+        ck_assert_str_eq(after, before);
+}
+END_TEST
+
+/* An MPI launcher's daemon (orted, hydra_pmi_proxy): the job's cores, no
+ * slot index of its own (the launcher gives each rank one), and no pinning
+ * below the job's cores. */
+START_TEST(launcher_daemon_gets_the_jobs_cores)
+{
+        char *argv[] = {"/usr/bin/hydra_pmi_proxy", "--control-port", "n1:1234", NULL};
+        char path[512], buf[4096];
+        cpu_set_t set;
+
+        remote_step(1, NULL, 0);
+        stub.local_tasks = 1;
+        stub.step_cores = "0";
+        stub.argc = 3;
+        stub.argv = argv;
+        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        step_path(path, sizeof(path), 1, "agent.json.args");
+        ck_assert(wait_for(path));
+        ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "--cpus\n0-1\n"));
+        stub.task_id = 0;
+        ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
+        ck_assert_ptr_null(stub_env_get("MPI_PSTATE_LOCAL_RANK"));
+        ck_assert_ptr_nonnull(stub_env_get("MPI_PSTATE_SHM"));
+        if (two_cpus()) {
+                ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+                ck_assert(CPU_ISSET(0, &set) && CPU_ISSET(1, &set));
+        }
+        step_path(path, sizeof(path), 1, "plugin.json");
+        ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "\"launcher\":true"));
+        stub.task_id = 0;
+        slurm_spank_task_exit(STUB_SP, 0, NULL);
+        slurm_spank_exit(STUB_SP, 0, NULL);
+}
+END_TEST
+
+/* --cpu-bind given: the task plugin's binding, cut to the allocation, is
+ * kept (USER mode); mpi-pstate's own placement is not imposed. */
+START_TEST(user_cpu_bind_respected)
+{
+        cpu_set_t set;
+
+        if (!two_cpus())
+                return;
+        remote_step(0, NULL, 0);
+        stub_env_put("SLURM_CPU_BIND_TYPE", "map_cpu:");
+        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        stub.task_id = 0;
+        ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
+        /* What task/affinity did for --cpu-bind=map_cpu:1 */
+        CPU_ZERO(&set);
+        CPU_SET(1, &set);
+        ck_assert_int_eq(sched_setaffinity(0, sizeof(set), &set), 0);
+        ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+        ck_assert_int_eq(CPU_COUNT(&set), 1);
+        ck_assert(CPU_ISSET(1, &set));
+        run_tasks_and_exit();
+}
+END_TEST
+
+/* The task plugin binds after task_init_privileged: task_init puts the
+ * mpi-pstate placement back (bind none: every CPU of the step). */
+START_TEST(pinning_survives_the_task_plugin)
+{
+        cpu_set_t set;
+
+        if (!two_cpus())
+                return;
+        remote_step(0, NULL, 0);
+        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
+        ck_assert_int_eq(give("mpi-pstate-bind", "none", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        stub.task_id = 1;
+        ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
+        CPU_ZERO(&set);
+        CPU_SET(0, &set); /* task/affinity's own choice */
+        ck_assert_int_eq(sched_setaffinity(0, sizeof(set), &set), 0);
+        ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+        ck_assert(CPU_ISSET(0, &set) && CPU_ISSET(1, &set));
+        run_tasks_and_exit();
+}
+END_TEST
+
+/* No agent installed: the step is measured, its policy set and restored,
+ * and the record says the agent is absent. */
+START_TEST(absent_agent_is_not_fatal)
+{
+        char missing[400], before[2048], after[2048], path[512], buf[4096];
+        char *extra[1] = {missing};
+
+        snprintf(missing, sizeof(missing), "agent=%s/no-such-agent", tmp);
+        snapshot(before, sizeof(before));
+        remote_step(0, extra, 1);
+        ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(stub_count("verbose", "no agent at"), 1);
+        run_tasks_and_exit();
+        snapshot(after, sizeof(after));
+        ck_assert_str_eq(after, before);
+        step_path(path, sizeof(path), 0, "plugin.json");
+        ck_assert_ptr_nonnull(
+            strstr(slurp_file(path, buf, sizeof(buf)), "\"agent\":{\"status\":\"absent\""));
+}
+END_TEST
+
+/* A file planted under the segment's predictable name (here a symlink to a
+ * file of someone else) is removed, never followed; the segment is new. */
+START_TEST(planted_segment_name_replaced)
+{
+        char shm[128], victim[400], buf[16];
+        struct stat st;
+
+        snprintf(shm, sizeof(shm), "/dev/shm/mpi-pstate.%u.0", job);
+        snprintf(victim, sizeof(victim), "%s/victim", tmp);
+        put_file(victim, "keep", 0644);
+        ck_assert_int_eq(symlink(victim, shm), 0);
+        remote_step(0, NULL, 0);
+        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(lstat(shm, &st), 0);
+        ck_assert(S_ISREG(st.st_mode));
+        ck_assert_str_eq(slurp_file(victim, buf, sizeof(buf)), "keep");
+        run_tasks_and_exit();
+}
+END_TEST
+
+/* slurmstepd killed before its exit hook: the job epilog stops the agent
+ * that outlived it and restores every domain of the job. */
+START_TEST(job_epilog_backstop_restores_a_killed_step)
+{
+        char before[2048], after[2048], path[512];
+        pid_t pid;
+        int status;
+
+        snapshot(before, sizeof(before));
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                remote_step(0, NULL, 0);
+                give("mpi-pstate", "on", 1);
+                give("mpi-pstate-governor", "powersave", 1);
+                slurm_spank_init_post_opt(STUB_SP, 0, NULL);
+                _exit(0); /* no task_exit, no exit hook */
+        }
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        step_path(path, sizeof(path), 0, "agent.json.started");
+        ck_assert(wait_for(path));
+        snapshot(after, sizeof(after));
+        ck_assert_str_ne(after, before);
+
+        stub_reset(S_CTX_JOB_SCRIPT);
+        stub.job_id = job;
+        ck_assert_int_eq(slurm_spank_init(STUB_SP, 4, node_args), 0);
+        ck_assert_int_eq(slurm_spank_job_epilog(STUB_SP, 4, node_args), 0);
+        step_path(path, sizeof(path), 0, "agent.json.term");
+        ck_assert(exists(path));
+        snapshot(after, sizeof(after));
+        ck_assert_str_eq(after, before);
+        ck_assert_int_eq(stub_count("error", "outlived its step: stopped"), 1);
+        ck_assert_int_eq(stub_count("error", "job epilog restored 2 domain(s)"), 1);
+}
+END_TEST
+
+/* runtime_dir=...%h... keeps the records of several slurmd on one machine
+ * apart (test cluster): the host name goes into the path. */
+START_TEST(runtime_dir_host_escape)
+{
+        char tmpl[400], host[128], path[512];
+        char *extra[1] = {tmpl};
+
+        snprintf(tmpl, sizeof(tmpl), "runtime_dir=%s/%%h/run", tmp);
+        ck_assert_int_eq(gethostname(host, sizeof(host)), 0);
+        host[strcspn(host, ".")] = '\0';
+        remote_step(0, extra, 1);
+        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        snprintf(path, sizeof(path), "%s/%s/run/steps/%u.0/plugin.json", tmp, host, job);
+        ck_assert(exists(path));
+        run_tasks_and_exit();
 }
 END_TEST
 
@@ -233,15 +770,17 @@ START_TEST(remote_never_fails_on_values)
         char *args[] = {"allowed_governors=performance", "default_governor=performance"};
 
         remote_step(0, args, 2);
-        ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
+        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-governor", "powersave", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-threshold", "abc", 1), 0);
         ck_assert_int_eq(stub_count("error", "governor powersave is not allowed"), 1);
         ck_assert_int_eq(stub_count("error", "invalid value \"abc\""), 1);
         slurm_spank_init_post_opt(STUB_SP, 2, args);
+        stub.task_id = 0;
         slurm_spank_task_init(STUB_SP, 2, args);
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_GOVERNOR"), "performance");
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_THRESHOLD"), "500");
+        run_tasks_and_exit();
 }
 END_TEST
 
@@ -254,8 +793,6 @@ START_TEST(job_script_hooks_read_options_and_return_0)
         stub.getopt_value[1] = "garbage";
         ck_assert_int_eq(slurm_spank_job_prolog(STUB_SP, 0, NULL), 0);
         ck_assert_int_eq(slurm_spank_job_epilog(STUB_SP, 0, NULL), 0);
-        ck_assert_int_eq(stub_count("debug", "job_prolog backstop: not wired yet (job 7"), 1);
-        ck_assert_int_eq(stub_count("debug", "job_epilog backstop: not wired yet (job 7"), 1);
         ck_assert_int_eq(stub_count("verbose", "invalid value \"garbage\""), 2);
         ck_assert_int_eq(stub_count("error", ""), 0);
 }
@@ -268,7 +805,7 @@ START_TEST(job_script_without_init)
         stub.getopt_given[0] = 1;
         stub.getopt_value[0] = "";
         ck_assert_int_eq(slurm_spank_job_epilog(STUB_SP, 0, NULL), 0);
-        ck_assert_int_eq(stub_count("debug", "job_epilog backstop"), 1);
+        ck_assert_int_eq(stub_count("error", ""), 0);
 }
 END_TEST
 
@@ -286,11 +823,27 @@ static Suite *plugin_suite(void)
         suite_add_tcase(s, tc);
 
         tc = tcase_create("remote");
-        tcase_add_test(tc, remote_exports_canonical_env);
+        tcase_add_checked_fixture(tc, node_setup, node_teardown);
+        tcase_set_timeout(tc, 30);
+        tcase_add_test(tc, remote_step_full_cycle);
+        tcase_add_test(tc, remote_keep_governor_prepares_setspeed);
+        tcase_add_test(tc, remote_site_limits_bound_the_policy);
+        tcase_add_test(tc, remote_profile_writes_nothing);
         tcase_add_test(tc, site_defaults_reach_tasks);
         tcase_add_loop_test(tc, batch_extern_steps_untouched, 0, 3);
+        tcase_add_test(tc, batch_keeps_users_ompi_setting);
         tcase_add_test(tc, off_step_untouched);
+        tcase_add_test(tc, launcher_daemon_gets_the_jobs_cores);
+        tcase_add_test(tc, user_cpu_bind_respected);
+        tcase_add_test(tc, pinning_survives_the_task_plugin);
+        tcase_add_test(tc, absent_agent_is_not_fatal);
+        tcase_add_test(tc, planted_segment_name_replaced);
+        tcase_add_test(tc, job_epilog_backstop_restores_a_killed_step);
+        tcase_add_test(tc, runtime_dir_host_escape);
         tcase_add_test(tc, remote_never_fails_on_values);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("job_script");
         tcase_add_test(tc, job_script_hooks_read_options_and_return_0);
         tcase_add_test(tc, job_script_without_init);
         suite_add_tcase(s, tc);
