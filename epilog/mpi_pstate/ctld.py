@@ -212,6 +212,7 @@ def run(a: argparse.Namespace, dbtool: Optional[str]) -> int:
             return 0
         db = slurm.DbTool(dbtool)
         wait_records(cfg, job, nodes, a.wait, trusted)
+        t_rec = time.monotonic()
         shown = None
         try:
             shown = db.show(job)
@@ -226,10 +227,12 @@ def run(a: argparse.Namespace, dbtool: Optional[str]) -> int:
                 log.warning(f"job {job} not in the accounting database after {a.db_wait} s")
             elif state is None or state in ("PENDING", "RUNNING", "SUSPENDED"):
                 state, code = row.state, row.exit_code
+        t_db = time.monotonic()
         result = finish(cfg, db, job, nodes, trusted, dl, state, code, current, array)
-        if result in ("no records", "no data yet"):
-            log.info(f"job {job}: {result} after {time.monotonic() - t0:.1f} s "
-                     f"(nodes {','.join(nodes)[:200]})")
+        t_end = time.monotonic()
+        log.info(f"job {job}: {result} in {t_end - t0:.2f} s (node records {t_rec - t0:.2f} s, "
+                 f"database {t_db - t_rec:.2f} s, merge and write {t_end - t_db:.2f} s; "
+                 f"nodes {','.join(nodes)[:200]})")
     except Exception as e:  # never fail: the job would be marked with an epilog error
         log.error(f"EpilogSlurmctld of job {job} failed: {type(e).__name__}: {e}")
     return 0

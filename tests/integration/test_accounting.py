@@ -1,0 +1,367 @@
+"""Accounting on the real two-node cluster: node Epilog, EpilogSlurmctld,
+the summary in slurmdbd, `mpi-pstate report` and `backfill`.
+
+Jobs run MPI programs (both MPIs, two nodes) under the preload library with
+a segment the job makes itself (srun --export=...,LD_PRELOAD=...,
+MPI_PSTATE_SHM=...), and synthetic agent records where energy matters; a
+job with --mpi-pstate runs too when the plugin is active.  Needs the epilog
+hooks in etc/epilog.d and etc/epilog_slurmctld.d (mpi-pstate-epilog(8))."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import unittest
+from pathlib import Path
+from typing import Any, Optional
+
+import labtools as lt
+
+sys.path.insert(0, str(lt.TOP / "epilog"))
+from mpi_pstate import config, summary  # noqa: E402
+
+ROOT = lt.LAB / "root"
+CLI = ROOT / "bin" / "mpi-pstate"
+SLOTPY = ROOT / "share" / "mpi-pstate" / "python"
+FRONT = ROOT / "lib" / "mpi-pstate" / "libmpi-pstate.so"
+FAMILIES = {"mpich": ("mpicc.mpich", "pmi2"), "openmpi": ("mpicc.openmpi", "pmix")}
+
+# Rank 0 computes ms per iteration, the others a tenth of it and then wait:
+# the imbalance mpi-pstate exists for.  "hold" seconds of waiting at the end
+# (in MPI_Barrier, one second at a time) keep a job alive to be cancelled.
+PROGRAM = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+int main(int argc, char **argv) {
+    int r, n, it = argc > 1 ? atoi(argv[1]) : 10, hold = argc > 3 ? atoi(argv[3]) : 0;
+    double ms = argc > 2 ? atof(argv[2]) : 5;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    if (r == 0) { printf("started %d ranks\n", n); fflush(stdout); }
+    for (int i = 0; i < it; i++) {
+        double e = now() + (r == 0 ? ms : ms / 10) / 1000.0, a = r, b;
+        volatile double x = 1;
+        while (now() < e) x *= 1.0000001;
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Allreduce(&a, &b, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    }
+    for (int i = 0; i < hold; i++) { if (r == 0) sleep(1); MPI_Barrier(MPI_COMM_WORLD); }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def hook_wired(hook: str, entry: str) -> bool:
+    d = lt.LAB / "etc" / f"{hook}.d"
+    for p in sorted(d.glob("*")) if d.is_dir() else []:
+        try:
+            target = os.path.realpath(p)
+            if entry in target or entry in p.read_text(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def sha(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+class Accounting(unittest.TestCase):
+    cfg: config.Config
+    wd: Path
+    progs: dict[str, Path]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if lt.lab("status", check=False).returncode != 0:
+            raise unittest.SkipTest("lab cluster not running")
+        if not CLI.exists():
+            raise unittest.SkipTest(f"{CLI} not installed (lab install)")
+        if not (hook_wired("epilog", "mpi-pstate-epilog") and
+                hook_wired("epilog_slurmctld", "mpi-pstate-epilog-slurmctld")):
+            raise unittest.SkipTest("mpi-pstate epilog hooks not in etc/epilog.d, "
+                                    "etc/epilog_slurmctld.d")
+        cls.cfg = config.load(lt.SLURM_CONF)
+        cls.wd = lt.workdir("accounting")
+        (cls.wd / "imb.c").write_text(PROGRAM)
+        cls.progs = {}
+        for fam, (cc, _) in FAMILIES.items():
+            if shutil.which(cc):
+                out = cls.wd / f"imb.{fam}"
+                subprocess.run([cc, "-O2", "-o", str(out), str(cls.wd / "imb.c")], check=True)
+                shutil.chown(out, lt.TEST_USER)
+                cls.progs[fam] = out
+        cls.cleanup_dirs: list[Path] = []
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        for d in getattr(cls, "cleanup_dirs", []):
+            shutil.rmtree(d, ignore_errors=True)
+
+    # ---- helpers
+
+    def script(self, fam: str, nodes: int, ntasks: int, iters: int = 10, ms: float = 5,
+               hold: int = 0, before_end: str = "", after: str = "") -> str:
+        mpi = FAMILIES[fam][1]
+        return f"""set -u
+seg=/dev/shm/mpi-pstate.$SLURM_JOB_ID.1
+srun -N{nodes} -n{nodes} --ntasks-per-node=1 /usr/bin/python3 -c "import sys; sys.path.insert(0, '{SLOTPY}'); import mpi_pstate_slot as s; s.create_segment('$seg', 4)"
+srun --mpi={mpi} -N{nodes} -n{ntasks} --export=ALL,LD_PRELOAD={FRONT},MPI_PSTATE_MODE=profile,MPI_PSTATE_SHM=$seg,MPI_PSTATE_THRESHOLD=1ms {self.progs[fam]} {iters} {ms} {hold}
+rc=$?
+{before_end}
+{after}
+exit $rc
+"""
+
+    def submit(self, args: list[str], script: str, name: str) -> int:
+        path = self.wd / f"{name}.sh"
+        path.write_text("#!/bin/bash\n" + script)
+        shutil.chown(path, lt.TEST_USER)
+        r = lt.as_user(["sbatch", "--parsable", "-o", str(self.wd / f"{name}-%j.out"), "-J", name,
+                        *args, str(path)], cwd=self.wd, check=True)
+        job = int(r.stdout.strip().split(";")[0])
+        self.addCleanup(lt.root, ["scancel", str(job)], check=False)
+        return job
+
+    def comment(self, job: int) -> str:
+        rows = lt.sacct(job, ["AdminComment"])
+        return rows[0]["AdminComment"] if rows else ""
+
+    def wait_summary(self, job: int, timeout: float = 120) -> dict[str, Any]:
+        state = lt.wait_job(job, timeout)
+        t_end = time.monotonic() + 60
+        while time.monotonic() < t_end:
+            s, _ = summary.find(self.comment(job))
+            if s is not None:
+                return s
+            time.sleep(0.5)
+        raise AssertionError(f"job {job} ({state}): no mpi-pstate summary in AdminComment "
+                             f"{self.comment(job)!r}\n{lt.daemon_log_tail(10)}")
+
+    def detail(self, job: int) -> dict[str, Any]:
+        return json.loads((Path(self.cfg.collect_dir) / str(job) / "job.json").read_text())
+
+    def report(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return lt.as_user([str(CLI), "report", *args], cwd=self.wd)
+
+    def agent_record(self, job: int, step: str, node: str, package_j: float) -> None:
+        runtime = Path(config.expand_host(self.cfg.runtime_dir, node))
+        d = runtime / "steps" / f"{job}.{step}"
+        d.mkdir(parents=True, mode=0o700, exist_ok=True)
+        type(self).cleanup_dirs.append(d)
+        rec = {"format": "mpi-pstate-agent", "version": 1, "host": node, "job": job,
+               "step": int(step), "mode": "profile",
+               "energy": {"status": "ok", "samples": 10, "package_j": package_j,
+                          "dram_j": 10.0, "sockets": []}}
+        tmp = d / ".tmp.agent.json"
+        tmp.write_text(json.dumps(rec))
+        tmp.rename(d / "agent.json")
+
+    def wait_output(self, job: int, name: str, text: str, timeout: float = 60) -> None:
+        out = self.wd / f"{name}-{job}.out"
+        t_end = time.monotonic() + timeout
+        while time.monotonic() < t_end:
+            if out.exists() and text in out.read_text(errors="replace"):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"job {job}: {text!r} not in its output")
+
+    def check_two_node(self, fam: str) -> None:
+        if fam not in self.progs:
+            self.skipTest(f"{fam} not installed")
+        go = self.wd / f"go-{fam}"
+        job = self.submit(["-N2", "--ntasks-per-node=2", "-t", "5"],
+                          self.script(fam, 2, 4, before_end=f"while [ ! -e {go} ]; do sleep 0.1; "
+                                                            "done"), f"two-{fam}")
+        self.wait_output(job, f"two-{fam}", "started 4 ranks")
+        for n, j in (("n1", 100.0), ("n2", 50.5)):
+            self.agent_record(job, "1", n, j)
+        go.touch()
+        s = self.wait_summary(job)
+        self.assertEqual((s["state"], s["job_state"], s["nodes"], s["ranks"]),
+                         ("complete", "COMPLETED", 2, 4), s)
+        self.assertEqual((s["energy"], s["energy_j"]), ("ok", 170.5))
+        self.assertTrue(0 < s["mpi_share"] <= 1, s)
+        self.assertEqual(s["settings"]["driver"], "acpi-cpufreq")
+        raw = self.comment(job)
+        self.assertIn('"state":"complete"', raw)  # quotes intact in plain sacct
+        d = self.detail(job)
+        self.assertEqual(sorted((r["node"], r["rank"]) for r in d["ranks"]),
+                         [("n1", 0), ("n1", 1), ("n2", 2), ("n2", 3)])
+        self.assertEqual({r["state"] for r in d["ranks"]}, {"finalized"})
+        self.assertEqual(len({r["calls"] for r in d["ranks"]}), 1)  # same calls on every rank
+        self.assertEqual(d["ranks"][0]["abi"], "mpich" if fam == "mpich" else "ompi")
+        top = s["top_wait"][0]
+        self.assertNotEqual(top[0], "0", "rank 0 computes most; it must not wait most")
+        r = self.report(str(job), "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rep = json.loads(r.stdout)["jobs"][0]
+        self.assertEqual((rep["status"], len(rep["detail"]["ranks"])), ("ok", 4))
+        r = self.report(str(job))
+        self.assertIn("mpi-pstate: complete", r.stdout)
+        self.assertIn("ranks that wait most", r.stdout)
+
+    # ---- tests
+
+    def test_two_nodes_mpich(self) -> None:
+        self.check_two_node("mpich")
+
+    def test_two_nodes_openmpi(self) -> None:
+        self.check_two_node("openmpi")
+
+    def test_cancelled_failed_and_timed_out_jobs(self) -> None:
+        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        one = ["-N1", "-n1", "-c1"]
+        cancel = self.submit(one + ["-t", "5"], self.script(fam, 1, 1, hold=300), "cancel")
+        fail = self.submit(one + ["-t", "5"], self.script(fam, 1, 1, after="exit 3"), "fail")
+        tmo = self.submit(one + ["-t", "1"], self.script(fam, 1, 1, hold=600), "timeout")
+        self.wait_output(cancel, "cancel", "started")
+        time.sleep(1)
+        lt.root(["scancel", str(cancel)])
+        s = self.wait_summary(cancel)
+        self.assertEqual((s["state"], s["job_state"], s["ranks"]), ("complete", "CANCELLED", 1))
+        self.assertIn(self.detail(cancel)["ranks"][0]["state"], ("killed", "exited"))
+        s = self.wait_summary(fail)
+        self.assertEqual((s["state"], s["job_state"]), ("complete", "FAILED"))
+        s = self.wait_summary(tmo, timeout=240)
+        self.assertEqual((s["state"], s["job_state"]), ("complete", "TIMEOUT"))
+
+    def test_hundred_jobs_back_to_back(self) -> None:
+        """100 small jobs, a third across both nodes, some with an admin's
+        comment set before they run: every one gets its own complete
+        summary, and it is still there a while later."""
+        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        jobs: dict[int, tuple[int, int]] = {}  # job -> (iters, ranks)
+        admin: set[int] = set()
+        t0 = time.monotonic()
+        for i in range(100):
+            nodes = 2 if i % 3 == 0 else 1
+            held = i % 10 == 5
+            job = self.submit(["-N", str(nodes), "-n", str(nodes), "-c1", "-t", "5"] +
+                              (["--hold"] if held else []),
+                              self.script(fam, nodes, nodes, iters=i + 1, ms=1), f"load{i}")
+            jobs[job] = (i + 1, nodes)
+            if held:
+                lt.root(["scontrol", "update", f"JobId={job}", f'AdminComment=admin "{job}" note'])
+                lt.root(["scontrol", "release", str(job)])
+                admin.add(job)
+        seen: dict[int, dict[str, Any]] = {}
+        base: set[int] = set()
+        for job, (iters, ranks) in jobs.items():
+            s = self.wait_summary(job, timeout=600)
+            seen[job] = s
+            self.assertEqual((s["state"], s["job_state"], s["ranks"], s["nodes"]),
+                             ("complete", "COMPLETED", ranks, ranks), (job, s))
+            d = self.detail(job)
+            self.assertEqual(d["job"], job)
+            for r in d["ranks"]:
+                # each rank calls Barrier and Allreduce once per iteration: the
+                # rest is the same in every job, so a mixed-up record shows
+                base.add(r["calls"] - 2 * iters)
+            if job in admin:
+                self.assertTrue(self.comment(job).startswith(f'admin "{job}" note mpi-pstate/1:'),
+                                self.comment(job))
+        self.assertEqual(len(base), 1, f"per-job call counts do not match their jobs: {base}")
+        elapsed = time.monotonic() - t0
+        time.sleep(5)
+        again = {j: summary.find(self.comment(j))[0] for j in jobs}
+        self.assertEqual(again, seen, "a summary changed or vanished after the jobs ended")
+        print(f"\n  100 jobs: all summaries in slurmdbd after {elapsed:.0f} s", file=sys.stderr)
+
+    def test_hostile_inputs(self) -> None:
+        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        before = sha("/etc/shadow")
+        plant = ("ln -s /etc/shadow /dev/shm/mpi-pstate.$SLURM_JOB_ID.7\n"
+                 "truncate -s 512M /dev/shm/mpi-pstate.$SLURM_JOB_ID.8\n"
+                 "mkfifo /dev/shm/mpi-pstate.$SLURM_JOB_ID.9\n"
+                 "/usr/bin/python3 -c \"import os; f = open('$seg', 'r+b'); "
+                 "f.seek(4096 + 16384); f.write(os.urandom(16384))\"\n")
+        job = self.submit(["-N1", "-n2", "-t", "5"], self.script(fam, 1, 2, before_end=plant),
+                          "hostile")
+        s = self.wait_summary(job)
+        self.assertEqual((s["state"], s["ranks"]), ("complete", 1), s)  # the garbled rank is out
+        node = self.detail(job)["ranks"][0]["node"]
+        rec = json.loads((Path(self.cfg.collect_dir) / str(job) / f"node.{node}.json").read_text())
+        probs = "\n".join(rec["problems"])
+        for frag in (f"mpi-pstate.{job}.7: is a symlink", f"mpi-pstate.{job}.8:",
+                     f"mpi-pstate.{job}.9: not a regular file", f"mpi-pstate.{job}.1 slot 1"):
+            self.assertIn(frag, probs)
+        self.assertEqual(sha("/etc/shadow"), before)
+        # A planted symlink and an oversized record in the collection
+        # directory: backfill refuses both, and repairs once they are gone.
+        jd = Path(self.cfg.collect_dir) / str(job)
+        good = (jd / f"node.{node}.json").read_bytes()
+        (jd / f"node.{node}.json").unlink()
+        (jd / f"node.{node}.json").symlink_to("/etc/shadow")
+        other = "n2" if node == "n1" else "n1"
+        with open(jd / f"node.{other}.json", "wb") as f:
+            f.truncate(64 << 20)
+        r = lt.root([str(CLI), "backfill", str(job)])
+        self.assertIn(f"job {job}: no data yet", r.stdout)  # nothing trusted: summary kept
+        self.assertEqual(summary.find(self.comment(job))[0], s)
+        self.assertEqual(sha("/etc/shadow"), before)
+        (jd / f"node.{node}.json").unlink()
+        (jd / f"node.{other}.json").unlink()
+        (jd / f"node.{node}.json").write_bytes(good)
+        r = lt.root([str(CLI), "backfill", str(job)])
+        self.assertIn(f"job {job}: up to date", r.stdout)
+
+    def test_array_job_and_report(self) -> None:
+        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        job = self.submit(["--array=1-3", "-N1", "-n1", "-t", "5"],
+                          self.script(fam, 1, 1, iters=3), "array")
+        rows = []
+        t_end = time.monotonic() + 180
+        while time.monotonic() < t_end:
+            rows = lt.root(["sacct", "-n", "-X", "-P", "-j", str(job), "-o",
+                            "JobIDRaw,JobID,State,AdminComment"]).stdout.splitlines()
+            if len(rows) == 3 and all(summary.MARKER in r for r in rows):
+                break
+            time.sleep(1)
+        self.assertEqual(len(rows), 3, rows)
+        for line in rows:
+            raw, jid, state, comment = line.split("|", 3)
+            s, _ = summary.find(comment)
+            self.assertIsNotNone(s, line)
+            self.assertEqual((s["array"], s["state"]), (jid, "complete"))
+        r = self.report(str(job), "--csv")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ids = sorted(l.split(",")[1] for l in r.stdout.splitlines()[1:])
+        self.assertEqual(ids, [f"{job}_1", f"{job}_2", f"{job}_3"])
+
+    def test_job_without_the_tool(self) -> None:
+        job = self.submit(["-N2", "-n2", "-t", "2"], "srun hostname\n", "plain")
+        lt.wait_job(job)
+        time.sleep(1)
+        self.assertNotIn(summary.MARKER, self.comment(job))
+        self.assertFalse((Path(self.cfg.collect_dir) / str(job)).exists())
+        r = self.report(str(job))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ran without mpi-pstate", r.stdout)
+
+    def test_plugin_job(self) -> None:
+        if "--mpi-pstate" not in lt.as_user(["sbatch", "--help"]).stdout:
+            self.skipTest("the plugin is not active in the lab")
+        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        job = self.submit(["-N2", "--ntasks-per-node=2", "-t", "5", "--mpi-pstate=profile"],
+                          f"srun --mpi={FAMILIES[fam][1]} {self.progs[fam]} 10 5\n", "plugin")
+        s = self.wait_summary(job)
+        self.assertEqual((s["state"], s["nodes"], s["ranks"]), ("complete", 2, 4), s)
+        rec = json.loads((Path(self.cfg.collect_dir) / str(job) / "node.n1.json").read_text())
+        step0 = [st for st in rec["steps"] if st["step"] == "0"][0]
+        self.assertEqual(step0["plugin"]["mode"], "profile")
+
+
+if __name__ == "__main__":
+    unittest.main()
