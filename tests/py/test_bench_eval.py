@@ -143,8 +143,10 @@ class Probe(unittest.TestCase):
         self.assertEqual(mb.parse_time_file("t0=100,5 t1=101,0 rc=3"), {"wall_s": 0.5, "rc": 3})
         self.assertEqual(mb.parse_time_file("t0=5 rc=0"), {})
         self.assertEqual(mb.parse_time_file("t0=5 t1=4 rc=0"), {})
-        self.assertEqual(mb.parse_env_file("MPI_PSTATE_MODE=on\nPATH=/bin\nMPI_PSTATE_X=a=b\n"),
-                         {"MPI_PSTATE_MODE": "on", "MPI_PSTATE_X": "a=b"})
+        self.assertEqual(mb.parse_env_file("MPI_PSTATE_MODE=on\nPATH=/bin\nMPI_PSTATE_X=a=b\n"
+                                           f"{mb.SPANK_OPT}mpi_pstate=on\nSLURM_SPANK_X=1\n"),
+                         {"MPI_PSTATE_MODE": "on", "MPI_PSTATE_X": "a=b",
+                          f"{mb.SPANK_OPT}mpi_pstate": "on"})
 
 
 class Summary(unittest.TestCase):
@@ -200,7 +202,8 @@ class FakeSlurm:
 
     def __init__(self, mounts: str = FUSE_MOUNTS, agent: bool = True,
                  fail: Optional[set[int]] = None, record_delay: int = 0,
-                 slurm_energy: Optional[float] = None) -> None:
+                 slurm_energy: Optional[float] = None, clamp_min_us: int = 0) -> None:
+        self.clamp_min_us = clamp_min_us
         self.mounts, self.agent, self.fail = mounts, agent, fail or set()
         self.record_delay, self.slurm_energy = record_delay, slurm_energy
         self.jobs: Dict[int, Dict[str, Any]] = {}
@@ -262,7 +265,8 @@ class FakeSlurm:
         self.order.append("base" if mode is None else f"t{mb.format_us(thr)}")
         assert (d / "job.sh").is_file()
         (d / mb.TIME_FILE).write_text(f"t0=1000.0 t1={1000.0 + wall} rc={rc}\n")
-        env = "" if mode is None else f"MPI_PSTATE_MODE={mode}\nMPI_PSTATE_THRESHOLD={thr}\n"
+        env = "" if mode is None else (f"{mb.SPANK_OPT}mpi_pstate={mode}\n"
+                                       f"{mb.SPANK_OPT}mpi_pstate_threshold={thr}us\n")
         (d / mb.ENV_FILE).write_text(env)
         (d / mb.PROBE_FILE).write_text(
             "host n1\ncpu AMD EPYC\nncpu 2\nkernel 6.1\nrapl /sys/class/powercap/intel-rapl:0\n"
@@ -286,7 +290,7 @@ class FakeSlurm:
 
     def detail(self, j: Dict[str, Any]) -> Dict[str, Any]:
         t, lc = self.transitions(j), self.long_calls(j)
-        rank = {"threshold_us": j["threshold"], "wall_s": 1.0, "mpi_s": 0.5, "wait_s": 0.5,
+        rank = {"threshold_us": max(j["threshold"], self.clamp_min_us), "wall_s": 1.0, "mpi_s": 0.5, "wait_s": 0.5,
                 "over_s": 0.5 * lc / 400, "down_s": t / 800, "transitions": t // 2,
                 "long_calls": lc // 2, "calls": 1000}
         return {"ranks": [dict(rank, rank=0), dict(rank, rank=1)],
@@ -410,6 +414,18 @@ class WholeRun(unittest.TestCase):
         self.assertAlmostEqual(rows["t2ms"]["avoided_pct"], 90.0)
         self.assertEqual(rows["t2ms"]["avoided_basis"], "long calls")
         self.assertTrue(any(n.startswith("agent: no node agent") for n in res["notes"]))
+
+    def test_site_clamp_is_noted(self) -> None:
+        rc, out, _ = self.run_main(FakeSlurm(clamp_min_us=100), "--reps", "1", "--json",
+                                   "--thresholds", "0,2ms")
+        self.assertEqual(rc, 0)
+        res = json.loads(out)
+        rows = {r["variant"]: r for r in res["rows"]}
+        self.assertEqual(rows["t0"]["threshold_effective_us"], [100])
+        self.assertEqual(rows["t2ms"]["threshold_effective_us"], [2000])
+        clamp = [n for n in res["notes"] if n.startswith("threshold:")]
+        self.assertEqual(len(clamp), 1, res["notes"])
+        self.assertIn("on @ 0 asked for 0, the site ran 100us", clamp[0])
 
     def test_csv(self) -> None:
         rc, out, _ = self.run_main(FakeSlurm(), "--reps", "1", "--thresholds", "0,2ms", "--csv")
