@@ -89,3 +89,14 @@ INSTALL_TARGETS += install-spank
 UNINSTALL_FILES += $(SLURM_PLUGINDIR)/mpi_pstate.so $(mandir)/man8/mpi_pstate.8 \
 	$(datadir)/mpi-pstate/plugstack.conf.example
 .PHONY: install-spank
+
+# The Slurm-free modules of the plugin (paths, launch, agentctl, steprec,
+# policy, pinning) on fake sysfs trees and hwloc XML topologies.
+SPANK_MOD_OBJS := $(filter-out $(B)/spank/mpi_pstate.o $(B)/spank/wire.o,$(SPANK_OBJS))
+SPANK_MOD_TEST := $(B)/tests/unit/test_spank_modules
+$(SPANK_MOD_TEST): spank/tests/test_modules.c tests/unit/fakesys.h $(SPANK_MOD_OBJS) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(OPT) -Wall -Wextra -Werror -Icommon -Ispank -Itests/unit $(HWLOC_CFLAGS) \
+	  $(CHECK_CFLAGS) -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ spank/tests/test_modules.c \
+	  $(SPANK_MOD_OBJS) $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS)
+UNIT_BINS += $(SPANK_MOD_TEST)
