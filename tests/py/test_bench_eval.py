@@ -394,6 +394,8 @@ class WholeRun(unittest.TestCase):
         self.assertAlmostEqual(rows["t0"]["energy_delta_pct"], (80 / 99 - 1) * 100)
         self.assertIsNone(rows["t0"]["energy_delta_simulated_pct"])
         self.assertEqual(rows["base"]["records"], 2)
+        notes = json.loads(out)["notes"]
+        self.assertFalse(any(n.startswith("baseline:") for n in notes), notes)
 
     def test_slurm_energy_is_used_when_mpi_pstate_has_none(self) -> None:
         fake = FakeSlurm(mounts=REAL_MOUNTS, agent=False, slurm_energy=100.0)
@@ -426,6 +428,22 @@ class WholeRun(unittest.TestCase):
         clamp = [n for n in res["notes"] if n.startswith("threshold:")]
         self.assertEqual(len(clamp), 1, res["notes"])
         self.assertIn("on @ 0 asked for 0, the site ran 100us", clamp[0])
+
+    def test_site_default_on_is_noted(self) -> None:
+        fake = FakeSlurm()
+        real_sbatch = fake.sbatch
+
+        def sbatch(argv: List[str]) -> Any:  # a site whose default_mode is on
+            r = real_sbatch(argv)
+            j = fake.jobs[int(r.stdout)]
+            if j["mode"] is None:
+                j["threshold"] = 500
+            return r
+        fake.sbatch = sbatch  # type: ignore[method-assign]
+        rc, out, _ = self.run_main(fake, "--reps", "1", "--thresholds", "0", "--json")
+        self.assertEqual(rc, 0)
+        notes = json.loads(out)["notes"]
+        self.assertTrue(any(n.startswith("baseline: 1 baseline runs have") for n in notes), notes)
 
     def test_csv(self) -> None:
         rc, out, _ = self.run_main(FakeSlurm(), "--reps", "1", "--thresholds", "0,2ms", "--csv")
