@@ -153,8 +153,8 @@ class Bench:
                  f"bare round trip p50 {us(qtile(wake['restore_ns']['log2'], 0.5))}",
                  f"{(qtile(e2e, 0.5) - write50) / max(1, qtile(wake['restore_ns']['log2'], 0.5)):.2f}", cmd)
         self.notes.append(f"latency {tag}: {sim['long_calls']} long calls, {rec['agent']['lowers']} drops, "
-                          f"scan interval {rec['settings']['scan_interval_us']} us -> "
-                          f"{rec['agent']['scan_interval_final_us']} us, agent CPU "
+                          f"scan interval {rec['settings']['scan_interval_us']} us, timer gap "
+                          f"{rec['agent']['timer_gap_final_us']} us (max {rec['agent']['timer_gap_max_us']}), agent CPU "
                           f"{100 * rec['agent']['cpu_share']:.2f} %, {sim['violations']} violations, "
                           f"{sim['spin_timeouts']} spin timeouts")
 
@@ -189,19 +189,23 @@ class Bench:
     def cpu_sim(self) -> None:
         d = self.tree(128)
         pid = self.run_agent(d, 128, "0-127", "--threshold", "500us")
+        # a collective with imbalance: 100 ms +- 50 % of compute, then a barrier
         sim = self.simranks("--shm", str(d / "seg"), "--slots", "128", "--threshold-us", "500", "--seconds",
-                            str(self.seconds), "--compute-us", "100000", "--short-us", "100", "--long-us", "50000",
-                            "--long-every", "2", "--clock", "tsc")
+                            str(2 * self.seconds), "--compute-us", "100000", "--sync", "--clock", "tsc")
         rec = self.stop_agent(d, pid)
         a = rec["agent"]
         period = int(rec["elapsed_s"] * 1e6 / max(1, a["wakeups"]))
         floor = self.bare_timer(max(50, period), self.seconds, 1)
-        self.row("agent CPU, 128 simulated ranks on 128 domains, default", "0.5 %", f"{100 * a['cpu_share']:.3f} %",
+        self.row("agent CPU, 128 simulated ranks (barrier with imbalance) on 128 domains, default", "0.5 %",
+                 f"{100 * a['cpu_share']:.3f} %",
                  f"bare timer at the same wake rate {100 * floor['cpu_share']:.3f} %",
                  f"{a['cpu_share'] / floor['cpu_share']:.2f}" if floor["cpu_share"] else "-",
                  "`bench/agent/run.py` cpu-sim")
-        self.notes.append(f"cpu-sim: {sim['long_calls']} long calls, {a['lowers']} drops, {a['wakeups']} wake-ups, "
-                          f"scan -> {a['scan_interval_final_us']} us, {sim['violations']} violations")
+        self.notes.append(f"cpu-sim: {sim['long_calls']} long calls, {a['lowers']} drops, {a['wakeups']} wake-ups "
+                          f"in {rec['elapsed_s']:.1f} s ({a['futex_wakeups']} by ranks leaving, {a['timeouts']} "
+                          f"timer, {a['rewaits']} re-waits), timer gap {a['timer_gap_final_us']} us, "
+                          f"{a['cpu_s'] * 1e6 / max(1, a['wakeups']):.1f} us CPU per agent wake-up, "
+                          f"{floor['cpu_per_wake_ns'] / 1000:.1f} us per bare wake-up, {sim['violations']} violations")
 
     # ---- transitions
 

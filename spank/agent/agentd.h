@@ -106,9 +106,9 @@ struct agentd {
         struct agentd_opts o;
         char host[64];
         uint64_t start_mono_ns, start_real_ns, end_real_ns;
-        uint64_t thr_ns, scan_ns; /* scan_ns: the shortest scan interval */
-        uint64_t scan_max_seen_ns;
-        uint64_t budget_t0, budget_cpu0, budget_next_ns, budget_adjusts;
+        uint64_t thr_ns, scan_ns;    /* scan_ns: the shortest scan interval */
+        uint64_t gap_ns, gap_max_ns; /* least time between two timer wake-ups (budget) */
+        uint64_t budget_t0, budget_cpu0, budget_timers0, budget_next_ns, budget_adjusts;
         uint64_t tsc_rate;
         struct mpi_pstate_clock_sample cal;
 

@@ -452,42 +452,51 @@ static uint64_t process_cpu_ns(void)
         return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
-/* Keeps the agent within its CPU budget by stretching the scan interval:
- * nearly all of an idle agent's time goes into waking up, so its CPU share
- * is inversely proportional to the interval.  Never below the interval the
- * threshold asks for, never above AGENTD_SCAN_MAX_NS; at most x4 or /2 per
- * period so that one noisy period does not swing it.  What it costs: a wait
- * that starts right after a scan is seen up to one interval later, so its
- * drop can come after its deadline (the record's drop_late_ns shows it). */
+/* Keeps the agent within its CPU budget.  Nearly all of its time goes
+ * into waking up (tens of microseconds each on a virtual machine, a few on
+ * bare metal), so the lever is how often the timer may wake it: timer
+ * wake-ups (scans and deadlines) are spaced at least gap_ns apart, and
+ * gap_ns follows the measured CPU share once a period, aiming at 80 % of
+ * the budget (the next period is noisy; the budget is a ceiling).  What it
+ * costs: drops come up to gap_ns after their deadline, and a wait is seen
+ * up to max(scan, gap) after it starts (the record's drop_late_ns shows
+ * it).  Restores are never delayed: a rank leaving a clocked-down call
+ * wakes the agent through the futex, which no gap holds back. */
 static void budget_adjust(struct agentd *a, uint64_t now)
 {
-        uint64_t cpu, scan, lo, hi, want;
+        uint64_t cpu, used, wall, timers, interval, want;
 
         if (!a->o.budget_ppm || now < a->budget_next_ns)
                 return;
         cpu = process_cpu_ns();
-        if (a->budget_t0 && now > a->budget_t0) {
-                unsigned __int128 w;
-
-                scan = a->core.scan_ns;
-                /* aim at 80 % of the budget: the share measured next
-                 * period is noisy, and the budget is a ceiling */
-                w = (unsigned __int128)scan * (cpu - a->budget_cpu0) * 1000000u * 5 /
-                    ((unsigned __int128)(now - a->budget_t0) * a->o.budget_ppm * 4);
-                want = w > AGENTD_SCAN_MAX_NS ? AGENTD_SCAN_MAX_NS : (uint64_t)w;
-                lo = scan / 2 > a->scan_ns ? scan / 2 : a->scan_ns;
-                hi = scan * 4 < AGENTD_SCAN_MAX_NS ? scan * 4 : AGENTD_SCAN_MAX_NS;
-                want = want < lo ? lo : want > hi ? hi : want;
-                if (want != scan) {
-                        a->core.scan_ns = want;
+        timers = a->timeouts - a->budget_timers0;
+        if (a->budget_t0 && now > a->budget_t0 && timers) {
+                used = cpu - a->budget_cpu0;
+                wall = now - a->budget_t0;
+                interval = wall / timers;
+                /* share / (0.8 budget), both in millionths */
+                want = (uint64_t)((unsigned __int128)(a->gap_ns > interval ? a->gap_ns : interval) *
+                                  used * 1000000u * 5 /
+                                  ((unsigned __int128)wall * a->o.budget_ppm * 4));
+                if (want > a->gap_ns * 16 + interval)
+                        want = a->gap_ns * 16 + interval;
+                if (want < a->gap_ns / 2)
+                        want = a->gap_ns / 2;
+                if (want > AGENTD_SCAN_MAX_NS)
+                        want = AGENTD_SCAN_MAX_NS;
+                if (want < AGENTD_SCAN_MIN_NS || want <= a->scan_ns / 4)
+                        want = 0; /* no spacing needed */
+                if (want != a->gap_ns) {
+                        a->gap_ns = want;
                         a->budget_adjusts++;
                 }
-                if (want > a->scan_max_seen_ns)
-                        a->scan_max_seen_ns = want;
+                if (want > a->gap_max_ns)
+                        a->gap_max_ns = want;
         }
         a->budget_next_ns = now + (a->budget_t0 ? BUDGET_PERIOD_NS : BUDGET_FIRST_NS);
         a->budget_t0 = now;
         a->budget_cpu0 = cpu;
+        a->budget_timers0 = a->timeouts;
 }
 
 static int futex_wait_until(struct mpi_pstate_seg_header *hdr, uint32_t v, uint64_t abs_ns)
@@ -597,7 +606,7 @@ static void final_pass(struct agentd *a)
  * segment jumps out of here into mpi_pstate_agentd_run(). */
 static void loop(struct agentd *a, volatile sig_atomic_t *stop)
 {
-        uint64_t win_start = 0, next_full = 0;
+        uint64_t win_start = 0, next_full = 0, last_timer = 0;
         unsigned early = 0;
         bool kill_checks = false;
 
@@ -618,7 +627,8 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                 scan(a, wake, full);
                 if (full) {
                         a->full_scans++;
-                        next_full = wake + a->core.scan_ns;
+                        next_full =
+                            wake + (a->core.scan_ns > a->gap_ns ? a->core.scan_ns : a->gap_ns);
                         kill_checks = need_kill_checks(a);
                 }
                 next = mpi_pstate_agent_step(&a->core, a->obs, wake);
@@ -639,11 +649,14 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                 }
                 if (kill_checks && next > wake + KILL_CHECK_NS)
                         next = wake + KILL_CHECK_NS;
+                if (a->gap_ns && next < last_timer + a->gap_ns)
+                        next = last_timer + a->gap_ns;
                 if (*stop)
                         return;
                 rc = futex_wait_until(hdr, v, next);
                 if (rc == -ETIMEDOUT) {
                         a->timeouts++;
+                        last_timer = next;
                         continue;
                 }
                 if (rc == 0)

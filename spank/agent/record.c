@@ -296,12 +296,11 @@ static void put_agent(struct buf *b, const struct agentd *a, uint64_t elapsed_ns
             ", \"wakeups\": %" PRIu64 ", \"futex_wakeups\": %" PRIu64 ", \"timeouts\": %" PRIu64
             ", \"rewaits\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"lowers\": %" PRIu64
             ", \"raises\": %" PRIu64 ", \"leaves_seen\": %" PRIu64 ", \"rt_prio\": %d"
-            ", \"scan_interval_final_us\": %" PRIu64 ", \"scan_interval_max_us\": %" PRIu64
+            ", \"timer_gap_final_us\": %" PRIu64 ", \"timer_gap_max_us\": %" PRIu64
             ", \"budget_adjusts\": %" PRIu64 ", \"full_scans\": %" PRIu64 ", \"write_ns\": ",
             a->wakeups, a->woken, a->timeouts, a->eagain, a->throttled, a->core.stats.lowers,
-            a->core.stats.raises, a->core.stats.leaves_seen, a->o.rt_prio, a->core.scan_ns / 1000u,
-            (a->scan_max_seen_ns > a->scan_ns ? a->scan_max_seen_ns : a->scan_ns) / 1000u,
-            a->budget_adjusts, a->full_scans);
+            a->core.stats.raises, a->core.stats.leaves_seen, a->o.rt_prio, a->gap_ns / 1000u,
+            a->gap_max_ns / 1000u, a->budget_adjusts, a->full_scans);
         put_hist(b, &a->core.stats.write_ns);
         put(b, "},\n");
 }

@@ -13,13 +13,15 @@
  *                compute on that core anyway)
  *   violations   calls shorter than the threshold during which the flag was
  *                set (must be 0)
+ * With --sync every rank computes compute_us +- 50 % and then all meet in a
+ * barrier (the "blocking call"): the imbalance of a collective.
  * and, with --baseline-wake, the same round trip to a bare process that only
  * waits on a futex and answers (the platform's floor for restore_ns).
  *
  * usage: simranks --shm PATH --slots N [--first 0]
  *        [--threshold-us 500] [--seconds 5] [--compute-us 2000] [--short-us 50]
  *        [--long-us 5000] [--long-every 4] [--clock tsc|monotonic] [--spin]
- *        [--baseline-wake [--baseline-rt PRIO]] [--mode on|profile]
+ *        [--baseline-wake [--baseline-rt PRIO]] [--mode on|profile] [--sync]
  * Prints one JSON object on stdout. */
 #include <errno.h>
 #include <getopt.h>
@@ -51,7 +53,7 @@ static struct {
         uint64_t threshold_us, seconds, compute_us, short_us, long_us;
         unsigned long_every;
         enum mpi_pstate_clock clock;
-        int spin, baseline, profile, baseline_rt;
+        int spin, baseline, profile, baseline_rt, sync;
         uint64_t tps;
 } cfg = {.slots = 1,
          .threshold_us = 500,
@@ -68,6 +70,7 @@ struct rank_stats {
 };
 
 static volatile int stop_all;
+static pthread_barrier_t sync_barrier;
 
 /* the bare waiter of --baseline-wake: one shared page */
 struct bare {
@@ -149,7 +152,9 @@ static void *rank_main(void *p)
         struct mpi_pstate_attach att;
         struct mpi_pstate_slot *s;
         uint64_t thr_ticks = cfg.threshold_us * cfg.tps / 1000000u, end;
-        unsigned cpu = cfg.first + ra->index, n = 0;
+        unsigned cpu = cfg.first + ra->index, n = 0, seed = ra->index + 1;
+        unsigned sync_iters =
+            cfg.compute_us ? (unsigned)(cfg.seconds * 1000000u / cfg.compute_us) : 0;
         int rc;
 
         if (cfg.baseline) {
@@ -180,15 +185,25 @@ static void *rank_main(void *p)
                 s->cpuset[cpu / 64] = UINT64_C(1) << (cpu % 64);
         atomic_store(&s->state, MPI_PSTATE_SLOT_RUNNING);
         end = mono() + cfg.seconds * NS;
-        while (mono() < end && !stop_all) {
+        while (cfg.sync ? n < sync_iters : mono() < end && !stop_all) {
                 bool is_long = cfg.long_every && ++n % cfg.long_every == 0;
                 uint64_t t0, t1, t_left, dur_ns;
                 int flagged, woke;
 
-                sleep_us(cfg.compute_us);
+                if (cfg.sync) {
+                        /* imbalance: compute_us +- 50 %, then everybody meets */
+                        n += !cfg.long_every;
+                        sleep_us(cfg.compute_us / 2 +
+                                 (uint64_t)rand_r(&seed) % (cfg.compute_us + 1));
+                } else {
+                        sleep_us(cfg.compute_us);
+                }
                 t0 = mpi_pstate_slot_now(cfg.clock);
                 mpi_pstate_slot_wait_begin(s, 0, t0);
-                sleep_us(is_long ? cfg.long_us : cfg.short_us);
+                if (cfg.sync)
+                        pthread_barrier_wait(&sync_barrier);
+                else
+                        sleep_us(is_long ? cfg.long_us : cfg.short_us);
                 flagged = atomic_load(&s->clocked_down) != 0;
                 t1 = mpi_pstate_slot_now(cfg.clock);
                 t_left = mono();
@@ -245,21 +260,15 @@ static void put_hist(const char *name, const struct mpi_pstate_agent_hist *h)
 
 static int parse(int argc, char **argv)
 {
-        static const struct option lo[] = {{"shm", 1, NULL, 's'},
-                                           {"slots", 1, NULL, 'n'},
-                                           {"first", 1, NULL, 'f'},
-                                           {"threshold-us", 1, NULL, 't'},
-                                           {"seconds", 1, NULL, 'S'},
-                                           {"compute-us", 1, NULL, 'c'},
-                                           {"short-us", 1, NULL, 'o'},
-                                           {"long-us", 1, NULL, 'l'},
-                                           {"long-every", 1, NULL, 'e'},
-                                           {"clock", 1, NULL, 'k'},
-                                           {"spin", 0, NULL, 'P'},
-                                           {"baseline-wake", 0, NULL, 'b'},
-                                           {"mode", 1, NULL, 'm'},
-                                           {"baseline-rt", 1, NULL, 'R'},
-                                           {NULL, 0, NULL, 0}};
+        static const struct option lo[] = {
+            {"shm", 1, NULL, 's'},        {"slots", 1, NULL, 'n'},
+            {"first", 1, NULL, 'f'},      {"threshold-us", 1, NULL, 't'},
+            {"seconds", 1, NULL, 'S'},    {"compute-us", 1, NULL, 'c'},
+            {"short-us", 1, NULL, 'o'},   {"long-us", 1, NULL, 'l'},
+            {"long-every", 1, NULL, 'e'}, {"clock", 1, NULL, 'k'},
+            {"spin", 0, NULL, 'P'},       {"baseline-wake", 0, NULL, 'b'},
+            {"mode", 1, NULL, 'm'},       {"baseline-rt", 1, NULL, 'R'},
+            {"sync", 0, NULL, 'Y'},       {NULL, 0, NULL, 0}};
         int c;
 
         while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -307,6 +316,9 @@ static int parse(int argc, char **argv)
                 case 'R':
                         cfg.baseline_rt = atoi(optarg);
                         break;
+                case 'Y':
+                        cfg.sync = 1;
+                        break;
                 default:
                         return -1;
                 }
@@ -336,6 +348,8 @@ int main(int argc, char **argv)
                 if (waiter == 0)
                         bare_waiter();
         }
+        if (cfg.sync)
+                pthread_barrier_init(&sync_barrier, NULL, cfg.slots);
         ra = calloc(cfg.slots, sizeof(*ra));
         if (!ra)
                 return 1;
