@@ -6,7 +6,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cpufreq.h"
 #include "parse.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -61,6 +60,8 @@ static const struct key {
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+static const char *const mechanisms[] = {"auto", "max_freq", "setspeed"};
 
 EXPORT const char *mpi_pstate_config_key(size_t i)
 {
@@ -252,15 +253,15 @@ static int apply_key(struct mpi_pstate_config *c, const struct key *k, const cha
                 return parse_file(v, c->preload, sizeof(c->preload));
         case KEY_AGENT:
                 return parse_file(v, c->agent, sizeof(c->agent));
-        case KEY_MECHANISM: {
-                enum mpi_pstate_cpufreq_mech m;
-
-                rc = mpi_pstate_cpufreq_mech_parse(v, &m);
-                if (rc == 0)
-                        snprintf(c->mechanism, sizeof(c->mechanism), "%s",
-                                 mpi_pstate_cpufreq_mech_name(m));
-                return rc;
-        }
+        case KEY_MECHANISM:
+                /* The words of common/cpufreq.h's mpi_pstate_cpufreq_mech_parse();
+                 * spelled out so that this file stays free of the backend. */
+                for (size_t i = 0; i < sizeof(mechanisms) / sizeof(mechanisms[0]); i++)
+                        if (strcmp(v, mechanisms[i]) == 0) {
+                                snprintf(c->mechanism, sizeof(c->mechanism), "%s", v);
+                                return 0;
+                        }
+                return -EINVAL;
         case KEY_SYSROOT:
                 return parse_dir(v, c->sysroot, sizeof(c->sysroot));
         }

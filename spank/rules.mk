@@ -39,7 +39,7 @@ $(SPANK_SO): $(SPANK_OBJS) $(COMMON_LIB) spank/mpi_pstate.lds
 	  $(SPANK_OBJS) $(COMMON_LIB) $(COMMON_LIBS)
 
 SPANK_SUBST = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@SLURM_PLUGINDIR@|$(SLURM_PLUGINDIR)|g' \
-	-e 's|@DATADIR@|$(datadir)|g'
+	-e 's|@DATADIR@|$(datadir)|g' -e 's|@LIBDIR@|$(libdir)|g' -e 's|@SBINDIR@|$(sbindir)|g'
 
 $(SPANK_MAN): man/mpi_pstate.8.in
 	@mkdir -p $(@D)

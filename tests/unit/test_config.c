@@ -51,6 +51,10 @@ START_TEST(builtin_defaults)
         ck_assert_uint_eq(c.threshold_max_us, MPI_PSTATE_CONFIG_THRESHOLD_MAX);
         ck_assert_str_eq(c.collect_dir, "/var/spool/mpi-pstate/records");
         ck_assert_str_eq(c.runtime_dir, "/run/mpi-pstate");
+        ck_assert_str_eq(c.preload, "");
+        ck_assert_str_eq(c.agent, "");
+        ck_assert_str_eq(c.mechanism, "auto");
+        ck_assert_str_eq(c.sysroot, "/sys");
         ck_assert_int_eq(mpi_pstate_config_parse(&c, 0, NULL, NULL, NULL), 0);
 }
 END_TEST
@@ -72,6 +76,10 @@ START_TEST(every_key_applies)
                         "threshold_max=1s",
                         "collect_dir=/srv/mpi-pstate/records/",
                         "runtime_dir=/var/run/mp",
+                        "preload=/opt/mp/lib/libmpi-pstate.so",
+                        "agent=/opt/mp/sbin/mpi-pstate-agent",
+                        "mechanism=max_freq",
+                        "sysroot=/srv/fake/sys",
                         NULL};
 
         ck_assert_int_eq(parse(&c, &r, argv), 0);
@@ -91,6 +99,41 @@ START_TEST(every_key_applies)
         ck_assert_uint_eq(c.threshold_max_us, 1000000);
         ck_assert_str_eq(c.collect_dir, "/srv/mpi-pstate/records");
         ck_assert_str_eq(c.runtime_dir, "/var/run/mp");
+        ck_assert_str_eq(c.preload, "/opt/mp/lib/libmpi-pstate.so");
+        ck_assert_str_eq(c.agent, "/opt/mp/sbin/mpi-pstate-agent");
+        ck_assert_str_eq(c.mechanism, "max_freq");
+        ck_assert_str_eq(c.sysroot, "/srv/fake/sys");
+}
+END_TEST
+
+/* runtime_dir may name the host (%h) for several slurmd on one machine;
+ * file keys name files; the mechanism is one of three words. */
+START_TEST(new_keys_refuse_what_they_cannot_use)
+{
+        struct mpi_pstate_config c;
+        struct reports r;
+        char *argv[] = {"runtime_dir=/srv/%h/run",
+                        "runtime_dir=/srv/%n/run",
+                        "runtime_dir=/srv/50%",
+                        "preload=lib/libmpi-pstate.so",
+                        "preload=/opt/lib/",
+                        "agent=/opt/../sbin/agent",
+                        "mechanism=fast",
+                        "mechanism=AUTO",
+                        "sysroot=sys",
+                        NULL};
+
+        ck_assert_int_eq(parse(&c, &r, argv), 8);
+        ck_assert_str_eq(c.runtime_dir, "/srv/%h/run");
+        ck_assert_ptr_nonnull(strstr(r.msg[0], "\"/srv/%n/run\" for runtime_dir"));
+        ck_assert_ptr_nonnull(strstr(r.msg[0], "escapes: %h, %%"));
+        ck_assert_ptr_nonnull(strstr(r.msg[3], "for preload: expected an absolute file path"));
+        ck_assert_ptr_nonnull(strstr(r.msg[5], "for mechanism: expected one of auto, max_freq, "
+                                               "setspeed"));
+        ck_assert_str_eq(c.preload, "");
+        ck_assert_str_eq(c.agent, "");
+        ck_assert_str_eq(c.mechanism, "auto");
+        ck_assert_str_eq(c.sysroot, "/sys");
 }
 END_TEST
 
@@ -367,7 +410,7 @@ START_TEST(every_key_documented)
                 }
                 free(text);
         }
-        ck_assert_uint_eq(nkeys, 13);
+        ck_assert_uint_eq(nkeys, 17);
         ck_assert_ptr_null(mpi_pstate_config_key(nkeys));
 }
 END_TEST
@@ -380,6 +423,7 @@ static Suite *config_suite(void)
         tcase_add_test(tc, builtin_defaults);
         tcase_add_test(tc, every_key_applies);
         tcase_add_test(tc, bad_keys_reported_and_ignored);
+        tcase_add_test(tc, new_keys_refuse_what_they_cannot_use);
         tcase_add_test(tc, hostile_values_do_not_leak_into_messages);
         tcase_add_test(tc, long_path_refused);
         tcase_add_test(tc, last_key_wins_and_none);
