@@ -184,32 +184,40 @@ def _finite(v: Any) -> bool:
     return not isinstance(v, float) or math.isfinite(v)
 
 
+_TYPES = {k: frozenset(t) for k, t in RANK_FIELDS.items()}  # exact: bool is not an int here
+_STEP_OK = re.compile(r"[0-9]{1,10}|batch|extern|interactive").fullmatch
+_FN_OK = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}").fullmatch
+_LIMIT = 1e19
+
+
 def validate_rank(r: Any) -> dict[str, Any]:
-    _check(isinstance(r, dict), "rank entry is not an object")
+    """One rank entry: known keys only, exact JSON types, finite numbers
+    below 1e19, short strings.  Written for speed: 12800 ranks of a 100-node
+    job are validated inside the EpilogSlurmctld's budget."""
+    _check(type(r) is dict, "rank entry is not an object")
     out: dict[str, Any] = {}
-    for k, types in RANK_FIELDS.items():
-        if k not in r:
+    for k, v in r.items():
+        allowed = _TYPES.get(k)
+        if allowed is None:
             continue
-        v = r[k]
-        _check(isinstance(v, types) and not isinstance(v, bool) and _finite(v),
-               f"rank field {k} has a bad type")
-        if isinstance(v, str):
-            _check(len(v) <= MAX_TEXT, f"rank field {k} too long")
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            _check(abs(v) < 1e19, f"rank field {k} out of range")
+        t = type(v)
+        if t not in allowed:
+            raise ValueError(f"rank field {k} has a bad type")
+        if t is float or t is int:
+            if not -_LIMIT < v < _LIMIT:  # NaN fails this too
+                raise ValueError(f"rank field {k} out of range")
+        elif t is str and len(v) > MAX_TEXT:
+            raise ValueError(f"rank field {k} too long")
         out[k] = v
     for k in RANK_REQUIRED:
         _check(k in out, f"rank field {k} missing")
-    _check(re.fullmatch(r"[0-9]{1,10}|batch|extern|interactive", out["step"]) is not None,
-           "bad step")
+    _check(_STEP_OK(out["step"]) is not None, "bad step")
     _check(out["state"] in RANK_STATES, "bad rank state")
-    top = []
-    for t in out.get("top", [])[:8]:
-        _check(isinstance(t, list) and len(t) == 3 and isinstance(t[0], str) and
-               re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,31}", t[0]) is not None and
-               isinstance(t[1], (int, float, type(None))) and isinstance(t[2], int),
-               "bad top entry")
-        top.append(t)
+    top = out.get("top", [])[:8]
+    for t in top:
+        _check(type(t) is list and len(t) == 3 and type(t[0]) is str and
+               _FN_OK(t[0]) is not None and type(t[1]) in (int, float, type(None)) and
+               type(t[2]) is int, "bad top entry")
     out["top"] = top
     return out
 
