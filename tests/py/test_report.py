@@ -164,6 +164,51 @@ class CommandLine(unittest.TestCase):
             self.assertIn("C6: exit latency 133 us", r.stdout)
             self.assertIn("WARNING: turbo/boost is off", r.stdout)
 
+    def test_man_pages_lint(self) -> None:
+        for page in ("mpi-pstate.1", "mpi-pstate-epilog.8"):
+            r = subprocess.run(["groff", "-t", "-ww", "-z", "-man", str(fx.TOP / "man" / page)],
+                               capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stderr), (0, ""), page)
+
+    def test_install_layout_runs(self) -> None:
+        """make install-epilog into a DESTDIR: the installed command finds its
+        package and preload's slot reader, the entry points call it."""
+        build = Path(os.environ.get("MPI_PSTATE_BUILD", fx.TOP / "build"))
+        if not (build / "epilog" / "mpi-pstate-dbcomment").exists():
+            self.skipTest("not built")
+        with tempfile.TemporaryDirectory() as td:
+            r = subprocess.run(["make", "-s", "-C", str(fx.TOP), f"B={build}", "install-epilog",
+                                f"DESTDIR={td}", "prefix=/opt/mps"], capture_output=True,
+                               text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            root = Path(td) / "opt" / "mps"
+            for rel in ("bin/mpi-pstate", "sbin/mpi-pstate-epilog",
+                        "sbin/mpi-pstate-epilog-slurmctld",
+                        "libexec/mpi-pstate/mpi-pstate-dbcomment",
+                        "share/mpi-pstate/python/mpi_pstate/cli.py",
+                        "share/mpi-pstate/python/mpi_pstate_slot.py",
+                        "share/man/man1/mpi-pstate.1", "share/man/man8/mpi-pstate-epilog.8"):
+                self.assertTrue((root / rel).exists(), rel)
+            text = (root / "bin" / "mpi-pstate").read_text()
+            self.assertIn('PYDIR = "/opt/mps/share/mpi-pstate/python"', text)
+            self.assertIn("exec /opt/mps/bin/mpi-pstate epilog-slurmctld",
+                          (root / "sbin" / "mpi-pstate-epilog-slurmctld").read_text())
+            # run it with its package dir pointed into the DESTDIR tree
+            (root / "bin" / "mpi-pstate").write_text(text.replace(
+                "/opt/mps/share", str(root / "share")))
+            r = subprocess.run(["/usr/bin/python3", str(root / "bin" / "mpi-pstate"), "audit",
+                                "--json"], capture_output=True, text=True,
+                               cwd="/", env={"PATH": "/usr/bin:/bin"})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("cpufreq", json.loads(r.stdout))
+            r = subprocess.run(["/usr/bin/python3", "-I", "-c",
+                                "import sys; sys.path.insert(0, sys.argv[1]); "
+                                "import mpi_pstate.slots as s; print(s.slotlib.__file__)",
+                                str(root / "share" / "mpi-pstate" / "python")],
+                               capture_output=True, text=True, cwd="/")
+            self.assertEqual(r.stdout.strip(),
+                             str(root / "share" / "mpi-pstate" / "python" / "mpi_pstate_slot.py"))
+
     def test_exec_delegates_to_the_launcher(self) -> None:
         r = self.run_cli("exec", "--help")
         self.assertEqual(r.returncode, 0, r.stderr)
