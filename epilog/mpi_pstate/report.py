@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any, Optional
+from typing import Any
 from xml.sax.saxutils import escape
 
 from . import summary as summ

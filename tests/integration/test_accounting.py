@@ -17,7 +17,7 @@ import sys
 import time
 import unittest
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import labtools as lt
 
@@ -39,7 +39,11 @@ PROGRAM = r"""
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
 int main(int argc, char **argv) {
     int r, n, it = argc > 1 ? atoi(argv[1]) : 10, hold = argc > 3 ? atoi(argv[3]) : 0;
     double ms = argc > 2 ? atof(argv[2]) : 5;
@@ -114,10 +118,14 @@ class Accounting(unittest.TestCase):
     def script(self, fam: str, nodes: int, ntasks: int, iters: int = 10, ms: float = 5,
                hold: int = 0, before_end: str = "", after: str = "") -> str:
         mpi = FAMILIES[fam][1]
+        make = (f"import sys; sys.path.insert(0, '{SLOTPY}'); import mpi_pstate_slot as s; "
+                "s.create_segment('$seg', 4)")
+        env = (f"ALL,LD_PRELOAD={FRONT},MPI_PSTATE_MODE=profile,MPI_PSTATE_SHM=$seg,"
+               "MPI_PSTATE_THRESHOLD=1ms")
         return f"""set -u
 seg=/dev/shm/mpi-pstate.$SLURM_JOB_ID.1
-srun -N{nodes} -n{nodes} --ntasks-per-node=1 /usr/bin/python3 -c "import sys; sys.path.insert(0, '{SLOTPY}'); import mpi_pstate_slot as s; s.create_segment('$seg', 4)"
-srun --mpi={mpi} -N{nodes} -n{ntasks} --export=ALL,LD_PRELOAD={FRONT},MPI_PSTATE_MODE=profile,MPI_PSTATE_SHM=$seg,MPI_PSTATE_THRESHOLD=1ms {self.progs[fam]} {iters} {ms} {hold}
+srun -N{nodes} -n{nodes} --ntasks-per-node=1 /usr/bin/python3 -c "{make}"
+srun --mpi={mpi} -N{nodes} -n{ntasks} --export={env} {self.progs[fam]} {iters} {ms} {hold}
 rc=$?
 {before_end}
 {after}
