@@ -180,9 +180,9 @@ class Bench:
                  f"{a['cpu_share'] / floor['cpu_share']:.2f}" if floor["cpu_share"] else "-",
                  f"`bench/agent/run.py` cpu-mpi, {tag}")
         self.notes.append(f"cpu-mpi {tag}: {a['wakeups']} wake-ups in {elapsed:.1f} s ({a['futex_wakeups']} by "
-                          f"ranks), {a['lowers']} drops, scan {rec['settings']['scan_interval_us']} -> "
-                          f"{a['scan_interval_final_us']} us, {floor['cpu_per_wake_ns'] / 1000:.1f} us CPU "
-                          f"per bare wake-up")
+                          f"ranks), {a['lowers']} drops, scan {rec['settings']['scan_interval_us']} us, timer gap "
+                          f"{a['timer_gap_final_us']} us, {a['cpu_s'] * 1e6 / max(1, a['wakeups']):.1f} us CPU per "
+                          f"agent wake-up, {floor['cpu_per_wake_ns'] / 1000:.1f} us per bare wake-up")
 
     # ---- CPU: 128 simulated ranks on 128 domains
 

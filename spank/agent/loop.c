@@ -44,7 +44,7 @@
 /* The CPU budget is checked this often (the first time sooner, so that a
  * slow platform does not pay a whole second of too frequent scans). */
 #define BUDGET_PERIOD_NS NS_PER_S
-#define BUDGET_FIRST_NS (NS_PER_S / 4)
+#define BUDGET_FIRST_NS (NS_PER_S / 10)
 
 static sigjmp_buf bus_jmp;
 static volatile sig_atomic_t in_segment;
@@ -474,12 +474,11 @@ static void budget_adjust(struct agentd *a, uint64_t now)
                 used = cpu - a->budget_cpu0;
                 wall = now - a->budget_t0;
                 interval = wall / timers;
-                /* share / (0.8 budget), both in millionths */
+                /* share / (0.8 budget), both in millionths; up at once,
+                 * down by half at most per period */
                 want = (uint64_t)((unsigned __int128)(a->gap_ns > interval ? a->gap_ns : interval) *
                                   used * 1000000u * 5 /
                                   ((unsigned __int128)wall * a->o.budget_ppm * 4));
-                if (want > a->gap_ns * 16 + interval)
-                        want = a->gap_ns * 16 + interval;
                 if (want < a->gap_ns / 2)
                         want = a->gap_ns / 2;
                 if (want > AGENTD_SCAN_MAX_NS)
@@ -487,6 +486,13 @@ static void budget_adjust(struct agentd *a, uint64_t now)
                 if (want < AGENTD_SCAN_MIN_NS || want <= a->scan_ns / 4)
                         want = 0; /* no spacing needed */
                 if (want != a->gap_ns) {
+                        mpi_pstate_agentd_log(
+                            LOG_DEBUG,
+                            "CPU %llu ppm of a core over %llu timer wake-ups: timer "
+                            "gap %llu -> %llu us",
+                            (unsigned long long)(used * 1000000u / wall),
+                            (unsigned long long)timers, (unsigned long long)(a->gap_ns / 1000u),
+                            (unsigned long long)(want / 1000u));
                         a->gap_ns = want;
                         a->budget_adjusts++;
                 }
