@@ -76,9 +76,10 @@ struct agentd_domain {
         enum mpi_pstate_cpufreq_mech mech;
         uint32_t low_khz, high_khz;
         struct mpi_pstate_cpufreq_domain h;
-        bool saved;            /* a restore record of ours exists */
-        bool governor_changed; /* switched to userspace by the agent */
-        int restore_rc;        /* result of the restore at exit (1 restored, 0 none) */
+        bool saved; /* a restore record of ours exists (or, not root: orig) */
+        struct mpi_pstate_cpufreq_settings orig; /* as discovered, before any change */
+        bool governor_changed;                   /* switched to userspace by the agent */
+        int restore_rc; /* result of the restore at exit (1 restored, 0 none) */
 };
 
 struct agentd_slot {

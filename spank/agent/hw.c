@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agentd.h"
 
@@ -58,18 +59,39 @@ static void set_status(struct agentd_domain *d, enum agentd_dom_status st, const
         snprintf(d->why, sizeof(d->why), "%s", why ? why : "");
 }
 
+/* Restore records are trusted only when root owns them, so an agent that
+ * is not root (outside Slurm, on a node where the user may write cpufreq)
+ * keeps the original settings in memory instead, and nothing can restore
+ * them if it is killed. */
+static bool memory_restore(void)
+{
+        return geteuid() != 0;
+}
+
+/* Puts a domain back: from its record, or from memory when not root.
+ * Returns 1 restored, 0 nothing to do, or a negative errno. */
+static int put_back(struct agentd *a, struct agentd_domain *d, char *err, size_t errlen)
+{
+        struct mpi_pstate_restore_owner who = {a->o.job, a->o.step};
+        int rc;
+
+        if (!memory_restore())
+                return mpi_pstate_restore_policy(a->o.runtime_dir, a->o.sysroot, d->name, &who, 0,
+                                                 err, errlen);
+        rc = mpi_pstate_cpufreq_apply(&a->node->policies[d->policy], &d->orig, err, errlen);
+        return rc ? rc : 1;
+}
+
 /* Gives a domain back its saved settings now (a setup that went wrong
  * after the save). */
 static void unsave(struct agentd *a, struct agentd_domain *d)
 {
-        struct mpi_pstate_restore_owner who = {a->o.job, a->o.step};
         char err[256] = "";
         int rc;
 
         if (!d->saved)
                 return;
-        rc = mpi_pstate_restore_policy(a->o.runtime_dir, a->o.sysroot, d->name, &who, 0, err,
-                                       sizeof(err));
+        rc = put_back(a, d, err, sizeof(err));
         if (rc < 0)
                 mpi_pstate_agentd_log(LOG_ERR, "%s: restoring after a failed setup: %s", d->name,
                                       err[0] ? err : strerror(-rc));
@@ -91,7 +113,10 @@ static void setup_one(struct agentd *a, struct agentd_domain *d)
                 set_status(d, AGENTD_DOM_UNSUPPORTED, err);
                 return;
         }
-        rc = mpi_pstate_restore_save(a->o.runtime_dir, p, &who, err, sizeof(err));
+        d->orig = p->cur;
+        rc = memory_restore()
+                 ? 0
+                 : mpi_pstate_restore_save(a->o.runtime_dir, p, &who, err, sizeof(err));
         if (rc) {
                 set_status(d, rc == -EBUSY ? AGENTD_DOM_BUSY : AGENTD_DOM_ERROR,
                            err[0] ? err : strerror(-rc));
@@ -207,8 +232,6 @@ int mpi_pstate_agentd_hw_setup(struct agentd *a)
 
 void mpi_pstate_agentd_hw_finish(struct agentd *a)
 {
-        struct mpi_pstate_restore_owner who = {a->o.job, a->o.step};
-
         for (unsigned i = 0; i < a->ndom; i++) {
                 struct agentd_domain *d = &a->dom[i];
                 char err[256] = "";
@@ -217,8 +240,7 @@ void mpi_pstate_agentd_hw_finish(struct agentd *a)
                 mpi_pstate_cpufreq_domain_close(&d->h);
                 if (!d->saved)
                         continue;
-                d->restore_rc = mpi_pstate_restore_policy(a->o.runtime_dir, a->o.sysroot, d->name,
-                                                          &who, 0, err, sizeof(err));
+                d->restore_rc = put_back(a, d, err, sizeof(err));
                 if (d->restore_rc < 0) {
                         a->restore_failed++;
                         mpi_pstate_agentd_log(LOG_ERR,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -403,6 +404,35 @@ class AgentDaemon(unittest.TestCase):
         r = subprocess.run([str(AGENT), "--restore", str(a.runtime), "--sysroot", str(t.sys)],
                            capture_output=True, text=True)
         self.assertIn("1 restored, 0 foreign, 0 failed", r.stdout)
+        self.assertEqual(t.snapshot(), before)
+
+    def test_not_root_restores_from_memory(self) -> None:
+        try:
+            pw = pwd.getpwnam(os.environ.get("MPI_PSTATE_TEST_USER", "mpstuser"))
+        except KeyError:
+            self.skipTest("no test user")
+        t = self.tree(rapl=0)
+        before = t.snapshot()
+        for p in [t.dir, *t.dir.rglob("*")]:
+            os.chown(p, pw.pw_uid, pw.pw_gid, follow_symlinks=False)
+        user = ["runuser", "-u", pw.pw_name, "--"]
+        argv = [str(AGENT), "--shm", str(t.dir / "seg"), "--create", "1", "--cpus", "0", "--job", "0", "--step",
+                "9", "--sysroot", str(t.sys), "--runtime-dir", str(t.run / "r"), "--record", str(t.run / "rec.json"),
+                "--pidfile", str(t.run / "pid"), "--log", str(t.run / "log"), "--threshold", "1ms", "--rt-prio", "0"]
+        r = subprocess.run(user + argv, capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pid = int((t.run / "pid").read_text())
+        try:
+            r = subprocess.run(user + [str(SIM), "--shm", str(t.dir / "seg"), "--slots", "1", "--seconds", "1",
+                                       "--long-us", "5000", "--threshold-us", "1000"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            os.kill(pid, signal.SIGTERM)
+            wait_for(lambda: not Path(f"/proc/{pid}").exists(), what="agent exit")
+        rec = json.loads((t.run / "rec.json").read_text())
+        self.assertGreater(rec["agent"]["lowers"], 0)
+        self.assertEqual(rec["restore"], {"restored": 1, "failed": 0})
+        self.assertFalse((t.run / "r").exists(), "no restore record without root")
         self.assertEqual(t.snapshot(), before)
 
     def test_bad_command_lines(self) -> None:
