@@ -462,6 +462,25 @@ class WholeRun(unittest.TestCase):
         self.assertEqual((rows["t0"]["runs"], rows["t0"]["runs_ok"]), (2, 1))
         self.assertTrue(any(n.startswith("failed: job 101") for n in res["notes"]))
 
+    def test_broken_workload_stops_after_first_repetition(self) -> None:
+        fake = FakeSlurm(fail=set(range(100, 200)))
+        real_sbatch = fake.sbatch
+
+        def sbatch(argv: List[str]) -> Any:
+            r = real_sbatch(argv)
+            d = Path(argv[argv.index("--chdir") + 1])
+            (d / f"slurm-{int(r.stdout)}.out").write_text("a\nb\nexecve(): ./app: No such file\n")
+            return r
+        fake.sbatch = sbatch  # type: ignore[method-assign]
+        rc, out, err = self.run_main(fake, "--reps", "3", "--thresholds", "0,2ms", "--json")
+        self.assertEqual(rc, 1)
+        self.assertEqual(len(fake.order), 3)  # one repetition, not nine runs
+        res = json.loads(out)
+        self.assertIn("stopped after 3 of 9 runs", res["notes"])
+        self.assertIn("first failure's output: a / b / execve(): ./app: No such file",
+                      res["notes"])
+        self.assertIn("No such file", err)
+
     def test_record_waited_for(self) -> None:
         fake = FakeSlurm(record_delay=3)
         rc, out, _ = self.run_main(fake, "--reps", "1", "--thresholds", "0", "--json")
