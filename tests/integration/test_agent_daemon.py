@@ -447,7 +447,7 @@ class AgentDaemon(unittest.TestCase):
     def test_128_ranks(self) -> None:
         t = self.tree(cpus=128)
         before = t.snapshot()
-        a = self.agent(t, 128, "--threshold", "2ms", cpus="0-127")
+        a = self.agent(t, 128, "--threshold", "2ms", "--cpu-budget", "0", cpus="0-127")
         out = sim(a.shm, "--slots", "128", "--threshold-us", "2000", "--seconds", "3", "--compute-us", "20000",
                   "--short-us", "100", "--long-us", "30000", "--long-every", "2")
         rec = a.stop()
