@@ -25,7 +25,7 @@
 #include "restore.h"
 #include "slot.h"
 
-#define AGENTD_RECORD_FORMAT "mpi-pstate-agent-record"
+#define AGENTD_RECORD_FORMAT "mpi-pstate-agent"
 #define AGENTD_RECORD_VERSION 1
 /* Bounds of the scan interval (docs/agent.md, "Timing"). */
 #define AGENTD_SCAN_MIN_NS UINT64_C(50000)
@@ -50,7 +50,8 @@ struct agentd_opts {
         const char *runtime_dir;
         const char *record;
         const char *sysroot;
-        const char *log; /* file, "syslog" or NULL (stderr in the foreground) */
+        const char *node; /* name in the record, NULL: the short host name */
+        const char *log;  /* file, "syslog" or NULL (stderr in the foreground) */
         const char *pidfile;
         bool foreground, exit_when_done, keep_shm;
         int rt_prio; /* SCHED_FIFO priority, 0 = normal scheduling */

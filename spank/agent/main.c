@@ -56,6 +56,7 @@ static const char usage_text[] =
     "  --runtime-dir DIR      restore records (default /run/mpi-pstate/<job>)\n"
     "  --record FILE          write the agent record (JSON) there at exit\n"
     "  --sysroot DIR          sysfs root (/sys)\n"
+    "  --node NAME            node name in the record (default: the short host name)\n"
     "  --log FILE|syslog|stderr --pidfile FILE --foreground --exit-when-done\n"
     "  --keep-shm --rt-prio N (1; 0 = normal scheduling) -v --version --help\n";
 
@@ -87,6 +88,7 @@ enum {
         OPT_KEEP_SHM,
         OPT_RT,
         OPT_BUDGET,
+        OPT_NODE,
         OPT_RESTORE,
         OPT_VERSION,
 };
@@ -119,6 +121,7 @@ static const struct option longopts[] = {
     {"keep-shm", no_argument, NULL, OPT_KEEP_SHM},
     {"rt-prio", required_argument, NULL, OPT_RT},
     {"cpu-budget", required_argument, NULL, OPT_BUDGET},
+    {"node", required_argument, NULL, OPT_NODE},
     {"restore", required_argument, NULL, OPT_RESTORE},
     {"verbose", no_argument, NULL, 'v'},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -347,6 +350,11 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct agentd_o
                                 return usage_error("--cpu-budget needs a percentage such as 0.5, "
                                                    "not '%s'",
                                                    optarg);
+                        break;
+                case OPT_NODE:
+                        if (mpi_pstate_safeio_check_name(optarg, 63))
+                                return usage_error("invalid node name '%s'", optarg);
+                        o->node = optarg;
                         break;
                 case OPT_RT:
                         if (mpi_pstate_parse_u64(optarg, 0, 99, &v))
@@ -587,7 +595,12 @@ static int run_agent(struct agentd *a, int ready)
                 return 1;
         }
         mpi_pstate_agentd_log_tag(a->o.job, a->o.step);
-        gethostname(a->host, sizeof(a->host) - 1);
+        if (a->o.node) {
+                snprintf(a->host, sizeof(a->host), "%s", a->o.node);
+        } else {
+                gethostname(a->host, sizeof(a->host) - 1);
+                a->host[strcspn(a->host, ".")] = '\0';
+        }
         a->start_mono_ns = clock_ns(CLOCK_MONOTONIC);
         a->start_real_ns = clock_ns(CLOCK_REALTIME);
         a->thr_ns = a->o.threshold_us * 1000u;

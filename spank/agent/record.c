@@ -328,7 +328,7 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
         b.p = malloc(b.cap);
         if (!b.p)
                 return -ENOMEM;
-        put(&b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"host\": ", AGENTD_RECORD_FORMAT,
+        put(&b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"node\": ", AGENTD_RECORD_FORMAT,
             AGENTD_RECORD_VERSION);
         put_str(&b, a->host);
         put(&b,

@@ -181,7 +181,7 @@ class AgentWithMpi(unittest.TestCase):
 
     def record(self, run: AgentRun) -> dict:
         rec = json.loads(run.record.read_text())
-        self.assertEqual(rec["format"], "mpi-pstate-agent-record")
+        self.assertEqual(rec["format"], "mpi-pstate-agent")
         self.assertEqual(rec["version"], 1)
         self.assertEqual(rec["job"], run.job)
         return rec
