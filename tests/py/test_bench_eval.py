@@ -311,7 +311,8 @@ class WholeRun(unittest.TestCase):
                  ) -> tuple[int, str, str]:
         cl = mb.Cluster(["mpi-pstate"], run=fake.run, sleep=fake.sleep, clock=fake.clock)
         out, err = io.StringIO(), io.StringIO()
-        argv = ["--workdir", str(self.wd / "w"), *args, "--", *command]
+        warm = [] if "--warmup" in args else ["--warmup", "0"]
+        argv = ["--workdir", str(self.wd / "w"), *warm, *args, "--", *command]
         with redirect_stdout(out), redirect_stderr(err):
             rc = mb.main(argv, cl)
         return rc, out.getvalue(), err.getvalue()
@@ -351,6 +352,18 @@ class WholeRun(unittest.TestCase):
             self.assertIsNone(r["energy_delta_pct"])
         self.assertTrue(any("SIMULATED" in n for n in res["notes"]))
         self.assertEqual({r["rapl"] for r in res["runs"]}, {"simulated"})
+
+    def test_warmup_not_counted(self) -> None:
+        fake = FakeSlurm()
+        rc, out, _ = self.run_main(fake, "--reps", "1", "--thresholds", "0", "--warmup", "2",
+                                   "--json")
+        self.assertEqual(rc, 0)
+        self.assertEqual(fake.order, ["base", "base", "base", "t0"])
+        res = json.loads(out)
+        self.assertEqual([r["job"] for r in res["warmup_runs"]], [100, 101])
+        self.assertEqual([r["job"] for r in res["runs"]], [102, 103])
+        self.assertEqual(res["rows"][0]["runs"], 1)
+        self.assertTrue((self.wd / "w" / "w02-base" / "job.sh").is_file())
 
     def test_text_table(self) -> None:
         rc, out, _ = self.run_main(FakeSlurm(), "--reps", "1", "--thresholds", "0,2ms")
