@@ -389,6 +389,19 @@ class WholeRun(unittest.TestCase):
         self.assertIn("90.0%", sweep)
         self.assertIn("SIMULATED", out)
 
+    def test_markdown(self) -> None:
+        rc, out, _ = self.run_main(FakeSlurm(), "--reps", "1", "--thresholds", "0,2ms",
+                                   "--markdown")
+        self.assertEqual(rc, 0)
+        rows = [l for l in out.splitlines() if l.startswith("|")]
+        self.assertEqual(rows[0].count("|"), 11)  # 10 columns
+        self.assertEqual(rows[1], "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+                                  "| ---: |")
+        self.assertTrue(rows[2].startswith("| without | - | 1/1 |"))
+        self.assertIn("| on @ 0 | 0 | 1/1 | 1.100 | +10.0% |", rows[3])
+        self.assertEqual(len(rows), 3 + 2 + 2 + 2)  # table, then the sweep's own
+        self.assertIn("\n* energy: RAPL is SIMULATED", out)
+
     def test_real_energy_with_profile_baseline(self) -> None:
         fake = FakeSlurm(mounts=REAL_MOUNTS)
         real_sbatch = fake.sbatch
