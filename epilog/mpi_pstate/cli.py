@@ -30,7 +30,13 @@ def tool_dirs(paths: dict[str, str]) -> dict[str, list[str]]:
                   os.path.join(build, "spank"), os.path.join(build, "agent")],
         "exec": [paths.get("here", ""), paths.get("bindir", ""), pkglibexec,
                  os.path.join(build, "preload"), os.path.join(top, "preload")],
+        "bench": [pkglibexec, os.path.join(top, "bench", "eval")],
     }
+
+
+# Subcommands that are whole programs of their own: `mpi-pstate NAME ARGS`
+# runs the program with ARGS unchanged (its own --help included).
+DELEGATED = {"exec": "mpi-pstate-exec", "bench": "mpi-pstate-bench"}
 
 
 def _common_dirs(p: argparse.ArgumentParser) -> None:
@@ -83,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("exec", help="run a program with the preload library (mpi-pstate-exec)",
                    add_help=False)
+    sub.add_parser("bench", help="compare a workload with and without --mpi-pstate through Slurm "
+                   "(mpi-pstate-bench)", add_help=False)
     return ap
 
 
@@ -269,10 +277,11 @@ def audit_text(s: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cmd_exec(argv: list[str], paths: dict[str, str]) -> int:
-    tool = node.find_tool("mpi-pstate-exec", tool_dirs(paths)["exec"])
+def cmd_delegate(sub: str, argv: list[str], paths: dict[str, str]) -> int:
+    name = DELEGATED[sub]
+    tool = node.find_tool(name, tool_dirs(paths)[sub])
     if not tool:
-        print(f"{PROG} exec: mpi-pstate-exec not found", file=sys.stderr)
+        print(f"{PROG} {sub}: {name} not found", file=sys.stderr)
         return 127
     os.execv(tool, [tool] + argv)
     return 127  # not reached
@@ -281,8 +290,8 @@ def cmd_exec(argv: list[str], paths: dict[str, str]) -> int:
 def main(argv: Optional[Sequence[str]] = None, paths: Optional[dict[str, str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     paths = paths or {}
-    if args and args[0] == "exec":
-        return cmd_exec(args[1:], paths)
+    if args and args[0] in DELEGATED:
+        return cmd_delegate(args[0], args[1:], paths)
     a = build_parser().parse_args(args)
     try:
         if a.cmd == "report":

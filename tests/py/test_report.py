@@ -149,7 +149,7 @@ class CommandLine(unittest.TestCase):
     def test_help_lists_every_subcommand(self) -> None:
         r = self.run_cli("--help")
         self.assertEqual(r.returncode, 0)
-        for sub in ("report", "backfill", "audit", "epilog", "epilog-slurmctld", "exec"):
+        for sub in ("report", "backfill", "audit", "epilog", "epilog-slurmctld", "exec", "bench"):
             self.assertIn(sub, r.stdout)
         self.assertEqual(self.run_cli("frobnicate").returncode, 2)
         self.assertEqual(self.run_cli("report").returncode, 2)
@@ -213,6 +213,12 @@ class CommandLine(unittest.TestCase):
         r = self.run_cli("exec", "--help")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("mpi-pstate-exec", r.stdout + r.stderr)
+
+    def test_bench_delegates_to_the_evaluation_tool(self) -> None:
+        r = self.run_cli("bench", "--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("usage: mpi-pstate-bench", r.stdout)
+        self.assertIn("--thresholds", r.stdout)
 
 
 if __name__ == "__main__":
