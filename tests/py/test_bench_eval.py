@@ -38,7 +38,7 @@ mb = load()
 
 FUSE_MOUNTS = """\
 22 1 0:21 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw
-49 45 0:39 /cpufreq /sys/devices/system/cpu/cpufreq rw,nosuid,nodev,relatime - fuse FakeSys rw,user_id=0
+49 45 0:39 /cpufreq /sys/devices/system/cpu/cpufreq rw,relatime - fuse FakeSys rw,user_id=0
 50 48 0:39 /powercap /sys/class/powercap rw,nosuid,nodev,relatime - fuse FakeSys rw,user_id=0
 """
 REAL_MOUNTS = """\
@@ -130,7 +130,8 @@ class Probe(unittest.TestCase):
         self.assertEqual(mb.rapl_kind({})[0], "unknown")
 
     def test_longest_and_last_mount_wins(self) -> None:
-        m = mb.parse_mountinfo(REAL_MOUNTS + "60 22 0:40 / /sys/class/power\\040cap rw - tmpfs x rw\n"
+        m = mb.parse_mountinfo(REAL_MOUNTS
+                               + "60 22 0:40 / /sys/class/power\\040cap rw - tmpfs x rw\n"
                                "61 22 0:41 / /sys/class rw - overlay ov rw\n"
                                "62 22 0:42 / /sys/class rw - tmpfs later rw\n")
         self.assertEqual(mb.fs_of("/sys/class/powercap", m), ("tmpfs", "later"))
@@ -290,7 +291,8 @@ class FakeSlurm:
 
     def detail(self, j: Dict[str, Any]) -> Dict[str, Any]:
         t, lc = self.transitions(j), self.long_calls(j)
-        rank = {"threshold_us": max(j["threshold"], self.clamp_min_us), "wall_s": 1.0, "mpi_s": 0.5, "wait_s": 0.5,
+        rank = {"threshold_us": max(j["threshold"], self.clamp_min_us), "wall_s": 1.0,
+                "mpi_s": 0.5, "wait_s": 0.5,
                 "over_s": 0.5 * lc / 400, "down_s": t / 800, "transitions": t // 2,
                 "long_calls": lc // 2, "calls": 1000}
         return {"ranks": [dict(rank, rank=0), dict(rank, rank=1)],
