@@ -154,6 +154,7 @@ class AgentWithMpi(unittest.TestCase):
         self.before = lt.snapshot(NODE)
         self.wd = prepare_workdir("agent")
         self.runs: list[AgentRun] = []
+        self.interfered = False
 
     def tearDown(self) -> None:
         for r in self.runs:
@@ -165,12 +166,40 @@ class AgentWithMpi(unittest.TestCase):
         self.runs.append(r)
         return r
 
+    def retry(self, body) -> None:
+        """Other engineers' tests use the same node and write the same
+        policies.  A failure is retried (three runs at most) only when the
+        write log holds more writes during the run than this agent made."""
+        for attempt in range(3):
+            self.interfered = False
+            try:
+                body()
+                return
+            except AssertionError:
+                if not self.interfered or attempt == 2:
+                    raise
+            for r in self.runs:
+                r.cleanup()
+            self.runs.clear()
+            lt.flavour(NODE)
+            time.sleep(2)
+
+    def check_interference(self, run: AgentRun, fixed_writes: int) -> None:
+        """fixed_writes: setup and restore writes this test expects."""
+        try:
+            rec = json.loads(run.record.read_text())
+        except (OSError, ValueError):
+            return
+        mine = fixed_writes + 2 * sum(d["transitions"] for d in rec.get("domains", []))
+        self.interfered = len(seq(run.writes())) > mine
+
     def run_job(self, run: AgentRun, family: str, phases: list[str], pin: str = "0,1",
-                helper: bool = False) -> dict[str, tuple[float, float]]:
+                helper: bool = False, fixed_writes: int = 0) -> dict[str, tuple[float, float]]:
         run.start()
         argv = run.mpi_argv(family, self.wd, phases, pin, helper)
         r = lt.lab("exec", NODE, *argv, check=False)
         run.stop()
+        self.check_interference(run, fixed_writes)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr + run.logfile.read_text())
         # a phase's last raise is logged shortly after the phase ends: its
         # window reaches into the quiet gap that follows it
@@ -194,7 +223,7 @@ class AgentWithMpi(unittest.TestCase):
     def acpi(self, family: str) -> None:
         run = self.new_run(f"acpi-{family}")
         phases = ["long0:3:300", "long1:2:300", "short:2000", "barrier:2:300"]
-        win = self.run_job(run, family, phases)
+        win = self.run_job(run, family, phases, fixed_writes=6)
         w = run.writes()
         sp = "scaling_setspeed"
         first = min(t0 for t0, _ in win.values())
@@ -221,10 +250,10 @@ class AgentWithMpi(unittest.TestCase):
         self.assertEqual(rec["restore"], {"restored": 2, "failed": 0})
 
     def test_acpi_setspeed_openmpi(self) -> None:
-        self.acpi("openmpi")
+        self.retry(lambda: self.acpi("openmpi"))
 
     def test_acpi_setspeed_mpich(self) -> None:
-        self.acpi("mpich")
+        self.retry(lambda: self.acpi("mpich"))
 
     # ---- intel_pstate: scaling_max_freq, no governor change
 
@@ -245,10 +274,10 @@ class AgentWithMpi(unittest.TestCase):
         self.assertEqual(rec["cpufreq"]["driver"], "intel_pstate")
 
     def test_intel_pstate_max_freq_openmpi(self) -> None:
-        self.intel("openmpi")
+        self.retry(lambda: self.intel("openmpi"))
 
     def test_intel_pstate_max_freq_mpich(self) -> None:
-        self.intel("mpich")
+        self.retry(lambda: self.intel("mpich"))
 
     # ---- one policy for both CPUs: down only while both ranks wait
 
@@ -257,7 +286,7 @@ class AgentWithMpi(unittest.TestCase):
         before = lt.snapshot(NODE)
         run = self.new_run(f"shared-{family}")
         win = self.run_job(run, family, ["long0:2:300", "both:3:300", "long1:2:300"], pin="0,1,1",
-                           helper=True)
+                           helper=True, fixed_writes=3)
         w = run.writes()
         sp = "scaling_setspeed"
         self.assertEqual(seq(w, *win["long0:2:300"]), [], "one rank computes: the domain stays up")
@@ -274,14 +303,17 @@ class AgentWithMpi(unittest.TestCase):
         self.assertEqual(dom["transitions"], 3)
 
     def test_shared_policy_openmpi(self) -> None:
-        self.shared("openmpi")
+        self.retry(lambda: self.shared("openmpi"))
 
     def test_shared_policy_mpich(self) -> None:
-        self.shared("mpich")
+        self.retry(lambda: self.shared("mpich"))
 
     # ---- profile: measured, never written
 
     def test_profile_never_writes(self) -> None:
+        self.retry(self.profile)
+
+    def profile(self) -> None:
         run = self.new_run("profile", extra=["--mode", "profile"])
         self.run_job(run, "openmpi", ["long0:2:200"])
         self.assertEqual(seq(run.writes()), [])
