@@ -89,7 +89,7 @@ preload-bench: $(PRELOAD_TARGETS) $(PRELOAD_BENCH_BINS)
 install-preload: $(PRELOAD_TARGETS)
 	install -d $(DESTDIR)$(libdir)/mpi-pstate $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man7
 	install -m 0644 $(PRELOAD_FRONT) $(PRELOAD_BACKENDS) $(DESTDIR)$(libdir)/mpi-pstate/
-	sed 's|@PKGLIBDIR@|$(libdir)/mpi-pstate|' preload/mpi-pstate-exec > $(DESTDIR)$(bindir)/mpi-pstate-exec
+	sed -e 's|@PKGLIBDIR@|$(libdir)/mpi-pstate|' -e 's|@SBINDIR@|$(sbindir)|' preload/mpi-pstate-exec > $(DESTDIR)$(bindir)/mpi-pstate-exec
 	chmod 0755 $(DESTDIR)$(bindir)/mpi-pstate-exec
 	install -m 0644 man/mpi-pstate-preload.7 $(DESTDIR)$(mandir)/man7/
 
