@@ -4,6 +4,7 @@ bad value refused by each command before anything is queued, with a message
 naming the option and the value."""
 from __future__ import annotations
 
+import os
 import re
 import unittest
 
@@ -40,20 +41,23 @@ BAD = [
 ]
 
 
-def command(cmd: str, opts: list[str]) -> list[str]:
+def command(cmd: str, opts: list[str], name: str = "plugin-submit") -> list[str]:
     """The command line of cmd with the plugin's options, never running
     anything long: sbatch and srun only test (--test-only); salloc has no
     such option and runs `true` in a one-minute allocation."""
     if cmd == "sbatch":
-        return ["sbatch", "--test-only", "-t", "1", *opts, "--wrap", "true"]
+        return ["sbatch", "--test-only", "-J", name, "-t", "1", *opts, "--wrap", "true"]
     if cmd == "srun":
-        return ["srun", "--test-only", "-t", "1", "-n1", *opts, "true"]
-    return ["salloc", "-t", "1", "-n1", *opts, "true"]
+        return ["srun", "--test-only", "-J", name, "-t", "1", "-n1", *opts, "true"]
+    return ["salloc", "-J", name, "-t", "1", "-n1", *opts, "true"]
 
 
-def job_ids() -> set[str]:
-    r = lt.root(["squeue", "-h", "-u", lt.TEST_USER, "-o", "%i"], check=False)
-    return set(r.stdout.split())
+def jobs_named(name: str) -> list[str]:
+    """Every job of that name Slurm knows, queued or finished."""
+    r = lt.root(["sacct", "-n", "-X", "-P", "-S", "now-1hour", "--name", name, "-o", "JobID"],
+                check=False)
+    q = lt.root(["squeue", "-h", "--name", name, "-o", "%i"], check=False)
+    return r.stdout.split() + q.stdout.split()
 
 
 class SubmitTime(unittest.TestCase):
@@ -82,16 +86,16 @@ class SubmitTime(unittest.TestCase):
                     self.assertNotIn("mpi-pstate:", r.stderr)
 
     def test_bad_values_refused_before_queueing(self) -> None:
-        before = job_ids()
+        name = f"plugin-refused-{os.getpid()}"
         for cmd in ("sbatch", "srun", "salloc"):
             for opt, why in BAD:
                 with self.subTest(cmd=cmd, opt=opt):
-                    r = lt.as_user(command(cmd, [opt]), timeout=60)
+                    r = lt.as_user(command(cmd, [opt], name), timeout=60)
                     self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
                     self.assertIn(f"{cmd}: error: mpi-pstate: invalid value {why}", r.stderr)
                     self.assertNotIn("Granted job allocation", r.stderr)
                     self.assertNotIn("Submitted batch job", r.stdout)
-        self.assertEqual(job_ids() - before, set())
+        self.assertEqual(jobs_named(name), [])
 
     def test_bad_value_through_the_environment(self) -> None:
         """SLURM_SPANK__SLURM_SPANK_OPTION_mpi_pstate_<option> is checked the same way."""
