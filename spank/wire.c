@@ -146,14 +146,13 @@ static void prepare_pinning(const struct mpi_pstate_step *st)
         if (rc == 0)
                 rc = mpi_pstate_pinning_cpus(&w.pin, &w.cpus);
         if (rc) {
-                mp_error("job %u step %u: pinning: %s; tasks stay as the task plugin bound them",
+                mp_error("job %u step %u: allocated cores: %s; no pinning, no frequency change",
                          st->job_id, st->step_id, err[0] ? err : strerror(-rc));
                 if (w.pin.topo)
                         mpi_pstate_pinning_fini(&w.pin);
-                /* The step still gets its policy on the CPUs it may run on. */
+                /* Without the step's CPUs no core may be touched: slurmstepd's
+                 * own affinity can be the whole node. */
                 CPU_ZERO(&w.cpus);
-                if (sched_getaffinity(0, sizeof(w.cpus), &w.cpus) != 0)
-                        CPU_ZERO(&w.cpus);
                 return;
         }
         w.pin_ok = true;
@@ -182,7 +181,7 @@ int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st)
         }
         w.paths_ok = true;
         if (CPU_COUNT(&w.cpus) == 0)
-                return -ENOENT;
+                return 0; /* logged by prepare_pinning(): measured only */
         (void)mpi_pstate_cpufreq_mech_parse(st->cfg->mechanism, &mech);
         req.sysroot = st->cfg->sysroot;
         req.restore_dir = w.paths.restore;

@@ -444,7 +444,8 @@ START_TEST(remote_keep_governor_prepares_setspeed)
         ck_assert_ptr_nonnull(strstr(during, "policy1/scaling_setspeed=3000000"));
         step_path(path, sizeof(path), 0, "agent.json.args");
         ck_assert(wait_for(path));
-        ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "--mechanism\nsetspeed\n"));
+        ck_assert_ptr_nonnull(
+            strstr(slurp_file(path, buf, sizeof(buf)), "--mechanism\nsetspeed\n"));
         run_tasks_and_exit();
 }
 END_TEST
@@ -492,7 +493,8 @@ START_TEST(remote_profile_writes_nothing)
         ck_assert_str_eq(stub_env_get("LD_PRELOAD"), lib);
         run_tasks_and_exit();
         step_path(path, sizeof(path), 0, "plugin.json");
-        ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "\"status\":\"untouched\""));
+        ck_assert_ptr_nonnull(
+            strstr(slurp_file(path, buf, sizeof(buf)), "\"status\":\"untouched\""));
 }
 END_TEST
 
@@ -744,6 +746,32 @@ START_TEST(job_epilog_backstop_restores_a_killed_step)
 }
 END_TEST
 
+/* Cores Slurm names that this node does not have (slurm.conf and the
+ * hardware disagree): nothing is written, no agent; tasks are measured. */
+START_TEST(unknown_cores_touch_nothing)
+{
+        char before[2048], after[2048], path[512];
+
+        snapshot(before, sizeof(before));
+        remote_step(0, NULL, 0);
+        stub.step_cores = "0-511";
+        ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(stub_count("error", "allocated cores"), 1);
+        snapshot(after, sizeof(after));
+        ck_assert_str_eq(after, before);
+        step_path(path, sizeof(path), 0, "agent.json.args");
+        usleep(200000);
+        ck_assert(!exists(path));
+        stub.task_id = 0;
+        ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
+        ck_assert_str_eq(stub_env_get("LD_PRELOAD"), lib);
+        run_tasks_and_exit();
+        snapshot(after, sizeof(after));
+        ck_assert_str_eq(after, before);
+}
+END_TEST
+
 /* runtime_dir=...%h... keeps the records of several slurmd on one machine
  * apart (test cluster): the host name goes into the path. */
 START_TEST(runtime_dir_host_escape)
@@ -840,6 +868,7 @@ static Suite *plugin_suite(void)
         tcase_add_test(tc, planted_segment_name_replaced);
         tcase_add_test(tc, job_epilog_backstop_restores_a_killed_step);
         tcase_add_test(tc, runtime_dir_host_escape);
+        tcase_add_test(tc, unknown_cores_touch_nothing);
         tcase_add_test(tc, remote_never_fails_on_values);
         suite_add_tcase(s, tc);
 
