@@ -31,7 +31,7 @@ struct mpi_pstate_steprec {
         bool launcher;
         const char *preload; /* NULL: not injected */
         const char *shm;     /* NULL: no segment */
-        const char *agent;   /* started, stopped, killed, absent, failed, none */
+        const char *agent;   /* started, stopped, killed, exited, absent, failed, none */
         int agent_pid;       /* 0: none */
         const struct mpi_pstate_policy_result *policy; /* NULL: no cpufreq */
         bool ended;

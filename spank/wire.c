@@ -472,6 +472,11 @@ static void stop_agent(const struct mpi_pstate_step *st)
                 mp_error("job %u step %u: stopping agent %d: %s", st->job_id, st->step_id,
                          (int)w.agent, strerror(-rc));
                 return;
+        } else if (rc == 0) {
+                /* Gone before its step ended: a bad argument, a crash. */
+                w.agent_state = "exited";
+                mp_error("job %u step %u: agent %d had exited before the step ended; see %s",
+                         st->job_id, st->step_id, (int)w.agent, w.paths.log);
         } else {
                 w.agent_state = "stopped";
         }

@@ -772,6 +772,24 @@ START_TEST(unknown_cores_touch_nothing)
 }
 END_TEST
 
+/* An agent that dies at once (bad argument, crash) is reported, not waited for. */
+START_TEST(agent_dying_early_is_reported)
+{
+        char path[512], buf[4096];
+
+        put_file(agent, "#!/bin/sh\nexit 2\n", 0755);
+        remote_step(0, NULL, 0);
+        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        usleep(200000);
+        run_tasks_and_exit();
+        ck_assert_int_eq(stub_count("error", "had exited before the step ended"), 1);
+        step_path(path, sizeof(path), 0, "plugin.json");
+        ck_assert_ptr_nonnull(
+            strstr(slurp_file(path, buf, sizeof(buf)), "\"agent\":{\"status\":\"exited\""));
+}
+END_TEST
+
 /* runtime_dir=...%h... keeps the records of several slurmd on one machine
  * apart (test cluster): the host name goes into the path. */
 START_TEST(runtime_dir_host_escape)
@@ -869,6 +887,7 @@ static Suite *plugin_suite(void)
         tcase_add_test(tc, job_epilog_backstop_restores_a_killed_step);
         tcase_add_test(tc, runtime_dir_host_escape);
         tcase_add_test(tc, unknown_cores_touch_nothing);
+        tcase_add_test(tc, agent_dying_early_is_reported);
         tcase_add_test(tc, remote_never_fails_on_values);
         suite_add_tcase(s, tc);
 
