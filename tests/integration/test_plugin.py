@@ -430,7 +430,7 @@ class Tasks(PluginCase):
 
 
 class Commands(PluginCase):
-    """Every option given to salloc and to a bare srun reaches the tasks."""
+    """Every option given to sbatch, salloc and a bare srun reaches the tasks."""
 
     OPTS = ["--mpi-pstate", "--mpi-pstate-threshold=2ms", "--mpi-pstate-low=1.8GHz",
             "--mpi-pstate-governor=performance", "--mpi-pstate-bind=compact"]
@@ -443,6 +443,12 @@ class Commands(PluginCase):
         self.assertEqual((rec["mode"], rec["governor"]), ("on", "performance"), rec)
         lt.wait_job(job)
         self.assert_nodes_restored(("n1",))
+
+    def test_sbatch_options_reach_every_step(self) -> None:
+        wd = self.workdir("sbatch-options")
+        job, out = self.batch(wd, ["-N1", "-w", "n1", "-n2", *self.OPTS],
+                              "srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 10 40")
+        self.check_options(out, job)
 
     def test_salloc_then_srun(self) -> None:
         wd = self.workdir("salloc")
