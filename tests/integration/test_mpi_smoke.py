@@ -3,6 +3,7 @@ them, across both nodes of the local cluster, as the non-root test user."""
 from __future__ import annotations
 
 import re
+import time
 import unittest
 
 import labtools as lt
@@ -50,7 +51,12 @@ class MpiSmoke(unittest.TestCase):
             lang = b.split("_", 1)[1]
             self.check_output("\n".join(l for l in out.splitlines() if f"hello {lang} " in l), 2, lang)
         # sacct knows the job, its nodes and the launcher's steps.
-        rows = lt.sacct(job, ["JobID", "State", "NodeList", "User"], allocation_only=False)
+        # slurmdbd may still hold the batch host only for a moment after the end.
+        for _ in range(50):
+            rows = lt.sacct(job, ["JobID", "State", "NodeList", "User"], allocation_only=False)
+            if any(r["JobID"] == str(job) and r["NodeList"] == "n[1-2]" for r in rows):
+                break
+            time.sleep(0.2)
         alloc = [r for r in rows if r["JobID"] == str(job)]
         self.assertEqual(len(alloc), 1, rows)
         self.assertEqual(alloc[0]["NodeList"], "n[1-2]", rows)
