@@ -9,7 +9,20 @@ here=$(dirname "$(readlink -f "$0")")
 nd=$lab/nodes/$node
 
 hostname "$node"
-mount --bind "$nd/tmp" /tmp
+# The node gets a private /tmp.  A checkout that lives below /tmp (CI clones
+# may) must stay visible at its own path inside the node, or neither this
+# script's helpers nor the tests' build trees could be run there.
+top=$(readlink -f "$here/../..")
+case $top in
+/tmp/*)
+        mkdir -p "$nd/checkout"
+        mount --bind "$top" "$nd/checkout"
+        mount --bind "$nd/tmp" /tmp
+        mkdir -p "$top"
+        mount --bind "$nd/checkout" "$top"
+        ;;
+*) mount --bind "$nd/tmp" /tmp ;;
+esac
 mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm
 
 # Overlays over sysfs let us add cpufreq links and the powercap class while the
