@@ -1,7 +1,7 @@
 /* mpi-pstate-dbcomment: the one writer of mpi-pstate's summary into a job's
  * accounting record, and the reader of the job as slurmctld sees it.
  *
- *   mpi-pstate-dbcomment [--cluster NAME] --set JOBID < TEXT
+ *   mpi-pstate-dbcomment [--cluster NAME] --set JOBID[_TASK] < TEXT
  *       AdminComment of JOBID in slurmdbd := TEXT (stdin, at most 65535
  *       bytes, no NUL).  Works after the job ended, with quotes intact.
  *   mpi-pstate-dbcomment --show JOBID
@@ -40,7 +40,7 @@ extern char *slurm_job_state_string(uint32_t inx);
 
 static void usage(FILE *f)
 {
-        fprintf(f, "usage: mpi-pstate-dbcomment [--cluster NAME] --set JOBID < TEXT\n"
+        fprintf(f, "usage: mpi-pstate-dbcomment [--cluster NAME] --set JOBID[_TASK] < TEXT\n"
                    "       mpi-pstate-dbcomment --show JOBID\n");
 }
 
@@ -97,14 +97,17 @@ static int show(uint32_t job_id)
         return fflush(stdout) == 0 ? 0 : 1;
 }
 
-static int set(uint32_t job_id, const char *cluster_arg, char *text)
+/* task == NO_VAL: a plain job id.  slurmdbd reads a plain id as "this job
+ * or the array it heads", so for the array task that keeps the array's own
+ * id, only JOBID_TASK selects that one task and spares its siblings. */
+static int set(uint32_t job_id, uint32_t task, const char *cluster_arg, char *text)
 {
         slurmdb_job_cond_t cond;
         slurmdb_job_rec_t *job = NULL;
         slurm_conf_t *conf = NULL;
         void *db = NULL;
         List ret = NULL;
-        char id[16];
+        char id[32];
         const char *cluster = cluster_arg;
         int rc = 1;
 
@@ -117,7 +120,10 @@ static int set(uint32_t job_id, const char *cluster_arg, char *text)
                 }
                 cluster = conf->cluster_name;
         }
-        snprintf(id, sizeof(id), "%u", job_id);
+        if (task == NO_VAL)
+                snprintf(id, sizeof(id), "%u", job_id);
+        else
+                snprintf(id, sizeof(id), "%u_%u", job_id, task);
         cond.step_list = slurm_list_create(NULL);
         cond.cluster_list = slurm_list_create(NULL);
         slurm_addto_step_list(cond.step_list, id);
@@ -168,9 +174,11 @@ out:
 
 int main(int argc, char **argv)
 {
-        const char *cluster = NULL, *mode = NULL, *idtext = NULL;
+        const char *cluster = NULL, *mode = NULL;
+        char *idtext = NULL;
         char *text = NULL;
-        uint64_t id;
+        uint64_t id, task = NO_VAL;
+        char *under;
         int rc;
 
         for (int i = 1; i < argc; i++) {
@@ -188,6 +196,15 @@ int main(int argc, char **argv)
                         return 2;
                 }
         }
+        /* JOBID_TASK (array task) is accepted for --set only. */
+        under = idtext ? strchr(idtext, '_') : NULL;
+        if (under && mode && !strcmp(mode, "--set")) {
+                *under = '\0';
+                if (mpi_pstate_parse_u64(under + 1, 0, UINT32_MAX - 2, &task) != 0) {
+                        usage(stderr);
+                        return 2;
+                }
+        }
         if (!mode || mpi_pstate_parse_u64(idtext, 1, UINT32_MAX - 1, &id) != 0 ||
             (cluster && (!*cluster || strlen(cluster) > 64))) {
                 usage(stderr);
@@ -197,7 +214,7 @@ int main(int argc, char **argv)
         if (!strcmp(mode, "--set") && !(text = read_text()))
                 return 1;
         slurm_init(NULL);
-        rc = text ? set((uint32_t)id, cluster, text) : show((uint32_t)id);
+        rc = text ? set((uint32_t)id, (uint32_t)task, cluster, text) : show((uint32_t)id);
         slurm_fini();
         free(text);
         return rc;

@@ -122,14 +122,14 @@ def wait_db_final(job: int, dl: Deadline) -> Optional[slurm.SacctJob]:
 
 
 def write_comment(db: slurm.DbTool, job: int, text: str, ours: str, dl: Deadline,
-                  cluster: Optional[str]) -> str:
+                  cluster: Optional[str], array: Optional[str] = None) -> str:
     """Writes and reads back until the summary is in slurmdbd; returns
     "written", "not in database" or "not confirmed"."""
     pause = 0.3
     result = "not in database"
     while True:
         try:
-            rc = db.set(job, text, cluster)
+            rc = db.set(job, text, cluster, array=array)
             if rc == 0:
                 row = slurm.sacct_one(job)
                 if row and ours in row.admin_comment:
@@ -182,7 +182,7 @@ def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: list[str],
         write_detail(cfg, job, detail, trusted)
     except OSError as e:
         log.error(f"cannot write {cfg.collect_dir}/{job}/{collect.JOB_FILE}: {e}")
-    result = write_comment(db, job, text, ours, dl, cluster)
+    result = write_comment(db, job, text, ours, dl, cluster, array)
     lvl = log.info if result == "written" else log.error
     lvl(f"job {job}: summary {result} ({len(ours)} bytes): {summary.line(detail['summary'])}")
     return result

@@ -98,9 +98,13 @@ class DbTool:
         return words[0], words[1], comment
 
     def set(self, job: int, text: str, cluster: Optional[str] = None,
-            timeout: float = 60) -> int:
-        """0 written; 3 job not in the database (yet); raises on other errors."""
-        argv = [self.path] + (["--cluster", cluster] if cluster else []) + ["--set", str(job)]
+            timeout: float = 60, array: Optional[str] = None) -> int:
+        """0 written; 3 job not in the database (yet); raises on other errors.
+        array ("J_T") names an array task: slurmdbd takes a bare id that is
+        also an array's id for the whole array, which would overwrite the
+        summaries of the task's siblings."""
+        argv = [self.path] + (["--cluster", cluster] if cluster else []) + \
+            ["--set", array or str(job)]
         r = run(argv, timeout=timeout, stdin=text)
         if r.returncode in (0, 3):
             return r.returncode

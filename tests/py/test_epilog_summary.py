@@ -164,7 +164,7 @@ class Fakes(unittest.TestCase):
     def patches(self):  # noqa: ANN201
         return [mock.patch.object(slurm.DbTool, "show", lambda s, j, timeout=30: self.fake_show(j)),
                 mock.patch.object(slurm.DbTool, "set",
-                                  lambda s, j, t, c=None, timeout=60: self.fake_set(j, t)),
+                                  lambda s, j, t, c=None, timeout=60, array=None: self.fake_set(j, t)),
                 mock.patch.object(slurm, "sacct_one",
                                   lambda j, timeout=30: self.sacct_hook(j, timeout)),
                 mock.patch.object(log, "_stream", [self.err])]
