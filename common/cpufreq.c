@@ -1,9 +1,9 @@
 #include "cpufreq.h"
+#include "errmsg.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,18 +30,6 @@ static const char *const mech_names[] = {
     [MPI_PSTATE_CPUFREQ_MECH_MAXFREQ] = "max_freq",
     [MPI_PSTATE_CPUFREQ_MECH_SETSPEED] = "setspeed",
 };
-
-__attribute__((format(printf, 3, 4))) static void seterr(char *err, size_t errlen, const char *fmt,
-                                                         ...)
-{
-        va_list ap;
-
-        if (!err || errlen == 0)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-}
 
 static int join(char *out, size_t outlen, const char *dir, const char *file)
 {
@@ -323,7 +311,7 @@ static int load_policy(struct mpi_pstate_cpufreq_policy *p, const char *name, co
         }
 out:
         if (rc && rc != -ENOENT)
-                seterr(err, errlen, "%s/%s: %s", dir, what, strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s/%s: %s", dir, what, strerror(-rc));
         free(buf);
         return rc;
 }
@@ -480,7 +468,7 @@ EXPORT int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cp
         read_node_extras(cpudir, node);
         rc = find_policies(cpudir, &names);
         if (rc) {
-                seterr(err, errlen, "%s: %s", cpudir, strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s: %s", cpudir, strerror(-rc));
                 goto fail;
         }
         node->policies = calloc(names.n ? names.n : 1, sizeof(*node->policies));
@@ -508,8 +496,8 @@ EXPORT int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cp
         }
         if (node->npolicies == 0) {
                 rc = -ENODEV;
-                seterr(err, errlen, "%s: no cpufreq driver (no policy with a scaling_driver)",
-                       cpudir);
+                mpi_pstate_errmsg_set(
+                    err, errlen, "%s: no cpufreq driver (no policy with a scaling_driver)", cpudir);
                 goto fail;
         }
         qsort(node->policies, node->npolicies, sizeof(*node->policies), cmp_policy);
@@ -522,8 +510,9 @@ EXPORT int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cp
                                 continue;
                         if (node->cpu_policy[c] >= 0) {
                                 rc = -EINVAL;
-                                seterr(err, errlen, "cpu%zu is in both %s and %s", c,
-                                       node->policies[node->cpu_policy[c]].name, p->name);
+                                mpi_pstate_errmsg_set(err, errlen, "cpu%zu is in both %s and %s", c,
+                                                      node->policies[node->cpu_policy[c]].name,
+                                                      p->name);
                                 goto fail;
                         }
                         node->cpu_policy[c] = (int)i;
@@ -614,22 +603,23 @@ EXPORT int mpi_pstate_cpufreq_mech_choose(const struct mpi_pstate_cpufreq_policy
                 return 0;
         case MPI_PSTATE_CPUFREQ_MECH_SETSPEED:
                 if (!p->has_userspace) {
-                        seterr(err, errlen, "%s: driver %s has no userspace governor", p->name,
-                               p->driver);
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "%s: driver %s has no userspace governor", p->name,
+                                              p->driver);
                         return -EOPNOTSUPP;
                 }
                 if (!may_switch) {
-                        seterr(err, errlen,
-                               "%s: setspeed needs the userspace governor, and "
-                               "governor changes are not allowed",
-                               p->name);
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "%s: setspeed needs the userspace governor, and "
+                                              "governor changes are not allowed",
+                                              p->name);
                         return -EPERM;
                 }
                 if (job_governor && strcmp(job_governor, "userspace") != 0) {
-                        seterr(err, errlen,
-                               "%s: setspeed needs the userspace governor, the "
-                               "job asked for %s",
-                               p->name, job_governor);
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "%s: setspeed needs the userspace governor, the "
+                                              "job asked for %s",
+                                              p->name, job_governor);
                         return -EINVAL;
                 }
                 *out = requested;
@@ -642,7 +632,7 @@ EXPORT int mpi_pstate_cpufreq_mech_choose(const struct mpi_pstate_cpufreq_policy
                         *out = MPI_PSTATE_CPUFREQ_MECH_MAXFREQ;
                 return 0;
         }
-        seterr(err, errlen, "invalid mechanism %d", (int)requested);
+        mpi_pstate_errmsg_set(err, errlen, "invalid mechanism %d", (int)requested);
         return -EINVAL;
 }
 
@@ -687,16 +677,16 @@ EXPORT int mpi_pstate_cpufreq_plan(const struct mpi_pstate_cpufreq_policy *p,
         if (lim && lim->ceiling_khz && lim->ceiling_khz < hi)
                 hi = lim->ceiling_khz;
         if (lo > hi) {
-                seterr(err, errlen,
-                       "%s: admin limits leave no frequency (%u..%u kHz allowed, "
-                       "hardware %u..%u kHz)",
-                       p->name, lim ? lim->floor_khz : 0, lim ? lim->ceiling_khz : 0,
-                       p->cpuinfo_min_khz, p->cpuinfo_max_khz);
+                mpi_pstate_errmsg_set(err, errlen,
+                                      "%s: admin limits leave no frequency (%u..%u kHz allowed, "
+                                      "hardware %u..%u kHz)",
+                                      p->name, lim ? lim->floor_khz : 0, lim ? lim->ceiling_khz : 0,
+                                      p->cpuinfo_min_khz, p->cpuinfo_max_khz);
                 return -EINVAL;
         }
         if (req->min_khz && req->max_khz && req->min_khz > req->max_khz) {
-                seterr(err, errlen, "minimum frequency %u kHz above maximum %u kHz", req->min_khz,
-                       req->max_khz);
+                mpi_pstate_errmsg_set(err, errlen, "minimum frequency %u kHz above maximum %u kHz",
+                                      req->min_khz, req->max_khz);
                 return -EINVAL;
         }
         memset(&s, 0, sizeof(s));
@@ -712,10 +702,10 @@ EXPORT int mpi_pstate_cpufreq_plan(const struct mpi_pstate_cpufreq_policy *p,
         gov = req->governor ? req->governor : p->cur.governor;
         if (mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED) {
                 if (req->governor && strcmp(req->governor, "userspace") != 0) {
-                        seterr(err, errlen,
-                               "governor %s conflicts with the setspeed mechanism, "
-                               "which needs userspace",
-                               req->governor);
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "governor %s conflicts with the setspeed mechanism, "
+                                              "which needs userspace",
+                                              req->governor);
                         return -EINVAL;
                 }
                 gov = "userspace";
@@ -723,18 +713,21 @@ EXPORT int mpi_pstate_cpufreq_plan(const struct mpi_pstate_cpufreq_policy *p,
         if (strcmp(gov, p->cur.governor) != 0) {
                 if (!mpi_pstate_cpufreq_valid_name(gov) ||
                     !mpi_pstate_cpufreq_has_governor(p, gov)) {
-                        seterr(err, errlen, "%s: governor '%.32s' is not available (driver %s)",
-                               p->name, gov, p->driver);
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "%s: governor '%.32s' is not available (driver %s)",
+                                              p->name, gov, p->driver);
                         return -EINVAL;
                 }
                 if (!lim || !lim->allow_governor) {
-                        seterr(err, errlen, "%s: changing the governor (%s -> %s) is not allowed",
-                               p->name, p->cur.governor, gov);
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "%s: changing the governor (%s -> %s) is not allowed",
+                                              p->name, p->cur.governor, gov);
                         return -EPERM;
                 }
                 if (lim->governors && !in_list(lim->governors, gov)) {
-                        seterr(err, errlen, "%s: governor %s is not among those allowed (%.64s)",
-                               p->name, gov, lim->governors);
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "%s: governor %s is not among those allowed (%.64s)",
+                                              p->name, gov, lim->governors);
                         return -EPERM;
                 }
         }
@@ -806,7 +799,8 @@ EXPORT int mpi_pstate_cpufreq_apply(const struct mpi_pstate_cpufreq_policy *p,
         int rc = mpi_pstate_cpufreq_read_settings(p, &cur);
 
         if (rc) {
-                seterr(err, errlen, "%s: reading current settings: %s", p->name, strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s: reading current settings: %s", p->name,
+                                      strerror(-rc));
                 return rc;
         }
         n = mpi_pstate_cpufreq_plan_writes(&cur, target, w);
@@ -820,8 +814,8 @@ EXPORT int mpi_pstate_cpufreq_apply(const struct mpi_pstate_cpufreq_policy *p,
                         rc = mpi_pstate_safeio_write_attr(AT_FDCWD, path, value);
                 }
                 if (rc) {
-                        seterr(err, errlen, "%s: writing %s=%s: %s", p->name, file, w[i].value,
-                               strerror(-rc));
+                        mpi_pstate_errmsg_set(err, errlen, "%s: writing %s=%s: %s", p->name, file,
+                                              w[i].value, strerror(-rc));
                         return rc;
                 }
         }
@@ -845,27 +839,32 @@ EXPORT int mpi_pstate_cpufreq_domain_prepare(struct mpi_pstate_cpufreq_domain *d
         } else if (mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED) {
                 file = "scaling_setspeed";
         } else {
-                seterr(err, errlen, "%s: mechanism must be resolved before prepare", p->name);
+                mpi_pstate_errmsg_set(err, errlen, "%s: mechanism must be resolved before prepare",
+                                      p->name);
                 return -EINVAL;
         }
         if (low_khz > high_khz || low_khz < p->cpuinfo_min_khz || high_khz > p->cpuinfo_max_khz) {
-                seterr(err, errlen, "%s: need %u <= low %u <= high %u <= %u kHz", p->name,
-                       p->cpuinfo_min_khz, low_khz, high_khz, p->cpuinfo_max_khz);
+                mpi_pstate_errmsg_set(err, errlen, "%s: need %u <= low %u <= high %u <= %u kHz",
+                                      p->name, p->cpuinfo_min_khz, low_khz, high_khz,
+                                      p->cpuinfo_max_khz);
                 return -ERANGE;
         }
         rc = mpi_pstate_cpufreq_read_settings(p, &cur);
         if (rc) {
-                seterr(err, errlen, "%s: reading current settings: %s", p->name, strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s: reading current settings: %s", p->name,
+                                      strerror(-rc));
                 return rc;
         }
         if (mech == MPI_PSTATE_CPUFREQ_MECH_MAXFREQ && low_khz < cur.min_khz) {
-                seterr(err, errlen, "%s: low %u kHz is below scaling_min_freq %u kHz", p->name,
-                       low_khz, cur.min_khz);
+                mpi_pstate_errmsg_set(err, errlen,
+                                      "%s: low %u kHz is below scaling_min_freq %u kHz", p->name,
+                                      low_khz, cur.min_khz);
                 return -ERANGE;
         }
         if (mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED && strcmp(cur.governor, "userspace") != 0) {
-                seterr(err, errlen, "%s: setspeed needs the userspace governor, %s is active",
-                       p->name, cur.governor);
+                mpi_pstate_errmsg_set(err, errlen,
+                                      "%s: setspeed needs the userspace governor, %s is active",
+                                      p->name, cur.governor);
                 return -EINVAL;
         }
         d->mech = mech;
@@ -883,7 +882,7 @@ EXPORT int mpi_pstate_cpufreq_domain_prepare(struct mpi_pstate_cpufreq_domain *d
         d->fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
         if (d->fd < 0) {
                 rc = -errno;
-                seterr(err, errlen, "%s: %s", path, strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s: %s", path, strerror(-rc));
                 return rc;
         }
         return 0;

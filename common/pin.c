@@ -1,8 +1,8 @@
 #include "pin.h"
+#include "errmsg.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,18 +32,6 @@ static const char *const level_names[] = {
     [MPI_PSTATE_PIN_LEVEL_PACKAGE] = "package",
     [MPI_PSTATE_PIN_LEVEL_MACHINE] = "node",
 };
-
-__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen, const char *fmt,
-                                                          ...)
-{
-        va_list ap;
-
-        if (!err || errlen == 0)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-}
 
 /* Slurm counts a PU as a core when the machine reports no cores; do the same
  * so that core indices keep meaning what slurmd meant. */
@@ -307,8 +295,9 @@ static int collect_cores(hwloc_topology_t topo, hwloc_const_bitmap_t alloc, stru
                 hwloc_obj_t obj = hwloc_get_obj_by_type(topo, type, i);
                 hwloc_obj_t pkg, nn = NULL;
                 if (!obj || k >= n) {
-                        set_err(err, errlen, "allocated core %u is not on this node (%d cores)", i,
-                                ncores);
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "allocated core %u is not on this node (%d cores)", i,
+                                              ncores);
                         return -ERANGE;
                 }
                 pkg = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, obj);
@@ -330,24 +319,26 @@ static int collect_cores(hwloc_topology_t topo, hwloc_const_bitmap_t alloc, stru
 static int check_req(const struct mpi_pstate_pin_req *req, char *err, size_t errlen)
 {
         if ((unsigned)req->mode >= NMODES) {
-                set_err(err, errlen, "unknown pinning mode %d", (int)req->mode);
+                mpi_pstate_errmsg_set(err, errlen, "unknown pinning mode %d", (int)req->mode);
                 return -EINVAL;
         }
         if ((unsigned)req->smt >= NSMT) {
-                set_err(err, errlen, "unknown SMT policy %d", (int)req->smt);
+                mpi_pstate_errmsg_set(err, errlen, "unknown SMT policy %d", (int)req->smt);
                 return -EINVAL;
         }
         if (req->ntasks == 0 || req->task >= req->ntasks) {
-                set_err(err, errlen, "task %u out of range: %u local tasks", req->task,
-                        req->ntasks);
+                mpi_pstate_errmsg_set(err, errlen, "task %u out of range: %u local tasks",
+                                      req->task, req->ntasks);
                 return -EINVAL;
         }
         if (req->cores_per_task > MPI_PSTATE_PIN_MAX_INDEX + 1) {
-                set_err(err, errlen, "%u cores per task is beyond any node", req->cores_per_task);
+                mpi_pstate_errmsg_set(err, errlen, "%u cores per task is beyond any node",
+                                      req->cores_per_task);
                 return -ERANGE;
         }
         if ((req->mode == MPI_PSTATE_PIN_USER) != (req->user_cpus != NULL)) {
-                set_err(err, errlen, "a user CPU mask goes with mode user and only with it");
+                mpi_pstate_errmsg_set(err, errlen,
+                                      "a user CPU mask goes with mode user and only with it");
                 return -EINVAL;
         }
         return 0;
@@ -365,7 +356,7 @@ EXPORT int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate
         int rc, w;
 
         if (!topo || !req || !out) {
-                set_err(err, errlen, "missing topology, request or output set");
+                mpi_pstate_errmsg_set(err, errlen, "missing topology, request or output set");
                 return -EINVAL;
         }
         rc = check_req(req, err, errlen);
@@ -382,7 +373,8 @@ EXPORT int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate
         if (req->alloc_cores) {
                 rc = check_bounded(req->alloc_cores);
                 if (rc) {
-                        set_err(err, errlen, "allocated core list is unbounded or too large");
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "allocated core list is unbounded or too large");
                         goto out;
                 }
                 rc = hwloc_bitmap_copy(all, req->alloc_cores) < 0 ? -ENOMEM : 0;
@@ -394,7 +386,7 @@ EXPORT int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate
                 goto out;
         w = hwloc_bitmap_weight(all);
         if (w <= 0) {
-                set_err(err, errlen, "empty core allocation");
+                mpi_pstate_errmsg_set(err, errlen, "empty core allocation");
                 rc = -EINVAL;
                 goto out;
         }
@@ -429,9 +421,10 @@ EXPORT int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate
                                 snprintf(abuf, sizeof(abuf), "(long list)");
                         if (mpi_pstate_pin_cpulist_format(req->user_cpus, ubuf, sizeof(ubuf)))
                                 snprintf(ubuf, sizeof(ubuf), "(long list)");
-                        set_err(err, errlen,
-                                "task %u: user CPU mask %s has no CPU in the allocation %s",
-                                req->task, ubuf, abuf);
+                        mpi_pstate_errmsg_set(
+                            err, errlen,
+                            "task %u: user CPU mask %s has no CPU in the allocation %s", req->task,
+                            ubuf, abuf);
                         rc = -EINVAL;
                 }
                 goto out;
@@ -484,7 +477,7 @@ out:
                 }
         }
         if (rc == -ENOMEM)
-                set_err(err, errlen, "out of memory");
+                mpi_pstate_errmsg_set(err, errlen, "out of memory");
         layout_free(&best);
         layout_free(&cur);
         free(cores);

@@ -1,10 +1,10 @@
 #include "restore.h"
+#include "errmsg.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,18 +17,6 @@
 #define EXPORT __attribute__((visibility("default")))
 
 #define RECORD_UID 0 /* only root writes records; anything else is not ours */
-
-__attribute__((format(printf, 3, 4))) static void seterr(char *err, size_t errlen, const char *fmt,
-                                                         ...)
-{
-        va_list ap;
-
-        if (!err || errlen == 0)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-}
 
 /* "policy<N>" or "cpu<N>", N up to 7 digits: the only names that become paths. */
 static bool valid_policy_name(const char *s)
@@ -210,34 +198,36 @@ EXPORT int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpuf
         memcpy(r.driver, p->driver, sizeof(r.driver));
         rc = mpi_pstate_cpufreq_read_settings(p, &r.saved);
         if (rc) {
-                seterr(err, errlen, "%s: reading settings to save: %s", p->name, strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s: reading settings to save: %s", p->name,
+                                      strerror(-rc));
                 goto out;
         }
         n = mpi_pstate_restore_format(&r, text, sizeof(text));
         if (n < 0) {
                 rc = n;
-                seterr(err, errlen, "%s: cannot format a record: %s", p->name, strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s: cannot format a record: %s", p->name,
+                                      strerror(-rc));
                 goto out;
         }
         dirfd = mpi_pstate_safeio_open_dir(dir, 1, 0700);
         if (dirfd < 0) {
                 rc = dirfd;
-                seterr(err, errlen, "%s: %s", dir, strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s: %s", dir, strerror(-rc));
                 goto out;
         }
         rc = mpi_pstate_safeio_write_atomic(dirfd, r.policy, text, (size_t)n, 0600, 1);
         if (rc == -EEXIST) {
                 rc = load_at(dirfd, r.policy, &old);
                 if (rc)
-                        seterr(err, errlen, "%s/%s exists and cannot be trusted: %s", dir, r.policy,
-                               strerror(-rc));
+                        mpi_pstate_errmsg_set(err, errlen, "%s/%s exists and cannot be trusted: %s",
+                                              dir, r.policy, strerror(-rc));
                 else if (!same_owner(&old.owner, who)) {
                         rc = -EBUSY;
-                        seterr(err, errlen, "%s is held by job %u step %u", r.policy,
-                               old.owner.job_id, old.owner.step_id);
+                        mpi_pstate_errmsg_set(err, errlen, "%s is held by job %u step %u", r.policy,
+                                              old.owner.job_id, old.owner.step_id);
                 }
         } else if (rc) {
-                seterr(err, errlen, "%s/%s: %s", dir, r.policy, strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s/%s: %s", dir, r.policy, strerror(-rc));
         }
 out:
         if (dirfd >= 0)
@@ -266,13 +256,14 @@ static int restore_at(int dirfd, const char *dir, const char *sysroot, const cha
         if (rc == -ENOENT)
                 return 0;
         if (rc) {
-                seterr(err, errlen, "%s/%s: untrusted record: %s", dir, name, strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s/%s: untrusted record: %s", dir, name,
+                                      strerror(-rc));
                 return rc;
         }
         if (!owner_matches(&r.owner, who, flags)) {
                 *foreign = true;
-                seterr(err, errlen, "%s/%s belongs to job %u step %u", dir, name, r.owner.job_id,
-                       r.owner.step_id);
+                mpi_pstate_errmsg_set(err, errlen, "%s/%s belongs to job %u step %u", dir, name,
+                                      r.owner.job_id, r.owner.step_id);
                 return -EPERM;
         }
         /* apply() needs only the directory and name of the policy. */
@@ -294,8 +285,8 @@ static int restore_at(int dirfd, const char *dir, const char *sysroot, const cha
                 goto out;
         if (unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) {
                 rc = -errno;
-                seterr(err, errlen, "%s/%s: restored but not removed: %s", dir, name,
-                       strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s/%s: restored but not removed: %s", dir, name,
+                                      strerror(-rc));
                 goto out;
         }
         rc = 1;
@@ -317,7 +308,7 @@ EXPORT int mpi_pstate_restore_policy(const char *dir, const char *sysroot, const
         if (dirfd == -ENOENT)
                 return 0; /* nothing was ever saved */
         if (dirfd < 0) {
-                seterr(err, errlen, "%s: %s", dir, strerror(-dirfd));
+                mpi_pstate_errmsg_set(err, errlen, "%s: %s", dir, strerror(-dirfd));
                 return dirfd;
         }
         rc = restore_at(dirfd, dir, sysroot, name, who, flags, &foreign, err, errlen);
@@ -356,7 +347,7 @@ EXPORT int mpi_pstate_restore_all(const char *dir, const char *sysroot,
                 goto out;
         if (dirfd < 0) {
                 rc = dirfd;
-                seterr(err, errlen, "%s: %s", dir, strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s: %s", dir, strerror(-rc));
                 note_failure(&s, dir, rc);
                 goto out;
         }
@@ -404,7 +395,7 @@ EXPORT int mpi_pstate_restore_all(const char *dir, const char *sysroot,
                         s.foreign++;
                 } else if (r < 0) {
                         if (!s.first_error)
-                                seterr(err, errlen, "%s", msg);
+                                mpi_pstate_errmsg_set(err, errlen, "%s", msg);
                         note_failure(&s, name, r);
                 }
         }

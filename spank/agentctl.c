@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,19 +14,8 @@
 #include <unistd.h>
 
 #include "parse.h"
+#include "errmsg.h"
 #include "safeio.h"
-
-__attribute__((format(printf, 3, 4))) static void seterr(char *err, size_t errlen, const char *fmt,
-                                                         ...)
-{
-        va_list ap;
-
-        if (!err || errlen == 0)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-}
 
 /* Appends one number as a string into buf; NULL when it does not fit. */
 static char *num(char *buf, size_t buflen, size_t *used, uint64_t v)
@@ -151,29 +139,29 @@ int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *out,
 
         rc = mpi_pstate_agentctl_argv(a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS);
         if (rc < 0) {
-                seterr(err, errlen, "cannot build the agent's command line");
+                mpi_pstate_errmsg_set(err, errlen, "cannot build the agent's command line");
                 return rc;
         }
         /* Checked here so that a missing agent is one clear log line, not an
          * exit status of a grandchild nobody waits for. */
         if (stat(a->path, &st) != 0) {
                 rc = -errno;
-                seterr(err, errlen, "%s: %s", a->path, strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "%s: %s", a->path, strerror(-rc));
                 return rc;
         }
         if (!S_ISREG(st.st_mode) || !(st.st_mode & S_IXUSR)) {
-                seterr(err, errlen, "%s: not an executable file", a->path);
+                mpi_pstate_errmsg_set(err, errlen, "%s: not an executable file", a->path);
                 return -EACCES;
         }
         if (pipe2(p, O_CLOEXEC) != 0) {
                 rc = -errno;
-                seterr(err, errlen, "pipe: %s", strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "pipe: %s", strerror(-rc));
                 return rc;
         }
         pid = fork();
         if (pid < 0) {
                 rc = -errno;
-                seterr(err, errlen, "fork: %s", strerror(-rc));
+                mpi_pstate_errmsg_set(err, errlen, "fork: %s", strerror(-rc));
                 goto out;
         }
         if (pid == 0) {
@@ -189,7 +177,7 @@ int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *out,
                 ;
         if (n != (ssize_t)sizeof(agent) || agent <= 0) {
                 rc = -ECHILD;
-                seterr(err, errlen, "the agent could not be started");
+                mpi_pstate_errmsg_set(err, errlen, "the agent could not be started");
                 goto out;
         }
         *out = agent;
