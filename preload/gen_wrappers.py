@@ -497,7 +497,8 @@ $end
 #endif
 """)
 
-C_INIT = Template("""\
+# MPI_Init* and MPI_Finalize differ only in the hook pair they call.
+C_LIFECYCLE = """\
 #if MP_SINCE($maj, $min)
 $ret $name($formals)
 {
@@ -509,35 +510,16 @@ $ret $name($formals)
                 tls->depth--;
                 return rc;
         }
-        uint64_t t0 = mpi_pstate_hook_init_begin();
+        uint64_t t0 = mpi_pstate_hook_@PHASE@_begin();
         rc = P$name($args);
-        mpi_pstate_hook_init_end($fid, t0);
+        mpi_pstate_hook_@PHASE@_end($fid, t0);
         tls->depth--;
         return rc;
 }
 #endif
-""")
-
-C_FINALIZE = Template("""\
-#if MP_SINCE($maj, $min)
-$ret $name($formals)
-{
-        struct mpi_pstate_tls *tls = &mpi_pstate_tls;
-        $ret rc;
-
-        if (tls->depth++) {
-                rc = P$name($args);
-                tls->depth--;
-                return rc;
-        }
-        uint64_t t0 = mpi_pstate_hook_finalize_begin();
-        rc = P$name($args);
-        mpi_pstate_hook_finalize_end($fid, t0);
-        tls->depth--;
-        return rc;
-}
-#endif
-""")
+"""
+C_INIT = Template(C_LIFECYCLE.replace("@PHASE@", "init"))
+C_FINALIZE = Template(C_LIFECYCLE.replace("@PHASE@", "finalize"))
 
 C_ABORT = Template("""\
 #if MP_SINCE($maj, $min)
@@ -578,7 +560,7 @@ $end
 }
 """)
 
-F_INIT = Template("""\
+F_LIFECYCLE = """\
 typedef void (*mp_f_$name)($fformals_types);
 static void f_$name(unsigned sym, $fformals)
 {
@@ -590,31 +572,14 @@ static void f_$name(unsigned sym, $fformals)
                 tls->depth--;
                 return;
         }
-        uint64_t t0 = mpi_pstate_hook_init_begin();
+        uint64_t t0 = mpi_pstate_hook_@PHASE@_begin();
         real($fargs_list);
-        mpi_pstate_hook_init_end($fid, t0);
+        mpi_pstate_hook_@PHASE@_end($fid, t0);
         tls->depth--;
 }
-""")
-
-F_FINALIZE = Template("""\
-typedef void (*mp_f_$name)($fformals_types);
-static void f_$name(unsigned sym, $fformals)
-{
-        mp_f_$name real = (mp_f_$name)mpi_pstate_rt.next[sym];
-        struct mpi_pstate_tls *tls = &mpi_pstate_tls;
-
-        if (tls->depth++) {
-                real($fargs_list);
-                tls->depth--;
-                return;
-        }
-        uint64_t t0 = mpi_pstate_hook_finalize_begin();
-        real($fargs_list);
-        mpi_pstate_hook_finalize_end($fid, t0);
-        tls->depth--;
-}
-""")
+"""
+F_INIT = Template(F_LIFECYCLE.replace("@PHASE@", "init"))
+F_FINALIZE = Template(F_LIFECYCLE.replace("@PHASE@", "finalize"))
 
 F_ABORT = Template("""\
 typedef void (*mp_f_$name)($fformals_types);
