@@ -137,17 +137,6 @@ EXPORT int mpi_pstate_options_is_bare(const char *value)
         return !value || value[0] == '\0' || strcmp(value, "(null)") == 0;
 }
 
-static int parse_word(const char *s, const char *const *words, size_t n, int *out)
-{
-        for (size_t i = 0; i < n; i++) {
-                if (strcasecmp(s, words[i]) == 0) {
-                        *out = (int)i;
-                        return 0;
-                }
-        }
-        return -EINVAL;
-}
-
 /* Parses s into the field of type t at p; p untouched on failure. */
 static int parse_value(enum value_type t, const char *s, void *p)
 {
@@ -156,17 +145,17 @@ static int parse_value(enum value_type t, const char *s, void *p)
 
         switch (t) {
         case TYPE_MODE:
-                rc = parse_word(s, mode_words, MPI_PSTATE_MODE_COUNT, &w);
+                rc = mpi_pstate_parse_word(s, mode_words, MPI_PSTATE_MODE_COUNT, &w);
                 if (rc == 0)
                         *(enum mpi_pstate_mode *)p = (enum mpi_pstate_mode)w;
                 return rc;
         case TYPE_GOVERNOR:
-                rc = parse_word(s, governor_words, MPI_PSTATE_GOVERNOR_COUNT, &w);
+                rc = mpi_pstate_parse_word(s, governor_words, MPI_PSTATE_GOVERNOR_COUNT, &w);
                 if (rc == 0)
                         *(enum mpi_pstate_governor *)p = (enum mpi_pstate_governor)w;
                 return rc;
         case TYPE_BIND:
-                rc = parse_word(s, bind_words, MPI_PSTATE_BIND_COUNT, &w);
+                rc = mpi_pstate_parse_word(s, bind_words, MPI_PSTATE_BIND_COUNT, &w);
                 if (rc == 0)
                         *(enum mpi_pstate_bind *)p = (enum mpi_pstate_bind)w;
                 return rc;

@@ -160,6 +160,19 @@ EXPORT int mpi_pstate_parse_duration_us(const char *s, uint64_t *us)
         return 0;
 }
 
+EXPORT int mpi_pstate_parse_word(const char *s, const char *const *words, size_t n, int *out)
+{
+        if (!s)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                if (words[i] && strcasecmp(s, words[i]) == 0) {
+                        *out = (int)i;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
 EXPORT int mpi_pstate_parse_bool(const char *s, bool *out)
 {
         static const char *const yes[] = {"yes", "true", "on", "1"};

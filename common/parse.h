@@ -5,6 +5,7 @@
 #ifndef MPI_PSTATE_PARSE_H
 #define MPI_PSTATE_PARSE_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Decimal unsigned integer, whole string, optional surrounding blanks and a
@@ -17,6 +18,10 @@ int mpi_pstate_parse_freq_khz(const char *s, uint64_t *khz);
 
 /* Duration to microseconds: "500" (µs), "500us", "2ms", "1.5ms", "1s". */
 int mpi_pstate_parse_duration_us(const char *s, uint64_t *us);
+
+/* s is one of words[0..n-1] (case-insensitive; NULL entries never match):
+ * *out = its index.  The parser of every enumerated setting. */
+int mpi_pstate_parse_word(const char *s, const char *const *words, size_t n, int *out);
 
 /* yes/no/true/false/on/off/1/0, case-insensitive; anything else is -EINVAL. */
 int mpi_pstate_parse_bool(const char *s, bool *out);

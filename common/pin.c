@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "parse.h"
 
@@ -491,16 +490,12 @@ out:
 
 EXPORT int mpi_pstate_pin_mode_parse(const char *s, enum mpi_pstate_pin_mode *out)
 {
-        unsigned i;
+        int i;
 
-        if (!s || !out)
+        if (!out || mpi_pstate_parse_word(s, mode_names, NMODES, &i) != 0)
                 return -EINVAL;
-        for (i = 0; i < NMODES; i++)
-                if (strcasecmp(s, mode_names[i]) == 0) {
-                        *out = (enum mpi_pstate_pin_mode)i;
-                        return 0;
-                }
-        return -EINVAL;
+        *out = (enum mpi_pstate_pin_mode)i;
+        return 0;
 }
 
 EXPORT const char *mpi_pstate_pin_mode_name(enum mpi_pstate_pin_mode mode)
@@ -510,16 +505,12 @@ EXPORT const char *mpi_pstate_pin_mode_name(enum mpi_pstate_pin_mode mode)
 
 EXPORT int mpi_pstate_pin_smt_parse(const char *s, enum mpi_pstate_pin_smt *out)
 {
-        unsigned i;
+        int i;
 
-        if (!s || !out)
+        if (!out || mpi_pstate_parse_word(s, smt_names, NSMT, &i) != 0)
                 return -EINVAL;
-        for (i = 0; i < NSMT; i++)
-                if (strcasecmp(s, smt_names[i]) == 0) {
-                        *out = (enum mpi_pstate_pin_smt)i;
-                        return 0;
-                }
-        return -EINVAL;
+        *out = (enum mpi_pstate_pin_smt)i;
+        return 0;
 }
 
 EXPORT const char *mpi_pstate_pin_smt_name(enum mpi_pstate_pin_smt smt)

@@ -17,7 +17,8 @@ START_TEST(u64_strict)
         ck_assert_int_eq(mpi_pstate_parse_u64("0x10", 0, 100, &v), -EINVAL);
         ck_assert_int_eq(mpi_pstate_parse_u64("12abc", 0, 100, &v), -EINVAL);
         ck_assert_int_eq(mpi_pstate_parse_u64("101", 0, 100, &v), -ERANGE);
-        ck_assert_int_eq(mpi_pstate_parse_u64("99999999999999999999999", 0, UINT64_MAX, &v), -ERANGE);
+        ck_assert_int_eq(mpi_pstate_parse_u64("99999999999999999999999", 0, UINT64_MAX, &v),
+                         -ERANGE);
         ck_assert_int_eq(mpi_pstate_parse_u64(NULL, 0, 100, &v), -EINVAL);
         ck_assert_uint_eq(v, 7);
 }
@@ -66,6 +67,23 @@ START_TEST(duration_units)
 }
 END_TEST
 
+START_TEST(words)
+{
+        static const char *const w[] = {"none", NULL, "Scatter"};
+        int i = -1;
+        ck_assert_int_eq(mpi_pstate_parse_word("scatter", w, 3, &i), 0);
+        ck_assert_int_eq(i, 2);
+        ck_assert_int_eq(mpi_pstate_parse_word("NONE", w, 3, &i), 0);
+        ck_assert_int_eq(i, 0);
+        i = -1;
+        ck_assert_int_eq(mpi_pstate_parse_word("scat", w, 3, &i), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_word("", w, 3, &i), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_word(NULL, w, 3, &i), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_word("scatter", w, 2, &i), -EINVAL);
+        ck_assert_int_eq(i, -1);
+}
+END_TEST
+
 START_TEST(bools)
 {
         bool b = false;
@@ -85,6 +103,7 @@ int main(void)
         tcase_add_test(tc, u64_strict);
         tcase_add_test(tc, freq_units);
         tcase_add_test(tc, duration_units);
+        tcase_add_test(tc, words);
         tcase_add_test(tc, bools);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
