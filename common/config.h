@@ -1,7 +1,7 @@
 /* Admin configuration of mpi-pstate: the key=value words after the plugin
  * path in plugstack.conf, and the limits they put on user options.
  *
- *   optional /usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pstate.so default_mode=profile \
+ *   optional /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_mpi_pstate.so default_mode=profile \
  *            allowed_governors=performance,schedutil freq_min=1.2GHz threshold_min=100us
  *
  * Pure: no Slurm, no MPI, no I/O.  Problems are reported through a callback

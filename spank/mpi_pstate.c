@@ -1,4 +1,4 @@
-/* mpi_pstate.so: the SPANK front door of mpi-pstate.
+/* spank_mpi_pstate.so: the SPANK front door of mpi-pstate.
  *
  * This is the only file that defines slurm_spank_* symbols.  Each hook
  * switches on spank_context() and either validates and stores user options

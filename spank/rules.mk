@@ -1,9 +1,9 @@
-# spank/: the SPANK plugin mpi_pstate.so, its man page and plugstack example,
+# spank/: the SPANK plugin spank_mpi_pstate.so, its man page and plugstack example,
 # the generated option documentation, and the plugin's stub-driven unit test.
 SPANK_SRCS := spank/mpi_pstate.c spank/wire.c spank/agentctl.c spank/launch.c spank/paths.c \
 	spank/pinning.c spank/policy.c spank/steprec.c
 SPANK_OBJS := $(SPANK_SRCS:%.c=$(B)/%.o)
-SPANK_SO := $(B)/spank/mpi_pstate.so
+SPANK_SO := $(B)/spank/spank_mpi_pstate.so
 SPANK_MAN := $(B)/man/mpi_pstate.8
 SPANK_CONF := $(B)/spank/plugstack.conf.example
 SPANK_GEN := $(B)/gen/options.stamp
@@ -64,7 +64,7 @@ ALL_TARGETS += $(SPANK_SO) $(SPANK_MAN) $(SPANK_CONF) $(SPANK_GEN)
 spank-check-exports: $(SPANK_SO)
 	@got=$$(nm -D --defined-only $(SPANK_SO) | awk '{print $$3}' | sort | tr '\n' ' '); \
 	want="plugin_name plugin_type plugin_version slurm_spank_exit slurm_spank_init slurm_spank_init_post_opt slurm_spank_job_epilog slurm_spank_job_prolog slurm_spank_task_exit slurm_spank_task_init slurm_spank_task_init_privileged spank_plugin_version "; \
-	if [ "$$got" != "$$want" ]; then echo "mpi_pstate.so exports: $$got"; echo "expected: $$want"; exit 1; fi
+	if [ "$$got" != "$$want" ]; then echo "spank_mpi_pstate.so exports: $$got"; echo "expected: $$want"; exit 1; fi
 CHECK_PREREQS += spank-check-exports
 .PHONY: spank-check-exports
 
@@ -82,11 +82,11 @@ UNIT_BINS += $(SPANK_TEST)
 install-spank: $(SPANK_SO) $(SPANK_MAN) $(SPANK_CONF)
 	install -d $(DESTDIR)$(SLURM_PLUGINDIR) $(DESTDIR)$(mandir)/man8 \
 	  $(DESTDIR)$(datadir)/mpi-pstate
-	install -m 0755 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/mpi_pstate.so
+	install -m 0755 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/spank_mpi_pstate.so
 	install -m 0644 $(SPANK_MAN) $(DESTDIR)$(mandir)/man8/mpi_pstate.8
 	install -m 0644 $(SPANK_CONF) $(DESTDIR)$(datadir)/mpi-pstate/plugstack.conf.example
 INSTALL_TARGETS += install-spank
-UNINSTALL_FILES += $(SLURM_PLUGINDIR)/mpi_pstate.so $(mandir)/man8/mpi_pstate.8 \
+UNINSTALL_FILES += $(SLURM_PLUGINDIR)/spank_mpi_pstate.so $(mandir)/man8/mpi_pstate.8 \
 	$(datadir)/mpi-pstate/plugstack.conf.example
 .PHONY: install-spank
 

@@ -90,7 +90,7 @@ def slurm_conf_values(path: str, keys: tuple[str, ...]) -> dict[str, str]:
 
 
 def plugin_args(plugstack: str, depth: int = 0) -> tuple[Optional[list[str]], Optional[str]]:
-    """Arguments of the first mpi_pstate.so line in plugstack (following
+    """Arguments of the first spank_mpi_pstate.so line in plugstack (following
     `include` globs), and the file it was found in."""
     text = _read_text(plugstack)
     if text is None or depth > 4:

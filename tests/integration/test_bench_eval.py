@@ -37,7 +37,7 @@ class BenchEval(unittest.TestCase):
     def setUpClass(cls) -> None:
         prog = lt.BUILD / "tests" / "mpi" / "imbalance.openmpi"
         report = lt.LAB / "root" / "bin" / "mpi-pstate"
-        if not (lt.LAB / "root" / "lib" / "slurm" / "mpi_pstate.so").exists():
+        if not (lt.LAB / "root" / "lib" / "slurm" / "spank_mpi_pstate.so").exists():
             raise unittest.SkipTest("the plugin is not installed in the lab")
         if not prog.exists() or not report.exists():
             raise unittest.SkipTest(f"missing {prog} or {report}")

@@ -16,7 +16,7 @@ N = 3
 
 class BenchStep(unittest.TestCase):
     def test_few_samples(self) -> None:
-        if not (lt.LAB / "root" / "lib" / "slurm" / "mpi_pstate.so").exists():
+        if not (lt.LAB / "root" / "lib" / "slurm" / "spank_mpi_pstate.so").exists():
             self.skipTest("the plugin is not installed in the lab")
         d = lt.workdir("bench-step")
         since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1))

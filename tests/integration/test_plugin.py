@@ -21,7 +21,7 @@ from typing import Optional
 
 import labtools as lt
 
-PLUGIN = lt.LAB / "root" / "lib" / "slurm" / "mpi_pstate.so"
+PLUGIN = lt.LAB / "root" / "lib" / "slurm" / "spank_mpi_pstate.so"
 FRONT = lt.LAB / "root" / "lib" / "mpi-pstate" / "libmpi-pstate.so"
 NODES = ("n1", "n2")
 LOW_KHZ = 1200000

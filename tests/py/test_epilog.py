@@ -163,7 +163,7 @@ class Config(Tmp):
         return str(etc / "slurm.conf")
 
     def test_plugstack_line_gives_the_directories(self) -> None:
-        sc = self.conf("optional /lib/slurm/mpi_pstate.so default_mode=on collect_dir=/srv/rec "
+        sc = self.conf("optional /lib/slurm/spank_mpi_pstate.so default_mode=on collect_dir=/srv/rec "
                        "runtime_dir=/run/mp-%h agent=/usr/sbin/mpi-pstate-agent")
         c = config.load(sc)
         self.assertEqual((c.collect_dir, c.runtime_dir, c.agent, c.slurm_user),
@@ -174,7 +174,7 @@ class Config(Tmp):
         self.assertEqual(c.collect_dir, "/other")
 
     def test_bad_values_keep_defaults(self) -> None:
-        sc = self.conf("optional mpi_pstate.so collect_dir=relative runtime_dir=/a/../b")
+        sc = self.conf("optional spank_mpi_pstate.so collect_dir=relative runtime_dir=/a/../b")
         c = config.load(sc)
         self.assertEqual((c.collect_dir, c.runtime_dir), (config.COLLECT_DIR, config.RUNTIME_DIR))
         self.assertEqual(len(c.problems), 2)
