@@ -150,6 +150,12 @@ def relations(field: str) -> List[List[Tuple[str, Optional[str], Optional[str]]]
     return out
 
 
+def member_name(m: tarfile.TarInfo) -> str:
+    """'./usr/bin/x' -> 'usr/bin/x' (dpkg-deb's archives name members from './')."""
+    name = m.name[2:] if m.name.startswith("./") else m.name
+    return name.rstrip("/")
+
+
 def version_satisfies(version: str, op: str, bound: str) -> bool:
     deb_op = {">=": "ge", "<<": "lt", "<=": "le", ">>": "gt", "=": "eq"}[op]
     return subprocess.run(["dpkg", "--compare-versions", version, deb_op, bound]).returncode == 0
@@ -170,8 +176,8 @@ class Deb:
         need("make", "gcc", "dpkg-deb", "dpkg-shlibdeps", "dpkg-gencontrol", "dpkg-checkbuilddeps",
              "dpkg-architecture", "readelf", "strip")
         if cls._tmp is None:
-            cls._tmp = tempfile.TemporaryDirectory(prefix="mpi-pstate-pkgtest.")
-            tmp = Path(cls._tmp.name)
+            holder = tempfile.TemporaryDirectory(prefix="mpi-pstate-pkgtest.")
+            tmp = Path(holder.name)
             out = run(["make", "-C", str(TOP), JOBS, f"B={BUILD}", "deb"])
             debs = sorted(BUILD.glob(f"{PKG}_*.deb"))
             assert len(debs) == 1, f"make deb left {debs} in {BUILD}\n{out.stdout[-2000:]}"
@@ -183,7 +189,7 @@ class Deb:
             fsys = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(cls.path)],
                                   capture_output=True, check=True).stdout
             with tarfile.open(fileobj=io.BytesIO(fsys)) as t:
-                cls.files = {m.name.lstrip("./").rstrip("/"): m for m in t.getmembers()
+                cls.files = {member_name(m): m for m in t.getmembers()
                              if m.name not in (".", "./")}
             ctrl = subprocess.run(["dpkg-deb", "--ctrl-tarfile", str(cls.path)],
                                   capture_output=True, check=True).stdout
@@ -192,10 +198,11 @@ class Deb:
                 for m in t.getmembers():
                     f = t.extractfile(m) if m.isfile() else None
                     if f is not None:
-                        cls.control_members[m.name.lstrip("./")] = f.read()
+                        cls.control_members[member_name(m)] = f.read()
             cls.control = control_fields(cls.control_members["control"].decode())
             cls.unpacked = tmp / "unpacked"
             run(["dpkg-deb", "-x", str(cls.path), str(cls.unpacked)])
+            cls._tmp = holder  # only once everything above succeeded
         return cls()
 
 
