@@ -28,6 +28,7 @@
 #include "slot.h"
 #include "spank_paths.h" /* generated: MPI_PSTATE_DEFAULT_PRELOAD, _AGENT */
 #include "steprec.h"
+#include "steptime.h"
 
 /* The agent restores every domain and writes its record on SIGTERM. */
 #define AGENT_STOP_MS 5000
@@ -53,6 +54,7 @@ static struct {
         /* In a forked task: the set privileged pinning applied. */
         bool task_pinned;
         cpu_set_t task_set;
+        struct mpi_pstate_steptime time; /* logged at debug level, read by bench/step/ */
 } w = {.agent_state = "none"};
 
 static const char *preload_path(const struct mpi_pstate_config *cfg)
@@ -139,6 +141,7 @@ static void prepare_pinning(const struct mpi_pstate_step *st)
 
         (void)spank_get_item(st->sp, S_STEP_CPUS_PER_TASK, &cpt);
         rc = mpi_pstate_pinning_load(&topo);
+        mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_TOPOLOGY);
         if (rc == 0)
                 rc = mpi_pstate_pinning_init(&w.pin, topo, cores, st->local_tasks, cpt,
                                              st->opt->bind, w.user_bound, w.launcher, err,
@@ -153,9 +156,11 @@ static void prepare_pinning(const struct mpi_pstate_step *st)
                 /* Without the step's CPUs no core may be touched: slurmstepd's
                  * own affinity can be the whole node. */
                 CPU_ZERO(&w.cpus);
+                mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_CORES);
                 return;
         }
         w.pin_ok = true;
+        mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_CORES);
 }
 
 int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st)
@@ -165,6 +170,7 @@ int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st)
         char err[256] = "";
         int rc;
 
+        mpi_pstate_steptime_begin(&w.time);
         w.launcher = launcher_step(st->sp);
         w.user_bound = !w.launcher && user_bound(st->sp);
         prepare_pinning(st);
@@ -173,6 +179,7 @@ int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st)
         rc = node_paths(st, &w.paths, w.host, sizeof(w.host));
         if (rc == 0)
                 rc = make_dirs();
+        mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_DIRS);
         if (rc) {
                 mp_error("job %u step %u: %s: %s; no frequency change, no agent", st->job_id,
                          st->step_id, w.paths.runtime[0] ? w.paths.runtime : st->cfg->runtime_dir,
@@ -195,6 +202,7 @@ int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st)
         req.ceiling_khz = (uint32_t)st->cfg->freq_max_khz;
         req.mechanism = mech;
         rc = mpi_pstate_policy_apply(&req, &w.policy, err, sizeof(err));
+        mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_POLICY);
         if (rc == -ENODEV) {
                 mp_verbose("job %u step %u: no cpufreq driver on this node: nothing to set",
                            st->job_id, st->step_id);
@@ -337,6 +345,21 @@ static bool preload_usable(const char *path)
         return stat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IROTH);
 }
 
+/* One debug line per half of the step (steptime.h): where its time went. */
+static void log_time(const struct mpi_pstate_step *st, bool end)
+{
+        char buf[256];
+
+        if (mpi_pstate_steptime_format(&w.time,
+                                       end ? MPI_PSTATE_STEPTIME_END_FIRST
+                                           : MPI_PSTATE_STEPTIME_START_FIRST,
+                                       end ? MPI_PSTATE_STEPTIME_COUNT
+                                           : MPI_PSTATE_STEPTIME_END_FIRST,
+                                       buf, sizeof(buf)) > 0)
+                mp_debug("job %u step %u: step %s (ms): %s", st->job_id, st->step_id,
+                         end ? "end" : "start", buf);
+}
+
 int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st)
 {
         const char *lib = preload_path(st->cfg);
@@ -349,9 +372,15 @@ int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st)
                          st->job_id, st->step_id, lib);
         if (!w.paths_ok)
                 return -ENOENT;
-        if (make_segment(st) == 0 && CPU_COUNT(&w.cpus) > 0)
+        if (make_segment(st) == 0 && CPU_COUNT(&w.cpus) > 0) {
+                mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_SEGMENT);
                 start_agent(st);
+                mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_AGENT);
+        }
+        mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_SEGMENT);
         write_step_record(st, false, NULL);
+        mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_RECORD);
+        log_time(st, false);
         return 0;
 }
 
@@ -463,6 +492,7 @@ static void stop_agent(const struct mpi_pstate_step *st)
 
         if (w.agent <= 0)
                 return;
+        mpi_pstate_steptime_begin(&w.time);
         rc = mpi_pstate_agentctl_stop(w.agent, w.paths.record, AGENT_STOP_MS);
         if (rc == 2) {
                 w.agent_state = "killed";
@@ -489,6 +519,7 @@ static void stop_agent(const struct mpi_pstate_step *st)
                         close(fd);
                 }
         }
+        mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_AGENT_STOP);
 }
 
 int mpi_pstate_wire_task_exit(const struct mpi_pstate_step *st)
@@ -522,11 +553,15 @@ int mpi_pstate_wire_step_restore(const struct mpi_pstate_step *st)
         int rc = 0;
 
         stop_agent(st);
+        mpi_pstate_steptime_begin(&w.time);
         if (w.paths_ok) {
                 rc = restore_step(st, &sum);
+                mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_RESTORE);
                 if (w.agent < 0)
                         w.agent = -w.agent;
                 write_step_record(st, true, &sum);
+                mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_END_RECORD);
+                log_time(st, true);
         }
         if (w.pin_ok)
                 mpi_pstate_pinning_fini(&w.pin);

@@ -20,6 +20,7 @@
 #include "pinning.h"
 #include "policy.h"
 #include "steprec.h"
+#include "steptime.h"
 
 /* ---- paths */
 
@@ -760,6 +761,46 @@ START_TEST(pinning_bad_core_lists)
 }
 END_TEST
 
+/* ---- steptime: the phase split the debug log and bench/step/ read */
+
+START_TEST(steptime_format_and_accumulate)
+{
+        struct mpi_pstate_steptime t = {0};
+        char buf[256];
+
+        t.ns[MPI_PSTATE_STEPTIME_TOPOLOGY] = 1234567;
+        t.ns[MPI_PSTATE_STEPTIME_POLICY] = 2000;
+        t.ns[MPI_PSTATE_STEPTIME_RESTORE] = 5000000;
+        ck_assert_int_gt(mpi_pstate_steptime_format(&t, MPI_PSTATE_STEPTIME_START_FIRST,
+                                                    MPI_PSTATE_STEPTIME_END_FIRST, buf,
+                                                    sizeof(buf)),
+                         0);
+        ck_assert_str_eq(buf, "topology=1.234 cores=0.000 dirs=0.000 policy=0.002 segment=0.000 "
+                              "agent=0.000 record=0.000 total=1.236");
+        ck_assert_int_gt(mpi_pstate_steptime_format(&t, MPI_PSTATE_STEPTIME_END_FIRST,
+                                                    MPI_PSTATE_STEPTIME_COUNT, buf, sizeof(buf)),
+                         0);
+        ck_assert_str_eq(buf, "agent_stop=0.000 restore=5.000 record=0.000 total=5.000");
+        ck_assert_int_eq(mpi_pstate_steptime_format(&t, 0, MPI_PSTATE_STEPTIME_COUNT, buf, 20),
+                         -ENOSPC);
+        ck_assert_int_eq(mpi_pstate_steptime_format(&t, 3, 2, buf, sizeof(buf)), -EINVAL);
+        ck_assert_int_eq(
+            mpi_pstate_steptime_format(&t, 0, MPI_PSTATE_STEPTIME_COUNT + 1, buf, sizeof(buf)),
+            -EINVAL);
+        /* end without begin adds nothing; begin then end adds to that phase only */
+        memset(&t, 0, sizeof(t));
+        mpi_pstate_steptime_end(&t, MPI_PSTATE_STEPTIME_AGENT);
+        ck_assert_uint_eq(t.ns[MPI_PSTATE_STEPTIME_AGENT], 0);
+        mpi_pstate_steptime_begin(&t);
+        usleep(2000);
+        mpi_pstate_steptime_end(&t, MPI_PSTATE_STEPTIME_AGENT);
+        ck_assert_uint_gt(t.ns[MPI_PSTATE_STEPTIME_AGENT], 0);
+        for (unsigned p = 0; p < MPI_PSTATE_STEPTIME_COUNT; p++)
+                if (p != MPI_PSTATE_STEPTIME_AGENT)
+                        ck_assert_uint_eq(t.ns[p], 0);
+}
+END_TEST
+
 static Suite *modules_suite(void)
 {
         Suite *s = suite_create("spank_modules");
@@ -771,6 +812,7 @@ static Suite *modules_suite(void)
         tcase_add_test(tc, launcher_daemons);
         tcase_add_test(tc, cpulist_format);
         tcase_add_test(tc, step_record_format);
+        tcase_add_test(tc, steptime_format_and_accumulate);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("agentctl");
