@@ -339,6 +339,50 @@ static int dirlist_add(struct dirlist *l, const char *name)
         return 0;
 }
 
+/* cpuN/cpufreq: a symlink to the policy (its name), or a legacy per-CPU
+ * directory (named "cpuN"); nothing when CPU N has no cpufreq. */
+static int add_cpu_policy(const char *cpudir, const char *cpu, struct dirlist *out)
+{
+        char link[MPI_PSTATE_CPUFREQ_PATH_LEN], target[256];
+        const char *base;
+        struct stat st;
+        ssize_t n;
+
+        if (snprintf(link, sizeof(link), "%s/%s/cpufreq", cpudir, cpu) >= (int)sizeof(link))
+                return 0;
+        if (lstat(link, &st) != 0)
+                return 0;
+        if (S_ISDIR(st.st_mode))
+                return dirlist_add(out, cpu);
+        if (!S_ISLNK(st.st_mode))
+                return 0;
+        n = readlink(link, target, sizeof(target) - 1);
+        if (n <= 0)
+                return 0;
+        target[n] = '\0';
+        base = strrchr(target, '/');
+        base = base ? base + 1 : target;
+        return numbered(base, "policy") ? dirlist_add(out, base) : 0;
+}
+
+/* The policies of the CPUs in `cpus` only, through their cpuN/cpufreq links:
+ * no directory scan, and the rest of a large node is never read. */
+static int find_policies_of(const char *cpudir, const cpu_set_t *cpus, struct dirlist *out)
+{
+        for (unsigned c = 0; c < CPU_SETSIZE; c++) {
+                char cpu[24];
+                int rc;
+
+                if (!CPU_ISSET(c, cpus))
+                        continue;
+                snprintf(cpu, sizeof(cpu), "cpu%u", c);
+                rc = add_cpu_policy(cpudir, cpu, out);
+                if (rc)
+                        return rc;
+        }
+        return 0;
+}
+
 /* Candidate policy directories: cpufreq/policyN, the targets of cpuN/cpufreq
  * symlinks, and legacy per-CPU cpuN/cpufreq directories (named "cpuN"). */
 static int find_policies(const char *cpudir, struct dirlist *out)
@@ -362,31 +406,9 @@ static int find_policies(const char *cpudir, struct dirlist *out)
                 goto out;
         }
         while ((de = readdir(d))) {
-                char link[MPI_PSTATE_CPUFREQ_PATH_LEN], target[256];
-                struct stat st;
-                ssize_t n;
-
                 if (!numbered(de->d_name, "cpu"))
                         continue;
-                if (snprintf(link, sizeof(link), "%s/%s/cpufreq", cpudir, de->d_name) >=
-                    (int)sizeof(link))
-                        continue;
-                if (lstat(link, &st) != 0)
-                        continue;
-                if (S_ISDIR(st.st_mode)) {
-                        rc = dirlist_add(out, de->d_name);
-                } else if (S_ISLNK(st.st_mode)) {
-                        const char *base;
-
-                        n = readlink(link, target, sizeof(target) - 1);
-                        if (n <= 0)
-                                continue;
-                        target[n] = '\0';
-                        base = strrchr(target, '/');
-                        base = base ? base + 1 : target;
-                        if (numbered(base, "policy"))
-                                rc = dirlist_add(out, base);
-                }
+                rc = add_cpu_policy(cpudir, de->d_name, out);
                 if (rc)
                         goto out;
         }
@@ -445,6 +467,13 @@ static bool setspeed_floor(const char *cpudir, const struct mpi_pstate_cpufreq_n
 EXPORT int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cpufreq_node **out,
                                        char *err, size_t errlen)
 {
+        return mpi_pstate_cpufreq_discover_cpus(sysroot, NULL, out, err, errlen);
+}
+
+EXPORT int mpi_pstate_cpufreq_discover_cpus(const char *sysroot, const cpu_set_t *cpus,
+                                            struct mpi_pstate_cpufreq_node **out, char *err,
+                                            size_t errlen)
+{
         char cpudir[MPI_PSTATE_CPUFREQ_PATH_LEN], pdir[MPI_PSTATE_CPUFREQ_PATH_LEN];
         struct mpi_pstate_cpufreq_node *node = NULL;
         struct dirlist names = {0};
@@ -466,7 +495,7 @@ EXPORT int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cp
         for (size_t i = 0; i < CPU_SETSIZE; i++)
                 node->cpu_policy[i] = -1;
         read_node_extras(cpudir, node);
-        rc = find_policies(cpudir, &names);
+        rc = cpus ? find_policies_of(cpudir, cpus, &names) : find_policies(cpudir, &names);
         if (rc) {
                 mpi_pstate_errmsg_set(err, errlen, "%s: %s", cpudir, strerror(-rc));
                 goto fail;

@@ -74,6 +74,16 @@ struct mpi_pstate_cpufreq_node {
  * policy with a driver (no cpufreq at all).  *out is freed with _free(). */
 int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cpufreq_node **out,
                                 char *err, size_t errlen);
+
+/* The same for the policies of the CPUs in cpus only (found through their
+ * cpuN/cpufreq links; NULL: the whole tree): what a job step needs, at the
+ * cost of its own CPUs instead of the node's (a 1-core step on a 256-CPU
+ * node reads one policy, not 256).  Every policy holding one of cpus is
+ * loaded whole (related_cpus included), so domains_of() and the "shared
+ * with CPUs outside" test give the answers a full discovery gives. */
+int mpi_pstate_cpufreq_discover_cpus(const char *sysroot, const cpu_set_t *cpus,
+                                     struct mpi_pstate_cpufreq_node **out, char *err,
+                                     size_t errlen);
 void mpi_pstate_cpufreq_free(struct mpi_pstate_cpufreq_node *node);
 
 /* The policy of a CPU, or NULL. */

@@ -181,11 +181,35 @@ static bool same_owner(const struct mpi_pstate_restore_owner *a,
         return a->job_id == b->job_id && a->step_id == b->step_id;
 }
 
+/* What an existing record for name means to a save by who: 0 it is who's
+ * already (kept as it is: it holds the true original), -EBUSY another
+ * owner's, -ENOENT there is none, else the reason it cannot be trusted. */
+static int check_existing(int dirfd, const char *dir, const char *name,
+                          const struct mpi_pstate_restore_owner *who, char *err, size_t errlen)
+{
+        struct mpi_pstate_restore_record old;
+        int rc = load_at(dirfd, name, &old);
+
+        if (rc == -ENOENT)
+                return rc;
+        if (rc) {
+                mpi_pstate_errmsg_set(err, errlen, "%s/%s exists and cannot be trusted: %s", dir,
+                                      name, strerror(-rc));
+                return rc;
+        }
+        if (!same_owner(&old.owner, who)) {
+                mpi_pstate_errmsg_set(err, errlen, "%s is held by job %u step %u", name,
+                                      old.owner.job_id, old.owner.step_id);
+                return -EBUSY;
+        }
+        return 0;
+}
+
 EXPORT int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
                                    const struct mpi_pstate_restore_owner *who, char *err,
                                    size_t errlen)
 {
-        struct mpi_pstate_restore_record r, old;
+        struct mpi_pstate_restore_record r;
         char text[MPI_PSTATE_RESTORE_MAX_BYTES];
         int dirfd = -1, rc, n;
 
@@ -196,6 +220,18 @@ EXPORT int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpuf
         r.owner = *who;
         snprintf(r.policy, sizeof(r.policy), "%s", p->name);
         memcpy(r.driver, p->driver, sizeof(r.driver));
+        dirfd = valid_policy_name(r.policy) ? mpi_pstate_safeio_open_dir(dir, 1, 0700) : -EINVAL;
+        if (dirfd < 0) {
+                rc = dirfd;
+                mpi_pstate_errmsg_set(err, errlen, "%s: %s", dirfd == -EINVAL ? p->name : dir,
+                                      strerror(-rc));
+                goto out;
+        }
+        /* An existing record settles it before any sysfs read or fsync: the
+         * agent saves every domain the plugin saved a moment before. */
+        rc = check_existing(dirfd, dir, r.policy, who, err, errlen);
+        if (rc != -ENOENT)
+                goto out;
         rc = mpi_pstate_cpufreq_read_settings(p, &r.saved);
         if (rc) {
                 mpi_pstate_errmsg_set(err, errlen, "%s: reading settings to save: %s", p->name,
@@ -203,32 +239,13 @@ EXPORT int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpuf
                 goto out;
         }
         n = mpi_pstate_restore_format(&r, text, sizeof(text));
-        if (n < 0) {
-                rc = n;
-                mpi_pstate_errmsg_set(err, errlen, "%s: cannot format a record: %s", p->name,
-                                      strerror(-rc));
-                goto out;
-        }
-        dirfd = mpi_pstate_safeio_open_dir(dir, 1, 0700);
-        if (dirfd < 0) {
-                rc = dirfd;
-                mpi_pstate_errmsg_set(err, errlen, "%s: %s", dir, strerror(-rc));
-                goto out;
-        }
-        rc = mpi_pstate_safeio_write_atomic(dirfd, r.policy, text, (size_t)n, 0600, 1);
-        if (rc == -EEXIST) {
-                rc = load_at(dirfd, r.policy, &old);
-                if (rc)
-                        mpi_pstate_errmsg_set(err, errlen, "%s/%s exists and cannot be trusted: %s",
-                                              dir, r.policy, strerror(-rc));
-                else if (!same_owner(&old.owner, who)) {
-                        rc = -EBUSY;
-                        mpi_pstate_errmsg_set(err, errlen, "%s is held by job %u step %u", r.policy,
-                                              old.owner.job_id, old.owner.step_id);
-                }
-        } else if (rc) {
+        rc = n < 0 ? n
+                   : mpi_pstate_safeio_write_atomic(dirfd, r.policy, text, (size_t)n, 0600,
+                                                    MPI_PSTATE_SAFEIO_NOREPLACE);
+        if (rc == -EEXIST) /* a concurrent save won: settle as above */
+                rc = check_existing(dirfd, dir, r.policy, who, err, errlen);
+        else if (rc)
                 mpi_pstate_errmsg_set(err, errlen, "%s/%s: %s", dir, r.policy, strerror(-rc));
-        }
 out:
         if (dirfd >= 0)
                 close(dirfd);

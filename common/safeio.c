@@ -160,8 +160,10 @@ static int publish(int dirfd, const char *tmp, const char *name, int noreplace)
 }
 
 EXPORT int mpi_pstate_safeio_write_atomic(int dirfd, const char *name, const void *data, size_t len,
-                                          mode_t mode, int noreplace)
+                                          mode_t mode, int flags)
 {
+        const int noreplace = flags & MPI_PSTATE_SAFEIO_NOREPLACE,
+                  sync = !(flags & MPI_PSTATE_SAFEIO_NOSYNC);
         static atomic_ulong seq;
         char tmp[NAME_MAX + 1];
         int fd = -1, rc, n;
@@ -183,7 +185,7 @@ EXPORT int mpi_pstate_safeio_write_atomic(int dirfd, const char *name, const voi
         rc = write_all(fd, data, len);
         if (rc)
                 goto fail;
-        if (fsync(fd) != 0) {
+        if (sync && fsync(fd) != 0) {
                 rc = -errno;
                 goto fail;
         }
@@ -197,7 +199,8 @@ EXPORT int mpi_pstate_safeio_write_atomic(int dirfd, const char *name, const voi
         if (rc)
                 goto fail;
         /* The rename is durable only once the directory itself is synced. */
-        fsync(dirfd);
+        if (sync)
+                fsync(dirfd);
         return 0;
 fail:
         if (fd >= 0)

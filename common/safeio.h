@@ -31,10 +31,19 @@ int mpi_pstate_safeio_write_attr(int dirfd, const char *path, const char *value)
 
 /* Atomic replacement of dirfd/name: a temporary file in the same directory
  * (O_CREAT|O_EXCL, mode), write, fsync, rename, fsync of the directory.
- * With noreplace, an existing name is left alone and -EEXIST returned.
- * Temporary names start with ".tmp." so directory scans can skip them. */
+ * flags: MPI_PSTATE_SAFEIO_NOREPLACE (1, so a true "noreplace" argument
+ * still means it) leaves an existing name alone and returns -EEXIST;
+ * MPI_PSTATE_SAFEIO_NOSYNC skips both fsyncs, for state that means nothing
+ * after a crash of the node (a pidfile, a running step's records on a
+ * runtime directory that may be on disk): readers still see the old or the
+ * new file whole, never a part.  Temporary names start with ".tmp." so
+ * directory scans can skip them. */
+enum {
+        MPI_PSTATE_SAFEIO_NOREPLACE = 1 << 0,
+        MPI_PSTATE_SAFEIO_NOSYNC = 1 << 1,
+};
 int mpi_pstate_safeio_write_atomic(int dirfd, const char *name, const void *data, size_t len,
-                                   mode_t mode, int noreplace);
+                                   mode_t mode, int flags);
 
 /* Opens the directory `path` (absolute) for use with the *at() calls,
  * walking it one component at a time with O_NOFOLLOW, so no symlink anywhere

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -238,12 +239,74 @@ static void nap_ms(unsigned ms)
                 ;
 }
 
-int mpi_pstate_agentctl_stop(pid_t pid, const char *record, unsigned timeout_ms)
+static uint64_t mono_ms(void)
 {
-        if (!mpi_pstate_agentctl_is_ours(pid, record))
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int mpi_pstate_agentctl_pidfd(pid_t pid)
+{
+        long fd;
+
+        if (pid <= 1)
+                return -EINVAL;
+        fd = syscall(SYS_pidfd_open, pid, 0);
+        return fd < 0 ? -errno : (int)fd;
+}
+
+/* 1 once the process behind pidfd has exited (a zombie counts), 0 when it
+ * still runs after timeout_ms, a negative errno when poll fails. */
+static int pidfd_wait(int pidfd, unsigned timeout_ms)
+{
+        struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+        uint64_t end = mono_ms() + timeout_ms;
+
+        for (;;) {
+                uint64_t now = mono_ms();
+                int n = poll(&pfd, 1, now >= end ? 0 : (int)(end - now));
+
+                if (n > 0)
+                        return 1;
+                if (n == 0)
+                        return 0;
+                if (errno != EINTR)
+                        return -errno;
+        }
+}
+
+static int pidfd_signal(int pidfd, int sig)
+{
+        if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0)
                 return 0;
-        if (kill(pid, SIGTERM) != 0)
-                return errno == ESRCH ? 0 : -errno;
+        return errno == ESRCH ? 1 : -errno;
+}
+
+int mpi_pstate_agentctl_stop_pidfd(int pidfd, unsigned timeout_ms)
+{
+        int rc = pidfd_wait(pidfd, 0);
+
+        if (rc != 0)
+                return rc > 0 ? 0 : rc;
+        rc = pidfd_signal(pidfd, SIGTERM);
+        if (rc != 0)
+                return rc > 0 ? 0 : rc;
+        rc = pidfd_wait(pidfd, timeout_ms);
+        if (rc != 0)
+                return rc;
+        rc = pidfd_signal(pidfd, SIGKILL);
+        if (rc < 0)
+                return rc;
+        /* SIGKILL cannot be caught: the exit follows at once. */
+        (void)pidfd_wait(pidfd, 1000);
+        return 2;
+}
+
+/* Without pidfds (Linux < 5.3): signal 0 and /proc, every 10 ms. */
+static int stop_polling(pid_t pid, const char *record, unsigned timeout_ms)
+{
         for (unsigned waited = 0; waited < timeout_ms; waited += 10) {
                 if (kill(pid, 0) != 0 || zombie(pid))
                         return 1;
@@ -256,6 +319,25 @@ int mpi_pstate_agentctl_stop(pid_t pid, const char *record, unsigned timeout_ms)
         return 2;
 }
 
+int mpi_pstate_agentctl_stop(pid_t pid, const char *record, unsigned timeout_ms)
+{
+        int pidfd, rc;
+
+        if (!mpi_pstate_agentctl_is_ours(pid, record))
+                return 0;
+        /* Opened after the check: from here on the pidfd names that very
+         * process, whatever happens to the pid. */
+        pidfd = mpi_pstate_agentctl_pidfd(pid);
+        if (pidfd >= 0) {
+                rc = mpi_pstate_agentctl_stop_pidfd(pidfd, timeout_ms);
+                close(pidfd);
+                return rc;
+        }
+        if (kill(pid, SIGTERM) != 0)
+                return errno == ESRCH ? 0 : -errno;
+        return stop_polling(pid, record, timeout_ms);
+}
+
 int mpi_pstate_agentctl_write_pidfile(const char *dir, const char *name, pid_t pid)
 {
         char buf[32];
@@ -265,7 +347,9 @@ int mpi_pstate_agentctl_write_pidfile(const char *dir, const char *name, pid_t p
         fd = mpi_pstate_safeio_open_dir(dir, 0, 0);
         if (fd < 0)
                 return fd;
-        rc = mpi_pstate_safeio_write_atomic(fd, name, buf, (size_t)n, 0600, 0);
+        /* A pid means nothing after a crash of the node: no fsync. */
+        rc = mpi_pstate_safeio_write_atomic(fd, name, buf, (size_t)n, 0600,
+                                            MPI_PSTATE_SAFEIO_NOSYNC);
         close(fd);
         return rc;
 }

@@ -7,9 +7,11 @@
  * agent must not stay a child of it; the intermediate child hands the
  * agent's pid back through a pipe and the plugin writes the pidfile itself,
  * in the root-owned step directory.  Stopping is SIGTERM (the agent restores
- * every domain and writes its record), a bounded wait, then SIGKILL; a pid is
- * signalled only if its command line names this step's agent record, so a
- * recycled pid is never hit. */
+ * every domain and writes its record), a wait that ends when the agent does,
+ * then SIGKILL after the bound.  The agent this slurmstepd started is held
+ * by a pidfd; any other pid (a pidfile's, in the backstop) is signalled only
+ * if its command line names this step's agent record.  Either way a recycled
+ * pid is never hit. */
 #ifndef MPI_PSTATE_SPANK_AGENTCTL_H
 #define MPI_PSTATE_SPANK_AGENTCTL_H
 #include <stddef.h>
@@ -55,8 +57,21 @@ int mpi_pstate_agentctl_is_ours(pid_t pid, const char *record);
 /* Stops pid if it is ours (see _is_ours): SIGTERM, wait up to timeout_ms,
  * then SIGKILL.  Returns 1 when it ended on SIGTERM, 2 when it had to be
  * killed, 0 when it was not running (or not ours), a negative errno on
- * failure. */
+ * failure.  The wait ends the moment the process does (a pidfd; polling
+ * every 10 ms on kernels without one). */
 int mpi_pstate_agentctl_stop(pid_t pid, const char *record, unsigned timeout_ms);
+
+/* A pidfd (close-on-exec) for the agent just started, or a negative errno
+ * (-ENOSYS before Linux 5.3).  Taken right after _start, it names that
+ * process for good: no command-line check is needed to signal it later,
+ * and none could work in the instant between fork and exec, when the
+ * process still shows slurmstepd's command line. */
+int mpi_pstate_agentctl_pidfd(pid_t pid);
+
+/* _stop through a pidfd from _pidfd: same steps and return values, with no
+ * command-line check (the pidfd is the identity).  0 when the process had
+ * already exited.  The caller closes pidfd. */
+int mpi_pstate_agentctl_stop_pidfd(int pidfd, unsigned timeout_ms);
 
 /* Pidfile helpers: a decimal pid and a newline, written atomically into the
  * step directory; read back hostile-safe (root-owned, small, strict). */

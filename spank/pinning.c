@@ -34,17 +34,32 @@ static unsigned threads_per_core(hwloc_topology_t topo)
         return n > 0 ? (unsigned)n : 1;
 }
 
+/* Once per step, in slurmstepd, before any task starts: only what
+ * common/pin.c walks (machine, packages, NUMA nodes, cores, PUs) is kept,
+ * so caches, groups, dies, I/O and misc objects are neither read from sysfs
+ * nor built.  The whole machine, as Slurm's own topology has it: core
+ * indices in S_STEP_ALLOC_CORES count every core of the node, not only
+ * those slurmstepd's cpuset allows. */
 int mpi_pstate_pinning_load(hwloc_topology_t *topo)
 {
+        static const hwloc_obj_type_t keep[] = {HWLOC_OBJ_PACKAGE, HWLOC_OBJ_CORE};
+        int rc = -ENOMEM;
+
         if (hwloc_topology_init(topo) != 0)
                 return -ENOMEM;
-        if (hwloc_topology_load(*topo) != 0) {
-                int rc = errno ? -errno : -EIO;
-                hwloc_topology_destroy(*topo);
-                *topo = NULL;
-                return rc;
-        }
-        return 0;
+        if (hwloc_topology_set_all_types_filter(*topo, HWLOC_TYPE_FILTER_KEEP_NONE) != 0 ||
+            hwloc_topology_set_flags(*topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) != 0)
+                goto fail;
+        for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+                if (hwloc_topology_set_type_filter(*topo, keep[i], HWLOC_TYPE_FILTER_KEEP_ALL))
+                        goto fail;
+        if (hwloc_topology_load(*topo) == 0)
+                return 0;
+        rc = errno ? -errno : -EIO;
+fail:
+        hwloc_topology_destroy(*topo);
+        *topo = NULL;
+        return rc;
 }
 
 int mpi_pstate_pinning_init(struct mpi_pstate_pinning *p, hwloc_topology_t topo, const char *cores,

@@ -90,7 +90,7 @@ int mpi_pstate_policy_apply(const struct mpi_pstate_policy_req *req,
                 err[0] = '\0';
         if (!req || !req->sysroot || !req->restore_dir || !req->cpus)
                 return -EINVAL;
-        rc = mpi_pstate_cpufreq_discover(req->sysroot, &node, err, errlen);
+        rc = mpi_pstate_cpufreq_discover_cpus(req->sysroot, req->cpus, &node, err, errlen);
         if (rc)
                 return rc;
         snprintf(res->driver, sizeof(res->driver), "%s", node->driver);

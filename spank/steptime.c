@@ -5,11 +5,11 @@
 #include <time.h>
 
 static const char *const names[MPI_PSTATE_STEPTIME_COUNT] = {
-    [MPI_PSTATE_STEPTIME_TOPOLOGY] = "topology",     [MPI_PSTATE_STEPTIME_CORES] = "cores",
-    [MPI_PSTATE_STEPTIME_DIRS] = "dirs",             [MPI_PSTATE_STEPTIME_POLICY] = "policy",
-    [MPI_PSTATE_STEPTIME_SEGMENT] = "segment",       [MPI_PSTATE_STEPTIME_AGENT] = "agent",
-    [MPI_PSTATE_STEPTIME_RECORD] = "record",         [MPI_PSTATE_STEPTIME_AGENT_STOP] = "agent_stop",
-    [MPI_PSTATE_STEPTIME_RESTORE] = "restore",       [MPI_PSTATE_STEPTIME_END_RECORD] = "record",
+    [MPI_PSTATE_STEPTIME_TOPOLOGY] = "topology", [MPI_PSTATE_STEPTIME_CORES] = "cores",
+    [MPI_PSTATE_STEPTIME_DIRS] = "dirs",         [MPI_PSTATE_STEPTIME_POLICY] = "policy",
+    [MPI_PSTATE_STEPTIME_SEGMENT] = "segment",   [MPI_PSTATE_STEPTIME_AGENT] = "agent",
+    [MPI_PSTATE_STEPTIME_RECORD] = "record",     [MPI_PSTATE_STEPTIME_AGENT_STOP] = "agent_stop",
+    [MPI_PSTATE_STEPTIME_RESTORE] = "restore",   [MPI_PSTATE_STEPTIME_END_RECORD] = "record",
 };
 
 static uint64_t now_ns(void)

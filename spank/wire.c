@@ -50,12 +50,13 @@ static struct {
         const char *preload; /* NULL: not injected */
         const char *agent_state;
         pid_t agent;
+        int agent_fd; /* pidfd of the agent, or < 0 (kernel without pidfds) */
         unsigned tasks_exited;
         /* In a forked task: the set privileged pinning applied. */
         bool task_pinned;
         cpu_set_t task_set;
         struct mpi_pstate_steptime time; /* logged at debug level, read by bench/step/ */
-} w = {.agent_state = "none"};
+} w = {.agent_state = "none", .agent_fd = -1};
 
 static const char *preload_path(const struct mpi_pstate_config *cfg)
 {
@@ -254,7 +255,9 @@ static void write_step_record(const struct mpi_pstate_step *st, bool ended,
                 n = mpi_pstate_steprec_format(&r, buf, sizeof(buf));
         }
         fd = n < 0 ? n : mpi_pstate_safeio_open_dir(w.paths.step, 0, 0);
-        rc = fd < 0 ? fd : mpi_pstate_safeio_write_atomic(fd, STEP_RECORD, buf, (size_t)n, 0600, 0);
+        rc = fd < 0 ? fd
+                    : mpi_pstate_safeio_write_atomic(fd, STEP_RECORD, buf, (size_t)n, 0600,
+                                                     MPI_PSTATE_SAFEIO_NOSYNC);
         if (fd >= 0)
                 close(fd);
         if (rc)
@@ -328,6 +331,7 @@ static void start_agent(const struct mpi_pstate_step *st)
                 return;
         }
         w.agent_state = "started";
+        w.agent_fd = mpi_pstate_agentctl_pidfd(w.agent);
         rc = mpi_pstate_agentctl_write_pidfile(w.paths.step, "agent.pid", w.agent);
         if (rc)
                 mp_error("job %u step %u: %s: %s", st->job_id, st->step_id, w.paths.pidfile,
@@ -350,12 +354,10 @@ static void log_time(const struct mpi_pstate_step *st, bool end)
 {
         char buf[256];
 
-        if (mpi_pstate_steptime_format(&w.time,
-                                       end ? MPI_PSTATE_STEPTIME_END_FIRST
-                                           : MPI_PSTATE_STEPTIME_START_FIRST,
-                                       end ? MPI_PSTATE_STEPTIME_COUNT
-                                           : MPI_PSTATE_STEPTIME_END_FIRST,
-                                       buf, sizeof(buf)) > 0)
+        if (mpi_pstate_steptime_format(
+                &w.time, end ? MPI_PSTATE_STEPTIME_END_FIRST : MPI_PSTATE_STEPTIME_START_FIRST,
+                end ? MPI_PSTATE_STEPTIME_COUNT : MPI_PSTATE_STEPTIME_END_FIRST, buf,
+                sizeof(buf)) > 0)
                 mp_debug("job %u step %u: step %s (ms): %s", st->job_id, st->step_id,
                          end ? "end" : "start", buf);
 }
@@ -493,7 +495,13 @@ static void stop_agent(const struct mpi_pstate_step *st)
         if (w.agent <= 0)
                 return;
         mpi_pstate_steptime_begin(&w.time);
-        rc = mpi_pstate_agentctl_stop(w.agent, w.paths.record, AGENT_STOP_MS);
+        if (w.agent_fd >= 0) {
+                rc = mpi_pstate_agentctl_stop_pidfd(w.agent_fd, AGENT_STOP_MS);
+                close(w.agent_fd);
+                w.agent_fd = -1;
+        } else {
+                rc = mpi_pstate_agentctl_stop(w.agent, w.paths.record, AGENT_STOP_MS);
+        }
         if (rc == 2) {
                 w.agent_state = "killed";
                 mp_error("job %u step %u: agent %d ignored SIGTERM for %u ms: killed", st->job_id,

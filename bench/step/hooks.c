@@ -67,32 +67,56 @@ static int usage(void)
 static int parse_args(int argc, char **argv, struct args *a)
 {
         static const struct option lo[] = {
-            {"plugin", 1, NULL, 'p'},  {"sysroot", 1, NULL, 's'}, {"runtime", 1, NULL, 'r'},
-            {"agent", 1, NULL, 'a'},   {"preload", 1, NULL, 'l'}, {"tasks", 1, NULL, 'n'},
-            {"cores", 1, NULL, 'c'},   {"task-ms", 1, NULL, 't'}, {"mode", 1, NULL, 'm'},
-            {"job", 1, NULL, 'j'},     {NULL, 0, NULL, 0},
+            {"plugin", 1, NULL, 'p'}, {"sysroot", 1, NULL, 's'}, {"runtime", 1, NULL, 'r'},
+            {"agent", 1, NULL, 'a'},  {"preload", 1, NULL, 'l'}, {"tasks", 1, NULL, 'n'},
+            {"cores", 1, NULL, 'c'},  {"task-ms", 1, NULL, 't'}, {"mode", 1, NULL, 'm'},
+            {"job", 1, NULL, 'j'},    {NULL, 0, NULL, 0},
         };
         int c;
 
-        *a = (struct args){.cores = "0", .mode = "on", .tasks = 1, .task_ms = 2,
+        *a = (struct args){.cores = "0",
+                           .mode = "on",
+                           .tasks = 1,
+                           .task_ms = 2,
                            .job = 3500000000u + (uint32_t)getpid() % 100000000u};
         while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
                 switch (c) {
-                case 'p': a->plugin = optarg; break;
-                case 's': a->sysroot = optarg; break;
-                case 'r': a->runtime = optarg; break;
-                case 'a': a->agent = optarg; break;
-                case 'l': a->preload = optarg; break;
-                case 'c': a->cores = optarg; break;
-                case 'm': a->mode = optarg; break;
-                case 'n': a->tasks = (unsigned)strtoul(optarg, NULL, 10); break;
-                case 't': a->task_ms = (unsigned)strtoul(optarg, NULL, 10); break;
-                case 'j': a->job = (uint32_t)strtoul(optarg, NULL, 10); break;
-                default: return usage();
+                case 'p':
+                        a->plugin = optarg;
+                        break;
+                case 's':
+                        a->sysroot = optarg;
+                        break;
+                case 'r':
+                        a->runtime = optarg;
+                        break;
+                case 'a':
+                        a->agent = optarg;
+                        break;
+                case 'l':
+                        a->preload = optarg;
+                        break;
+                case 'c':
+                        a->cores = optarg;
+                        break;
+                case 'm':
+                        a->mode = optarg;
+                        break;
+                case 'n':
+                        a->tasks = (unsigned)strtoul(optarg, NULL, 10);
+                        break;
+                case 't':
+                        a->task_ms = (unsigned)strtoul(optarg, NULL, 10);
+                        break;
+                case 'j':
+                        a->job = (uint32_t)strtoul(optarg, NULL, 10);
+                        break;
+                default:
+                        return usage();
                 }
         }
-        if (!a->plugin || !a->sysroot || !a->runtime || !a->agent || !a->preload ||
-            a->tasks < 1 || a->tasks > MAX_TASKS || optind != argc)
+        if (!a->plugin || !a->sysroot || !a->runtime || !a->agent || !a->preload || a->tasks < 1 ||
+            a->tasks > MAX_TASKS || optind != argc)
                 return usage();
         return 0;
 }
@@ -241,9 +265,10 @@ static void json_str(const char *s)
 
 static void report(const struct times *t)
 {
-        printf("{\"dlopen\":%.3f,\"init\":%.3f,\"init_post_opt\":%.3f,\"task_init_privileged\":%.3f,"
-               "\"task_init\":%.3f,\"task_exit\":%.3f,\"exit\":%.3f,\"start_phases\":",
-               t->dlopen, t->init, t->post_opt, t->task_priv, t->task_init, t->task_exit, t->exit);
+        printf(
+            "{\"dlopen\":%.3f,\"init\":%.3f,\"init_post_opt\":%.3f,\"task_init_privileged\":%.3f,"
+            "\"task_init\":%.3f,\"task_exit\":%.3f,\"exit\":%.3f,\"start_phases\":",
+            t->dlopen, t->init, t->post_opt, t->task_priv, t->task_init, t->task_exit, t->exit);
         json_str(log_after("debug", "step start (ms): "));
         printf(",\"end_phases\":");
         json_str(log_after("debug", "step end (ms): "));

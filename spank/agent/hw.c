@@ -177,8 +177,9 @@ int mpi_pstate_agentd_hw_setup(struct agentd *a)
         int rc;
 
         a->cpufreq_status = "ok";
-        rc = mpi_pstate_cpufreq_discover(a->o.sysroot, &a->node, a->cpufreq_err,
-                                         sizeof(a->cpufreq_err));
+        /* The step's policies only: a short step waits for this setup. */
+        rc = mpi_pstate_cpufreq_discover_cpus(a->o.sysroot, &a->o.cpus, &a->node, a->cpufreq_err,
+                                              sizeof(a->cpufreq_err));
         if (rc) {
                 a->node = NULL;
                 a->cpufreq_status = rc == -ENODEV ? "absent" : "error";

@@ -376,7 +376,10 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
                 rc = dfd;
                 goto out;
         }
-        rc = mpi_pstate_safeio_write_atomic(dfd, name, b.p, b.len, 0644, 0);
+        /* No fsync: it is written as the step ends, while slurmstepd waits,
+         * and nothing reads it after a crash of the node (the node epilog
+         * that would never ran). */
+        rc = mpi_pstate_safeio_write_atomic(dfd, name, b.p, b.len, 0644, MPI_PSTATE_SAFEIO_NOSYNC);
         close(dfd);
 out:
         free(b.p);

@@ -256,6 +256,37 @@ START_TEST(agent_start_detached_and_stopped)
 }
 END_TEST
 
+/* The plugin's path: a pidfd taken at start.  Stopping at once, before the
+ * agent may even have exec'd (its command line still the caller's), still
+ * stops that very process; a second stop finds it gone. */
+START_TEST(agent_stop_by_pidfd)
+{
+        struct mpi_pstate_agent_args a = base_args;
+        char path[512], record[512], err[256] = "";
+        pid_t pid = 0;
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/agent", adir);
+        snprintf(record, sizeof(record), "%s/agent.json", adir);
+        fake_agent(path, _i);
+        a.path = path;
+        a.record = record;
+        ck_assert_int_eq(mpi_pstate_agentctl_start(&a, &pid, err, sizeof(err)), 0);
+        fd = mpi_pstate_agentctl_pidfd(pid);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(mpi_pstate_agentctl_pidfd(1), -EINVAL); /* never init */
+        if (_i) /* ignores SIGTERM: only once its trap is set, or SIGTERM kills it */
+                for (int i = 0; i < 100 && !mpi_pstate_agentctl_is_ours(pid, record); i++)
+                        usleep(10000);
+        if (_i)
+                usleep(100000);
+        ck_assert_int_eq(mpi_pstate_agentctl_stop_pidfd(fd, 300), _i ? 2 : 1);
+        ck_assert(!alive(pid));
+        ck_assert_int_eq(mpi_pstate_agentctl_stop_pidfd(fd, 300), 0);
+        close(fd);
+}
+END_TEST
+
 START_TEST(agent_start_blocked_signals)
 {
         struct mpi_pstate_agent_args a = base_args;
@@ -820,6 +851,7 @@ static Suite *modules_suite(void)
         tcase_set_timeout(tc, 20);
         tcase_add_test(tc, agent_argv);
         tcase_add_loop_test(tc, agent_start_detached_and_stopped, 0, 2);
+        tcase_add_loop_test(tc, agent_stop_by_pidfd, 0, 2);
         tcase_add_test(tc, agent_start_blocked_signals);
         tcase_add_test(tc, agent_missing_or_not_executable);
         tcase_add_test(tc, pidfile_round_trip_and_hostile);

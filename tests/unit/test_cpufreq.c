@@ -40,6 +40,40 @@ static struct mpi_pstate_cpufreq_node *discover_ok(void)
         return node;
 }
 
+/* A step's discovery: its CPUs' policies only, each whole; a broken policy
+ * elsewhere on the node is never read. */
+START_TEST(discover_only_the_cpus_policies)
+{
+        static const unsigned pair[] = {2, 3};
+        struct mpi_pstate_cpufreq_node *node = NULL;
+        cpu_set_t cpus;
+
+        fakesys_acpi_cpufreq(&fs, 2);
+        fakesys_policy(&fs, 2, pair, 2, "acpi-cpufreq", "userspace performance", "performance",
+                       FAKESYS_FREQS_ACPI, 1200000, 3000000);
+        fakesys_put(&fs, FAKESYS_CPU "/cpufreq/policy0/cpuinfo_max_freq", 0644, "garbage\n");
+        ck_assert_int_eq(mpi_pstate_cpufreq_discover(fs.root, &node, err, sizeof(err)), -EINVAL);
+        CPU_ZERO(&cpus);
+        CPU_SET(1, &cpus);
+        CPU_SET(2, &cpus);
+        ck_assert_int_eq(mpi_pstate_cpufreq_discover_cpus(fs.root, &cpus, &node, err, sizeof(err)),
+                         0);
+        ck_assert_uint_eq(node->npolicies, 2);
+        ck_assert_str_eq(node->policies[0].name, "policy1");
+        ck_assert_str_eq(node->policies[1].name, "policy2");
+        ck_assert_ptr_null(mpi_pstate_cpufreq_policy_of(node, 0));
+        /* policy2 spans CPUs 2-3: loaded whole, so CPU 3 maps to it too. */
+        ck_assert_ptr_eq(mpi_pstate_cpufreq_policy_of(node, 3), &node->policies[1]);
+        ck_assert_int_eq(CPU_COUNT(&node->policies[1].related), 2);
+        mpi_pstate_cpufreq_free(node);
+        /* CPUs without cpufreq: nothing to act on, as for a node without it. */
+        CPU_ZERO(&cpus);
+        CPU_SET(7, &cpus);
+        ck_assert_int_eq(mpi_pstate_cpufreq_discover_cpus(fs.root, &cpus, &node, err, sizeof(err)),
+                         -ENODEV);
+}
+END_TEST
+
 START_TEST(discover_acpi)
 {
         struct mpi_pstate_cpufreq_node *node;
@@ -811,6 +845,7 @@ static Suite *cpufreq_suite(void)
 
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, discover_acpi);
+        tcase_add_test(tc, discover_only_the_cpus_policies);
         tcase_add_test(tc, discover_intel_pstate_hwp);
         tcase_add_test(tc, discover_shared_domain);
         tcase_add_test(tc, domains_of_cpu_sets);

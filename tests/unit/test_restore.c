@@ -255,6 +255,31 @@ START_TEST(second_save_keeps_the_original)
 }
 END_TEST
 
+/* An existing record settles a save before sysfs is read: the agent saves
+ * what the plugin saved a moment before, and a busy domain needs no read. */
+START_TEST(existing_record_settles_save_without_reading)
+{
+        struct mpi_pstate_restore_record r;
+        const struct mpi_pstate_restore_owner other = {7, 0};
+        char path[600];
+
+        ck_assert_int_eq(mpi_pstate_restore_save(dir, pol(0), &job42, err, sizeof(err)), 0);
+        fakesys_path(&fs, FAKESYS_CPU "/cpufreq/policy0/scaling_governor", path, sizeof(path));
+        ck_assert_int_eq(unlink(path), 0);
+        ck_assert_int_eq(mpi_pstate_restore_save(dir, pol(0), &job42, err, sizeof(err)), 0);
+        ck_assert_int_eq(mpi_pstate_restore_save(dir, pol(0), &other, err, sizeof(err)), -EBUSY);
+        ck_assert_int_eq(mpi_pstate_restore_load(dir, "policy0", &r), 0);
+        ck_assert_str_eq(r.saved.governor, "performance");
+        /* Without a record the settings are read, and the missing file says so. */
+        record_path("policy0", path, sizeof(path));
+        ck_assert_int_eq(unlink(path), 0);
+        err[0] = '\0';
+        ck_assert_int_eq(mpi_pstate_restore_save(dir, pol(0), &job42, err, sizeof(err)), -ENOENT);
+        ck_assert_msg(strstr(err, "reading settings"), "err: %s", err);
+        ck_assert_int_eq(mpi_pstate_restore_load(dir, "policy0", &r), -ENOENT);
+}
+END_TEST
+
 START_TEST(restore_only_by_owner)
 {
         const struct mpi_pstate_restore_owner step1 = {42, 1}, other = {7, 0};
@@ -637,6 +662,18 @@ START_TEST(safeio_atomic_write)
             3);
         ck_assert_str_eq(buf, "two");
         ck_assert_int_eq(mpi_pstate_safeio_write_atomic(dfd, "../rec", "x", 1, 0600, 0), -EINVAL);
+        /* Without fsync: the same atomic replacement and the same refusal. */
+        ck_assert_int_eq(mpi_pstate_safeio_write_atomic(dfd, "rec", "three\n", 6, 0600,
+                                                        MPI_PSTATE_SAFEIO_NOSYNC),
+                         0);
+        ck_assert_int_eq(
+            mpi_pstate_safeio_write_atomic(dfd, "rec", "four\n", 5, 0600,
+                                           MPI_PSTATE_SAFEIO_NOSYNC | MPI_PSTATE_SAFEIO_NOREPLACE),
+            -EEXIST);
+        ck_assert_int_eq(
+            mpi_pstate_safeio_read_small(dfd, "rec", buf, sizeof(buf), MPI_PSTATE_SAFEIO_OWNED, 0),
+            5);
+        ck_assert_str_eq(buf, "three");
         close(dfd);
         /* No temporary file left behind. */
         snprintf(path, sizeof(path), "%s", dir);
@@ -703,6 +740,7 @@ static Suite *restore_suite(void)
         tcase_add_test(tc, save_then_restore);
         tcase_add_test(tc, save_userspace_keeps_setspeed);
         tcase_add_test(tc, second_save_keeps_the_original);
+        tcase_add_test(tc, existing_record_settles_save_without_reading);
         tcase_add_test(tc, restore_only_by_owner);
         tcase_add_test(tc, restore_order_raising);
         tcase_add_test(tc, restore_order_lowering);
