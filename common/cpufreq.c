@@ -418,13 +418,16 @@ out:
         return rc;
 }
 
-static void read_node_extras(const char *cpudir, struct mpi_pstate_cpufreq_node *node)
+/* Node-wide attributes; the boost switch only with_boost (a job step's
+ * discovery has no use for it). */
+static void read_node_extras(const char *cpudir, struct mpi_pstate_cpufreq_node *node,
+                             bool with_boost)
 {
         char dir[MPI_PSTATE_CPUFREQ_PATH_LEN], buf[64];
         uint64_t v;
 
         node->boost_on = -1;
-        if (join(dir, sizeof(dir), cpudir, "cpufreq") == 0 &&
+        if (with_boost && join(dir, sizeof(dir), cpudir, "cpufreq") == 0 &&
             read_attr(dir, "boost", buf, sizeof(buf)) == 0 &&
             mpi_pstate_parse_u64(buf, 0, 1, &v) == 0) {
                 node->boost_kind = MPI_PSTATE_CPUFREQ_BOOST_CPUFREQ;
@@ -433,7 +436,7 @@ static void read_node_extras(const char *cpudir, struct mpi_pstate_cpufreq_node 
         if (join(dir, sizeof(dir), cpudir, "intel_pstate") == 0) {
                 if (read_name(dir, "status", node->pstate_status) != 0)
                         node->pstate_status[0] = '\0';
-                if (node->boost_kind == MPI_PSTATE_CPUFREQ_BOOST_NONE &&
+                if (with_boost && node->boost_kind == MPI_PSTATE_CPUFREQ_BOOST_NONE &&
                     read_attr(dir, "no_turbo", buf, sizeof(buf)) == 0 &&
                     mpi_pstate_parse_u64(buf, 0, 1, &v) == 0) {
                         node->boost_kind = MPI_PSTATE_CPUFREQ_BOOST_NO_TURBO;
@@ -494,7 +497,7 @@ EXPORT int mpi_pstate_cpufreq_discover_cpus(const char *sysroot, const cpu_set_t
         }
         for (size_t i = 0; i < CPU_SETSIZE; i++)
                 node->cpu_policy[i] = -1;
-        read_node_extras(cpudir, node);
+        read_node_extras(cpudir, node, cpus == NULL);
         rc = cpus ? find_policies_of(cpudir, cpus, &names) : find_policies(cpudir, &names);
         if (rc) {
                 mpi_pstate_errmsg_set(err, errlen, "%s: %s", cpudir, strerror(-rc));
@@ -822,16 +825,26 @@ EXPORT int mpi_pstate_cpufreq_apply(const struct mpi_pstate_cpufreq_policy *p,
                                     const struct mpi_pstate_cpufreq_settings *target, char *err,
                                     size_t errlen)
 {
+        return mpi_pstate_cpufreq_apply_from(p, NULL, target, err, errlen);
+}
+
+EXPORT int mpi_pstate_cpufreq_apply_from(const struct mpi_pstate_cpufreq_policy *p,
+                                         const struct mpi_pstate_cpufreq_settings *known,
+                                         const struct mpi_pstate_cpufreq_settings *target,
+                                         char *err, size_t errlen)
+{
         struct mpi_pstate_cpufreq_settings cur;
         struct mpi_pstate_cpufreq_write w[4];
         unsigned n;
-        int rc = mpi_pstate_cpufreq_read_settings(p, &cur);
+        int rc = known ? 0 : mpi_pstate_cpufreq_read_settings(p, &cur);
 
         if (rc) {
                 mpi_pstate_errmsg_set(err, errlen, "%s: reading current settings: %s", p->name,
                                       strerror(-rc));
                 return rc;
         }
+        if (known)
+                cur = *known;
         n = mpi_pstate_cpufreq_plan_writes(&cur, target, w);
         for (unsigned i = 0; i < n; i++) {
                 char path[MPI_PSTATE_CPUFREQ_PATH_LEN + 32], value[MPI_PSTATE_CPUFREQ_NAME_LEN + 1];
@@ -856,6 +869,17 @@ EXPORT int mpi_pstate_cpufreq_domain_prepare(struct mpi_pstate_cpufreq_domain *d
                                              enum mpi_pstate_cpufreq_mech mech, uint32_t low_khz,
                                              uint32_t high_khz, char *err, size_t errlen)
 {
+        return mpi_pstate_cpufreq_domain_prepare_from(d, p, NULL, mech, low_khz, high_khz, err,
+                                                      errlen);
+}
+
+EXPORT int mpi_pstate_cpufreq_domain_prepare_from(struct mpi_pstate_cpufreq_domain *d,
+                                                  const struct mpi_pstate_cpufreq_policy *p,
+                                                  const struct mpi_pstate_cpufreq_settings *known,
+                                                  enum mpi_pstate_cpufreq_mech mech,
+                                                  uint32_t low_khz, uint32_t high_khz, char *err,
+                                                  size_t errlen)
+{
         char path[MPI_PSTATE_CPUFREQ_PATH_LEN + 32];
         struct mpi_pstate_cpufreq_settings cur;
         const char *file;
@@ -878,12 +902,14 @@ EXPORT int mpi_pstate_cpufreq_domain_prepare(struct mpi_pstate_cpufreq_domain *d
                                       p->cpuinfo_max_khz);
                 return -ERANGE;
         }
-        rc = mpi_pstate_cpufreq_read_settings(p, &cur);
+        rc = known ? 0 : mpi_pstate_cpufreq_read_settings(p, &cur);
         if (rc) {
                 mpi_pstate_errmsg_set(err, errlen, "%s: reading current settings: %s", p->name,
                                       strerror(-rc));
                 return rc;
         }
+        if (known)
+                cur = *known;
         if (mech == MPI_PSTATE_CPUFREQ_MECH_MAXFREQ && low_khz < cur.min_khz) {
                 mpi_pstate_errmsg_set(err, errlen,
                                       "%s: low %u kHz is below scaling_min_freq %u kHz", p->name,

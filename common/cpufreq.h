@@ -80,7 +80,8 @@ int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cpufreq_n
  * cost of its own CPUs instead of the node's (a 1-core step on a 256-CPU
  * node reads one policy, not 256).  Every policy holding one of cpus is
  * loaded whole (related_cpus included), so domains_of() and the "shared
- * with CPUs outside" test give the answers a full discovery gives. */
+ * with CPUs outside" test give the answers a full discovery gives.  The
+ * boost switch is not read (boost_kind NONE, boost_on -1). */
 int mpi_pstate_cpufreq_discover_cpus(const char *sysroot, const cpu_set_t *cpus,
                                      struct mpi_pstate_cpufreq_node **out, char *err,
                                      size_t errlen);
@@ -178,6 +179,12 @@ unsigned mpi_pstate_cpufreq_plan_writes(const struct mpi_pstate_cpufreq_settings
 
 /* Reads the current settings of p and performs plan_writes() towards target
  * with one-shot writes.  Stops at the first failing write. */
+/* apply() from settings the caller read a moment ago (known, NULL: read
+ * them), so a step's setup reads each sysfs file once. */
+int mpi_pstate_cpufreq_apply_from(const struct mpi_pstate_cpufreq_policy *p,
+                                  const struct mpi_pstate_cpufreq_settings *known,
+                                  const struct mpi_pstate_cpufreq_settings *target, char *err,
+                                  size_t errlen);
 int mpi_pstate_cpufreq_apply(const struct mpi_pstate_cpufreq_policy *p,
                              const struct mpi_pstate_cpufreq_settings *target, char *err,
                              size_t errlen);
@@ -196,6 +203,13 @@ struct mpi_pstate_cpufreq_domain {
  * cpuinfo_min <= low <= high <= cpuinfo_max (-ERANGE); MAXFREQ also needs
  * low >= scaling_min_freq (-ERANGE, the kernel would not honour it); SETSPEED
  * needs the userspace governor active (-EINVAL).  d->fd is -1 on failure. */
+/* domain_prepare() checked against settings the caller just read (known,
+ * NULL: read them here). */
+int mpi_pstate_cpufreq_domain_prepare_from(struct mpi_pstate_cpufreq_domain *d,
+                                           const struct mpi_pstate_cpufreq_policy *p,
+                                           const struct mpi_pstate_cpufreq_settings *known,
+                                           enum mpi_pstate_cpufreq_mech mech, uint32_t low_khz,
+                                           uint32_t high_khz, char *err, size_t errlen);
 int mpi_pstate_cpufreq_domain_prepare(struct mpi_pstate_cpufreq_domain *d,
                                       const struct mpi_pstate_cpufreq_policy *p,
                                       enum mpi_pstate_cpufreq_mech mech, uint32_t low_khz,

@@ -209,6 +209,14 @@ EXPORT int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpuf
                                    const struct mpi_pstate_restore_owner *who, char *err,
                                    size_t errlen)
 {
+        return mpi_pstate_restore_save_from(dir, p, NULL, who, err, errlen);
+}
+
+EXPORT int mpi_pstate_restore_save_from(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
+                                        const struct mpi_pstate_cpufreq_settings *known,
+                                        const struct mpi_pstate_restore_owner *who, char *err,
+                                        size_t errlen)
+{
         struct mpi_pstate_restore_record r;
         char text[MPI_PSTATE_RESTORE_MAX_BYTES];
         int dirfd = -1, rc, n;
@@ -232,7 +240,8 @@ EXPORT int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpuf
         rc = check_existing(dirfd, dir, r.policy, who, err, errlen);
         if (rc != -ENOENT)
                 goto out;
-        rc = mpi_pstate_cpufreq_read_settings(p, &r.saved);
+        r.saved = known ? *known : r.saved;
+        rc = known ? 0 : mpi_pstate_cpufreq_read_settings(p, &r.saved);
         if (rc) {
                 mpi_pstate_errmsg_set(err, errlen, "%s: reading settings to save: %s", p->name,
                                       strerror(-rc));

@@ -48,6 +48,13 @@ int mpi_pstate_restore_parse(const char *text, struct mpi_pstate_restore_record 
 int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
                             const struct mpi_pstate_restore_owner *who, char *err, size_t errlen);
 
+/* save() of settings the caller read a moment ago (known, NULL: read them):
+ * a job step's setup reads each sysfs file once. */
+int mpi_pstate_restore_save_from(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
+                                 const struct mpi_pstate_cpufreq_settings *known,
+                                 const struct mpi_pstate_restore_owner *who, char *err,
+                                 size_t errlen);
+
 /* Reads and checks one record (name = policy name) without acting on it. */
 int mpi_pstate_restore_load(const char *dir, const char *name,
                             struct mpi_pstate_restore_record *out);

@@ -52,7 +52,10 @@ static void set_one(const struct mpi_pstate_policy_req *req,
         char msg[256] = "";
         int rc;
 
-        rc = mpi_pstate_restore_save(req->restore_dir, p, &req->owner, msg, sizeof(msg));
+        /* p->cur was read by the discovery a moment ago, and the step owns
+         * the domain: no file is read twice. */
+        rc = mpi_pstate_restore_save_from(req->restore_dir, p, &p->cur, &req->owner, msg,
+                                          sizeof(msg));
         if (rc == -EBUSY) {
                 d->status = MPI_PSTATE_POLICY_BUSY;
                 d->error = rc;
@@ -65,7 +68,7 @@ static void set_one(const struct mpi_pstate_policy_req *req,
                 rc = mpi_pstate_cpufreq_plan(p, &lim, &ask, d->mech, &d->target, &d->clamped, msg,
                                              sizeof(msg));
         if (rc == 0)
-                rc = mpi_pstate_cpufreq_apply(p, &d->target, msg, sizeof(msg));
+                rc = mpi_pstate_cpufreq_apply_from(p, &p->cur, &d->target, msg, sizeof(msg));
         if (rc) {
                 /* A saved record stays: the step-exit restore puts back what a
                  * partial write changed. */

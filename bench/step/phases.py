@@ -101,9 +101,12 @@ class Trees:
         for c in range(self.ncpu):
             (cpu / f"cpu{c}").mkdir()
             (cpu / f"cpu{c}" / "cpufreq").symlink_to(f"../cpufreq/policy{c}")
-        subprocess.run(["mount", "--bind", str(mnt / "cpufreq"), str(cpu / "cpufreq")],
-                       check=True)
-        self.mounts.append(cpu / "cpufreq")
+        (root / "class/powercap").mkdir(parents=True)
+        # As the lab binds them: the agent reads RAPL energy through the fake too.
+        for src, dst in ((mnt / "cpufreq", cpu / "cpufreq"),
+                         (mnt / "powercap", root / "class/powercap")):
+            subprocess.run(["mount", "--bind", str(src), str(dst)], check=True)
+            self.mounts.append(dst)
         self.mounts.append(mnt)
         self.fuse = root
         return root

@@ -141,6 +141,7 @@ def scope_step(a: argparse.Namespace, workdir: Path) -> Tuple[Dict[str, List[flo
     r = subprocess.run(argv, capture_output=True, text=True,
                        timeout=a.timeout * (2 * (a.n + a.warmup) + 2))
     samples, failures = parse_step_output(out.read_text() if out.exists() else "", a.warmup)
+    a.step_job = r.stdout.strip().split(";")[0]
     if r.returncode != 0:
         failures.append(f"sbatch --wait: exit {r.returncode}: {r.stderr.strip()[:200]}")
     expected = a.n
@@ -148,6 +149,76 @@ def scope_step(a: argparse.Namespace, workdir: Path) -> Tuple[Dict[str, List[flo
         if len(samples[v]) != expected and not failures:
             failures.append(f"step scope: {len(samples[v])} {v} samples, expected {expected}")
     return samples, failures
+
+
+# slurmd log lines (SlurmdDebug=verbose) that bound the phases of a step on
+# its node: "[TIME] launch task StepId=J.S request ..." and "[TIME] [J.S] MSG".
+LOG_MARKS = (
+    ("launch", "launch task StepId="),
+    ("stepd", "task affinity plugin loaded"),
+    ("plugin", "mpi-pstate: job "),  # init_post_opt: the settings line
+    ("policy", " domain(s): "),  # after topology, directories and policy
+    ("agent", ": agent "),  # after the segment and the agent's start
+    ("tasks", "starting "),
+    ("started", ") started "),
+    ("exited", ") exited "),
+    ("done", "done with job"),
+)
+# Intervals reported, between two marks; the plugin's only exist with it.
+LOG_SPANS = (("stepd start", "launch", "stepd"), ("before tasks", "stepd", "tasks"),
+             ("  plugin: topology+dirs+policy", "plugin", "policy"),
+             ("  plugin: segment+agent start", "policy", "agent"),
+             ("  after agent start", "agent", "tasks"),
+             ("task run", "started", "exited"), ("step end", "exited", "done"),
+             ("launch to done", "launch", "done"))
+
+
+def log_time(stamp: str) -> Optional[float]:
+    try:
+        hms = stamp.split("T")[1]
+        h, m, sec = hms.split(":")
+        return int(h) * 3600 + int(m) * 60 + float(sec)
+    except (IndexError, ValueError):
+        return None
+
+
+def parse_slurmd_logs(paths: Sequence[str], job: str) -> Dict[str, Dict[str, float]]:
+    """{step id: {mark: seconds of day}} for the steps of `job`, first match of each mark."""
+    steps: Dict[str, Dict[str, float]] = {}
+    for path in paths:
+        try:
+            lines = Path(path).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for ln in lines:
+            if not ln.startswith("["):
+                continue
+            stamp, _, rest = ln[1:].partition("] ")
+            if rest.startswith(f"launch task StepId={job}."):
+                step = rest.split()[2].split(".", 1)[1]
+            elif rest.startswith(f"[{job}."):
+                step, _, rest = rest[len(job) + 2:].partition("] ")
+            else:
+                continue
+            t = log_time(stamp)
+            for mark, needle in LOG_MARKS:
+                if needle in rest and t is not None:
+                    steps.setdefault(step, {}).setdefault(mark, t)
+    return steps
+
+
+def log_phases(paths: Sequence[str], job: str, warmup: int) -> Dict[str, Dict[str, float]]:
+    """Median ms of each LOG_SPANS interval, per variant (a step that logged the
+    plugin's settings line is a "with" step); the first 2*warmup steps dropped."""
+    steps = parse_slurmd_logs(paths, job)
+    per: Dict[str, Dict[str, List[float]]] = {v: {} for v in VARIANTS}
+    numbered = sorted((int(s), m) for s, m in steps.items() if s.isdigit())
+    for _, marks in numbered[2 * warmup:]:
+        v = "with" if "plugin" in marks else "without"
+        for name, a, b in LOG_SPANS:
+            if a in marks and b in marks:
+                per[v].setdefault(name, []).append((marks[b] - marks[a]) * 1e3)
+    return {v: {k: statistics.median(xs) for k, xs in d.items()} for v, d in per.items()}
 
 
 def machine() -> str:
@@ -183,6 +254,14 @@ def markdown(res: Dict[str, Any]) -> str:
                 fmt(st["stats"].get("ratio_p90"), "{:.2f}")]
             lines.append(f"| {scope} | {v} | {s['n']} | {fmt(s['median_ms'])} | "
                          f"{fmt(s['p90_ms'])} | {fmt(s['min_ms'])} | " + " | ".join(tail) + " |")
+    if res.get("log_phases"):
+        lp = res["log_phases"]
+        lines += ["", "Step scope, per phase on the node (slurmd log, ms resolution; median ms):",
+                  "", "| phase | without | with | added |", "|---|---:|---:|---:|"]
+        for name, _, _ in LOG_SPANS:
+            a, b = lp["without"].get(name), lp["with"].get(name)
+            add = None if a is None or b is None else b - a
+            lines.append(f"| {name} | {fmt(a)} | {fmt(b)} | {fmt(add)} |")
     for scope, st in res["scopes"].items():
         for f in st["failures"]:
             lines.append(f"\nFAILED ({scope}): {f}")
@@ -203,8 +282,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--timeout", type=float, default=120, help="seconds per srun (120)")
     ap.add_argument("--workdir", help="for the step scope's job files (default: a fresh "
                     "directory under the current one, removed afterwards)")
+    ap.add_argument("--slurmd-log", action="append", default=[],
+                    help="slurmd log(s) of the nodes (readable, SlurmdDebug=verbose): adds the "
+                    "step scope's per-phase split from their timestamps")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    a.step_job = None
     scopes = [s for s in a.scope.split(",") if s]
     if not scopes or any(s not in ("job", "step") for s in scopes):
         ap.error("--scope: job, step or job,step")
@@ -238,6 +321,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         st = res["scopes"][scope]["stats"]
         print(f"{scope}: without {fmt(st['without']['median_ms'])} ms, with "
               f"{fmt(st['with']['median_ms'])} ms (median)", file=sys.stderr, flush=True)
+    res["step_job"] = a.step_job
+    if a.slurmd_log and a.step_job:
+        res["log_phases"] = log_phases(a.slurmd_log, a.step_job, a.warmup)
     sys.stdout.write(json.dumps(res, indent=1) + "\n" if a.json else markdown(res))
     return 1 if any(s["failures"] for s in res["scopes"].values()) else 0
 

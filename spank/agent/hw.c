@@ -114,9 +114,9 @@ static void setup_one(struct agentd *a, struct agentd_domain *d)
                 return;
         }
         d->orig = p->cur;
-        rc = memory_restore()
-                 ? 0
-                 : mpi_pstate_restore_save(a->o.runtime_dir, p, &who, err, sizeof(err));
+        rc = memory_restore() ? 0
+                              : mpi_pstate_restore_save_from(a->o.runtime_dir, p, &p->cur, &who,
+                                                             err, sizeof(err));
         if (rc) {
                 set_status(d, rc == -EBUSY ? AGENTD_DOM_BUSY : AGENTD_DOM_ERROR,
                            err[0] ? err : strerror(-rc));
@@ -139,7 +139,13 @@ static void setup_one(struct agentd *a, struct agentd_domain *d)
                 }
                 d->governor_changed = true;
         }
-        rc = mpi_pstate_cpufreq_read_settings(p, &cur);
+        /* Read again only if the switch above changed them: otherwise the
+         * discovery a moment ago is current, and a short step waits for
+         * every sysfs read of this setup. */
+        if (d->governor_changed)
+                rc = mpi_pstate_cpufreq_read_settings(p, &cur);
+        else
+                cur = p->cur;
         if (rc) {
                 snprintf(err, sizeof(err), "reading settings: %s", strerror(-rc));
                 set_status(d, AGENTD_DOM_ERROR, err);
@@ -158,8 +164,8 @@ static void setup_one(struct agentd *a, struct agentd_domain *d)
                 unsave(a, d);
                 return;
         }
-        rc = mpi_pstate_cpufreq_domain_prepare(&d->h, p, d->mech, d->low_khz, d->high_khz, err,
-                                               sizeof(err));
+        rc = mpi_pstate_cpufreq_domain_prepare_from(&d->h, p, &cur, d->mech, d->low_khz,
+                                                    d->high_khz, err, sizeof(err));
         if (rc) {
                 set_status(d, AGENTD_DOM_ERROR, err);
                 unsave(a, d);

@@ -619,6 +619,53 @@ START_TEST(apply_writes_in_order)
 }
 END_TEST
 
+/* The _from variants take the settings the caller just read: the same
+ * writes in the same order, and no policy file opened for reading. */
+START_TEST(apply_and_prepare_from_known_settings)
+{
+        struct mpi_pstate_cpufreq_node *node;
+        struct mpi_pstate_cpufreq_settings t, now;
+        struct mpi_pstate_cpufreq_domain d;
+        char log[2048];
+        int ifd;
+
+        fakesys_acpi_cpufreq(&fs, 1);
+        node = discover_ok();
+        ifd = fakesys_watch(&fs, FAKESYS_CPU "/cpufreq/policy0");
+        t = S("userspace", 1200000, 3000000, 3000000);
+        ck_assert_int_eq(mpi_pstate_cpufreq_apply_from(&node->policies[0], &node->policies[0].cur,
+                                                       &t, err, sizeof(err)),
+                         0);
+        ck_assert_int_eq(mpi_pstate_cpufreq_domain_prepare_from(&d, &node->policies[0], &t,
+                                                                MPI_PSTATE_CPUFREQ_MECH_SETSPEED,
+                                                                1200000, 3000000, err, sizeof(err)),
+                         0);
+        mpi_pstate_cpufreq_domain_close(&d);
+        fakesys_events(ifd, log, sizeof(log));
+        ck_assert_msg(strstr(log, "modify scaling_governor") &&
+                          strstr(log, "modify scaling_setspeed"),
+                      "%s", log);
+        {
+                /* governor and setspeed written, setspeed kept open: three opens, no read. */
+                unsigned opens = 0;
+
+                for (const char *at = log; (at = strstr(at, "open ")); at++)
+                        opens++;
+                ck_assert_msg(opens == 3, "%u opens:\n%s", opens, log);
+        }
+        ck_assert_int_eq(mpi_pstate_cpufreq_read_settings(&node->policies[0], &now), 0);
+        ck_assert_str_eq(now.governor, "userspace");
+        ck_assert_uint_eq(now.setspeed_khz, 3000000);
+        /* What prepare_from is told is what it checks: not userspace, no setspeed. */
+        ck_assert_int_eq(mpi_pstate_cpufreq_domain_prepare_from(
+                             &d, &node->policies[0], &node->policies[0].cur,
+                             MPI_PSTATE_CPUFREQ_MECH_SETSPEED, 1200000, 3000000, err, sizeof(err)),
+                         -EINVAL);
+        close(ifd);
+        mpi_pstate_cpufreq_free(node);
+}
+END_TEST
+
 START_TEST(apply_reports_failed_write)
 {
         struct mpi_pstate_cpufreq_node *node;
@@ -846,6 +893,7 @@ static Suite *cpufreq_suite(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, discover_acpi);
         tcase_add_test(tc, discover_only_the_cpus_policies);
+        tcase_add_test(tc, apply_and_prepare_from_known_settings);
         tcase_add_test(tc, discover_intel_pstate_hwp);
         tcase_add_test(tc, discover_shared_domain);
         tcase_add_test(tc, domains_of_cpu_sets);
