@@ -1,7 +1,7 @@
 /* bench/step/hooks: one job step of spank_mpi_pstate.so on this machine,
  * without Slurm, timed hook by hook.
  *
- *   hooks --plugin SO --sysroot DIR --runtime DIR --agent PATH --preload PATH
+ *   hooks --plugin SO|none --sysroot DIR --runtime DIR --agent PATH --preload PATH
  *         [--tasks N] [--cores LIST] [--task-ms MS] [--mode on|profile] [--job J]
  *
  * The plugin is dlopen()ed as slurmstepd does, so one binary drives any
@@ -10,13 +10,14 @@
  * (spank/tests/spank_stub.c), exported from this executable (-rdynamic).
  * The sequence is slurmstepd's for one step on one node: init and the
  * option callback, init_post_opt, then per task a forked child that runs
- * task_init_privileged and task_init (the child then exits: the task's own
- * run time is --task-ms, slept by the parent), task_exit per task as it is
- * reaped, and exit.  Prints one JSON object: wall milliseconds per hook,
- * the plugin's own phase split (its debug lines "step start (ms): ..." and
- * "step end (ms): ...", empty for builds without them) and its error lines.
- * Run as root, once per sample: a slurmstepd is a fresh process per step,
- * and the plugin keeps per-process state. */
+ * task_init_privileged and task_init and execs /bin/true with the plugin's
+ * LD_PRELOAD (task_run: fork to reaped), the rest of the task's life
+ * (--task-ms, slept), task_exit per task, and exit.  With --plugin none only
+ * the tasks run: the baseline of task_run.  Prints one JSON object: wall
+ * milliseconds per hook, the plugin's own phase split (its debug lines
+ * "step start (ms): ..." and "step end (ms): ...", empty for builds without
+ * them) and its error lines.  Run as root, once per sample: a slurmstepd is
+ * a fresh process per step, and the plugin keeps per-process state. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
@@ -44,7 +45,7 @@ struct hooks {
 };
 
 struct times {
-        double dlopen, init, post_opt, task_priv, task_init, task_exit, exit;
+        double dlopen, init, post_opt, task_priv, task_init, task_run, task_exit, exit;
 };
 
 static double now_ms(void)
@@ -145,11 +146,14 @@ static int load(const char *path, struct hooks *h, double *ms)
         return 0;
 }
 
-/* A hook's wall time in ms; the plugin never fails one (it returns 0). */
+/* A hook's wall time in ms; the plugin never fails one (it returns 0).
+ * No hook (--plugin none): nothing runs, 0 ms. */
 static double timed(hook_fn *fn, int ac, char **av)
 {
         double t0 = now_ms();
 
+        if (!fn)
+                return 0;
         if (fn(STUB_SP, ac, av) != 0)
                 fprintf(stderr, "hooks: a hook returned non-zero\n");
         return now_ms() - t0;
@@ -165,9 +169,14 @@ static int give_mode(const char *mode)
         return -1;
 }
 
-/* The forked task: both per-task hooks, their times back through the pipe. */
+/* The forked task: both per-task hooks, their times back through the pipe,
+ * then the task's program, /bin/true, with the LD_PRELOAD the plugin set. */
 static void run_task(const struct hooks *h, unsigned task, int fd)
 {
+        char pre[300];
+        const char *lib;
+        char *envp[2] = {NULL, NULL};
+        char *argv[2] = {"/bin/true", NULL};
         double t[2];
         ssize_t n;
 
@@ -175,12 +184,19 @@ static void run_task(const struct hooks *h, unsigned task, int fd)
         t[0] = timed(h->task_priv, 0, NULL);
         t[1] = timed(h->task_init, 0, NULL);
         n = write(fd, t, sizeof(t));
-        _exit(n == (ssize_t)sizeof(t) ? 0 : 1);
+        close(fd);
+        lib = stub_env_get("LD_PRELOAD");
+        if (lib && snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", lib) < (int)sizeof(pre))
+                envp[0] = pre;
+        if (n == (ssize_t)sizeof(t))
+                execve(argv[0], argv, envp);
+        _exit(1);
 }
 
 /* Forks every task, as slurmstepd does; keeps the slowest child's times
  * (the tasks start in parallel). */
-static int fork_tasks(const struct hooks *h, const struct args *a, pid_t *pids, struct times *t)
+static int fork_tasks(const struct hooks *h, const struct args *a, pid_t *pids, double *forked,
+                      struct times *t)
 {
         for (unsigned i = 0; i < a->tasks; i++) {
                 double ct[2] = {0, 0};
@@ -188,6 +204,7 @@ static int fork_tasks(const struct hooks *h, const struct args *a, pid_t *pids, 
 
                 if (pipe(p) != 0)
                         return 1;
+                forked[i] = now_ms();
                 pids[i] = fork();
                 if (pids[i] < 0)
                         return 1;
@@ -209,6 +226,7 @@ static int run_step(const struct hooks *h, const struct args *a, char **pargs, i
                     struct times *t)
 {
         pid_t pids[MAX_TASKS];
+        double forked[MAX_TASKS];
         struct timespec nap = {.tv_sec = a->task_ms / 1000,
                                .tv_nsec = (long)(a->task_ms % 1000) * 1000000L};
 
@@ -221,15 +239,21 @@ static int run_step(const struct hooks *h, const struct args *a, char **pargs, i
         stub.job_cores = a->cores;
         stub.cpus_per_task = 1;
         t->init = timed(h->init, npargs, pargs);
-        if (give_mode(a->mode) != 0)
+        if (h->init && give_mode(a->mode) != 0)
                 return 1;
         t->post_opt = timed(h->post_opt, 0, NULL);
-        if (fork_tasks(h, a, pids, t) != 0)
+        if (fork_tasks(h, a, pids, forked, t) != 0)
                 return 1;
-        nanosleep(&nap, NULL);
+        /* fork to reaped: hooks in the child, exec, the program, exit */
         for (unsigned i = 0; i < a->tasks; i++) {
                 while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR)
                         ;
+                if (now_ms() - forked[i] > t->task_run)
+                        t->task_run = now_ms() - forked[i];
+        }
+        /* the rest of the task's life: what the agent has to start up in */
+        nanosleep(&nap, NULL);
+        for (unsigned i = 0; i < a->tasks; i++) {
                 stub.task_id = (int)i;
                 t->task_exit += timed(h->task_exit, 0, NULL);
         }
@@ -267,8 +291,10 @@ static void report(const struct times *t)
 {
         printf(
             "{\"dlopen\":%.3f,\"init\":%.3f,\"init_post_opt\":%.3f,\"task_init_privileged\":%.3f,"
-            "\"task_init\":%.3f,\"task_exit\":%.3f,\"exit\":%.3f,\"start_phases\":",
-            t->dlopen, t->init, t->post_opt, t->task_priv, t->task_init, t->task_exit, t->exit);
+            "\"task_init\":%.3f,\"task_run\":%.3f,\"task_exit\":%.3f,\"exit\":%.3f,"
+            "\"start_phases\":",
+            t->dlopen, t->init, t->post_opt, t->task_priv, t->task_init, t->task_run, t->task_exit,
+            t->exit);
         json_str(log_after("debug", "step start (ms): "));
         printf(",\"end_phases\":");
         json_str(log_after("debug", "step end (ms): "));
@@ -297,7 +323,8 @@ int main(int argc, char **argv)
         snprintf(kv[3], sizeof(kv[3]), "agent=%s", a.agent);
         for (int i = 0; i < 4; i++)
                 pargs[i] = kv[i];
-        if (load(a.plugin, &h, &t.dlopen) != 0)
+        memset(&h, 0, sizeof(h));
+        if (strcmp(a.plugin, "none") != 0 && load(a.plugin, &h, &t.dlopen) != 0)
                 return 1;
         rc = run_step(&h, &a, pargs, 4, &t);
         /* The segment stays for the node epilog in production; here nobody

@@ -45,12 +45,14 @@ from typing import Any, Dict, List, Optional
 
 TOP = Path(__file__).resolve().parents[2]
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-fusepy for the FUSE fake
-HOOKS = ("dlopen", "init", "init_post_opt", "task_init_privileged", "task_init", "task_exit",
-         "exit")
+HOOKS = ("dlopen", "init", "init_post_opt", "task_init_privileged", "task_init", "task_run",
+         "task_exit", "exit")
 # What a step waits for: everything but the exit hook runs before srun hears
 # that the tasks ended; exit (spank_fini) runs before the step-complete
-# message that frees the step's CPUs for the next step.  All of it counts.
-TOTAL = HOOKS
+# message that frees the step's CPUs for the next step.  All of it counts;
+# the per-task hooks run inside task_run (the child), so they are not
+# added twice.
+TOTAL = ("dlopen", "init", "init_post_opt", "task_run", "task_exit", "exit")
 
 
 def parse_phases(text: str, prefix: str) -> Dict[str, float]:
@@ -132,9 +134,11 @@ class Trees:
         shutil.rmtree(self.shm, ignore_errors=True)
 
 
-def one_sample(hooks: Path, build: Path, sysroot: Path, runtime: Path, lib: Path,
+def one_sample(hooks: Path, build: Optional[Path], sysroot: Path, runtime: Path, lib: Path,
                a: argparse.Namespace) -> Dict[str, Any]:
-    argv = [str(hooks), "--plugin", str(build / "spank/spank_mpi_pstate.so"),
+    plugin = str(build / "spank/spank_mpi_pstate.so") if build else "none"
+    build = build or Path("/nonexistent")
+    argv = [str(hooks), "--plugin", plugin,
             "--agent", str(build / "spank/agent/mpi-pstate-agent"), "--sysroot", str(sysroot),
             "--runtime", str(runtime), "--preload", str(lib), "--cores", a.cores,
             "--tasks", str(a.tasks), "--task-ms", str(a.task_ms), "--mode", a.mode]
@@ -156,7 +160,7 @@ def median_table(samples: List[Dict[str, Any]]) -> Dict[str, float]:
 
 
 def run(a: argparse.Namespace) -> Dict[str, Any]:
-    builds = {"candidate": Path(a.build).resolve()}
+    builds: Dict[str, Optional[Path]] = {"none": None, "candidate": Path(a.build).resolve()}
     if a.baseline:
         builds["baseline"] = Path(a.baseline).resolve()
     hooks = Path(a.build).resolve() / "bench/step/hooks"
@@ -169,7 +173,9 @@ def run(a: argparse.Namespace) -> Dict[str, Any]:
         for i in range(a.warmup + a.n):
             for ci, conf in enumerate(configs):
                 tree, _, where = conf.partition(":")
-                order = list(builds) if (i + ci) % 2 == 0 else list(reversed(list(builds)))
+                # rotated per round and configuration: no build always goes first
+                k = (i + ci) % len(builds)
+                order = list(builds)[k:] + list(builds)[:k]
                 for b in order:
                     s = one_sample(hooks, builds[b], trees.sysroot(tree),
                                    trees.runtime(where, b), trees.lib, a)
@@ -182,13 +188,19 @@ def run(a: argparse.Namespace) -> Dict[str, Any]:
                            "command": "/usr/bin/python3 bench/step/phases.py " + " ".join(
                                sys.argv[1:]),
                            "n": a.n, "cores": a.cores, "tasks": a.tasks, "task_ms": a.task_ms,
-                           "mode": a.mode, "builds": {b: str(p) for b, p in builds.items()},
+                           "mode": a.mode,
+                           "builds": {b: str(p) if p else "no plugin" for b, p in builds.items()},
                            "configs": {}, "errors": sorted(set(errors))[:20]}
     for conf in configs:
         med = {b: median_table(samples[conf][b]) for b in builds}
         entry: Dict[str, Any] = {"median_ms": med}
+        # added per step: against the plugin-less run of the same samples
+        for b in builds:
+            if b != "none":
+                med[b]["added"] = med[b]["total"] - med["none"]["total"]
         if "baseline" in med:
             entry["ratio_total"] = med["candidate"]["total"] / med["baseline"]["total"]
+            entry["ratio_added"] = med["candidate"]["added"] / med["baseline"]["added"]
         res["configs"][conf] = entry
     return res
 
@@ -205,7 +217,7 @@ def markdown(res: Dict[str, Any]) -> str:
              f"{res['mode']}.  Median ms.", ""]
     for conf, e in res["configs"].items():
         med = e["median_ms"]
-        keys = [k for k in ("total",) + HOOKS] + sorted(
+        keys = [k for k in ("added", "total") + HOOKS] + sorted(
             {k for b in builds for k in med[b] if "." in k},
             key=lambda k: (not k.startswith("start."), k.endswith(".total"), k))
         lines += [f"### {conf}", "", "| ms (median) | " + " | ".join(builds) + " |",
@@ -213,7 +225,8 @@ def markdown(res: Dict[str, Any]) -> str:
         for k in keys:
             lines.append(f"| {k} | " + " | ".join(fmt(med[b].get(k)) for b in builds) + " |")
         if "ratio_total" in e:
-            lines.append(f"\ncandidate/baseline (total): {e['ratio_total']:.2f}")
+            lines.append(f"\ncandidate/baseline: total {e['ratio_total']:.2f}, added "
+                         f"{e['ratio_added']:.2f}")
         lines.append("")
     for err in res["errors"]:
         lines.append(f"plugin error: {err}")
