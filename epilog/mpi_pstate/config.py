@@ -146,10 +146,23 @@ def plugin_args(plugstack: str, depth: int = 0,
     return None, None
 
 
+# Where Slurm's commands look without SLURM_CONF, then the configless node's
+# copy: slurmd keeps what slurmctld sent in its conf-cache and links it as
+# /run/slurm/conf (docs/admin.md, "Configless").
+SLURM_CONF_PATHS = ("/etc/slurm/slurm.conf", "/run/slurm/conf/slurm.conf")
+
+
+def default_slurm_conf() -> str:
+    for p in SLURM_CONF_PATHS:
+        if os.path.isfile(p):
+            return p
+    return SLURM_CONF_PATHS[0]
+
+
 def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
          runtime_dir: Optional[str] = None) -> Config:
     c = Config()
-    c.slurm_conf = slurm_conf or os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    c.slurm_conf = slurm_conf or os.environ.get("SLURM_CONF") or default_slurm_conf()
     vals = slurm_conf_values(c.slurm_conf, ("SlurmUser", "PlugStackConfig"))
     c.slurm_user = vals.get("SlurmUser", "root")
     plugstack = vals.get("PlugStackConfig") or os.path.join(os.path.dirname(c.slurm_conf),
