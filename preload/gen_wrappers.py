@@ -208,7 +208,10 @@ def derive_large_count(name: str, attrs: Dict[str, str], by_name: Dict[str, Func
     if base.base or base.family != "call":
         raise DefError(f"{where}: {base.name} is not a call that has a large-count variant")
     params = large_count_params(base.params)
-    if all(a.ctype == b.ctype for a, b in zip(params, base.params)):
+    if all(a.ctype == b.ctype for a, b in zip(params, base.params)) or \
+            not any(p.ctype == "MPI_Datatype" or p.ctype.endswith("MPI_Datatype *")
+                    for p in params):
+        # MPI-4 enlarges counts of datatype elements, not of requests (MPI_Waitall)
         raise DefError(f"{where}: {base.name} has no count to enlarge")
     fortran = attrs.get("fortran", "yes" if base.fortran else "no")
     if fortran not in ("yes", "no"):
