@@ -63,18 +63,18 @@ FORTRAN_BINDINGS = [
 ]
 
 # MPI-4 large-count functions MPI_X_c: C and mpi_f08 only (the standard
-# gives mpif.h and `use mpi` none).  Their f08 names are MPICH's: 4.0 calls
-# them mpi_x_f08ts_large_, 4.1 and later mpi_x_c_f08ts_ (routines with choice
-# buffers; every large-count function listed has one).  Open MPI up to 5.0
-# has no large-count functions at all.
+# gives mpif.h and `use mpi` none).  Their f08 names are MPICH's: 4.0.2
+# calls them mpi_x_f08ts_large_, 4.2.1 mpi_x_c_f08ts_ (routines with choice
+# buffers; every large-count function listed has one).  Open MPI 4.1 and 5.0
+# have no large-count functions at all.
 LARGE_FORTRAN_BINDINGS = [
     ("f08", "{lower}_f08ts_"),
     ("f08", "{base_lower}_f08ts_large_"),
 ]
 LARGE_SINCE = (4, 0)
-# What a large-count variant changes in the prototype (MPI-4.0 section 2.5.8):
-# counts become MPI_Count, arrays of displacements MPI_Aint; every other
-# parameter stays.  The compiler checks the result against each mpi.h.
+# What a large-count variant changes in the prototype (MPI-4.0): counts of
+# datatype elements become MPI_Count, arrays of displacements MPI_Aint; every
+# other parameter stays.  The compiler checks the result against each mpi.h.
 LARGE_COUNT_NAME = re.compile(r"(send|recv)?count")
 LARGE_COUNTS_NAME = re.compile(r"\w*counts")
 LARGE_DISPLS_NAME = re.compile(r"\w*displs")
