@@ -61,11 +61,11 @@ PRELOAD_MPIF90_mpich := mpif90.mpich
 PRELOAD_TEST_BINS := $(foreach a,$(PRELOAD_ABIS),$(foreach p,$(PRELOAD_TEST_PROGS),$(B)/tests/preload/$(p).$(a)))
 
 define PRELOAD_TEST_RULES
-$(B)/tests/preload/c_calls.$(1): tests/preload/c_calls.c | $(B)/tests/preload
+$(B)/tests/preload/c_calls.$(1): tests/preload/c_calls.c tests/preload/rank_lines.h | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -o $$@ $$<
 $(B)/tests/preload/mt_calls.$(1): tests/preload/mt_calls.c | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -pthread -o $$@ $$<
-$(B)/tests/preload/c_large_calls.$(1): tests/preload/c_large_calls.c | $(B)/tests/preload
+$(B)/tests/preload/c_large_calls.$(1): tests/preload/c_large_calls.c tests/preload/rank_lines.h | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Werror -o $$@ $$<
 # mpif.h has no interfaces: gfortran >= 10 needs to be told that choice
 # buffers of different types are fine.
