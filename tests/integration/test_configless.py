@@ -7,6 +7,7 @@ there, a job on the configless node is clocked down and accounted like any
 other, and the node epilog finds its settings in the conf-cache."""
 from __future__ import annotations
 
+import json
 import re
 import unittest
 from pathlib import Path
@@ -27,10 +28,12 @@ def plugin_line() -> str:
 
 def job_on_node(name: str) -> tuple[int, str, str]:
     wd = lt.workdir(f"configless-{name}")
-    job = lt.sbatch(["-w", NODE, "-N", "1", "-n", "1", "-J", f"configless-{name}", "--mpi-pstate"],
-                    "srun --mpi=pmix hostname\n", wd)
+    lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
+    job = lt.sbatch(["-w", NODE, "-N", "1", "-n", "2", "-J", f"configless-{name}", "--mpi-pstate"],
+                    "srun --mpi=pmix ./imbalance.openmpi 4 20\n", wd)
     state = lt.wait_job(job)
-    return job, state, lt.sacct(job, ["AdminComment"])[0]["AdminComment"]
+    rows = lt.sacct(job, ["AdminComment"])  # an empty AdminComment is an empty line: no row
+    return job, state, rows[0]["AdminComment"] if rows else ""
 
 
 class Configless(unittest.TestCase):
@@ -63,7 +66,10 @@ class Configless(unittest.TestCase):
             self.assertEqual(state, "COMPLETED")
             m = re.match(r"^mpi-pstate/\d+:(\{.*\})$", comment)
             self.assertIsNotNone(m, comment)
-            self.assertNotIn("partial", comment)
+            summary = json.loads(m.group(1))
+            # n2's own record, from a step the plugin served there.
+            self.assertEqual((summary["state"], summary["nodes"], summary["steps"]), ("complete", 1, 1), comment)
+            self.assertEqual(summary["ranks"], 2, comment)
         finally:
             PLUGSTACK.write_text(self.saved)
 
