@@ -53,6 +53,9 @@ if [ -e "$nd/configless" ]; then
         mount --bind /dev/null "$lab/etc/slurm.conf"
         [ ! -e "$lab/etc/plugstack.conf" ] || mount --bind /dev/null "$lab/etc/plugstack.conf"
         mount -t tmpfs -o mode=755 tmpfs "$lab/etc/plugstack.conf.d"
+        # slurmd links its conf-cache as /run/slurm/conf: the node's own /run.
+        mkdir -p /run/slurm
+        mount -t tmpfs -o mode=755 tmpfs /run/slurm
         exec /usr/sbin/slurmd -N "$node" --conf-server "$MPI_PSTATE_CONF_SERVER"
 fi
 exec /usr/sbin/slurmd -N "$node"
