@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "rank_lines.h"
+
 #define COUNTERS(X)                                                                                \
         X(MPI_Init)                                                                                \
         X(MPI_Init_thread)                                                                         \
@@ -59,7 +61,7 @@ COUNTERS(DECL)
 
 static void print_counts(int rank)
 {
-        char buf[4096];
+        char buf[RANK_LINE_MAX - 64];
         size_t off = 0;
         int first = 1;
 
@@ -70,8 +72,9 @@ static void print_counts(int rank)
                 first = 0;                                                                         \
         }
         COUNTERS(PRINT)
-        printf("COUNTS %d {%s}\n", rank, buf);
-        fflush(stdout);
+        char line[RANK_LINE_MAX];
+        snprintf(line, sizeof(line), "COUNTS %d {%s}\n", rank, buf);
+        print_rank_lines(line, rank);
 }
 
 static void spin(double seconds)
