@@ -34,6 +34,24 @@ static unsigned threads_per_core(hwloc_topology_t topo)
         return n > 0 ? (unsigned)n : 1;
 }
 
+/* Discovery components whose work pinning never uses: x86 reads CPUID on
+ * every PU, binding slurmstepd's thread to each in turn (a trap to the
+ * hypervisor per CPUID in a VM); the I/O ones would scan devices the type
+ * filters drop anyway.  The Linux component alone gives packages, cores and
+ * NUMA nodes from sysfs.  A name this hwloc does not know is skipped. */
+static void skip_components(hwloc_topology_t topo)
+{
+#if HWLOC_API_VERSION >= 0x00020100
+        static const char *const skip[] = {"x86", "pci", "opencl", "gl"};
+
+        for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+                (void)hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+                                                    skip[i]);
+#else
+        (void)topo;
+#endif
+}
+
 /* Once per step, in slurmstepd, before any task starts: only what
  * common/pin.c walks (machine, packages, NUMA nodes, cores, PUs) is kept,
  * so caches, groups, dies, I/O and misc objects are neither read from sysfs
@@ -53,6 +71,7 @@ int mpi_pstate_pinning_load(hwloc_topology_t *topo)
         for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
                 if (hwloc_topology_set_type_filter(*topo, keep[i], HWLOC_TYPE_FILTER_KEEP_ALL))
                         goto fail;
+        skip_components(*topo);
         if (hwloc_topology_load(*topo) == 0)
                 return 0;
         rc = errno ? -errno : -EIO;
