@@ -239,7 +239,8 @@ class Generator(unittest.TestCase):
         nm = subprocess.run(["nm", "-D", "--defined-only", str(ph.front())], capture_output=True,
                             text=True, check=True).stdout
         got = {l.split()[-1] for l in nm.splitlines() if l.split()[1] == "T"}
-        self.assertEqual(got, want)
+        # plus the one function another copy of the front asks to skip this one
+        self.assertEqual(got, want | {"mpi_pstate_front_next"})
         for abi in ph.ABIS:
             lib = ph.BUILD / "preload" / f"libmpi-pstate-{abi}.so"
             if lib.exists():
