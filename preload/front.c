@@ -272,23 +272,6 @@ static int fill(unsigned i)
         return 1;
 }
 
-/* A PMPI tool ahead of this library (earlier in LD_PRELOAD, or linked
- * into the program) whose MPI_Init calls PMPI_Init hides the whole run from
- * mpi-pstate: its recording starts in MPI_Init.  Say so once, since
- * nothing else would tell the user why no profile appears. */
-static void warn_tool_ahead(void)
-{
-        void *init = dlsym(RTLD_DEFAULT, "MPI_Init");
-        Dl_info di;
-
-        if (init && object_of(init) != object_of((void *)&mpi_pstate_front_next) &&
-            dladdr(init, &di) && di.dli_fname)
-                say(0,
-                    "mpi-pstate: %s defines MPI_Init ahead of libmpi-pstate.so: what it passes on "
-                    "as PMPI_X is not measured (put libmpi-pstate.so first in LD_PRELOAD)",
-                    di.dli_fname);
-}
-
 static void resolve_all(void)
 {
         const char *mode = getenv(MPI_PSTATE_ENV_MODE);
@@ -299,8 +282,6 @@ static void resolve_all(void)
                 return; /* no MPI yet: only the called symbol gets resolved */
         if (mode && *mode && strcmp(mode, "off") != 0) {
                 backend = load_backend(abi, lib);
-                if (backend)
-                        warn_tool_ahead();
         } else
                 say(2, "mpi-pstate: %s unset or off: passing MPI calls through",
                     MPI_PSTATE_ENV_MODE);

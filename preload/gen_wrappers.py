@@ -592,6 +592,7 @@ MP_WRAPPER $ret $name($formals)
         $ret rc;
 
         if (tls->depth++ || !mpi_pstate_rt.active) {
+                mp_check_init();
                 rc = real($args);
                 tls->depth--;
                 return rc;
@@ -661,6 +662,7 @@ MP_WRAPPER static void f_$name(unsigned sym, $fformals)
         struct mpi_pstate_tls *tls = &mpi_pstate_tls;
 
         if (tls->depth++ || !mpi_pstate_rt.active) {
+                mp_check_init();
                 real($fargs_list);
                 tls->depth--;
                 return;

@@ -25,6 +25,7 @@
 struct mpi_pstate_rt {
         int active; /* wrappers record: after a good MPI_Init, before MPI_Finalize */
         int mt;     /* MPI_THREAD_MULTIPLE was provided: atomic counters */
+        int saw_init; /* MPI_Init reached us (or the one check of a call without it ran) */
         enum mpi_pstate_clock clock;
         uint64_t mult;            /* ns = ticks * mult >> 32 */
         uint64_t threshold_ticks; /* long-wait threshold */
@@ -50,6 +51,14 @@ MP_HIDDEN void mpi_pstate_hook_init_end(unsigned fid, uint64_t t0);
 MP_HIDDEN uint64_t mpi_pstate_hook_finalize_begin(void);
 MP_HIDDEN void mpi_pstate_hook_finalize_end(unsigned fid, uint64_t t0);
 MP_HIDDEN void mpi_pstate_hook_abort(unsigned fid);
+MP_HIDDEN void mpi_pstate_hook_no_init(void);
+
+/* On the pass-through path only: a call reached us but MPI_Init never did. */
+static inline void mp_check_init(void)
+{
+        if (__builtin_expect(!mpi_pstate_rt.saw_init, 0))
+                mpi_pstate_hook_no_init();
+}
 MP_HIDDEN int mpi_pstate_hook_attach(void *const *next, const char *mpi_lib);
 
 #ifdef OPEN_MPI

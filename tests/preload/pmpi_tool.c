@@ -8,7 +8,7 @@
  * site tools), so a Fortran call reaches it only when the MPI's Fortran
  * binding calls the C MPI_X (MPICH does; Open MPI 4.1 calls PMPI_X).
  *
- * At MPI_Finalize each rank writes $PMPI_TOOL_DIR/tool-<rank>.json
+ * At exit each rank writes $PMPI_TOOL_DIR/tool-<rank>.json
  * ({"MPI_Barrier": 3, ...}, functions called at least once).  The rank is
  * asked with MPI_Comm_rank, not PMPI_Comm_rank, as real tools often do: a
  * library interposing MPI_X around us must pass that call on without
@@ -80,33 +80,42 @@ ALL_CALLS(COUNTER)
 TOOL_CALLS(WRAP)
 TOOL_LARGE_CALLS(WRAP)
 
+static int tool_rank = -1;
+
 int MPI_Finalize(void);
 int MPI_Finalize(void)
 {
-        const char *dir = getenv("PMPI_TOOL_DIR");
-        int rank = -1;
-
         n_Finalize++;
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank); /* MPI_, on purpose: see above */
-        if (dir) {
-                char path[4096];
-                FILE *f;
+        MPI_Comm_rank(MPI_COMM_WORLD, &tool_rank); /* MPI_, on purpose: see above */
+        return PMPI_Finalize();
+}
 
-                snprintf(path, sizeof(path), "%s/tool-%d.json", dir, rank);
-                f = fopen(path, "w");
-                if (f) {
-                        const char *sep = "";
+/* Written at exit, not in MPI_Finalize: a binding that calls PMPI_Finalize
+ * (Open MPI's Fortran, MPICH's mpi_f08) never reaches the tool's. */
+__attribute__((destructor)) static void write_counts(void)
+{
+        const char *dir = getenv("PMPI_TOOL_DIR");
+        const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+        char path[4096];
+        const char *sep = "";
+        FILE *f;
 
-                        fputc('{', f);
+        for (size_t i = 0; tool_rank < 0 && i < sizeof(vars) / sizeof(vars[0]); i++)
+                if (getenv(vars[i]))
+                        tool_rank = atoi(getenv(vars[i]));
+        if (!dir)
+                return;
+        snprintf(path, sizeof(path), "%s/tool-%d.json", dir, tool_rank);
+        f = fopen(path, "w");
+        if (!f)
+                return;
+        fputc('{', f);
 #define PRINT(name, formals, args)                                                                 \
         if (n_##name) {                                                                            \
                 fprintf(f, "%s\"MPI_%s\": %ld", sep, #name, n_##name);                             \
                 sep = ", ";                                                                        \
         }
-                        ALL_CALLS(PRINT)
-                        fputs("}\n", f);
-                        fclose(f);
-                }
-        }
-        return PMPI_Finalize();
+        ALL_CALLS(PRINT)
+        fputs("}\n", f);
+        fclose(f);
 }
