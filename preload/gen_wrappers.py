@@ -587,19 +587,18 @@ C_CALL = Template("""\
 typedef $ret (*mp_c_$name)($formals);
 MP_WRAPPER $ret $name($formals)
 {
-        mp_c_$name real = (mp_c_$name)mpi_pstate_rt.next[$sym];
         struct mpi_pstate_tls *tls = &mpi_pstate_tls;
         $ret rc;
 
         if (tls->depth++ || !mpi_pstate_rt.active) {
                 mp_check_init();
-                rc = real($args);
+                rc = ((mp_c_$name)mp_next($sym))($args);
                 tls->depth--;
                 return rc;
         }
         uint64_t t0 = mp_now();
 $begin
-        rc = real($args);
+        rc = ((mp_c_$name)mp_next($sym))($args);
         uint64_t t1 = mp_now();
 $end
         tls->depth--;

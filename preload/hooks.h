@@ -69,6 +69,16 @@ MP_HIDDEN int mpi_pstate_hook_attach(void *const *next, const char *mpi_lib);
 #define MPI_PSTATE_BACKEND_ABI_NAME "mpich"
 #endif
 
+/* The next definition of front symbol `sym` (a PMPI tool's MPI_X or the
+ * MPI's PMPI_X), read at the call: loaded once at the top of a wrapper it
+ * would occupy a callee-saved register across the clock reads (a push and
+ * a pop more per call).  Written by the front before it routes the symbol
+ * here, never changed after. */
+static inline void *mp_next(unsigned sym)
+{
+        return __atomic_load_n(&mpi_pstate_rt.next[sym], __ATOMIC_RELAXED);
+}
+
 static inline uint64_t mp_now(void)
 {
         return mpi_pstate_slot_now(mpi_pstate_rt.clock);

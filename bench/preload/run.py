@@ -118,7 +118,7 @@ def strace_calls(build: Path, abi: str, kind: str, n: int, lib: bool,
 
 
 def compare(before: Path, build: Path, abis: List[str], kinds: List[str], n: int,
-            rounds: int, tmp: Path) -> None:
+            rounds: int, tmp: Path, timed: bool = True, counted: bool = True) -> None:
     """Without / --before library / --build library, alternating per round
     (the machine is shared and noisy: only runs this close are comparable),
     then callgrind, which does not depend on the noise."""
@@ -126,7 +126,7 @@ def compare(before: Path, build: Path, abis: List[str], kinds: List[str], n: int
           f"best of 5 x {n} calls; median shown.\n")
     print("| MPI | call | without (ns) | before (ns) | after (ns) | added before | added after |")
     print("|---|---|---:|---:|---:|---:|---:|")
-    for abi in abis:
+    for abi in abis if timed else []:
         for kind in kinds:
             if not supported(build, abi, kind):
                 continue
@@ -141,7 +141,7 @@ def compare(before: Path, build: Path, abis: List[str], kinds: List[str], n: int
             m = {k: statistics.median(v) for k, v in t.items()}
             print(f"| {abi} | {kind} | {m['base']:.1f} | {m['before']:.1f} | {m['after']:.1f} | "
                   f"{m['before'] - m['base']:.1f} | {m['after'] - m['base']:.1f} |", flush=True)
-    if not shutil.which("valgrind"):
+    if not counted or not shutil.which("valgrind"):
         return
     n1, n2 = 20_000, 120_000
     print("\n| MPI | call | instructions/call without | before | after | added before | "
@@ -190,7 +190,8 @@ def main() -> int:
                 if l.startswith("model name")), "?")
     print(f"## Preload hot path ({cpu}, {os.cpu_count()} CPUs, kernel {os.uname().release})\n")
     if a.before:
-        compare((TOP / a.before).resolve(), build, abis, kinds, a.n, a.rounds, tmp)
+        compare((TOP / a.before).resolve(), build, abis, kinds, a.n, a.rounds, tmp,
+                timed=not a.no_timing, counted=not a.no_callgrind)
         shutil.rmtree(tmp, ignore_errors=True)
         return 0
     print(f"Timed: {a.rounds} alternating rounds per row, each the best of 5 x {a.n} calls; "
