@@ -59,6 +59,7 @@ static void *next_defs[MPI_PSTATE_NSYMS];
 static const struct mpi_pstate_backend *backend;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int resolved; /* the whole table was filled with an MPI loaded */
+static void *mpi_base; /* load address of the MPI library (the object defining PMPI_Init) */
 
 /* Rank 0 or unknown: the front runs before MPI knows ranks. */
 static int first_rank(void)
@@ -132,10 +133,12 @@ static enum mpi_pstate_abi detect(char *lib, size_t liblen)
                                 dlclose(h);
                         continue;
                 }
-                if (dladdr(init, &di) && di.dli_fname)
+                if (dladdr(init, &di) && di.dli_fname) {
                         snprintf(lib, liblen, "%s", di.dli_fname);
-                else
+                        mpi_base = di.dli_fbase;
+                } else {
                         snprintf(lib, liblen, "%s", f.names[i]);
+                }
                 abi = dlsym(h, "ompi_mpi_comm_world") ? MPI_PSTATE_ABI_OMPI : MPI_PSTATE_ABI_MPICH;
                 /* Promote (with its dependencies) to the global scope, so that the
                  * backend's PMPI references and RTLD_NEXT lookups find it even when
@@ -238,15 +241,17 @@ void *mpi_pstate_front_next(const char *name)
 /* The definition slot i calls on: a PMPI tool's or the MPI's.  For a C
  * MPI_X defined by the MPI library itself, the library's PMPI_X (its
  * MPI_X is normally a weak alias of it; PMPI_X is the one entry point the
- * standard promises does no more than the call). */
+ * standard promises does no more than the call).  Only the MPI library's:
+ * a tool may define PMPI_X too (Darshan does), and its MPI_X is the one
+ * that must be called. */
 static void *next_def(unsigned i)
 {
         void *next = mpi_pstate_front_next(sym_names[i]);
 
-        if (next && sym_pmpi[i]) {
+        if (next && sym_pmpi[i] && mpi_base && object_of(next) == mpi_base) {
                 void *pmpi = dlsym(RTLD_NEXT, sym_pmpi[i]);
 
-                if (pmpi && object_of(pmpi) == object_of(next))
+                if (pmpi && object_of(pmpi) == mpi_base)
                         next = pmpi;
         }
         if (next)
