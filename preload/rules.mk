@@ -60,7 +60,7 @@ PRELOAD_MPIF90_ompi := mpif90.openmpi
 PRELOAD_MPIF90_mpich := mpif90.mpich
 PRELOAD_TOOL_PROGS := c_calls_tool f77_calls_tool f90_calls_tool f08_calls_tool
 PRELOAD_TEST_BINS := $(foreach a,$(PRELOAD_ABIS),$(foreach p,$(PRELOAD_TEST_PROGS) $(PRELOAD_TOOL_PROGS),$(B)/tests/preload/$(p).$(a)) \
-	$(B)/tests/preload/libpmpi_tool.$(a).so)
+	$(B)/tests/preload/libpmpi_tool.$(a).so $(B)/tests/preload/libpmpi_tool_chain.$(a).so)
 
 define PRELOAD_TEST_RULES
 $(B)/tests/preload/c_calls.$(1): tests/preload/c_calls.c tests/preload/rank_lines.h | $(B)/tests/preload
@@ -87,6 +87,8 @@ $(B)/tests/preload/f08_large_calls.$(1): tests/preload/f08_large_calls.F90 tests
 # linked into the programs: the tool-stacking tests (test_preload_pmpi.py).
 $(B)/tests/preload/libpmpi_tool.$(1).so: tests/preload/pmpi_tool.c | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Wextra -Werror -fPIC -shared -o $$@ $$<
+$(B)/tests/preload/libpmpi_tool_chain.$(1).so: tests/preload/pmpi_tool.c | $(B)/tests/preload
+	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Wextra -Werror -DTOOL_CHAIN -fPIC -shared -o $$@ $$< -ldl
 $(B)/tests/preload/pmpi_tool.$(1).o: tests/preload/pmpi_tool.c | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Wextra -Werror -c -o $$@ $$<
 $(B)/tests/preload/c_calls_tool.$(1): tests/preload/c_calls.c tests/preload/rank_lines.h $(B)/tests/preload/pmpi_tool.$(1).o

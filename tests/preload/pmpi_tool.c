@@ -8,6 +8,10 @@
  * site tools), so a Fortran call reaches it only when the MPI's Fortran
  * binding calls the C MPI_X (MPICH does; Open MPI 4.1 calls PMPI_X).
  *
+ * Built with -DTOOL_CHAIN it is a chaining tool instead: each wrapper calls
+ * the next definition of its own MPI_X (dlsym(RTLD_NEXT)), the way tools
+ * must be written to stack in any order.
+ *
  * At exit each rank writes $PMPI_TOOL_DIR/tool-<rank>.json
  * ({"MPI_Barrier": 3, ...}, functions called at least once).  The rank is
  * asked with MPI_Comm_rank, not PMPI_Comm_rank, as real tools often do: a
@@ -16,6 +20,9 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef TOOL_CHAIN
+#include <dlfcn.h>
+#endif
 
 /* X(name, formals, arguments) */
 #define TOOL_CALLS(X)                                                                              \
@@ -70,6 +77,17 @@
 #define COUNTER(name, formals, args) static long n_##name;
 ALL_CALLS(COUNTER)
 
+#ifdef TOOL_CHAIN
+/* resolved at each call: a test tool, not a fast one */
+#define WRAP(name, formals, args)                                                                  \
+        typedef int(*next_##name) formals;                                                         \
+        int MPI_##name formals;                                                                    \
+        int MPI_##name formals                                                                     \
+        {                                                                                          \
+                n_##name++;                                                                        \
+                return ((next_##name)dlsym(RTLD_NEXT, "MPI_" #name))args;                          \
+        }
+#else
 #define WRAP(name, formals, args)                                                                  \
         int MPI_##name formals;                                                                    \
         int MPI_##name formals                                                                     \
@@ -77,6 +95,7 @@ ALL_CALLS(COUNTER)
                 n_##name++;                                                                        \
                 return PMPI_##name args;                                                           \
         }
+#endif
 TOOL_CALLS(WRAP)
 TOOL_LARGE_CALLS(WRAP)
 
@@ -87,7 +106,11 @@ int MPI_Finalize(void)
 {
         n_Finalize++;
         MPI_Comm_rank(MPI_COMM_WORLD, &tool_rank); /* MPI_, on purpose: see above */
+#ifdef TOOL_CHAIN
+        return ((int (*)(void))dlsym(RTLD_NEXT, "MPI_Finalize"))();
+#else
         return PMPI_Finalize();
+#endif
 }
 
 /* Written at exit, not in MPI_Finalize: a binding that calls PMPI_Finalize

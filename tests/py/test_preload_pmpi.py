@@ -7,6 +7,9 @@ Open MPI and MPICH, C and every Fortran binding, in every order:
   exec    mpi-pstate-exec --mode profile, the user's LD_PRELOAD=tool kept after it
   before  LD_PRELOAD=tool:libmpi-pstate.so
   linked  the tool linked into the program, run through mpi-pstate-exec
+  chain-before, chain-after
+          the same tool built to chain (its MPI_X calls the next MPI_X,
+          dlsym(RTLD_NEXT)) before and after libmpi-pstate.so
 
 Asserted, each exactly and against what the program called in the same run
 (C programs count their own calls; polling loops make those vary): the tool
@@ -15,7 +18,8 @@ the C MPI_X (mpi-pstate hides none and adds none); mpi-pstate records exactly
 the program's calls when it comes first; with the tool ahead of it (before,
 linked) a C program's MPI_Init never reaches mpi-pstate, which then records
 nothing and says why, while Fortran programs (the tool has no Fortran
-wrappers) are recorded exactly.  docs/preload.md "Living with PMPI tools"."""
+wrappers) are recorded exactly; a chaining tool may come first and both
+see every call.  docs/preload.md "Living with PMPI tools"."""
 from __future__ import annotations
 
 import json
@@ -50,8 +54,8 @@ def setUpModule() -> None:
     ph.build()
 
 
-def tool_lib(abi: str) -> Path:
-    return ph.BUILD / "tests" / "preload" / f"libpmpi_tool.{abi}.so"
+def tool_lib(abi: str, chain: bool = False) -> Path:
+    return ph.BUILD / "tests" / "preload" / f"libpmpi_tool{'_chain' if chain else ''}.{abi}.so"
 
 
 class Stacking(unittest.TestCase):
@@ -73,7 +77,7 @@ class Stacking(unittest.TestCase):
         tool_dir = self.tmp / f"tool{self.n}"
         prof = self.tmp / f"prof{self.n}"
         tool_dir.mkdir()
-        front, tool = str(ph.front()), str(tool_lib(abi))
+        front, tool = str(ph.front()), str(tool_lib(abi, order.startswith("chain")))
         env: Dict[str, str] = {"PMPI_TOOL_DIR": str(tool_dir)}
         measured = {"MPI_PSTATE_MODE": "profile", "MPI_PSTATE_PROFILE_DIR": str(prof)}
         argv: List[object] = [ph.program(prog, abi)]
@@ -81,8 +85,10 @@ class Stacking(unittest.TestCase):
             env["LD_PRELOAD"] = tool
         elif order == "after":
             env.update(measured, LD_PRELOAD=f"{front}:{tool}")
-        elif order == "before":
+        elif order in ("before", "chain-before"):
             env.update(measured, LD_PRELOAD=f"{tool}:{front}")
+        elif order == "chain-after":
+            env.update(measured, LD_PRELOAD=f"{front}:{tool}")
         elif order == "exec":
             env["LD_PRELOAD"] = tool
             argv = ph.exec_argv(prof, argv, "--mode", "profile")
@@ -124,7 +130,8 @@ class Stacking(unittest.TestCase):
             out[rank] = seen
         return out
 
-    def check(self, abi: str, prog: str, orders=("after", "exec", "before", "linked")) -> None:
+    def check(self, abi: str, prog: str, orders=("after", "exec", "before", "linked",
+                                                  "chain-before", "chain-after")) -> None:
         self.need(abi)
         r, alone, _ = self.run_order(abi, prog, "alone")
         if "SKIP" in r.stdout:
