@@ -308,17 +308,16 @@ void mpi_pstate_hook_abort(unsigned fid)
  * search order (a PMPI tool earlier in LD_PRELOAD or linked into the
  * program) defines MPI_Init and called PMPI_Init: nothing of this run is
  * measured, and nothing else would tell the user why no profile appears.
- * Checked once. */
+ * Checked once, at the first such call: a program using MPI-4 sessions
+ * never calls MPI_Init, and must not pay a PMPI_Initialized per call. */
 void mpi_pstate_hook_no_init(void)
 {
         void *init = dlsym(RTLD_DEFAULT, "MPI_Init");
         int flag = 0;
         Dl_info di;
 
-        if (PMPI_Initialized(&flag) != MPI_SUCCESS || !flag)
-                return; /* before MPI_Init (MPI_Abort, say): ask again later */
         mpi_pstate_rt.saw_init = 1;
-        if (st.configured)
+        if (st.configured || PMPI_Initialized(&flag) != MPI_SUCCESS || !flag)
                 return;
         PMPI_Comm_rank(MPI_COMM_WORLD, &st.rank);
         if (st.rank == 0)
