@@ -657,18 +657,17 @@ F_CALL = Template("""\
 typedef void (*mp_f_$name)($fformals_types);
 MP_WRAPPER static void f_$name(unsigned sym, $fformals)
 {
-        mp_f_$name real = (mp_f_$name)mpi_pstate_rt.next[sym];
         struct mpi_pstate_tls *tls = &mpi_pstate_tls;
 
         if (tls->depth++ || !mpi_pstate_rt.active) {
                 mp_check_init();
-                real($fargs_list);
+                ((mp_f_$name)mp_next(sym))($fargs_list);
                 tls->depth--;
                 return;
         }
         uint64_t t0 = mp_now();
 $begin
-        real($fargs_list);
+        ((mp_f_$name)mp_next(sym))($fargs_list);
         uint64_t t1 = mp_now();
 $end
         tls->depth--;
