@@ -66,7 +66,7 @@ $(B)/tests/unit:
 
 -include $(sort $(wildcard */rules.mk */*/rules.mk))
 
-.PHONY: all check unit install uninstall demo deps clean format lint cluster-start cluster-stop
+.PHONY: all check unit install uninstall demo deps clean format lint cluster-start cluster-stop print-dirs
 all: $(ALL_TARGETS)
 
 unit: $(UNIT_BINS)
@@ -80,13 +80,21 @@ install: all $(INSTALL_TARGETS)
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(UNINSTALL_FILES))
 
+# Where `make install` puts things, as shell assignments (the local cluster
+# and its tests read them instead of assuming a layout).
+print-dirs:
+	@printf '%s=%s\n' prefix '$(prefix)' bindir '$(bindir)' sbindir '$(sbindir)' libdir '$(libdir)' \
+	  libexecdir '$(libexecdir)' datadir '$(datadir)' mandir '$(mandir)' SLURM_PLUGINDIR '$(SLURM_PLUGINDIR)'
+
 deps:
 	./tests/cluster/deps.sh
 deps-if-missing:
 	@./tests/cluster/deps.sh --if-missing
 
-demo: deps-if-missing all
-	./tests/cluster/demo.sh
+# The demo's program is a test program: built here too, so that `make demo`
+# works on a fresh clone before any `make check`.
+demo: deps-if-missing all $(B)/tests/mpi/imbalance.openmpi
+	B=$(B) ./tests/cluster/demo.sh
 
 cluster-start: deps-if-missing all
 	./tests/cluster/lab start

@@ -17,7 +17,15 @@ COLLECT_DIR = "/var/spool/mpi-pstate/records"
 RUNTIME_DIR = "/run/mpi-pstate"
 PATH_MAX = 256  # MPI_PSTATE_CONFIG_PATH_MAX, terminator included
 CONF_MAX_BYTES = 1 << 20
-PLUGIN_RE = re.compile(r"(^|/)mpi_pstate\.so$")
+# Our plugstack line is found by what the plugin file is, not by its name:
+# sites rename plugins (spank_*.so, a version suffix, a wrapper directory).
+# The SPANK_PLUGIN(mpi_pstate, ...) name and one option of the table are in
+# every build's read-only data; a file we cannot read (a controller without
+# the plugin installed) is recognised by a name containing mpi_pstate.
+PLUGIN_MARKERS = (b"\0mpi_pstate\0", b"\0mpi-pstate-threshold\0")
+PLUGIN_NAME_RE = re.compile(r"mpi[_-]pstate[^/]*\.so$")
+PLUGIN_MAX_BYTES = 64 << 20
+PLUGIN_DIRS = ("/usr/lib64/slurm", "/usr/lib/slurm")
 
 
 @dataclass
@@ -89,12 +97,38 @@ def slurm_conf_values(path: str, keys: tuple[str, ...]) -> dict[str, str]:
     return found
 
 
-def plugin_args(plugstack: str, depth: int = 0) -> tuple[Optional[list[str]], Optional[str]]:
-    """Arguments of the first spank_mpi_pstate.so line in plugstack (following
-    `include` globs), and the file it was found in."""
+def _plugin_dirs(slurm_conf: str) -> list[str]:
+    """Where Slurm resolves a relative plugstack path: PluginDir (a colon
+    list) or the distribution's default."""
+    vals = slurm_conf_values(slurm_conf, ("PluginDir",))
+    dirs = [d for d in vals.get("PluginDir", "").split(":") if d.startswith("/")]
+    return dirs or sorted(glob.glob("/usr/lib/*/slurm-wlm")) + list(PLUGIN_DIRS)
+
+
+def is_our_plugin(path: str, dirs: list[str]) -> bool:
+    """Whether the plugstack line's file is mpi-pstate's SPANK plugin."""
+    cands = [path] if path.startswith("/") else [os.path.join(d, path) for d in dirs]
+    for f in cands:
+        try:
+            with open(f, "rb") as fh:
+                head = fh.read(4)
+                if head != b"\x7fELF":
+                    return False
+                data = fh.read(PLUGIN_MAX_BYTES)
+        except OSError:
+            continue
+        return all(m in data for m in PLUGIN_MARKERS)
+    return bool(PLUGIN_NAME_RE.search(path))
+
+
+def plugin_args(plugstack: str, depth: int = 0,
+                dirs: Optional[list[str]] = None) -> tuple[Optional[list[str]], Optional[str]]:
+    """Arguments of the first plugstack line (following `include` globs)
+    that loads mpi-pstate's plugin, and the file it was found in."""
     text = _read_text(plugstack)
     if text is None or depth > 4:
         return None, None
+    dirs = dirs if dirs is not None else list(PLUGIN_DIRS)
     for line in _conf_lines(text):
         words = line.split()
         if words[0].lower() == "include":
@@ -102,12 +136,12 @@ def plugin_args(plugstack: str, depth: int = 0) -> tuple[Optional[list[str]], Op
                 if not pattern.startswith("/"):
                     pattern = os.path.join(os.path.dirname(plugstack), pattern)
                 for f in sorted(glob.glob(pattern)):
-                    args, where = plugin_args(f, depth + 1)
+                    args, where = plugin_args(f, depth + 1, dirs)
                     if args is not None:
                         return args, where
             continue
         if words[0] in ("required", "optional") and len(words) >= 2 and \
-                PLUGIN_RE.search(words[1]):
+                is_our_plugin(words[1], dirs):
             return words[2:], plugstack
     return None, None
 
@@ -120,7 +154,7 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
     c.slurm_user = vals.get("SlurmUser", "root")
     plugstack = vals.get("PlugStackConfig") or os.path.join(os.path.dirname(c.slurm_conf),
                                                             "plugstack.conf")
-    args, c.plugstack = plugin_args(plugstack)
+    args, c.plugstack = plugin_args(plugstack, dirs=_plugin_dirs(c.slurm_conf))
     for word in args or []:
         k, sep, v = word.partition("=")
         if k == "agent" and sep:

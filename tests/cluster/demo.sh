@@ -9,6 +9,8 @@ B=${B:-build}
 "$LAB_CMD" start
 "$LAB_CMD" install
 eval "$("$LAB_CMD" env)"
+# shellcheck disable=SC1091
+. "$MPI_PSTATE_LAB/etc/installed.env"  # where `make install` put it: bindir, ...
 USER_NAME=${MPI_PSTATE_TEST_USER:-mpstuser}
 HOME_DIR=$(getent passwd "$USER_NAME" | cut -d: -f6)
 WD=$HOME_DIR/mpi-pstate-demo
@@ -21,22 +23,22 @@ cat >"$WD/job.sh" <<'JOB'
 srun --mpi=pmix ./imbalance 40 50
 JOB
 chown -R "$USER_NAME": "$WD"
-run_user() { runuser -u "$USER_NAME" -- env SLURM_CONF="$SLURM_CONF" PATH="$MPI_PSTATE_LAB/root/bin:/usr/bin:/bin" "$@"; }
+run_user() { runuser -u "$USER_NAME" -- env SLURM_CONF="$SLURM_CONF" PATH="$bindir:/usr/bin:/bin" "$@"; }
 
 declare -A mark
 for n in n1 n2; do mark[$n]=$(wc -l <"$MPI_PSTATE_LAB/nodes/$n/cpufreq-writes.log"); done
 echo "== sbatch --mpi-pstate job.sh   (as $USER_NAME)"
-if ! job=$(cd "$WD" && run_user sbatch --parsable --mpi-pstate job.sh 2>&1); then
-        echo "$job"
-        echo "== --mpi-pstate not available in this build; running the job without it"
-        job=$(cd "$WD" && run_user sbatch --parsable job.sh)
-fi
+job=$(cd "$WD" && run_user sbatch --parsable --mpi-pstate job.sh) || { echo "demo: sbatch --mpi-pstate refused" >&2; exit 1; }
 echo "job $job submitted"
 for _ in $(seq 600); do
         [ -z "$(squeue -h -j "$job" -o %T 2>/dev/null)" ] && break
         sleep 0.2
 done
-sleep 1
+# The summary reaches slurmdbd from EpilogSlurmctld, shortly after the job.
+for _ in $(seq 100); do
+        sacct -n -X -P -j "$job" -o AdminComment 2>/dev/null | grep -q '^mpi-pstate/' && break
+        sleep 0.2
+done
 echo "== job output"
 cat "$WD/slurm-$job.out"
 echo "== P-state changes made on the fake nodes during the job (first 12 per node)"
@@ -46,9 +48,11 @@ for n in n1 n2; do
 done
 echo "== sacct -j $job -o JobID,State,Elapsed,AdminComment%200"
 sacct -j "$job" -X -o JobID,State,Elapsed,AdminComment%200
-if [ -x "$MPI_PSTATE_LAB/root/bin/mpi-pstate" ]; then
-        echo "== mpi-pstate report $job"
-        run_user mpi-pstate report "$job" || true
-fi
+echo "== mpi-pstate report $job"
+run_user mpi-pstate report "$job"
+state=$(sacct -n -X -P -j "$job" -o State | head -1)
+[ "$state" = COMPLETED ] || { echo "demo: job $job ended $state" >&2; exit 1; }
+sacct -n -X -P -j "$job" -o AdminComment | grep -q '^mpi-pstate/' ||
+        { echo "demo: job $job has no mpi-pstate summary in AdminComment" >&2; exit 1; }
 echo
 echo "The cluster keeps running: 'eval \$($LAB_CMD env)' to use it, '$LAB_CMD stop' to stop it."

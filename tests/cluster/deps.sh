@@ -13,6 +13,7 @@ PKGS=(
         openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran libpmix-dev libpmix-bin hpcc python3-mpi4py
         # fake sysfs and test tools
         fuse3 python3 python3-fusepy util-linux procps iproute2 man-db groff-base valgrind strace
+        dpkg-dev lintian rpm  # packaging/: make deb, make deb-lint, make rpm
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -23,6 +23,33 @@ TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_
             "BOOT_FAIL", "DEADLINE"}
 
 
+def installed_dirs() -> dict[str, str]:
+    """Where `tests/cluster/lab install` put the product (`make print-dirs`
+    of that installation): the system paths an admin's `make install` uses."""
+    p = LAB / "etc" / "installed.env"
+    if not p.exists():
+        raise AssertionError(f"{p} missing: the product is not installed (tests/cluster/lab install)")
+    return dict(line.split("=", 1) for line in p.read_text().splitlines() if "=" in line)
+
+
+class Installed:
+    """The installed product's files (tests fail, never skip, when it is absent)."""
+
+    def __init__(self) -> None:
+        d = installed_dirs()
+        self.plugin = Path(d["SLURM_PLUGINDIR"]) / "spank_mpi_pstate.so"
+        self.front = Path(d["libdir"]) / "mpi-pstate" / "libmpi-pstate.so"
+        self.cli = Path(d["bindir"]) / "mpi-pstate"
+        self.exec = Path(d["bindir"]) / "mpi-pstate-exec"
+        self.agent = Path(d["sbindir"]) / "mpi-pstate-agent"
+        self.pydir = Path(d["datadir"]) / "mpi-pstate" / "python"
+        self.libexec = Path(d["libexecdir"]) / "mpi-pstate"
+
+
+def installed() -> Installed:
+    return Installed()
+
+
 def env() -> dict[str, str]:
     e = dict(os.environ)
     e["SLURM_CONF"] = SLURM_CONF

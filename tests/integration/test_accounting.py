@@ -24,10 +24,8 @@ import labtools as lt
 sys.path.insert(0, str(lt.TOP / "epilog"))
 from mpi_pstate import config, summary  # noqa: E402
 
-ROOT = lt.LAB / "root"
-CLI = ROOT / "bin" / "mpi-pstate"
-SLOTPY = ROOT / "share" / "mpi-pstate" / "python"
-FRONT = ROOT / "lib" / "mpi-pstate" / "libmpi-pstate.so"
+INST = lt.installed()
+CLI, SLOTPY, FRONT = INST.cli, INST.pydir, INST.front
 FAMILIES = {"mpich": ("mpicc.mpich", "pmi2"), "openmpi": ("mpicc.openmpi", "pmix")}
 
 # Rank 0 computes ms per iteration, the others a tenth of it and then wait:

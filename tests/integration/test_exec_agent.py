@@ -10,13 +10,11 @@ import unittest
 
 import labtools as lt
 
-EXEC = lt.LAB / "root" / "bin" / "mpi-pstate-exec"
 
 
 class ExecNodeAgent(unittest.TestCase):
     def setUp(self) -> None:
-        if not EXEC.exists():
-            self.skipTest("mpi-pstate-exec not installed in the lab (tests/cluster/lab install)")
+        self.exec = lt.installed().exec
         lt.flavour("n2")
         self.wd = lt.workdir("exec-agent")
         self.exe = lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", self.wd)
@@ -30,7 +28,7 @@ class ExecNodeAgent(unittest.TestCase):
         # the node's private /tmp, which is this path from outside.
         agent_dir = "/tmp/exec-agent-test"
         lt.node_exec("n2", f"rm -rf {agent_dir}")
-        r = lt.node_exec("n2", f"{EXEC} --node-agent --threshold 1ms --agent-dir {agent_dir} -- "
+        r = lt.node_exec("n2", f"{self.exec} --node-agent --threshold 1ms --agent-dir {agent_dir} -- "
                                f"mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 {self.exe} 8 20")
         self.assertIn("imbalance rank 1 of 2", r.stdout, r.stderr)
         self.assertNotIn("without the node agent", r.stderr)
@@ -43,7 +41,7 @@ class ExecNodeAgent(unittest.TestCase):
 
     def test_user_without_cpufreq_access_runs_measured_only(self) -> None:
         before, mark = lt.snapshot("n2"), len(lt.write_log("n2"))
-        r = lt.node_exec("n2", f"cd {self.wd} && runuser -u {lt.TEST_USER} -- {EXEC} --node-agent -- "
+        r = lt.node_exec("n2", f"cd {self.wd} && runuser -u {lt.TEST_USER} -- {self.exec} --node-agent -- "
                                f"mpirun.openmpi --oversubscribe -n 2 {self.exe} 3 10")
         self.assertIn("imbalance rank 0 of 2", r.stdout, r.stderr)
         self.assertIn("running without the node agent (the cpufreq files are writable by root only)",

@@ -21,8 +21,8 @@ from typing import Optional
 
 import labtools as lt
 
-PLUGIN = lt.LAB / "root" / "lib" / "slurm" / "spank_mpi_pstate.so"
-FRONT = lt.LAB / "root" / "lib" / "mpi-pstate" / "libmpi-pstate.so"
+PLUGIN = lt.installed().plugin
+FRONT = lt.installed().front
 NODES = ("n1", "n2")
 LOW_KHZ = 1200000
 

@@ -10,7 +10,7 @@ import unittest
 
 import labtools as lt
 
-PLUGIN = lt.LAB / "root" / "lib" / "slurm" / "spank_mpi_pstate.so"
+PLUGIN = lt.installed().plugin
 
 OPTIONS = ["--mpi-pstate", "--mpi-pstate-threshold", "--mpi-pstate-low", "--mpi-pstate-governor",
            "--mpi-pstate-bind"]

@@ -14,7 +14,7 @@ import labtools as lt
 sys.path.insert(0, str(lt.TOP / "tests" / "preload"))
 import preload_helpers as ph  # noqa: E402
 
-FRONT = lt.LAB / "root" / "lib" / "mpi-pstate" / "libmpi-pstate.so"
+FRONT = lt.installed().front
 SRUN_MPI = {"ompi": "pmix", "mpich": "pmi2"}
 
 

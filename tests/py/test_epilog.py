@@ -9,6 +9,7 @@ import argparse
 import io
 import json
 import os
+import shutil
 import stat
 import tempfile
 import time
@@ -21,6 +22,7 @@ from mpi_pstate import audit, config, log, node, noderec, parse, safeio, slots
 
 slotlib = fx.slotlib
 NOBODY = 65534
+BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", Path(__file__).resolve().parents[2] / "build"))
 
 
 class Parsers(unittest.TestCase):
@@ -172,6 +174,22 @@ class Config(Tmp):
         self.assertEqual(config.expand_host(c.runtime_dir, "n1"), "/run/mp-n1")
         c = config.load(sc, collect_dir="/other")
         self.assertEqual(c.collect_dir, "/other")
+
+    def test_plugin_found_by_content_whatever_its_name(self) -> None:
+        built = BUILD / "spank" / "spank_mpi_pstate.so"
+        if not built.exists():
+            self.skipTest(f"{built} not built")
+        lib = self.tmp / "lib"
+        lib.mkdir()
+        shutil.copy(built, lib / "site-power-v2.so")
+        shutil.copy("/bin/true", lib / "spank_mpi_pstate_lookalike.so")  # ELF, not ours
+        sc = self.conf(f"optional {lib}/spank_mpi_pstate_lookalike.so collect_dir=/wrong\n"
+                       f"optional site-power-v2.so collect_dir=/srv/right")
+        self.assertEqual(config.load(sc).collect_dir, config.COLLECT_DIR)  # relative: not in dirs
+        with open(sc, "a") as f:
+            f.write(f"PluginDir=/nonexistent:{lib}\n")
+        c = config.load(sc)
+        self.assertEqual((c.collect_dir, c.problems), ("/srv/right", []))
 
     def test_bad_values_keep_defaults(self) -> None:
         sc = self.conf("optional spank_mpi_pstate.so collect_dir=relative runtime_dir=/a/../b")
