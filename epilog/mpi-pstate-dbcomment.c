@@ -182,9 +182,12 @@ static int set(uint32_t job_id, uint32_t task, const char *cluster_arg, char *te
         if (ret && slurm_list_count(ret) > 0) {
                 rc = 0;
         } else {
+                /* slurmdbd answers a job it does not have with an empty
+                 * list or, through libslurm, NULL and SLURM_NO_CHANGE_IN_DATA
+                 * ("Request didn't affect anything"). */
                 fprintf(stderr, "mpi-pstate-dbcomment: job %u not modified: %s\n", job_id,
                         e ? slurm_strerror(e) : "not in the database");
-                rc = ret ? 3 : 1;
+                rc = ret || e == SLURM_NO_CHANGE_IN_DATA ? 3 : 1;
         }
         slurmdb_connection_commit(db, rc == 0);
 out:
