@@ -42,7 +42,10 @@ KINDS = {
     "finalize": (False, "finalize"),
     "abort": (False, "abort"),
 }
-KEYS = {"since", "kind", "bytes", "blocking", "fargs", "fortran"}
+KEYS = {"since", "kind", "bytes", "blocking", "fargs", "fortran", "derive"}
+# A derived line (`MPI_X_c | derive=large-count`) takes everything from the
+# line of MPI_X above it; only these keys may be given with derive=.
+DERIVE_KEYS = {"derive", "fortran"}
 MAX_FUNCS = 128  # MPI_PSTATE_SLOT_MAX_FUNCS in common/slot.h
 NAME_LEN = 32  # MPI_PSTATE_SLOT_NAME_LEN
 
@@ -58,6 +61,23 @@ FORTRAN_BINDINGS = [
     ("f08", "{lower}_f08_"),
     ("f08", "{lower}_f08ts_"),
 ]
+
+# MPI-4 large-count functions MPI_X_c: C and mpi_f08 only (the standard
+# gives mpif.h and `use mpi` none).  Their f08 names are MPICH's: 4.0.2
+# calls them mpi_x_f08ts_large_, 4.2.1 mpi_x_c_f08ts_ (routines with choice
+# buffers; every large-count function listed has one).  Open MPI 4.1 and 5.0
+# have no large-count functions at all.
+LARGE_FORTRAN_BINDINGS = [
+    ("f08", "{lower}_f08ts_"),
+    ("f08", "{base_lower}_f08ts_large_"),
+]
+LARGE_SINCE = (4, 0)
+# What a large-count variant changes in the prototype (MPI-4.0): counts of
+# datatype elements become MPI_Count, arrays of displacements MPI_Aint; every
+# other parameter stays.  The compiler checks the result against each mpi.h.
+LARGE_COUNT_NAME = re.compile(r"(send|recv)?count")
+LARGE_COUNTS_NAME = re.compile(r"\w*counts")
+LARGE_DISPLS_NAME = re.compile(r"\w*displs")
 
 
 class DefError(Exception):
@@ -90,6 +110,13 @@ class Func:
     params: List[Param]
     terms: List[Term] = field(default_factory=list)
     line: int = 0
+    base: Optional[str] = None  # derive=large-count: the function it enlarges
+
+    @property
+    def fortran_bindings(self) -> List[Tuple[str, str]]:
+        if not self.fortran:
+            return []
+        return LARGE_FORTRAN_BINDINGS if self.base else FORTRAN_BINDINGS
 
     @property
     def family(self) -> str:
@@ -140,14 +167,62 @@ def parse_terms(spec: str, params: List[Param], where: str) -> List[Term]:
         for n in filter(None, (guard, count, dtype)):
             if n not in by_name:
                 raise DefError(f"{where}: bytes names unknown parameter {n!r}")
-        if by_name[count].ctype != "int":
-            raise DefError(f"{where}: bytes count {count!r} must be an int parameter")
+        if by_name[count].ctype not in ("int", "MPI_Count"):
+            raise DefError(f"{where}: bytes count {count!r} must be an int or MPI_Count parameter")
         if by_name[dtype].ctype != "MPI_Datatype":
             raise DefError(f"{where}: bytes datatype {dtype!r} must be an MPI_Datatype parameter")
         if guard and "void *" not in by_name[guard].ctype:
             raise DefError(f"{where}: bytes guard {guard!r} must be a buffer parameter")
         terms.append(Term(guard=guard, count=count, dtype=dtype))
     return terms
+
+
+def large_count_params(params: List[Param]) -> List[Param]:
+    out = []
+    for p in params:
+        ctype = p.ctype
+        if ctype == "int" and LARGE_COUNT_NAME.fullmatch(p.name):
+            ctype = "MPI_Count"
+        elif ctype == "const int *" and LARGE_COUNTS_NAME.fullmatch(p.name):
+            ctype = "const MPI_Count *"
+        elif ctype == "const int *" and LARGE_DISPLS_NAME.fullmatch(p.name):
+            ctype = "const MPI_Aint *"
+        out.append(Param(ctype=ctype, name=p.name))
+    return out
+
+
+def derive_large_count(name: str, attrs: Dict[str, str], by_name: Dict[str, Func], fid: int,
+                       lineno: int, where: str) -> Func:
+    """MPI_X_c from the line of MPI_X: same kind, bytes and Fortran arguments,
+    counts as MPI_Count, displacements as MPI_Aint, since MPI-4.0."""
+    extra = sorted(set(attrs) - DERIVE_KEYS)
+    if extra:
+        raise DefError(f"{where}: a derive= line takes its {', '.join(extra)} from its base line")
+    if attrs["derive"] != "large-count":
+        raise DefError(f"{where}: unknown derive={attrs['derive']} (want large-count)")
+    if not name.endswith("_c"):
+        raise DefError(f"{where}: a large-count function is named MPI_X_c")
+    base = by_name.get(name[:-2])
+    if base is None:
+        raise DefError(f"{where}: {name[:-2]} (the base of {name}) is not listed above")
+    if base.base or base.family != "call":
+        raise DefError(f"{where}: {base.name} is not a call that has a large-count variant")
+    params = large_count_params(base.params)
+    if all(a.ctype == b.ctype for a, b in zip(params, base.params)) or \
+            not any(p.ctype == "MPI_Datatype" or p.ctype.endswith("MPI_Datatype *")
+                    for p in params):
+        # MPI-4 enlarges counts of datatype elements, not of requests (MPI_Waitall)
+        raise DefError(f"{where}: {base.name} has no count to enlarge")
+    fortran = attrs.get("fortran", "yes" if base.fortran else "no")
+    if fortran not in ("yes", "no"):
+        raise DefError(f"{where}: fortran= wants yes or no")
+    by_param = {p.name: p for p in params}
+    for t in base.terms:
+        if by_param[t.count].ctype != "MPI_Count":
+            raise DefError(f"{where}: bytes count {t.count!r} of {base.name} is not a count")
+    return Func(fid=fid, name=name, since=LARGE_SINCE, kind=base.kind, blocking=base.blocking,
+                fargs=base.fargs, fortran=fortran == "yes", ret=base.ret, params=params,
+                terms=list(base.terms), line=lineno, base=base.name)
 
 
 def parse_def(path: str) -> List[Func]:
@@ -160,11 +235,10 @@ def parse_def(path: str) -> List[Func]:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         fields = [x.strip() for x in line.split("|")]
-        if len(fields) < 4:
-            raise DefError(f"{where}: want name | since=... | kind=... | prototype")
-        name, proto, middle = fields[0], fields[-1], fields[1:-1]
+        name = fields[0]
+        proto = fields[-1] if len(fields) > 1 and "(" in fields[-1] else None
         attrs: Dict[str, str] = {}
-        for kv in middle:
+        for kv in fields[1:-1] if proto is not None else fields[1:]:
             if "=" not in kv:
                 raise DefError(f"{where}: field {kv!r} is not key=value")
             k, v = (x.strip() for x in kv.split("=", 1))
@@ -173,15 +247,25 @@ def parse_def(path: str) -> List[Func]:
             if k in attrs:
                 raise DefError(f"{where}: key {k!r} given twice")
             attrs[k] = v
-        for k in ("since", "kind"):
-            if k not in attrs:
-                raise DefError(f"{where}: missing {k}=")
+        if "derive" in attrs and proto is not None:
+            raise DefError(f"{where}: a derive= line has no prototype: want name | derive=...")
+        if (proto is None and "derive" not in attrs) or (proto is not None and len(fields) < 4):
+            raise DefError(f"{where}: want name | since=... | kind=... | prototype")
         if not re.fullmatch(r"MPI_[A-Z][a-z0-9_]*", name):
             raise DefError(f"{where}: bad function name {name!r}")
         if len(name) >= NAME_LEN:
             raise DefError(f"{where}: {name} is too long for the slot's name field")
         if name in seen:
             raise DefError(f"{where}: {name} already listed on line {seen[name]}")
+        if "derive" in attrs:
+            funcs.append(derive_large_count(name, attrs, {f.name: f for f in funcs}, len(funcs),
+                                            lineno, where))
+            seen[name] = lineno
+            continue
+        assert proto is not None
+        for k in ("since", "kind"):
+            if k not in attrs:
+                raise DefError(f"{where}: missing {k}=")
         m = re.fullmatch(r"(\d+)\.(\d+)", attrs["since"])
         if not m:
             raise DefError(f"{where}: since= wants an MPI version like 3.0")
@@ -231,10 +315,10 @@ def symbols(funcs: List[Func]) -> List[Sym]:
     syms: List[Sym] = []
     for f in funcs:
         syms.append(Sym(len(syms), f.name, f, "c"))
-        if f.fortran:
-            for binding, pattern in FORTRAN_BINDINGS:
-                n = pattern.format(lower=f.name.lower(), upper=f.name.upper())
-                syms.append(Sym(len(syms), n, f, binding))
+        for binding, pattern in f.fortran_bindings:
+            n = pattern.format(lower=f.name.lower(), upper=f.name.upper(),
+                               base_lower=(f.base or f.name).lower())
+            syms.append(Sym(len(syms), n, f, binding))
     names = [s.name for s in syms]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -458,7 +542,7 @@ WRAP_HEAD = Template("""\
  * backend when the MPI defines it). */
 $weaks
 
-static inline uint64_t mp_type_bytes(int count, MPI_Datatype type)
+static inline uint64_t mp_count_bytes(MPI_Count count, MPI_Datatype type)
 {
         int size = 0;
 
@@ -467,9 +551,21 @@ static inline uint64_t mp_type_bytes(int count, MPI_Datatype type)
         return (uint64_t)count * (uint64_t)size;
 }
 
+static inline uint64_t mp_type_bytes(int count, MPI_Datatype type)
+{
+        return mp_count_bytes(count, type);
+}
+
 static inline uint64_t mp_ftype_bytes(const void *count, const void *type)
 {
         return mp_type_bytes((int)*(const MPI_Fint *)count, PMPI_Type_f2c(*(const MPI_Fint *)type));
+}
+
+/* Large-count functions (MPI_X_c) take an MPI_Count, in Fortran an
+ * INTEGER(KIND=MPI_COUNT_KIND), which is the same type. */
+static inline uint64_t mp_fcount_bytes(const void *count, const void *type)
+{
+        return mp_count_bytes(*(const MPI_Count *)count, PMPI_Type_f2c(*(const MPI_Fint *)type));
 }
 """)
 
@@ -622,10 +718,15 @@ __attribute__((visibility("default"))) const struct mpi_pstate_backend mpi_pstat
 """)
 
 
+def count_is_large(f: Func, count: str) -> bool:
+    return next(p.ctype for p in f.params if p.name == count) == "MPI_Count"
+
+
 def c_bytes(f: Func) -> str:
     parts = []
     for t in f.terms:
-        e = f"mp_type_bytes({t.count}, {t.dtype})"
+        helper = "mp_count_bytes" if count_is_large(f, t.count) else "mp_type_bytes"
+        e = f"{helper}({t.count}, {t.dtype})"
         if t.guard:
             e = f"({t.guard} != MPI_IN_PLACE ? {e} : 0)"
         parts.append(e)
@@ -634,7 +735,8 @@ def c_bytes(f: Func) -> str:
 
 def f_bytes(f: Func) -> Tuple[int, str]:
     pos = {p.name: i for i, p in enumerate(f.params)}
-    parts = [f"mp_ftype_bytes(a{pos[t.count]}, a{pos[t.dtype]})" for t in f.terms if not t.guard]
+    parts = [f"{'mp_fcount_bytes' if count_is_large(f, t.count) else 'mp_ftype_bytes'}"
+             f"(a{pos[t.count]}, a{pos[t.dtype]})" for t in f.terms if not t.guard]
     return (1 if parts else 0), (" + ".join(parts) if parts else "0")
 
 

@@ -53,7 +53,7 @@ $(PRELOAD_EXEC): preload/mpi-pstate-exec | $(B)/preload
 	cp $< $@ && chmod 0755 $@
 
 # ---- tests/preload: one program per binding, built per MPI family
-PRELOAD_TEST_PROGS := c_calls f77_calls f90_calls f08_calls mt_calls
+PRELOAD_TEST_PROGS := c_calls f77_calls f90_calls f08_calls mt_calls c_large_calls f08_large_calls
 PRELOAD_MPICC_ompi := mpicc.openmpi
 PRELOAD_MPICC_mpich := mpicc.mpich
 PRELOAD_MPIF90_ompi := mpif90.openmpi
@@ -61,10 +61,12 @@ PRELOAD_MPIF90_mpich := mpif90.mpich
 PRELOAD_TEST_BINS := $(foreach a,$(PRELOAD_ABIS),$(foreach p,$(PRELOAD_TEST_PROGS),$(B)/tests/preload/$(p).$(a)))
 
 define PRELOAD_TEST_RULES
-$(B)/tests/preload/c_calls.$(1): tests/preload/c_calls.c | $(B)/tests/preload
+$(B)/tests/preload/c_calls.$(1): tests/preload/c_calls.c tests/preload/rank_lines.h | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -o $$@ $$<
 $(B)/tests/preload/mt_calls.$(1): tests/preload/mt_calls.c | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -pthread -o $$@ $$<
+$(B)/tests/preload/c_large_calls.$(1): tests/preload/c_large_calls.c tests/preload/rank_lines.h | $(B)/tests/preload
+	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Werror -o $$@ $$<
 # mpif.h has no interfaces: gfortran >= 10 needs to be told that choice
 # buffers of different types are fine.
 $(B)/tests/preload/f77_calls.$(1): tests/preload/f77_calls.f90 | $(B)/tests/preload
@@ -73,6 +75,12 @@ $(B)/tests/preload/f90_calls.$(1): tests/preload/f90_calls.f90 | $(B)/tests/prel
 	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload -o $$@ $$<
 $(B)/tests/preload/f08_calls.$(1): tests/preload/f08_calls.f90 | $(B)/tests/preload
 	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload -o $$@ $$<
+# The large-count calls only where this mpi_f08 has the large-count procedures
+# (the probe compiles); elsewhere the program prints SKIP.
+$(B)/tests/preload/f08_large_calls.$(1): tests/preload/f08_large_calls.F90 tests/preload/f08_large_probe.f90 | $(B)/tests/preload
+	if $(PRELOAD_MPIF90_$(1)) -fsyntax-only -J $(B)/tests/preload tests/preload/f08_large_probe.f90 2>/dev/null; \
+	then large=-DMPI_PSTATE_F08_LARGE; else large=; fi; \
+	$(PRELOAD_MPIF90_$(1)) -O1 -g $$$$large -J $(B)/tests/preload -o $$@ $$<
 $(B)/bench/preload/hotpath.$(1): bench/preload/hotpath.c | $(B)/bench/preload
 	$(PRELOAD_MPICC_$(1)) -O2 -g -Wall -o $$@ $$<
 endef

@@ -5,6 +5,10 @@
  *     KIND test       MPI_Test on MPI_REQUEST_NULL (polling kind, nearly free in MPI)
  *          barrier    MPI_Barrier on MPI_COMM_SELF (blocking kind: wait state published)
  *          iprobe     MPI_Iprobe with nothing to find (probe kind)
+ *          allreduce  MPI_Allreduce of one int on MPI_COMM_SELF (blocking, with a
+ *                     message size: the wrapper asks PMPI_Type_size)
+ *          allreduce_c  the same through MPI-4's large-count MPI_Allreduce_c;
+ *                     an MPI without it: exit status 3, nothing printed
  *
  * Prints "KIND N best_ns_per_call" using the best of REPS (default 5)
  * repetitions; bench/preload/run.py runs it with and without the library.
@@ -27,7 +31,7 @@ static double now_ns(void)
 static void loop(const char *kind, long n)
 {
         MPI_Request req = MPI_REQUEST_NULL;
-        int flag;
+        int flag, in = 1, out;
 
         if (!strcmp(kind, "test"))
                 for (long i = 0; i < n; i++)
@@ -35,6 +39,14 @@ static void loop(const char *kind, long n)
         else if (!strcmp(kind, "barrier"))
                 for (long i = 0; i < n; i++)
                         MPI_Barrier(MPI_COMM_SELF);
+        else if (!strcmp(kind, "allreduce"))
+                for (long i = 0; i < n; i++)
+                        MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_SUM, MPI_COMM_SELF);
+#if MPI_VERSION >= 4
+        else if (!strcmp(kind, "allreduce_c"))
+                for (long i = 0; i < n; i++)
+                        MPI_Allreduce_c(&in, &out, 1, MPI_INT, MPI_SUM, MPI_COMM_SELF);
+#endif
         else
                 for (long i = 0; i < n; i++)
                         MPI_Iprobe(MPI_ANY_SOURCE, 12345, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
@@ -43,9 +55,13 @@ static void loop(const char *kind, long n)
 int main(int argc, char **argv)
 {
         if (argc < 3) {
-                fprintf(stderr, "usage: hotpath test|barrier|iprobe N [REPS]\n");
+                fprintf(stderr, "usage: hotpath test|barrier|iprobe|allreduce|allreduce_c N [REPS]\n");
                 return 2;
         }
+#if MPI_VERSION < 4
+        if (!strcmp(argv[1], "allreduce_c"))
+                return 3; /* no large-count functions in this MPI */
+#endif
         const char *kind = argv[1];
         long n = atol(argv[2]);
         int reps = argc > 3 ? atoi(argv[3]) : 5;

@@ -8,7 +8,8 @@ import os
 import sys
 from typing import Any, Optional, Sequence
 
-from . import VERSION, audit, collect, config, ctld, log, node, parse, report, slurm, summary
+from . import (VERSION, audit, collect, config, ctld, log, node, parse, plugincheck, report, slurm,
+               summary)
 
 PROG = "mpi-pstate"
 
@@ -67,8 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="say what would be written")
     _common_dirs(p)
 
-    p = sub.add_parser("audit", help="node settings that decide a job's speed")
+    p = sub.add_parser("audit", help="node settings that decide a job's speed, and whether "
+                       "this Slurm loads the installed plugin")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--plugin", action="store_true",
+                   help="only check the plugin against this node's Slurm; exit 1 on a problem "
+                   "(run it after every Slurm upgrade)")
+    p.add_argument("--slurm-conf", help="slurm.conf to find plugstack.conf from")
     p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
 
     p = sub.add_parser("epilog", help="node Epilog (root): restore backstop, node record")
@@ -235,6 +241,12 @@ def cmd_backfill(a: argparse.Namespace, paths: dict[str, str]) -> int:
     return 1 if tally.get("error") else 0
 
 
+def plugin_text(pc: dict[str, Any]) -> str:
+    state = "ok" if pc["ok"] else f"PROBLEM: {pc['problem']}"
+    return (f"plugin:           {pc['path'] or 'not configured'} (built for Slurm "
+            f"{pc['built_for'] or '?'}, this node's Slurm {pc['slurm'] or '?'}): {state}\n")
+
+
 def audit_text(s: dict[str, Any]) -> str:
     lines = []
     cf = s.get("cpufreq", {})
@@ -299,9 +311,11 @@ def main(argv: Optional[Sequence[str]] = None, paths: Optional[dict[str, str]] =
         if a.cmd == "backfill":
             return cmd_backfill(a, paths)
         if a.cmd == "audit":
-            s = audit.node_settings(a.sysroot)
-            sys.stdout.write(json.dumps(s, indent=1) + "\n" if a.json else audit_text(s))
-            return 0
+            pc = plugincheck.check(config.load(a.slurm_conf).plugin, plugincheck.slurm_release())
+            s = {"plugin": pc} if a.plugin else dict(audit.node_settings(a.sysroot), plugin=pc)
+            sys.stdout.write(json.dumps(s, indent=1) + "\n" if a.json else
+                             plugin_text(pc) if a.plugin else audit_text(s) + plugin_text(pc))
+            return 1 if a.plugin and not pc["ok"] else 0
         if a.cmd == "epilog":
             return node.run(a, tool_dirs(paths))
         if a.cmd == "epilog-slurmctld":

@@ -9,7 +9,7 @@ import os
 import pwd
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from . import safeio
 
@@ -36,6 +36,7 @@ class Config:
     slurm_conf: str = "/etc/slurm/slurm.conf"
     agent: Optional[str] = None  # plugstack key agent=: the node agent binary
     plugstack: Optional[str] = None  # the file holding the plugin line, if found
+    plugin: Optional[str] = None  # the plugin file that line loads
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -105,29 +106,33 @@ def _plugin_dirs(slurm_conf: str) -> list[str]:
     return dirs or sorted(glob.glob("/usr/lib/*/slurm-wlm")) + list(PLUGIN_DIRS)
 
 
-def is_our_plugin(path: str, dirs: list[str]) -> bool:
-    """Whether the plugstack line's file is mpi-pstate's SPANK plugin."""
+def our_plugin(path: str, dirs: list[str]) -> Optional[str]:
+    """The file of a plugstack line if it is mpi-pstate's SPANK plugin (the
+    path as written when the file cannot be read here), else None."""
     cands = [path] if path.startswith("/") else [os.path.join(d, path) for d in dirs]
     for f in cands:
         try:
             with open(f, "rb") as fh:
                 head = fh.read(4)
                 if head != b"\x7fELF":
-                    return False
+                    return None
                 data = fh.read(PLUGIN_MAX_BYTES)
         except OSError:
             continue
-        return all(m in data for m in PLUGIN_MARKERS)
-    return bool(PLUGIN_NAME_RE.search(path))
+        return f if all(m in data for m in PLUGIN_MARKERS) else None
+    return path if PLUGIN_NAME_RE.search(path) else None
 
 
-def plugin_args(plugstack: str, depth: int = 0,
-                dirs: Optional[list[str]] = None) -> tuple[Optional[list[str]], Optional[str]]:
-    """Arguments of the first plugstack line (following `include` globs)
-    that loads mpi-pstate's plugin, and the file it was found in."""
+PluginLine = Tuple[Optional[str], Optional[List[str]], Optional[str]]
+
+
+def plugin_line(plugstack: str, depth: int = 0, dirs: Optional[list[str]] = None) -> PluginLine:
+    """The first plugstack line (following `include` globs) that loads
+    mpi-pstate's plugin: the plugin file, its arguments, the file the line
+    is in."""
     text = _read_text(plugstack)
     if text is None or depth > 4:
-        return None, None
+        return None, None, None
     dirs = dirs if dirs is not None else list(PLUGIN_DIRS)
     for line in _conf_lines(text):
         words = line.split()
@@ -136,25 +141,39 @@ def plugin_args(plugstack: str, depth: int = 0,
                 if not pattern.startswith("/"):
                     pattern = os.path.join(os.path.dirname(plugstack), pattern)
                 for f in sorted(glob.glob(pattern)):
-                    args, where = plugin_args(f, depth + 1, dirs)
-                    if args is not None:
-                        return args, where
+                    found = plugin_line(f, depth + 1, dirs)
+                    if found[1] is not None:
+                        return found
             continue
-        if words[0] in ("required", "optional") and len(words) >= 2 and \
-                is_our_plugin(words[1], dirs):
-            return words[2:], plugstack
-    return None, None
+        if words[0] in ("required", "optional") and len(words) >= 2:
+            plugin = our_plugin(words[1], dirs)
+            if plugin:
+                return plugin, words[2:], plugstack
+    return None, None, None
+
+
+# Where Slurm's commands look without SLURM_CONF, then the configless node's
+# copy: slurmd keeps what slurmctld sent in its conf-cache and links it as
+# /run/slurm/conf (docs/admin.md, "Configless").
+SLURM_CONF_PATHS = ("/etc/slurm/slurm.conf", "/run/slurm/conf/slurm.conf")
+
+
+def default_slurm_conf() -> str:
+    for p in SLURM_CONF_PATHS:
+        if os.path.isfile(p):
+            return p
+    return SLURM_CONF_PATHS[0]
 
 
 def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
          runtime_dir: Optional[str] = None) -> Config:
     c = Config()
-    c.slurm_conf = slurm_conf or os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    c.slurm_conf = slurm_conf or os.environ.get("SLURM_CONF") or default_slurm_conf()
     vals = slurm_conf_values(c.slurm_conf, ("SlurmUser", "PlugStackConfig"))
     c.slurm_user = vals.get("SlurmUser", "root")
     plugstack = vals.get("PlugStackConfig") or os.path.join(os.path.dirname(c.slurm_conf),
                                                             "plugstack.conf")
-    args, c.plugstack = plugin_args(plugstack, dirs=_plugin_dirs(c.slurm_conf))
+    c.plugin, args, c.plugstack = plugin_line(plugstack, dirs=_plugin_dirs(c.slurm_conf))
     for word in args or []:
         k, sep, v = word.partition("=")
         if k == "agent" and sep:

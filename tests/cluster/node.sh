@@ -45,4 +45,17 @@ mount --bind "$nd/fuse/cpufreq" /sys/devices/system/cpu/cpufreq
 mount --bind "$nd/fuse/powercap" /sys/class/powercap
 "$here/lab" relink "$node"
 
+# Configless (`lab configless NODE on`): the node keeps no Slurm configuration
+# of its own.  slurmd fetches it from slurmctld into its conf-cache; the lab's
+# plugstack files are hidden so that only what slurmctld ships can count.
+if [ -e "$nd/configless" ]; then
+        unset SLURM_CONF
+        mount --bind /dev/null "$lab/etc/slurm.conf"
+        [ ! -e "$lab/etc/plugstack.conf" ] || mount --bind /dev/null "$lab/etc/plugstack.conf"
+        mount -t tmpfs -o mode=755 tmpfs "$lab/etc/plugstack.conf.d"
+        # slurmd links its conf-cache as /run/slurm/conf: the node's own /run.
+        mkdir -p /run/slurm
+        mount -t tmpfs -o mode=755 tmpfs /run/slurm
+        exec /usr/sbin/slurmd -N "$node" --conf-server "$MPI_PSTATE_CONF_SERVER"
+fi
 exec /usr/sbin/slurmd -N "$node"

@@ -138,8 +138,8 @@ def sacct(jobid: int, fields: Iterable[str], allocation_only: bool = True) -> li
     return [dict(zip(fl, line.split("|"))) for line in r.stdout.splitlines() if line]
 
 
-def lab(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return root([str(LAB_SCRIPT), *args], check=check)
+def lab(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return root([str(LAB_SCRIPT), *args], check=check, timeout=timeout)
 
 
 def node_exec(node: str, shell: str, check: bool = True) -> subprocess.CompletedProcess[str]:

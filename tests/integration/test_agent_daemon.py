@@ -416,17 +416,20 @@ class AgentDaemon(unittest.TestCase):
             self.skipTest("no test user")
         t = self.tree(rapl=0)
         before = t.snapshot()
+        # The user runs copies: the build tree may be unreadable to users.
+        (t.dir / "bin").mkdir()
+        agent, sim = (shutil.copy2(p, t.dir / "bin") for p in (AGENT, SIM))
         for p in [t.dir, *t.dir.rglob("*")]:
             os.chown(p, pw.pw_uid, pw.pw_gid, follow_symlinks=False)
         user = ["runuser", "-u", pw.pw_name, "--"]
-        argv = [str(AGENT), "--shm", str(t.dir / "seg"), "--create", "1", "--cpus", "0", "--job", "0", "--step",
+        argv = [str(agent), "--shm", str(t.dir / "seg"), "--create", "1", "--cpus", "0", "--job", "0", "--step",
                 "9", "--sysroot", str(t.sys), "--runtime-dir", str(t.run / "r"), "--record", str(t.run / "rec.json"),
                 "--pidfile", str(t.run / "pid"), "--log", str(t.run / "log"), "--threshold", "1ms", "--rt-prio", "0"]
         r = subprocess.run(user + argv, capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
         pid = int((t.run / "pid").read_text())
         try:
-            r = subprocess.run(user + [str(SIM), "--shm", str(t.dir / "seg"), "--slots", "1", "--seconds", "1",
+            r = subprocess.run(user + [str(sim), "--shm", str(t.dir / "seg"), "--slots", "1", "--seconds", "1",
                                        "--long-us", "5000", "--threshold-us", "1000"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
         finally:

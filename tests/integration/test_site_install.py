@@ -7,6 +7,7 @@ directory carries a Slurm plugin-type prefix -- and such a name really does
 stop slurmctld, which is why."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -18,34 +19,14 @@ from pathlib import Path
 
 import labtools as lt
 
-# Slurm's plugin types (`<type>_<name>.so`), 22.05 to 25.x; the prefixes of
-# the plugins installed beside ours are added at run time.
-SLURM_TYPES = {
-    "accounting_storage", "acct_gather_energy", "acct_gather_filesystem", "acct_gather_interconnect",
-    "acct_gather_profile", "auth", "bb", "burst_buffer", "certgen", "certmgr", "cgroup", "cli_filter",
-    "core_spec", "cred", "data_parser", "ext_sensors", "gpu", "gres", "hash", "job_container",
-    "job_submit", "jobacct_gather", "jobcomp", "mcs", "mpi", "namespace", "node_features", "power",
-    "preempt", "prep", "priority", "proctrack", "route", "sched", "select", "serializer",
-    "site_factor", "switch", "task", "tls", "topology",
-}
-
-
-def type_prefixes(plugindir: Path) -> set[str]:
-    """Every `<type>_` a Slurm plugin name in plugindir may stand for: each
-    underscore-delimited head of every .so there that is not ours."""
-    heads = set(SLURM_TYPES)
-    for p in plugindir.glob("*.so"):
-        if "pstate" in p.name or p.name.startswith("spank_"):  # SPANK plugins: no type
-            continue
-        parts = p.name[:-3].split("_")
-        heads.update("_".join(parts[:i]) for i in range(1, len(parts)))
-    return heads
-
-
-def users_job(args: list[str], name: str) -> tuple[int, str]:
+def users_job(with_plugin: bool, name: str) -> tuple[int, str]:
+    """The demo's job (tests/cluster/demo.sh): one rank per node, rank 0
+    computes while rank 1 waits in MPI_Barrier."""
     wd = lt.workdir(f"site-install-{name}")
-    job = lt.sbatch(["-N", "2", "--ntasks-per-node=1", "-J", f"site-{name}", *args],
-                    "srun --mpi=pmix hostname\n", wd)
+    lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
+    job = lt.sbatch(["-N", "2", "--ntasks-per-node=1", "-c", "2", "-J", f"site-{name}",
+                     *(["--mpi-pstate"] if with_plugin else [])],
+                    "srun --mpi=pmix ./imbalance.openmpi 10 50\n", wd)
     return job, lt.wait_job(job)
 
 
@@ -53,21 +34,26 @@ class SiteInstall(unittest.TestCase):
     def assert_cluster_serves(self, with_plugin: bool) -> None:
         st = lt.lab("status", check=False)
         self.assertEqual(st.returncode, 0, st.stdout)
-        job, state = users_job(["--mpi-pstate"] if with_plugin else [], "on" if with_plugin else "off")
+        job, state = users_job(with_plugin, "on" if with_plugin else "off")
         self.assertEqual(state, "COMPLETED", lt.daemon_log_tail(10))
-        if with_plugin:
-            self.assertRegex(lt.sacct(job, ["AdminComment"])[0]["AdminComment"], r"^mpi-pstate/\d+:")
+        rows = lt.sacct(job, ["AdminComment"])
+        comment = rows[0]["AdminComment"] if rows else ""
+        if not with_plugin:
+            self.assertNotRegex(comment, r"^mpi-pstate/")
+            return
+        m = re.match(r"^mpi-pstate/\d+:(\{.*\})$", comment)
+        self.assertIsNotNone(m, comment)
+        summary = json.loads(m.group(1))
+        self.assertEqual((summary["state"], summary["nodes"], summary["ranks"]), ("complete", 2, 2), comment)
+        self.assertGreater(summary["transitions"], 0, comment)  # 10 waits of 50 ms, threshold 500 us
 
-    def test_installed_names_outside_slurm_plugin_types(self) -> None:
+    def test_installed_plugin_dir_holds_only_the_spank_name(self) -> None:
+        # Which names are outside every Slurm plugin type is checked on the
+        # same file list in tests/py/test_packaging.py (the package is exactly
+        # `make install`); here: what really landed in this Slurm's directory.
         inst = lt.installed()
-        plugindir = inst.plugin.parent
-        ours = sorted(p.name for p in plugindir.iterdir() if "pstate" in p.name)
+        ours = sorted(p.name for p in inst.plugin.parent.iterdir() if "pstate" in p.name)
         self.assertEqual(ours, ["spank_mpi_pstate.so"])
-        for prefix in type_prefixes(plugindir):
-            with self.subTest(prefix=prefix):
-                self.assertFalse(inst.plugin.name.startswith(prefix + "_"))
-        # The check can fail: the name this project used to install under.
-        self.assertTrue(any("mpi_pstate.so".startswith(p + "_") for p in type_prefixes(plugindir)))
 
     def test_daemons_serve_jobs_installed_uninstalled_reinstalled(self) -> None:
         self.assert_cluster_serves(with_plugin=True)
@@ -81,8 +67,27 @@ class SiteInstall(unittest.TestCase):
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("mpi-pstate", r.stderr)  # the option is named in the refusal
         finally:
-            lt.lab("install")
+            lt.lab("install", timeout=900)
         self.assert_cluster_serves(with_plugin=True)
+
+    def test_package_installs_serves_and_purges(self) -> None:
+        """docs/admin.md "Install from the package": make deb, apt install, the
+        same activation; the demo job is measured; dpkg --purge leaves a
+        cluster that starts and serves jobs."""
+        try:
+            lt.lab("install", "--deb", timeout=900)
+            inst = lt.installed()
+            owner = lt.root(["dpkg", "-S", str(inst.plugin)]).stdout
+            self.assertTrue(owner.startswith("mpi-pstate:"), owner)
+            self.assertTrue(str(inst.front).startswith("/usr/lib/mpi-pstate/"), inst.front)
+            self.assert_cluster_serves(with_plugin=True)
+            lt.lab("uninstall")
+            st = lt.root(["dpkg-query", "-W", "-f=${db:Status-Status}", "mpi-pstate"], check=False).stdout
+            self.assertIn(st, ("", "not-installed"))
+            self.assertFalse(inst.plugin.exists())
+            self.assert_cluster_serves(with_plugin=False)
+        finally:
+            lt.lab("install", timeout=900)
 
     def test_type_prefixed_plugin_name_stops_slurmctld(self) -> None:
         """What a real site saw: a SPANK plugin installed as mpi_<x>.so is

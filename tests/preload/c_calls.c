@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
+
+#include "rank_lines.h"
 
 #define COUNTERS(X)                                                                                \
         X(MPI_Init)                                                                                \
@@ -60,7 +61,7 @@ COUNTERS(DECL)
 
 static void print_counts(int rank)
 {
-        char buf[4096];
+        char buf[RANK_LINE_MAX - 64];
         size_t off = 0;
         int first = 1;
 
@@ -71,15 +72,9 @@ static void print_counts(int rank)
                 first = 0;                                                                         \
         }
         COUNTERS(PRINT)
-        /* One write(2) per line: MPICH 4.2 makes stdout unbuffered, and
-         * glibc then prints in 128-byte pieces that interleave with the other
-         * rank's in mpiexec's output. */
-        char line[sizeof(buf) + 32];
-        int len = snprintf(line, sizeof(line), "COUNTS %d {%s}\n", rank, buf);
-
-        fflush(stdout);
-        if (len > 0 && write(STDOUT_FILENO, line, (size_t)len) != len)
-                perror("write");
+        char line[RANK_LINE_MAX];
+        snprintf(line, sizeof(line), "COUNTS %d {%s}\n", rank, buf);
+        print_rank_lines(line, rank);
 }
 
 static void spin(double seconds)

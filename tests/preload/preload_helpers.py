@@ -9,6 +9,7 @@
   parse_counts(stdout)            the COUNTS lines the test programs print
   read_profiles(dir)              rank -> rank-<R>.json
   calls(profile)                  function -> calls of one rank's profile
+  large_expected(rank, fortran)   what c_large_calls / f08_large_calls must record
   slot_module()                   preload/mpi_pstate_slot.py (segment/slot reader)
 
 BUILD is $MPI_PSTATE_BUILD (set by tests/run) or ./build.
@@ -30,7 +31,8 @@ TOP = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", str(TOP / "build"))).resolve()
 ABIS = ("ompi", "mpich")
 LAUNCHERS = {"ompi": "mpirun.openmpi", "mpich": "mpiexec.mpich"}
-PROGRAMS = ("c_calls", "f77_calls", "f90_calls", "f08_calls", "mt_calls")
+PROGRAMS = ("c_calls", "f77_calls", "f90_calls", "f08_calls", "mt_calls", "c_large_calls",
+            "f08_large_calls")
 
 # What f77_calls, f90_calls and f08_calls do on each of their 2 ranks:
 # function -> (calls, bytes).  MPI_Gather is in place at the root: Fortran
@@ -41,6 +43,43 @@ FORTRAN_EXPECTED = {
     "MPI_Irecv": (2, 8), "MPI_Isend": (2, 8), "MPI_Waitall": (1, 0), "MPI_Test": (1, 0),
     "MPI_Bcast": (1, 20), "MPI_Allreduce": (2, 16), "MPI_Reduce": (1, 8), "MPI_Gather": (1, 0),
 }
+
+# What c_large_calls and f08_large_calls do on each of their 2 ranks:
+# function -> (calls, bytes, guarded).  Function k of the list moves k
+# MPI_INTs; bytes are what the wrapper records (docs/preload.md: sent size,
+# posted size for receives, none for the v/w collectives but the v ones with
+# a single send count).  guarded: a buf?-term, which Fortran bindings skip and
+# which the in-place root of MPI_Gather_c (rank 0) does not count.
+LARGE_CALLS = {
+    "MPI_Init": (1, 0, False), "MPI_Finalize": (1, 0, False), "MPI_Barrier": (3, 0, False),
+    "MPI_Irecv": (1, 16, False), "MPI_Wait": (1, 0, False), "MPI_Mprobe": (1, 0, False),
+    "MPI_Send_c": (2, 4 * (1 + 5), False), "MPI_Bsend_c": (1, 8, False),
+    "MPI_Ssend_c": (1, 12, False), "MPI_Rsend_c": (1, 16, False),
+    "MPI_Recv_c": (3, 4 * (1 + 2 + 3), False), "MPI_Mrecv_c": (1, 20, False),
+    "MPI_Sendrecv_c": (1, 24, False), "MPI_Sendrecv_replace_c": (1, 28, False),
+    "MPI_Bcast_c": (1, 32, False), "MPI_Gather_c": (1, 36, True), "MPI_Gatherv_c": (1, 40, True),
+    "MPI_Scatter_c": (1, 44, True), "MPI_Scatterv_c": (1, 48, True),
+    "MPI_Allgather_c": (1, 52, False), "MPI_Allgatherv_c": (1, 56, True),
+    "MPI_Alltoall_c": (1, 60, False), "MPI_Alltoallv_c": (1, 0, False),
+    "MPI_Alltoallw_c": (1, 0, False), "MPI_Reduce_c": (1, 72, False),
+    "MPI_Allreduce_c": (2, 2 * 76, False), "MPI_Reduce_scatter_c": (1, 0, False),
+    "MPI_Reduce_scatter_block_c": (1, 84, False), "MPI_Scan_c": (1, 88, False),
+    "MPI_Exscan_c": (1, 92, False), "MPI_Neighbor_allgather_c": (1, 96, False),
+    "MPI_Neighbor_allgatherv_c": (1, 100, False), "MPI_Neighbor_alltoall_c": (1, 104, False),
+    "MPI_Neighbor_alltoallv_c": (1, 0, False), "MPI_Neighbor_alltoallw_c": (1, 0, False),
+}
+
+
+def large_expected(rank: int, fortran: bool) -> Dict[str, tuple]:
+    """function -> (calls, bytes) that one rank of c_large_calls (fortran=False)
+    or f08_large_calls (fortran=True) must leave in its profile."""
+    out = {}
+    for name, (n, nbytes, guarded) in LARGE_CALLS.items():
+        if guarded and (fortran or (name == "MPI_Gather_c" and rank == 0)):
+            nbytes = 0
+        out[name] = (n, nbytes)
+    return out
+
 
 _built: Dict[str, bool] = {}
 

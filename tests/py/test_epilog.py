@@ -9,6 +9,7 @@ import argparse
 import io
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -18,7 +19,7 @@ from pathlib import Path
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import audit, config, log, node, noderec, parse, safeio, slots
+from mpi_pstate import audit, config, log, node, noderec, parse, plugincheck, safeio, slots
 
 slotlib = fx.slotlib
 NOBODY = 65534
@@ -205,6 +206,34 @@ class Config(Tmp):
             config.expand_host("/run/%x", "n1")
         with self.assertRaises(ValueError):
             config.expand_host("/run/%h", "../evil")
+
+
+class PluginCheck(Tmp):
+    def test_release_the_plugin_was_built_for(self) -> None:
+        built = BUILD / "spank" / "spank_mpi_pstate.so"
+        if not built.exists():
+            self.skipTest(f"{built} not built")
+        hdr = Path("/usr/include/slurm/slurm_version.h").read_text()
+        num = int(re.search(r"#define SLURM_VERSION_NUMBER (0x[0-9a-fA-F]+)", hdr).group(1), 16)
+        want = f"{num >> 16 & 255}.{num >> 8 & 255:02d}.{num & 255}"
+        self.assertEqual(plugincheck.built_for(str(built)), (want, None))
+        self.assertTrue(plugincheck.check(str(built), want)["ok"])
+        major, minor, _ = want.split(".")
+        other = f"{major}.{int(minor) + 6:02d}.1"
+        bad = plugincheck.check(str(built), other)
+        self.assertFalse(bad["ok"])
+        self.assertIn(f"built for Slurm {want}, this node runs {other}", bad["problem"])
+        self.assertIn("unrecognized option", bad["problem"])
+        self.assertTrue(plugincheck.check(str(built), f"{major}.{minor}.99")["ok"])  # point release
+
+    def test_not_a_plugin(self) -> None:
+        (self.tmp / "text.so").write_text("not ELF")
+        for path in ("/bin/true", str(self.tmp / "text.so"), str(self.tmp / "missing.so")):
+            with self.subTest(path=path):
+                rel, problem = plugincheck.built_for(path)
+                self.assertIsNone(rel)
+                self.assertIn(path, problem)
+        self.assertIn("no plugstack line", plugincheck.check(None, "22.05.8")["problem"])
 
 
 class Audit(Tmp):

@@ -106,6 +106,90 @@ class Bindings(Case):
         self.check_fortran("mpich", "f08_calls")
 
 
+class LargeCount(Case):
+    """MPI-4 large-count calls (MPI_X_c): exactly one event and the right
+    byte count per call, in C and through use mpi_f08, wherever the MPI has
+    them; an MPI without them (Open MPI up to 5.0) gets no wrapper and the
+    programs say SKIP."""
+
+    def backend_has_large_count(self, abi: str) -> bool:
+        """The backend was compiled with the MPI_X_c wrappers (its mpi.h says MPI-4)."""
+        nm = subprocess.run(["nm", str(ph.BUILD / "preload" / f"libmpi-pstate-{abi}.so")],
+                            capture_output=True, text=True, check=True).stdout
+        return any(l.split()[-1] == "MPI_Send_c" for l in nm.splitlines() if l.strip())
+
+    def run_large(self, abi: str, prog: str) -> tuple:
+        self.need(abi)
+        r, _, profs = self.run_profiled(abi, prog)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        if "SKIP" in r.stdout:
+            if prog == "c_large_calls":
+                # the program and the generator decide alike (MPI_VERSION >= 4)
+                self.assertFalse(self.backend_has_large_count(abi), r.stdout)
+            self.skipTest(r.stdout.splitlines()[0])
+        self.assertEqual(sorted(profs), [0, 1], r.stderr)
+        return r, profs
+
+    def check_c(self, abi: str) -> None:
+        r, profs = self.run_large(abi, "c_large_calls")
+        self.assertTrue(self.backend_has_large_count(abi))
+        self.assertEqual(r.stdout.count("LARGE OK"), 2, r.stdout + r.stderr)
+        made = ph.parse_counts(r.stdout)  # what the program counted itself
+        for rank in (0, 1):
+            with self.subTest(rank=rank):
+                self.assertEqual(ph.calls(profs[rank]), made[rank])
+                self.assertEqual(ph.calls_bytes(profs[rank]), ph.large_expected(rank, False))
+
+    def check_f08(self, abi: str) -> None:
+        r, profs = self.run_large(abi, "f08_large_calls")
+        self.assertEqual(r.stdout.count("F08 LARGE OK"), 2, r.stdout + r.stderr)
+        for rank in (0, 1):
+            with self.subTest(rank=rank):
+                self.assertEqual(ph.calls_bytes(profs[rank]), ph.large_expected(rank, True))
+
+    def test_c_ompi(self) -> None:
+        self.check_c("ompi")
+
+    def test_c_mpich(self) -> None:
+        self.check_c("mpich")
+
+    def test_f08_ompi(self) -> None:
+        self.check_f08("ompi")
+
+    def test_f08_mpich(self) -> None:
+        self.check_f08("mpich")
+
+    def test_f08_entry_points_are_in_the_front(self) -> None:
+        """MPICH's mpi_f08 large-count procedures call the C MPI_X_c, so the
+        counts above would be exact even with wrong Fortran names: check that
+        the program imports, for every large-count function, one of the f08
+        symbols the front exports (4.0: mpi_x_f08ts_large_, 4.2: mpi_x_c_f08ts_)."""
+        gen = subprocess.run(["/usr/bin/python3", str(ph.TOP / "preload" / "gen_wrappers.py"),
+                              "--list"], capture_output=True, text=True, check=True).stdout
+        f08: dict = {}
+        for row in gen.splitlines():
+            _, sym, func, binding = row.split("\t")
+            if func.endswith("_c") and binding == "f08":
+                f08.setdefault(func, set()).add(sym)
+        self.assertEqual(len(f08), 29)
+        tested = 0
+        for abi in ph.ABIS:
+            if not ph.have_abi(abi):
+                continue
+            r = ph.run_mpi(abi, [ph.program("f08_large_calls", abi)])
+            if "SKIP" in r.stdout:
+                continue
+            nm = subprocess.run(["nm", "-D", "--undefined-only",
+                                 str(ph.program("f08_large_calls", abi))],
+                                capture_output=True, text=True, check=True).stdout
+            imported = {l.split()[-1].split("@")[0] for l in nm.splitlines() if l.strip()}
+            with self.subTest(abi=abi):
+                self.assertEqual({f for f, syms in f08.items() if not syms & imported}, set())
+                tested += 1
+        if not tested:
+            self.skipTest("no mpi_f08 with large-count procedures")
+
+
 class Threads(Case):
     """MPI_THREAD_MULTIPLE: 4 threads x 2000 calls each, no lost count."""
 

@@ -97,6 +97,85 @@ class Generator(unittest.TestCase):
                 self.assertIn(msg, r.stderr)
                 self.assertIn(f":{nlines + 1}:", r.stderr)
 
+    def test_bad_derived_lines_are_refused(self) -> None:
+        cases = {
+            "MPI_Barrier_c | derive=large-count": "no count to enlarge",
+            "MPI_Waitall_c | derive=large-count": "no count to enlarge",
+            "MPI_Foo_c | derive=large-count": "not listed above",
+            "MPI_Send_c | derive=large-count": "already listed",
+            "MPI_Isend_big | derive=large-count": "named MPI_X_c",
+            "MPI_Isend_c | derive=huge-count": "unknown derive",
+            "MPI_Isend_c | derive=large-count | kind=other": "takes its kind",
+            "MPI_Isend_c | derive=large-count | int MPI_Isend_c(int a)": "has no prototype",
+            "MPI_Init_c | derive=large-count": "not a call",
+            "MPI_Send_c_c | derive=large-count": "not a call that has a large-count",
+        }
+        nlines = len(DEF.read_text().splitlines())
+        for line, msg in cases.items():
+            with self.subTest(line=line):
+                r = gen("--def", str(self.write_def(line + "\n")), "--check")
+                self.assertEqual(r.returncode, 2)
+                self.assertIn(msg, r.stderr)
+                self.assertIn(f":{nlines + 1}:", r.stderr)
+
+    def test_large_count_variants_are_derived(self) -> None:
+        """Every blocking call with a count has its MPI_X_c line; the derived
+        prototype has MPI_Count counts and MPI_Aint displacements, only C and
+        mpi_f08 entry points, MPI-4 guard, and the MPI_Count byte helper."""
+        sys.path.insert(0, str(ph.TOP / "preload"))
+        import gen_wrappers as gw  # noqa: E402
+        funcs = {f.name: f for f in gw.parse_def(str(DEF))}
+        base = [f for f in funcs.values() if f.blocking and not f.base and f.family == "call"
+                and "MPI_Datatype" in " ".join(p.ctype for p in f.params)
+                and any(p.ctype == "int" and p.name.endswith("count") or
+                        p.ctype == "const int *" and p.name.endswith("counts")
+                        for p in f.params)]
+        self.assertEqual(len(base), 29)
+        for f in base:
+            with self.subTest(f=f.name):
+                c = funcs.get(f.name + "_c")
+                self.assertIsNotNone(c)
+                self.assertEqual((c.kind, c.blocking, c.base, c.since), (f.kind, True, f.name,
+                                                                           (4, 0)))
+        rows = [l.split("\t") for l in gen("--list").stdout.splitlines()]
+        bindings = sorted(b for _, _, fn, b in rows if fn == "MPI_Gatherv_c")
+        self.assertEqual(bindings, ["c", "f08", "f08"])
+        names = {sym for _, sym, fn, _ in rows if fn == "MPI_Allreduce_c"}
+        self.assertEqual(names, {"MPI_Allreduce_c", "mpi_allreduce_c_f08ts_",
+                                 "mpi_allreduce_f08ts_large_"})
+        out = self.tmp / "o"
+        self.assertEqual(gen("--out", str(out)).returncode, 0)
+        w = (out / "wrappers.c").read_text()
+        self.assertIn("int MPI_Gatherv_c(const void *sendbuf, MPI_Count sendcount, "
+                      "MPI_Datatype sendtype, void *recvbuf, const MPI_Count *recvcounts, "
+                      "const MPI_Aint *displs, MPI_Datatype recvtype, int root, MPI_Comm comm)", w)
+        self.assertIn("int MPI_Neighbor_alltoallw_c(const void *sendbuf, "
+                      "const MPI_Count *sendcounts, const MPI_Aint *sdispls,", w)
+        body = w[w.index("/* ---- MPI_Send_c "):w.index("/* ---- MPI_Bsend_c ")]
+        self.assertIn("#if MP_SINCE(4, 0)", body)
+        self.assertIn("mp_count_bytes(count, datatype)", body)
+        self.assertIn("mp_fcount_bytes(a1, a2)", body)
+
+    def test_one_line_adds_a_large_count_function(self) -> None:
+        """A derived line after the list: MPI_Isend_c with its C and two f08
+        entry points, compiled against both mpi.h (Open MPI 4.1: left out)."""
+        out = self.tmp / "o"
+        base = self.tmp / "base"
+        self.assertEqual(gen("--out", str(base)).returncode, 0)
+        r = gen("--def", str(self.write_def("MPI_Isend_c | derive=large-count\n")), "--out",
+                str(out))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        syms = (out / "front_syms.h").read_text()
+        for sym in ("MPI_Isend_c", "mpi_isend_c_f08ts_", "mpi_isend_f08ts_large_"):
+            self.assertIn(f'"{sym}"', syms)
+        n_old = int(re.search(r"NSYMS (\d+)", (base / "front_syms.h").read_text()).group(1))
+        self.assertEqual(int(re.search(r"NSYMS (\d+)", syms).group(1)), n_old + 3)
+        self.assertIn('"MPI_Isend_c", "nonblocking", 0, 1', (out / "mpi_pstate_fn.h").read_text())
+        for abi in ph.ABIS:
+            with self.subTest(abi=abi):
+                r = self.compile_wrappers(out, abi)
+                self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_one_line_adds_a_function_everywhere(self) -> None:
         line = "MPI_Comm_dup | since=1.0 | kind=blocking-coll | " \
                "int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)\n"

@@ -9,8 +9,9 @@
 dir="$0.d"
 lab=$(dirname "$(dirname "$0")")
 log="$lab/log/hooks-$(id -un).log"
-# EpilogSlurmctld gets no SLURM_CONF; libslurm and sacct need the lab's.
-export SLURM_CONF=${SLURM_CONF:-$lab/etc/slurm.conf}
+# EpilogSlurmctld gets no SLURM_CONF; libslurm and sacct need the lab's.  A
+# configless node has none of its own (hidden, empty): leave it unset there.
+[ -n "${SLURM_CONF:-}" ] || [ ! -s "$lab/etc/slurm.conf" ] || export SLURM_CONF=$lab/etc/slurm.conf
 rc=0
 for part in "$dir"/*; do
         [ -x "$part" ] && [ -f "$part" ] || continue

@@ -1,0 +1,97 @@
+"""Is the installed plugin the one this Slurm loads?  A SPANK plugin loads
+only into the Slurm release (major.minor) it was built against; after a
+Slurm upgrade without a rebuild, Slurm refuses it at info level and users
+only see "unrecognized option '--mpi-pstate'".  `mpi-pstate audit` says it
+plainly instead: the release the plugin was built for (its `plugin_version`
+symbol, SLURM_VERSION_NUMBER, read from the ELF file without loading it)
+against the release of this node's Slurm commands.
+
+Reads at most a bounded number of bytes of one root-owned file; never
+executes or loads it."""
+from __future__ import annotations
+
+import re
+import struct
+import subprocess
+from typing import Any, Dict, Optional, Tuple
+
+MAX_BYTES = 64 << 20
+SHT_DYNSYM = 11
+
+
+def _version_text(num: int) -> str:
+    return f"{num >> 16 & 255}.{num >> 8 & 255:02d}.{num & 255}"
+
+
+def built_for(path: str) -> Tuple[Optional[str], Optional[str]]:
+    """(Slurm release the plugin file was built for, problem)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES)
+    except OSError as e:
+        return None, f"{path}: {e.strerror}"
+    try:
+        num = _plugin_version(data)
+    except (ValueError, struct.error) as e:
+        return None, f"{path}: not a readable 64-bit ELF plugin ({e})"
+    if num is None:
+        return None, f"{path}: no plugin_version symbol: not a Slurm plugin"
+    return _version_text(num), None
+
+
+def _plugin_version(data: bytes) -> Optional[int]:
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise ValueError("not ELF64")
+    end = "<" if data[5] == 1 else ">"
+    shoff, = struct.unpack_from(end + "Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
+    if shnum > 4096 or shentsize < 64:
+        raise ValueError("implausible section table")
+    sections = [struct.unpack_from(end + "IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    for _name, stype, _fl, _addr, off, size, link, _info, _al, entsize in sections:
+        if stype != SHT_DYNSYM or entsize < 24 or link >= shnum:
+            continue
+        stroff, strsize = sections[link][4], sections[link][5]
+        for i in range(min(size // entsize, 65536)):
+            st_name, _st_info, _st_other, st_shndx, st_value, _st_size = \
+                struct.unpack_from(end + "IBBHQQ", data, off + i * entsize)
+            if st_name >= strsize:
+                continue
+            nul = data.find(b"\0", stroff + st_name)
+            if data[stroff + st_name:nul] != b"plugin_version" or not 0 < st_shndx < shnum:
+                continue
+            sec = sections[st_shndx]
+            pos = st_value - sec[3] + sec[4]
+            return struct.unpack_from(end + "I", data, pos)[0]
+    return None
+
+
+def slurm_release(cmd: str = "srun") -> Optional[str]:
+    """This node's Slurm release, as its commands report it ("22.05.8")."""
+    try:
+        r = subprocess.run([cmd, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"\b(\d+)\.(\d+)\.(\d+)", r.stdout)
+    return ".".join(m.groups()) if m else None
+
+
+def check(plugin: Optional[str], slurm: Optional[str]) -> Dict[str, Any]:
+    """The audit's plugin entry: ok is True when both are known and the
+    releases (major.minor) agree."""
+    out: Dict[str, Any] = {"path": plugin, "built_for": None, "slurm": slurm, "ok": False, "problem": None}
+    if not plugin:
+        out["problem"] = "no plugstack line loads the mpi-pstate plugin"
+        return out
+    out["built_for"], out["problem"] = built_for(plugin)
+    if out["problem"]:
+        return out
+    if slurm is None:
+        out["problem"] = "this node's Slurm release is unknown (no srun --version)"
+    elif out["built_for"].split(".")[:2] != slurm.split(".")[:2]:
+        out["problem"] = (f"built for Slurm {out['built_for']}, this node runs {slurm}: Slurm refuses "
+                          "to load it and users get \"unrecognized option '--mpi-pstate'\"; rebuild "
+                          "and reinstall mpi-pstate against this Slurm (make deb / make install)")
+    else:
+        out["ok"] = True
+    return out

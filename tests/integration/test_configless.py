@@ -1,0 +1,90 @@
+"""Configless Slurm (SlurmctldParameters=enable_configless, slurmd
+--conf-server): node n2 keeps no Slurm configuration of its own and gets
+slurm.conf and plugstack.conf from slurmctld.  What docs/admin.md says holds:
+slurmctld ships plugstack.conf (the one beside slurm.conf) but not the files
+it includes, so the plugin line must be in plugstack.conf itself; with it
+there, a job on the configless node is clocked down and accounted like any
+other, and the node epilog finds its settings in the conf-cache."""
+from __future__ import annotations
+
+import json
+import re
+import unittest
+from pathlib import Path
+
+import labtools as lt
+
+NODE = "n2"
+ETC = lt.LAB / "etc"
+PLUGSTACK = ETC / "plugstack.conf"
+DROPIN = ETC / "plugstack.conf.d" / "mpi-pstate.conf"
+
+
+def plugin_line() -> str:
+    lines = [ln for ln in DROPIN.read_text().splitlines() if ln.startswith("optional ")]
+    assert len(lines) == 1, DROPIN.read_text()
+    return lines[0]
+
+
+def job_on_node(name: str) -> tuple[int, str, str]:
+    wd = lt.workdir(f"configless-{name}")
+    lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
+    job = lt.sbatch(["-w", NODE, "-N", "1", "-n", "2", "-J", f"configless-{name}", "--mpi-pstate"],
+                    "srun --mpi=pmix ./imbalance.openmpi 4 20\n", wd)
+    state = lt.wait_job(job)
+    rows = lt.sacct(job, ["AdminComment"])  # an empty AdminComment is an empty line: no row
+    return job, state, rows[0]["AdminComment"] if rows else ""
+
+
+class Configless(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        lt.installed()
+        cls.saved = PLUGSTACK.read_text()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        PLUGSTACK.write_text(cls.saved)
+        lt.lab("configless", NODE, "off")
+        lt.root(["scontrol", "reconfigure"])
+
+    def conf_cache(self) -> Path:
+        return lt.LAB / "state" / f"d-{NODE}" / "conf-cache"
+
+    def test_line_in_plugstack_reaches_the_node(self) -> None:
+        line = plugin_line()
+        # The line itself in plugstack.conf (the include stays: the drop-in is
+        # found first by everything that reads the include, same line twice is
+        # not loaded twice by the nodes that see both -- so take it out).
+        PLUGSTACK.write_text(line + "\n")
+        try:
+            lt.root(["scontrol", "reconfigure"])
+            lt.lab("configless", NODE, "on")
+            shipped = (self.conf_cache() / "plugstack.conf").read_text()
+            self.assertIn(line, shipped)
+            job, state, comment = job_on_node("inline")
+            self.assertEqual(state, "COMPLETED")
+            m = re.match(r"^mpi-pstate/\d+:(\{.*\})$", comment)
+            self.assertIsNotNone(m, comment)
+            summary = json.loads(m.group(1))
+            # n2's own record, from a step the plugin served there.
+            self.assertEqual((summary["state"], summary["nodes"], summary["steps"]), ("complete", 1, 1), comment)
+            self.assertEqual(summary["ranks"], 2, comment)
+        finally:
+            PLUGSTACK.write_text(self.saved)
+
+    def test_included_line_does_not_reach_the_node(self) -> None:
+        self.assertIn("include", PLUGSTACK.read_text())
+        lt.root(["scontrol", "reconfigure"])
+        lt.lab("configless", NODE, "on")
+        shipped = (self.conf_cache() / "plugstack.conf").read_text()
+        self.assertNotIn("spank_mpi_pstate.so", shipped)
+        # The submit side (this machine, the lab's files) knows the option;
+        # the configless node never loads the plugin, so nothing is measured.
+        job, state, comment = job_on_node("include")
+        self.assertEqual(state, "COMPLETED")
+        self.assertFalse(comment.startswith("mpi-pstate/") and "partial" not in comment, comment)
+
+
+if __name__ == "__main__":
+    unittest.main()
