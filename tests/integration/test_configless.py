@@ -28,7 +28,7 @@ def reconfigure_crashes() -> str | None:
     into mpi-pstate, which slurmctld never loads).  Without slurmctld every later
     test fails."""
     r = lt.root(["scontrol", "--version"], check=False)
-    m = re.match(r"slurm (\d+)\.(\d+)\.(\d+)", r.stdout.strip())
+    m = re.match(r"slurm\S* (\d+)\.(\d+)\.(\d+)", r.stdout.strip())  # "slurm-wlm 24.11.5" on Debian
     if m and (int(m.group(1)), int(m.group(2))) == (24, 11):
         return (f"{r.stdout.strip()}: slurmctld dies with SIGSEGV during 'scontrol reconfigure' "
                 "(its re-exec) in this test; a Slurm bug, see docs/CONTRIBUTING.md")
