@@ -31,12 +31,26 @@
 
 #include "parse.h"
 
-/* Exported by libslurm but not declared in its public headers. */
-extern int slurm_addto_step_list(List step_list, char *names);
-extern slurmdb_job_rec_t *slurmdb_create_job_rec(void);
-extern char *slurm_job_state_string(uint32_t inx);
+/* Only libslurm's public API is used, so that one source builds against
+ * Slurm 22.05 (Debian 12) and 24.11 (Debian 13).  The one difference that
+ * matters here: 24.11 removed the `List` pointer typedef for `list_t`. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+typedef list_t *db_list;
+#else
+typedef List db_list;
+#endif
 
 #define TEXT_MAX 65535u /* slurmdbd's admin_comment is a TEXT column */
+
+/* Base job states by enum job_states value, spelled as Slurm prints them
+ * (sacct, squeue): libslurm's own table is not in its public headers. */
+static const char *const STATE_NAMES[] = {
+        [JOB_PENDING] = "PENDING",     [JOB_RUNNING] = "RUNNING",     [JOB_SUSPENDED] = "SUSPENDED",
+        [JOB_COMPLETE] = "COMPLETED",  [JOB_CANCELLED] = "CANCELLED", [JOB_FAILED] = "FAILED",
+        [JOB_TIMEOUT] = "TIMEOUT",     [JOB_NODE_FAIL] = "NODE_FAIL", [JOB_PREEMPTED] = "PREEMPTED",
+        [JOB_BOOT_FAIL] = "BOOT_FAIL", [JOB_DEADLINE] = "DEADLINE",   [JOB_OOM] = "OUT_OF_MEMORY",
+};
+_Static_assert(sizeof(STATE_NAMES) / sizeof(STATE_NAMES[0]) == JOB_END, "a job state has no name");
 
 static void usage(FILE *f)
 {
@@ -72,10 +86,14 @@ static int show(uint32_t job_id)
 {
         job_info_msg_t *msg = NULL;
         slurm_job_info_t *j;
+        uint32_t base;
         int code = 0, sig = 0;
 
+        /* libslurm reports its errors in errno (slurm_get_errno() is gone
+         * from 24.11). */
+        errno = 0;
         if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
-                int e = slurm_get_errno();
+                int e = errno;
 
                 fprintf(stderr, "mpi-pstate-dbcomment: job %u: %s\n", job_id, slurm_strerror(e));
                 return e == ESLURM_INVALID_JOB_ID ? 4 : 1;
@@ -91,7 +109,8 @@ static int show(uint32_t job_id)
                 else
                         code = WEXITSTATUS(j->exit_code);
         }
-        printf("%s %d:%d\n", slurm_job_state_string(j->job_state & JOB_STATE_BASE), code, sig);
+        base = j->job_state & JOB_STATE_BASE;
+        printf("%s %d:%d\n", base < JOB_END ? STATE_NAMES[base] : "UNKNOWN", code, sig);
         fputs(j->admin_comment ? j->admin_comment : "", stdout);
         slurm_free_job_info_msg(msg);
         return fflush(stdout) == 0 ? 0 : 1;
@@ -99,57 +118,76 @@ static int show(uint32_t job_id)
 
 /* task == NO_VAL: a plain job id.  slurmdbd reads a plain id as "this job
  * or the array it heads", so for the array task that keeps the array's own
- * id, only JOBID_TASK selects that one task and spares its siblings. */
+ * id, only JOBID_TASK selects that one task and spares its siblings.
+ *
+ * The condition's step and the job record are built here rather than with
+ * libslurm's slurm_addto_step_list() / slurmdb_create_job_rec(), which are
+ * not public API: both stay ours (malloc'd, freed by us), libslurm only
+ * packs them for slurmdbd. */
 static int set(uint32_t job_id, uint32_t task, const char *cluster_arg, char *text)
 {
         slurmdb_job_cond_t cond;
         slurmdb_job_rec_t *job = NULL;
+        slurm_selected_step_t *step = NULL;
         slurm_conf_t *conf = NULL;
         void *db = NULL;
-        List ret = NULL;
-        char id[32];
+        db_list ret = NULL;
         const char *cluster = cluster_arg;
-        int rc = 1;
+        int rc = 1, e;
 
         memset(&cond, 0, sizeof(cond));
         if (!cluster) {
+                errno = 0;
                 if (slurm_load_ctl_conf((time_t)0, &conf) != SLURM_SUCCESS || !conf->cluster_name) {
                         fprintf(stderr, "mpi-pstate-dbcomment: cluster name unknown: %s\n",
-                                slurm_strerror(slurm_get_errno()));
+                                errno ? slurm_strerror(errno) : "no ClusterName");
                         goto out;
                 }
                 cluster = conf->cluster_name;
         }
-        if (task == NO_VAL)
-                snprintf(id, sizeof(id), "%u", job_id);
-        else
-                snprintf(id, sizeof(id), "%u_%u", job_id, task);
-        cond.step_list = slurm_list_create(NULL);
+        step = calloc(1, sizeof(*step));
+        job = calloc(1, sizeof(*job));
+        cond.step_list = slurm_list_create(free);
         cond.cluster_list = slurm_list_create(NULL);
-        slurm_addto_step_list(cond.step_list, id);
+        if (!step || !job || !cond.step_list || !cond.cluster_list) {
+                fprintf(stderr, "mpi-pstate-dbcomment: out of memory\n");
+                goto out;
+        }
+        /* As sacctmgr's "jobid=J" or "jobid=J_T" selects it: the whole job,
+         * no particular step or het component. */
+        step->array_task_id = task;
+        step->het_job_offset = NO_VAL;
+        step->step_id.job_id = job_id;
+        step->step_id.step_id = NO_VAL;
+        step->step_id.step_het_comp = NO_VAL;
+        slurm_list_append(cond.step_list, step);
+        step = NULL; /* the list's now */
         slurm_list_append(cond.cluster_list, (void *)cluster);
         /* Without these the modify matches nothing ("Request didn't affect
          * anything"), measured on 22.05. */
         cond.db_flags = SLURMDB_JOB_FLAG_NOTSET;
         cond.flags = JOBCOND_FLAG_NO_DEFAULT_USAGE;
-        job = slurmdb_create_job_rec();
-        job->derived_ec = NO_VAL;
-        job->admin_comment = text; /* still the caller's: libslurm must not free it */
+        job->derived_ec = NO_VAL; /* leave the exit code alone */
+        job->admin_comment = text;
+        errno = 0;
         db = slurmdb_connection_get(NULL);
         if (!db) {
                 fprintf(stderr, "mpi-pstate-dbcomment: no connection to slurmdbd: %s\n",
-                        slurm_strerror(slurm_get_errno()));
+                        slurm_strerror(errno));
                 goto out;
         }
+        errno = 0;
         ret = slurmdb_job_modify(db, &cond, job);
+        e = errno;
         if (ret && slurm_list_count(ret) > 0) {
                 rc = 0;
         } else {
-                int e = slurm_get_errno();
-
+                /* slurmdbd answers a job it does not have with an empty
+                 * list or, through libslurm, NULL and SLURM_NO_CHANGE_IN_DATA
+                 * ("Request didn't affect anything"). */
                 fprintf(stderr, "mpi-pstate-dbcomment: job %u not modified: %s\n", job_id,
                         e ? slurm_strerror(e) : "not in the database");
-                rc = ret ? 3 : 1;
+                rc = ret || e == SLURM_NO_CHANGE_IN_DATA ? 3 : 1;
         }
         slurmdb_connection_commit(db, rc == 0);
 out:
@@ -157,18 +195,14 @@ out:
                 slurm_list_destroy(ret);
         if (db)
                 slurmdb_connection_close(&db);
-        if (job) {
-                /* libslurm frees with its own allocator (xfree): a malloc'd
-                 * string must not reach it. */
-                job->admin_comment = NULL;
-                slurmdb_destroy_job_rec(job);
-        }
         if (cond.step_list)
                 slurm_list_destroy(cond.step_list);
         if (cond.cluster_list)
                 slurm_list_destroy(cond.cluster_list);
         if (conf)
                 slurm_free_ctl_conf(conf);
+        free(step);
+        free(job); /* admin_comment is the caller's */
         return rc;
 }
 

@@ -480,12 +480,18 @@ int mpi_pstate_wire_task_env(const struct mpi_pstate_step *st)
 
 int mpi_pstate_wire_batch_env(const struct mpi_pstate_step *st)
 {
-        static const char var[] = "OMPI_MCA_ras_base_launch_orted_on_hn";
+        /* Open MPI 4 (ORTE) reads the first, Open MPI 5 (PRRTE) the second. */
+        static const char *const vars[] = {"OMPI_MCA_ras_base_launch_orted_on_hn",
+                                           "PRTE_MCA_ras_base_launch_orted_on_hn"};
         char v[16];
 
-        if (spank_getenv(st->sp, var, v, sizeof(v)) != ESPANK_ENV_NOEXIST)
-                return 0; /* the user's own choice */
-        return setenv_checked(st->sp, var, "1");
+        for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+                if (spank_getenv(st->sp, vars[i], v, sizeof(v)) != ESPANK_ENV_NOEXIST)
+                        return 0; /* the user's own choice */
+        for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+                if (setenv_checked(st->sp, vars[i], "1"))
+                        return -EIO;
+        return 0;
 }
 
 static void stop_agent(const struct mpi_pstate_step *st)

@@ -72,8 +72,9 @@ int mpi_pstate_wire_task_exit(const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_init, remote, batch step of a job whose mode is not off:
  * the batch script, as the job's user.  Nothing of mpi-pstate goes there
- * (not a rank).  Only Open MPI's OMPI_MCA_ras_base_launch_orted_on_hn=1,
- * unless the user set it: Open MPI's mpirun otherwise forks the ranks of
+ * (not a rank).  Only Open MPI's OMPI_MCA_ras_base_launch_orted_on_hn=1 and
+ * PRTE_MCA_ras_base_launch_orted_on_hn=1 (Open MPI 5), unless the user set
+ * either: Open MPI's mpirun otherwise forks the ranks of
  * its own node itself, inside the batch script; with it, it starts an orted
  * there too through srun, and every rank is a child of a served step. */
 int mpi_pstate_wire_batch_env(const struct mpi_pstate_step *st);

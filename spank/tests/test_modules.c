@@ -203,7 +203,8 @@ static void fake_agent(const char *path, int ignore_term)
         FILE *f = fopen(path, "w");
 
         ck_assert_ptr_nonnull(f);
-        fprintf(f, "#!/bin/sh\n%s\nwhile :; do sleep 0.02; done\n",
+        /* $0.ready once the trap is set: a TERM sent before would kill it. */
+        fprintf(f, "#!/bin/sh\n%s\n: >\"$0.ready\"\nwhile :; do sleep 0.02; done\n",
                 ignore_term ? "trap '' TERM" : "trap 'exit 0' TERM");
         fclose(f);
         ck_assert_int_eq(chmod(path, 0755), 0);
@@ -228,7 +229,7 @@ static bool alive(pid_t pid)
 START_TEST(agent_start_detached_and_stopped)
 {
         struct mpi_pstate_agent_args a = base_args;
-        char path[512], record[512], err[256] = "";
+        char path[512], record[512], ready[520], err[256] = "";
         pid_t pid = 0;
 
         snprintf(path, sizeof(path), "%s/agent", adir);
@@ -247,6 +248,9 @@ START_TEST(agent_start_detached_and_stopped)
         ck_assert(!mpi_pstate_agentctl_is_ours(pid, "/other/agent.json"));
         ck_assert(!mpi_pstate_agentctl_is_ours(getpid(), record));
         ck_assert(!mpi_pstate_agentctl_is_ours(1, record));
+        snprintf(ready, sizeof(ready), "%s.ready", path);
+        for (int i = 0; i < 1000 && access(ready, F_OK) != 0; i++)
+                usleep(10000);
         /* Signals blocked or ignored in the caller do not reach the agent. */
         ck_assert_int_eq(mpi_pstate_agentctl_stop(pid, record, 300), _i ? 2 : 1);
         for (int i = 0; i < 100 && alive(pid); i++)

@@ -538,8 +538,9 @@ START_TEST(batch_extern_steps_untouched)
         ck_assert_ptr_null(stub_env_get("MPI_PSTATE_MODE"));
         ck_assert_ptr_null(stub_env_get("MPI_PSTATE_SHM"));
         if (not_task_steps[_i] == SLURM_BATCH_SCRIPT) {
-                ck_assert_int_eq(stub.nenv, 1);
+                ck_assert_int_eq(stub.nenv, 2);
                 ck_assert_str_eq(stub_env_get("OMPI_MCA_ras_base_launch_orted_on_hn"), "1");
+                ck_assert_str_eq(stub_env_get("PRTE_MCA_ras_base_launch_orted_on_hn"), "1");
         } else {
                 ck_assert_int_eq(stub.nenv, 0);
         }

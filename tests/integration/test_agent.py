@@ -48,6 +48,18 @@ def have_everything() -> str | None:
     return None
 
 
+def ompi_mpmd_broken() -> str | None:
+    """Why Open MPI's mpirun cannot start an MPMD job here, or None.  Open MPI
+    5.0.7 (Debian 13) crashes on any command line with ':' (open-mpi/ompi
+    issue 13303: "mpirun -n 1 date : -n 1 date" -> SIGSEGV in mpirun)."""
+    r = subprocess.run(["mpirun.openmpi", "--allow-run-as-root", "-n", "1", "true", ":", "-n", "1", "true"],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode < 0 or r.returncode > 128:
+        return (f"mpirun.openmpi crashes on an MPMD command line (exit {r.returncode}; Open MPI 5.0.7, "
+                "open-mpi/ompi issue 13303); the third, mode-off rank needs one")
+    return None
+
+
 class AgentRun:
     """One agent + one MPI job on NODE."""
 
@@ -303,6 +315,9 @@ class AgentWithMpi(unittest.TestCase):
         self.assertEqual(dom["transitions"], 3)
 
     def test_shared_policy_openmpi(self) -> None:
+        broken = ompi_mpmd_broken()
+        if broken:
+            self.skipTest(broken)
         self.retry(lambda: self.shared("openmpi"))
 
     def test_shared_policy_mpich(self) -> None:

@@ -20,6 +20,21 @@ PLUGSTACK = ETC / "plugstack.conf"
 DROPIN = ETC / "plugstack.conf.d" / "mpi-pstate.conf"
 
 
+def reconfigure_crashes() -> str | None:
+    """Why `scontrol reconfigure` cannot be used here, or None.  Slurm 24.11
+    re-executes slurmctld on reconfigure; 24.11.5 (Debian 13) then died with
+    SIGSEGV in this test in 3 runs of 3 (a core in the lab's log directory, the
+    faulting address in no mapped object: a call into an unloaded plugin, not
+    into mpi-pstate, which slurmctld never loads).  Without slurmctld every later
+    test fails."""
+    r = lt.root(["scontrol", "--version"], check=False)
+    m = re.match(r"slurm\S* (\d+)\.(\d+)\.(\d+)", r.stdout.strip())  # "slurm-wlm 24.11.5" on Debian
+    if m and (int(m.group(1)), int(m.group(2))) == (24, 11):
+        return (f"{r.stdout.strip()}: slurmctld dies with SIGSEGV during 'scontrol reconfigure' "
+                "(its re-exec) in this test; a Slurm bug, see docs/CONTRIBUTING.md")
+    return None
+
+
 def plugin_line() -> str:
     lines = [ln for ln in DROPIN.read_text().splitlines() if ln.startswith("optional ")]
     assert len(lines) == 1, DROPIN.read_text()
@@ -39,6 +54,9 @@ def job_on_node(name: str) -> tuple[int, str, str]:
 class Configless(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
+        crash = reconfigure_crashes()
+        if crash:
+            raise unittest.SkipTest(crash)
         lt.installed()
         cls.saved = PLUGSTACK.read_text()
 

@@ -1,0 +1,23 @@
+# ---- make check-24: the whole suite (unit, py, integration on a local
+# cluster) against Debian 13 "trixie" -- Slurm 24.11, Open MPI 5.0, MPICH
+# 4.2, hwloc 2.12, Python 3.13 -- inside tests/cluster/debroot's cached root.
+# It builds into its own directory (B24, default build-24), so the host build
+# in $(B) is never touched, and its cluster runs in the root's own network,
+# UTS and cgroup namespaces, so it may run while the host's cluster runs.
+# Two check-24 runs on one machine take turns (they share the root's cluster).
+# The root's cluster and namespaces are stopped at the end.
+B24 ?= build-24
+CHECK24_LOCK ?= /run/mpi-pstate-lab-24.lock
+
+.PHONY: check-24 debroot debroot-stop
+check-24: debroot
+	@t0=$$(date +%s); \
+	flock $(CHECK24_LOCK) bash -c './tests/cluster/debroot enter make -j2 --no-print-directory B=$(B24) check; \
+	  rc=$$?; ./tests/cluster/debroot stop; exit $$rc'; rc=$$?; \
+	echo "---- make check-24: exit $$rc after $$(( $$(date +%s) - t0 )) s"; exit $$rc
+
+debroot:
+	./tests/cluster/debroot create
+
+debroot-stop:
+	./tests/cluster/debroot stop
