@@ -14,6 +14,9 @@
  * COMPLETING).  libslurm's slurmdb_job_modify() is what sacctmgr calls,
  * minus the quote mangling (measured: /work/shared/notes/slurm-lab.md 2c).
  *
+ * --system: the same on the job's SystemComment instead (admin-only, no
+ * other tool decodes it; docs/records.md "Where the summary lives").
+ *
  * Exit: 0 done, 1 error, 2 usage, 3 (--set) the job is not (yet) in the
  * database, 4 (--show) slurmctld does not know the job (any more).  Runs as
  * SlurmUser or root (an admin of slurmdbd). */
@@ -38,10 +41,13 @@ extern char *slurm_job_state_string(uint32_t inx);
 
 #define TEXT_MAX 65535u /* slurmdbd's admin_comment is a TEXT column */
 
+static bool use_system; /* --system: system_comment, not admin_comment */
+
 static void usage(FILE *f)
 {
-        fprintf(f, "usage: mpi-pstate-dbcomment [--cluster NAME] --set JOBID[_TASK] < TEXT\n"
-                   "       mpi-pstate-dbcomment --show JOBID\n");
+        fprintf(f, "usage: mpi-pstate-dbcomment [--system] [--cluster NAME] --set JOBID[_TASK] "
+                   "< TEXT\n"
+                   "       mpi-pstate-dbcomment [--system] --show JOBID\n");
 }
 
 /* stdin into a NUL-terminated buffer; NULL when too long or holding a NUL
@@ -92,7 +98,10 @@ static int show(uint32_t job_id)
                         code = WEXITSTATUS(j->exit_code);
         }
         printf("%s %d:%d\n", slurm_job_state_string(j->job_state & JOB_STATE_BASE), code, sig);
-        fputs(j->admin_comment ? j->admin_comment : "", stdout);
+        if (use_system)
+                fputs(j->system_comment ? j->system_comment : "", stdout);
+        else
+                fputs(j->admin_comment ? j->admin_comment : "", stdout);
         slurm_free_job_info_msg(msg);
         return fflush(stdout) == 0 ? 0 : 1;
 }
@@ -134,7 +143,10 @@ static int set(uint32_t job_id, uint32_t task, const char *cluster_arg, char *te
         cond.flags = JOBCOND_FLAG_NO_DEFAULT_USAGE;
         job = slurmdb_create_job_rec();
         job->derived_ec = NO_VAL;
-        job->admin_comment = text; /* still the caller's: libslurm must not free it */
+        if (use_system)
+                job->system_comment = text; /* still the caller's: libslurm must not free it */
+        else
+                job->admin_comment = text;
         db = slurmdb_connection_get(NULL);
         if (!db) {
                 fprintf(stderr, "mpi-pstate-dbcomment: no connection to slurmdbd: %s\n",
@@ -161,6 +173,7 @@ out:
                 /* libslurm frees with its own allocator (xfree): a malloc'd
                  * string must not reach it. */
                 job->admin_comment = NULL;
+                job->system_comment = NULL;
                 slurmdb_destroy_job_rec(job);
         }
         if (cond.step_list)
@@ -182,7 +195,9 @@ int main(int argc, char **argv)
         int rc;
 
         for (int i = 1; i < argc; i++) {
-                if (!strcmp(argv[i], "--cluster") && i + 1 < argc && !cluster) {
+                if (!strcmp(argv[i], "--system")) {
+                        use_system = true;
+                } else if (!strcmp(argv[i], "--cluster") && i + 1 < argc && !cluster) {
                         cluster = argv[++i];
                 } else if ((!strcmp(argv[i], "--set") || !strcmp(argv[i], "--show")) &&
                            i + 1 < argc && !mode) {
