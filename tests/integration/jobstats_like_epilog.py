@@ -8,7 +8,13 @@ then store "JS1:" + base64(gzip(JSON)) as the job's whole AdminComment with
 `sacctmgr -i update job where jobid=ID set AdminComment=...`, an array task
 named <array job>_<task>.  The JSON depends only on the job id and its
 nodes, so a test can tell what must come back out of the field.  Always
-exits 0 (a failing EpilogSlurmctld part would only be logged)."""
+exits 0 (a failing EpilogSlurmctld part would only be logged).
+
+Measured on Slurm 22.05.8: sacctmgr stores the value in lower case
+("JS1:AbC" comes back as "js1:abc", quoted or not), which no base64 decoder
+survives; this part then writes the same whole-field value through WRITER
+(mpi-pstate-dbcomment without --system: libslurm's slurmdb_job_modify(),
+what sacctmgr calls), set by the test when it installs the part."""
 from __future__ import annotations
 
 import base64
@@ -19,6 +25,7 @@ import subprocess
 import sys
 import time
 
+WRITER = ""  # replaced by the test: the installed mpi-pstate-dbcomment
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
             "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
 
@@ -57,6 +64,13 @@ def main() -> int:
                         f"AdminComment={value}"], capture_output=True, text=True, timeout=60)
     print(f"jobstats-like: job {target}: sacctmgr exited {r.returncode}: "
           f"{(r.stdout + r.stderr).strip()[:200]}", file=sys.stderr)
+    back = subprocess.run(["sacct", "-n", "-X", "-P", "-j", target, "-o", "AdminComment"],
+                          capture_output=True, text=True, timeout=30).stdout.strip()
+    if back != value and WRITER:
+        r = subprocess.run([WRITER, "--set", target], input=value, capture_output=True,
+                           text=True, timeout=60)
+        print(f"jobstats-like: job {target}: sacctmgr stored {back[:12]!r}..., not the value; "
+              f"{WRITER} --set exited {r.returncode} {r.stderr.strip()[:200]}", file=sys.stderr)
     return 0
 
 

@@ -4,7 +4,8 @@ jobstats keeps "JS1:" + base64(gzip(JSON)) as a job's whole AdminComment,
 written by its own EpilogSlurmctld part with sacctmgr, decodes the whole
 field, and its backfill picks the jobs whose AdminComment is NULL.
 mpi-pstate keeps its summary in the SystemComment (docs/records.md, "Where
-the summary lives").  A jobstats-like part (jobstats_like_epilog.py) is put
+the summary lives").  A jobstats-like part (jobstats_like_epilog.py; it
+falls back to libslurm when sacctmgr 22.05 lower-cases its value) is put
 into the lab's epilog_slurmctld.d/ before ours (40-) and after ours (60-);
 either way jobstats' value must decode to its JSON, `mpi-pstate report
 --json` must return our summary, and `backfill` must neither duplicate nor
@@ -80,7 +81,10 @@ class JobstatsCoexistence(unittest.TestCase):
 
     def install_part(self, name: str) -> None:
         dest = HOOKS / name
-        shutil.copyfile(PART, dest)
+        writer = lt.installed().libexec / "mpi-pstate-dbcomment"
+        text = PART.read_text()
+        self.assertIn('\nWRITER = ""', text)
+        dest.write_text(text.replace('\nWRITER = ""', f"\nWRITER = {str(writer)!r}", 1))
         dest.chmod(0o755)
         self.addCleanup(dest.unlink, missing_ok=True)
 
