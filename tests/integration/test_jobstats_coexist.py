@@ -127,13 +127,15 @@ srun --mpi={ta.FAMILIES[self.fam][1]} -N{nodes} -n{ntasks} --export={env} {self.
         self.assertEqual(r.returncode, 0, r.stderr)
         return json.loads(r.stdout)["jobs"][0]
 
-    def check_job(self, job: str, ranks: int) -> None:
-        nodelist, system, admin = self.wait_both(job)
-        nodes = lt.root(["scontrol", "show", "hostnames", nodelist]).stdout.split()
+    def check_job(self, job: str, ranks: int, n_nodes: int) -> None:
+        _, system, admin = self.wait_both(job)
         raw = job if "_" not in job else \
             lt.root(["sacct", "-n", "-X", "-P", "-j", job, "-o", "JobIDRaw"]).stdout.split()[0]
         # jobstats' value: the whole field, decodable, its JSON unchanged
-        self.assertEqual(jobstats_decode(admin), js.stats(raw, nodes))
+        doc = jobstats_decode(admin)
+        nodes = sorted(doc["nodes"])
+        self.assertEqual(len(nodes), n_nodes, doc)
+        self.assertEqual(doc, js.stats(raw, nodes))
         self.assertEqual(admin, js.encode(js.stats(raw, nodes)))  # nothing of ours in it
         # ours: exactly one summary, in SystemComment, found by report
         self.assertEqual(system.count(summary.MARKER), 1, system)
@@ -167,12 +169,12 @@ srun --mpi={ta.FAMILIES[self.fam][1]} -N{nodes} -n{ntasks} --export={env} {self.
     def test_jobstats_writes_first(self) -> None:
         self.install_part("40-jobstats-like")
         job = self.submit(["-N2", "--ntasks-per-node=1", "-t", "5"], "js-first")
-        self.check_job(str(job), 2)
+        self.check_job(str(job), 2, 2)
 
     def test_jobstats_writes_after_us(self) -> None:
         self.install_part("60-jobstats-like")
         job = self.submit(["-N2", "--ntasks-per-node=1", "-t", "5"], "js-after")
-        self.check_job(str(job), 2)
+        self.check_job(str(job), 2, 2)
 
     def test_array_tasks_after_us(self) -> None:
         """jobstats names an array task <array>_<task>; each task keeps its
@@ -181,7 +183,7 @@ srun --mpi={ta.FAMILIES[self.fam][1]} -N{nodes} -n{ntasks} --export={env} {self.
         job = self.submit(["--array=1-2", "-N1", "-n1", "-t", "5"], "js-array", 1, 1)
         for task in (1, 2):
             with self.subTest(task=task):
-                self.check_job(f"{job}_{task}", 1)
+                self.check_job(f"{job}_{task}", 1, 1)
 
     def test_our_summary_leaves_the_admin_comment_to_jobstats(self) -> None:
         """Without jobstats: the AdminComment stays NULL in slurmdbd, so
