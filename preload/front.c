@@ -13,8 +13,16 @@
  *   2. dlopen()s the matching backend libmpi-pstate-<abi>.so from this
  *      library's directory, RTLD_LOCAL;
  *   3. fills every slot with the backend's wrapper, or with the next
- *      definition (dlsym RTLD_NEXT) where the backend has none or none is
- *      loaded, and jumps on.
+ *      definition where the backend has none or none is loaded, and jumps
+ *      on.
+ * "Next definition" (next_def()) is what makes PMPI tools stack: the
+ * definition of the same symbol after this library in the search order
+ * (dlsym RTLD_NEXT), so a tool later in LD_PRELOAD (its MPI_X calling
+ * PMPI_X) still sees every call.  Two exceptions: another mpi-pstate front
+ * is skipped (asking it for its own next definition), so two copies never
+ * record one call twice nor call each other; and when the next MPI_X is the
+ * MPI library's own, the wrapper calls the library's PMPI_X, exactly what it
+ * did before tools could stack.
  * A symbol whose real definition is not loaded yet keeps its stub and is
  * resolved on its own first call.  With MPI_PSTATE_MODE unset or off no
  * backend is loaded: the slots point straight at the MPI (one extra jump).
@@ -46,10 +54,12 @@ extern HIDDEN void *const mpi_pstate_front_stubs[MPI_PSTATE_NSYMS];
 HIDDEN void *mpi_pstate_front_resolve(unsigned idx);
 
 static const char *const sym_names[MPI_PSTATE_NSYMS] = {MPI_PSTATE_SYM_NAMES};
+static const char *const sym_pmpi[MPI_PSTATE_NSYMS] = {MPI_PSTATE_SYM_PMPI};
 static void *next_defs[MPI_PSTATE_NSYMS];
 static const struct mpi_pstate_backend *backend;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int resolved; /* the whole table was filled with an MPI loaded */
+static void *mpi_base; /* load address of the MPI library (the object defining PMPI_Init) */
 
 /* Rank 0 or unknown: the front runs before MPI knows ranks. */
 static int first_rank(void)
@@ -123,10 +133,12 @@ static enum mpi_pstate_abi detect(char *lib, size_t liblen)
                                 dlclose(h);
                         continue;
                 }
-                if (dladdr(init, &di) && di.dli_fname)
+                if (dladdr(init, &di) && di.dli_fname) {
                         snprintf(lib, liblen, "%s", di.dli_fname);
-                else
+                        mpi_base = di.dli_fbase;
+                } else {
                         snprintf(lib, liblen, "%s", f.names[i]);
+                }
                 abi = dlsym(h, "ompi_mpi_comm_world") ? MPI_PSTATE_ABI_OMPI : MPI_PSTATE_ABI_MPICH;
                 /* Promote (with its dependencies) to the global scope, so that the
                  * backend's PMPI references and RTLD_NEXT lookups find it even when
@@ -185,6 +197,68 @@ static const struct mpi_pstate_backend *load_backend(enum mpi_pstate_abi abi, co
         return b;
 }
 
+/* Base address of the object defining addr, NULL if none. */
+static void *object_of(const void *addr)
+{
+        Dl_info di;
+
+        return addr && dladdr(addr, &di) ? di.dli_fbase : NULL;
+}
+
+/* Exported so that an earlier copy of this library (another build or
+ * installation in the same LD_PRELOAD) can skip this one: its wrappers must
+ * neither call ours (the call would be recorded twice) nor loop.  Returns
+ * the definition of `name` after this library, itself skipping further
+ * copies. */
+__attribute__((visibility("default"))) void *mpi_pstate_front_next(const char *name);
+
+void *mpi_pstate_front_next(const char *name)
+{
+        void *next = dlsym(RTLD_NEXT, name);
+        void *base = object_of(next);
+        Dl_info di;
+
+        if (!next || !dladdr(next, &di) || !di.dli_fname)
+                return next;
+        if (base != object_of((void *)&mpi_pstate_front_next)) {
+                /* Another front?  Found by its handle, and only if the function
+                 * is in that very object (dlsym also searches its dependencies). */
+                void *h = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+                void *(*other)(const char *) =
+                    h ? (void *(*)(const char *))dlsym(h, "mpi_pstate_front_next") : NULL;
+
+                if (h)
+                        dlclose(h);
+                if (other && object_of((void *)other) == base) {
+                        say(2, "mpi-pstate: %s is another libmpi-pstate.so: skipped for %s",
+                            di.dli_fname, name);
+                        return other(name);
+                }
+        }
+        return next;
+}
+
+/* The definition slot i calls on: a PMPI tool's or the MPI's.  For a C
+ * MPI_X defined by the MPI library itself, the library's PMPI_X (its
+ * MPI_X is normally a weak alias of it; PMPI_X is the one entry point the
+ * standard promises does no more than the call).  Only the MPI library's:
+ * a tool may define PMPI_X too (Darshan does), and its MPI_X is the one
+ * that must be called. */
+static void *next_def(unsigned i)
+{
+        void *next = mpi_pstate_front_next(sym_names[i]);
+
+        if (next && sym_pmpi[i] && mpi_base && object_of(next) == mpi_base) {
+                void *pmpi = dlsym(RTLD_NEXT, sym_pmpi[i]);
+
+                if (pmpi && object_of(pmpi) == mpi_base)
+                        next = pmpi;
+        }
+        if (next)
+                say(3, "mpi-pstate: %s -> %p", sym_names[i], next);
+        return next;
+}
+
 /* Points slot i at the backend wrapper or the next definition; returns 0
  * while the next definition is not loaded. */
 static int fill(unsigned i)
@@ -192,7 +266,7 @@ static int fill(unsigned i)
         void *next = next_defs[i];
 
         if (!next) {
-                next = dlsym(RTLD_NEXT, sym_names[i]);
+                next = next_def(i);
                 if (!next)
                         return 0;
                 /* published before the slot, so a wrapper never sees NULL */
@@ -211,9 +285,9 @@ static void resolve_all(void)
 
         if (abi == MPI_PSTATE_ABI_NONE)
                 return; /* no MPI yet: only the called symbol gets resolved */
-        if (mode && *mode && strcmp(mode, "off") != 0)
+        if (mode && *mode && strcmp(mode, "off") != 0) {
                 backend = load_backend(abi, lib);
-        else
+        } else
                 say(2, "mpi-pstate: %s unset or off: passing MPI calls through",
                     MPI_PSTATE_ENV_MODE);
         for (unsigned i = 0; i < MPI_PSTATE_NSYMS; i++)

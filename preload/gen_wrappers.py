@@ -6,10 +6,11 @@ Outputs (all into --out, normally $(B)/gen/preload):
   front_syms.h      every exported symbol of the front library, in slot order
   front.S           the front library: one `jmp *slot(%rip)` trampoline per
                     symbol and one lazy resolver stub per symbol
-  wrappers.c        the ABI backend: C wrappers calling PMPI_X, Fortran and
-                    mpi_f08 entry points calling the next definition, and the
-                    table the front fills its slots from; compiled once per
-                    MPI with that MPI's mpi.h
+  wrappers.c        the ABI backend: C, Fortran and mpi_f08 entry points, each
+                    calling the next definition of its own symbol (a PMPI tool
+                    later in the search order, else the MPI: PMPI_X for C),
+                    and the table the front fills its slots from; compiled
+                    once per MPI with that MPI's mpi.h
 
   gen_wrappers.py [--def FILE] --out DIR           write the files (only those that changed)
   gen_wrappers.py [--def FILE] --out DIR --check   exit 1 if any file is missing or differs
@@ -385,14 +386,23 @@ SYMS_H = Template("""\
 #define MPI_PSTATE_SYM_NAMES \\
 $names
 
+/* Per symbol, in slot order: the MPI's own profiling entry point a C
+ * wrapper falls back to (PMPI_X) when the next definition of MPI_X is the
+ * MPI library's; NULL for Fortran and mpi_f08 symbols, which always call
+ * the MPI's binding of their own name. */
+#define MPI_PSTATE_SYM_PMPI \\
+$pmpi
+
 #endif
 """)
 
 
 def gen_syms_h(syms: List[Sym]) -> str:
     names = " \\\n".join(f'        "{s.name}",' for s in syms)
+    pmpi = " \\\n".join(f'        "P{s.name}",' if s.binding == "c" else "        NULL,"
+                          for s in syms)
     return SYMS_H.substitute(banner=BANNER, nsyms=len(syms), hash=f"{syms_hash(syms):016x}",
-                             names=names)
+                             names=names, pmpi=pmpi)
 
 
 # ---------------------------------------------------------------------------
@@ -522,11 +532,15 @@ WRAP_HEAD = Template("""\
 /* $banner
  *
  * The ABI backend: compiled once per MPI family against that MPI's mpi.h,
- * so every prototype below is checked by the compiler.  C entry points call
- * PMPI_X; Fortran and mpi_f08 entry points call the next definition of
- * their own symbol (the MPI's Fortran binding), found by the front.  The
- * thread-local depth counter makes a call that re-enters through another
- * binding (MPICH's mpi_x_ calls MPI_X) count once, in the outermost entry. */
+ * so every prototype below is checked by the compiler.  Every entry point
+ * calls the next definition of its own symbol, which the front resolved
+ * once (mpi_pstate_rt.next[symbol index]): a PMPI tool later in the search
+ * order (mpiP, Score-P, a site's own), else the MPI itself (PMPI_X for C,
+ * the MPI's Fortran binding for Fortran and mpi_f08).  Calling PMPI_X
+ * directly would make every tool after us blind.  The thread-local depth
+ * counter makes a call that re-enters through another binding or through a
+ * tool (MPICH's mpi_x_ calls MPI_X; a tool's wrapper calls MPI_Comm_rank)
+ * count once, in the outermost entry, and still go on down the chain. */
 #include <mpi.h>
 #include <stdint.h>
 
@@ -536,11 +550,10 @@ WRAP_HEAD = Template("""\
 
 #define MP_SINCE(maj, min) (MPI_VERSION > (maj) || (MPI_VERSION == (maj) && MPI_SUBVERSION >= (min)))
 
-/* All PMPI references are weak, so one backend loads into any library of
- * its ABI family, including versions without the newer functions (their
- * wrappers are then never installed: the front only routes a symbol to the
- * backend when the MPI defines it). */
-$weaks
+/* The PMPI references left (type sizes) are weak, so one backend loads
+ * into any library of its ABI family. */
+#pragma weak PMPI_Type_size
+#pragma weak PMPI_Type_f2c
 
 static inline uint64_t mp_count_bytes(MPI_Count count, MPI_Datatype type)
 {
@@ -571,19 +584,21 @@ static inline uint64_t mp_fcount_bytes(const void *count, const void *type)
 
 C_CALL = Template("""\
 #if MP_SINCE($maj, $min)
+typedef $ret (*mp_c_$name)($formals);
 MP_WRAPPER $ret $name($formals)
 {
         struct mpi_pstate_tls *tls = &mpi_pstate_tls;
         $ret rc;
 
         if (tls->depth++ || !mpi_pstate_rt.active) {
-                rc = P$name($args);
+                mp_check_init();
+                rc = ((mp_c_$name)mp_next($sym))($args);
                 tls->depth--;
                 return rc;
         }
         uint64_t t0 = mp_now();
 $begin
-        rc = P$name($args);
+        rc = ((mp_c_$name)mp_next($sym))($args);
         uint64_t t1 = mp_now();
 $end
         tls->depth--;
@@ -596,18 +611,20 @@ $end
 # MPI_Init* and MPI_Finalize differ only in the hook pair they call.
 C_LIFECYCLE = """\
 #if MP_SINCE($maj, $min)
+typedef $ret (*mp_c_$name)($formals);
 $ret $name($formals)
 {
+        mp_c_$name real = (mp_c_$name)mpi_pstate_rt.next[$sym];
         struct mpi_pstate_tls *tls = &mpi_pstate_tls;
         $ret rc;
 
         if (tls->depth++) {
-                rc = P$name($args);
+                rc = real($args);
                 tls->depth--;
                 return rc;
         }
         uint64_t t0 = mpi_pstate_hook_@PHASE@_begin();
-        rc = P$name($args);
+        rc = real($args);
         mpi_pstate_hook_@PHASE@_end($fid, t0);
         tls->depth--;
         return rc;
@@ -619,14 +636,16 @@ C_FINALIZE = Template(C_LIFECYCLE.replace("@PHASE@", "finalize"))
 
 C_ABORT = Template("""\
 #if MP_SINCE($maj, $min)
+typedef $ret (*mp_c_$name)($formals);
 $ret $name($formals)
 {
+        mp_c_$name real = (mp_c_$name)mpi_pstate_rt.next[$sym];
         struct mpi_pstate_tls *tls = &mpi_pstate_tls;
         $ret rc;
 
         if (tls->depth++ == 0)
                 mpi_pstate_hook_abort($fid);
-        rc = P$name($args);
+        rc = real($args);
         tls->depth--;
         return rc;
 }
@@ -638,17 +657,17 @@ F_CALL = Template("""\
 typedef void (*mp_f_$name)($fformals_types);
 MP_WRAPPER static void f_$name(unsigned sym, $fformals)
 {
-        mp_f_$name real = (mp_f_$name)mpi_pstate_rt.next[sym];
         struct mpi_pstate_tls *tls = &mpi_pstate_tls;
 
         if (tls->depth++ || !mpi_pstate_rt.active) {
-                real($fargs_list);
+                mp_check_init();
+                ((mp_f_$name)mp_next(sym))($fargs_list);
                 tls->depth--;
                 return;
         }
         uint64_t t0 = mp_now();
 $begin
-        real($fargs_list);
+        ((mp_f_$name)mp_next(sym))($fargs_list);
         uint64_t t1 = mp_now();
 $end
         tls->depth--;
@@ -748,9 +767,8 @@ def wait_code(f: Func) -> Tuple[str, str]:
 
 
 def gen_wrappers_c(funcs: List[Func], syms: List[Sym]) -> str:
-    weaks = "\n".join(f"#if MP_SINCE({f.since[0]}, {f.since[1]})\n#pragma weak P{f.name}\n#endif"
-                      for f in funcs)
-    out = [WRAP_HEAD.substitute(banner=BANNER, weaks=weaks)]
+    out = [WRAP_HEAD.substitute(banner=BANNER)]
+    c_index = {s.func.name: s.index for s in syms if s.binding == "c"}
     c_tmpl = {"call": C_CALL, "init": C_INIT, "finalize": C_FINALIZE, "abort": C_ABORT}
     f_tmpl = {"call": F_CALL, "init": F_INIT, "finalize": F_FINALIZE, "abort": F_ABORT}
     for f in funcs:
@@ -760,6 +778,7 @@ def gen_wrappers_c(funcs: List[Func], syms: List[Sym]) -> str:
         begin, end = wait_code(f)
         out.append(c_tmpl[f.family].substitute(
             maj=f.since[0], min=f.since[1], ret=f.ret, name=f.name, formals=formals, args=args,
+            sym=c_index[f.name],
             fid=f"MPI_PSTATE_FN_{f.name[4:].upper()}", begin=begin, end=end,
             has_bytes=1 if f.terms else 0, bytes=c_bytes(f), blocking=int(f.blocking)))
         if not f.fortran:

@@ -8,6 +8,7 @@
  * message (rank 0 for configuration errors, every affected rank otherwise)
  * and leave the MPI calls working, passed through or recorded in a private
  * slot. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -137,6 +138,7 @@ uint64_t mpi_pstate_hook_init_begin(void)
         if (st.configured)
                 return mpi_pstate_rt.slot ? mp_now() : 0;
         st.configured = 1;
+        mpi_pstate_rt.saw_init = 1;
         if (mpi_pstate_pconf_load(&st.conf) != 0) {
                 st.disabled = 1;
                 return 0;
@@ -299,6 +301,30 @@ void mpi_pstate_hook_abort(unsigned fid)
         t = mp_now();
         mp_record(fid, 0, 0, 0, 0);
         finish(MPI_PSTATE_SLOT_ABORTED, "aborted", t);
+}
+
+/* A wrapper passed a call through and MPI_Init has not reached us.  If MPI
+ * is initialised all the same, something ahead of this library in the
+ * search order (a PMPI tool earlier in LD_PRELOAD or linked into the
+ * program) defines MPI_Init and called PMPI_Init: nothing of this run is
+ * measured, and nothing else would tell the user why no profile appears.
+ * Checked once, at the first such call: a program using MPI-4 sessions
+ * never calls MPI_Init, and must not pay a PMPI_Initialized per call. */
+void mpi_pstate_hook_no_init(void)
+{
+        void *init = dlsym(RTLD_DEFAULT, "MPI_Init");
+        int flag = 0;
+        Dl_info di;
+
+        mpi_pstate_rt.saw_init = 1;
+        if (st.configured || PMPI_Initialized(&flag) != MPI_SUCCESS || !flag)
+                return;
+        PMPI_Comm_rank(MPI_COMM_WORLD, &st.rank);
+        if (st.rank == 0)
+                say("mpi-pstate: MPI_Init did not reach libmpi-pstate.so (%s defines it ahead of "
+                    "it and calls PMPI_Init): this run is not measured; put libmpi-pstate.so "
+                    "first in LD_PRELOAD",
+                    init && dladdr(init, &di) && di.dli_fname ? di.dli_fname : "a PMPI tool");
 }
 
 /* A program that returns from main (or calls exit) without MPI_Finalize. */

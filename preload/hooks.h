@@ -25,6 +25,7 @@
 struct mpi_pstate_rt {
         int active; /* wrappers record: after a good MPI_Init, before MPI_Finalize */
         int mt;     /* MPI_THREAD_MULTIPLE was provided: atomic counters */
+        int saw_init; /* MPI_Init reached us (or the one check of a call without it ran) */
         enum mpi_pstate_clock clock;
         uint64_t mult;            /* ns = ticks * mult >> 32 */
         uint64_t threshold_ticks; /* long-wait threshold */
@@ -50,6 +51,14 @@ MP_HIDDEN void mpi_pstate_hook_init_end(unsigned fid, uint64_t t0);
 MP_HIDDEN uint64_t mpi_pstate_hook_finalize_begin(void);
 MP_HIDDEN void mpi_pstate_hook_finalize_end(unsigned fid, uint64_t t0);
 MP_HIDDEN void mpi_pstate_hook_abort(unsigned fid);
+MP_HIDDEN void mpi_pstate_hook_no_init(void);
+
+/* On the pass-through path only: a call reached us but MPI_Init never did. */
+static inline void mp_check_init(void)
+{
+        if (__builtin_expect(!mpi_pstate_rt.saw_init, 0))
+                mpi_pstate_hook_no_init();
+}
 MP_HIDDEN int mpi_pstate_hook_attach(void *const *next, const char *mpi_lib);
 
 #ifdef OPEN_MPI
@@ -59,6 +68,16 @@ MP_HIDDEN int mpi_pstate_hook_attach(void *const *next, const char *mpi_lib);
 #define MPI_PSTATE_BACKEND_ABI MPI_PSTATE_ABI_MPICH
 #define MPI_PSTATE_BACKEND_ABI_NAME "mpich"
 #endif
+
+/* The next definition of front symbol `sym` (a PMPI tool's MPI_X or the
+ * MPI's PMPI_X), read at the call: loaded once at the top of a wrapper it
+ * would occupy a callee-saved register across the clock reads (a push and
+ * a pop more per call).  Written by the front before it routes the symbol
+ * here, never changed after. */
+static inline void *mp_next(unsigned sym)
+{
+        return __atomic_load_n(&mpi_pstate_rt.next[sym], __ATOMIC_RELAXED);
+}
 
 static inline uint64_t mp_now(void)
 {

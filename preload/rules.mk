@@ -58,7 +58,9 @@ PRELOAD_MPICC_ompi := mpicc.openmpi
 PRELOAD_MPICC_mpich := mpicc.mpich
 PRELOAD_MPIF90_ompi := mpif90.openmpi
 PRELOAD_MPIF90_mpich := mpif90.mpich
-PRELOAD_TEST_BINS := $(foreach a,$(PRELOAD_ABIS),$(foreach p,$(PRELOAD_TEST_PROGS),$(B)/tests/preload/$(p).$(a)))
+PRELOAD_TOOL_PROGS := c_calls_tool f77_calls_tool f90_calls_tool f08_calls_tool
+PRELOAD_TEST_BINS := $(foreach a,$(PRELOAD_ABIS),$(foreach p,$(PRELOAD_TEST_PROGS) $(PRELOAD_TOOL_PROGS),$(B)/tests/preload/$(p).$(a)) \
+	$(B)/tests/preload/libpmpi_tool.$(a).so $(B)/tests/preload/libpmpi_tool_chain.$(a).so)
 
 define PRELOAD_TEST_RULES
 $(B)/tests/preload/c_calls.$(1): tests/preload/c_calls.c tests/preload/rank_lines.h | $(B)/tests/preload
@@ -81,6 +83,25 @@ $(B)/tests/preload/f08_large_calls.$(1): tests/preload/f08_large_calls.F90 tests
 	if $(PRELOAD_MPIF90_$(1)) -fsyntax-only -J $(B)/tests/preload tests/preload/f08_large_probe.f90 2>/dev/null; \
 	then large=-DMPI_PSTATE_F08_LARGE; else large=; fi; \
 	$(PRELOAD_MPIF90_$(1)) -O1 -g $$$$large -J $(B)/tests/preload -o $$@ $$<
+# A PMPI tool (MPI_X counting, then PMPI_X), as a preloadable library and
+# linked into the programs: the tool-stacking tests (test_preload_pmpi.py).
+$(B)/tests/preload/libpmpi_tool.$(1).so: tests/preload/pmpi_tool.c | $(B)/tests/preload
+	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Wextra -Werror -fPIC -shared -o $$@ $$<
+$(B)/tests/preload/libpmpi_tool_chain.$(1).so: tests/preload/pmpi_tool.c | $(B)/tests/preload
+	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Wextra -Werror -DTOOL_CHAIN -fPIC -shared -o $$@ $$< -ldl
+$(B)/tests/preload/pmpi_tool.$(1).o: tests/preload/pmpi_tool.c | $(B)/tests/preload
+	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Wextra -Werror -c -o $$@ $$<
+$(B)/tests/preload/c_calls_tool.$(1): tests/preload/c_calls.c tests/preload/rank_lines.h $(B)/tests/preload/pmpi_tool.$(1).o
+	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -o $$@ $$< $(B)/tests/preload/pmpi_tool.$(1).o
+$(B)/tests/preload/f77_calls_tool.$(1): tests/preload/f77_calls.f90 $(B)/tests/preload/pmpi_tool.$(1).o
+	mkdir -p $(B)/tests/preload/tool.$(1)
+	$(PRELOAD_MPIF90_$(1)) -O1 -g -w -fallow-argument-mismatch -J $(B)/tests/preload/tool.$(1) -o $$@ $$< $(B)/tests/preload/pmpi_tool.$(1).o
+$(B)/tests/preload/f90_calls_tool.$(1): tests/preload/f90_calls.f90 $(B)/tests/preload/pmpi_tool.$(1).o
+	mkdir -p $(B)/tests/preload/tool.$(1)
+	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload/tool.$(1) -o $$@ $$< $(B)/tests/preload/pmpi_tool.$(1).o
+$(B)/tests/preload/f08_calls_tool.$(1): tests/preload/f08_calls.f90 $(B)/tests/preload/pmpi_tool.$(1).o
+	mkdir -p $(B)/tests/preload/tool.$(1)
+	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload/tool.$(1) -o $$@ $$< $(B)/tests/preload/pmpi_tool.$(1).o
 $(B)/bench/preload/hotpath.$(1): bench/preload/hotpath.c | $(B)/bench/preload
 	$(PRELOAD_MPICC_$(1)) -O2 -g -Wall -o $$@ $$<
 endef

@@ -13,6 +13,13 @@ For each MPI family and each kind of call (bench/preload/hotpath.c):
   strace   system calls per call with the library (strace -f -c, again the
            difference of two call counts: 0.000 means none on the hot path).
 Prints a Markdown report on stdout.
+
+    run.py --build build --before /tmp/old/build [--rounds 9]
+
+compares two builds of the library instead (for example before and after a
+change to the wrappers): without, with the --before build and with --build,
+run alternately in each round, then callgrind instructions per call of all
+three, side by side.
 """
 from __future__ import annotations
 
@@ -110,6 +117,51 @@ def strace_calls(build: Path, abi: str, kind: str, n: int, lib: bool,
     return len(main), marks[1] - marks[0] - 1
 
 
+def compare(before: Path, build: Path, abis: List[str], kinds: List[str], n: int,
+            rounds: int, tmp: Path, timed: bool = True, counted: bool = True) -> None:
+    """Without / --before library / --build library, alternating per round
+    (the machine is shared and noisy: only runs this close are comparable),
+    then callgrind, which does not depend on the noise."""
+    print(f"Timed: {rounds} alternating rounds per row (without, before, after), each the "
+          f"best of 5 x {n} calls; median shown.\n")
+    print("| MPI | call | without (ns) | before (ns) | after (ns) | added before | added after |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for abi in abis if timed else []:
+        for kind in kinds:
+            if not supported(build, abi, kind):
+                continue
+            prog = str(build / "bench" / "preload" / f"hotpath.{abi}")
+            t: Dict[str, List[float]] = {"base": [], "before": [], "after": []}
+            for _ in range(rounds):
+                t["base"].append(float(run(launch(abi) + [prog, kind, str(n)],
+                                           clean_env()).split()[2]))
+                for key, lib in (("before", before), ("after", build)):
+                    t[key].append(float(run(launch(abi) + with_lib(lib, [prog, kind, str(n)]),
+                                            clean_env()).split()[2]))
+            m = {k: statistics.median(v) for k, v in t.items()}
+            print(f"| {abi} | {kind} | {m['base']:.1f} | {m['before']:.1f} | {m['after']:.1f} | "
+                  f"{m['before'] - m['base']:.1f} | {m['after'] - m['base']:.1f} |", flush=True)
+    if not counted or not shutil.which("valgrind"):
+        return
+    n1, n2 = 20_000, 120_000
+    print("\n| MPI | call | instructions/call without | before | after | added before | "
+          "added after |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for abi in abis:
+        for kind in ("test", "barrier", "allreduce", "allreduce_c"):
+            if kind not in kinds or not supported(build, abi, kind):
+                continue
+            per = {}
+            for key, lib, use in (("base", build, False), ("before", before, True),
+                                  ("after", build, True)):
+                i1 = callgrind_ir(lib, abi, kind, n1, use, tmp)
+                i2 = callgrind_ir(lib, abi, kind, n2, use, tmp)
+                per[key] = (i2 - i1) / (calls_made(n2) - calls_made(n1))
+            print(f"| {abi} | {kind} | {per['base']:.1f} | {per['before']:.1f} | "
+                  f"{per['after']:.1f} | {per['before'] - per['base']:.1f} | "
+                  f"{per['after'] - per['base']:.1f} |", flush=True)
+
+
 def calls_made(n: int) -> int:
     """hotpath makes n/10+1 warm-up calls and then REPS(=1) x n."""
     return n // 10 + 1 + n
@@ -125,6 +177,7 @@ def main() -> int:
     ap.add_argument("--no-callgrind", action="store_true")
     ap.add_argument("--no-strace", action="store_true")
     ap.add_argument("--no-timing", action="store_true")
+    ap.add_argument("--before", help="another build of the library to compare with --build")
     a = ap.parse_args()
     kinds = [k for k in a.kinds.split(",") if k in KINDS]
     build = (TOP / a.build).resolve()
@@ -136,6 +189,11 @@ def main() -> int:
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), "?")
     print(f"## Preload hot path ({cpu}, {os.cpu_count()} CPUs, kernel {os.uname().release})\n")
+    if a.before:
+        compare((TOP / a.before).resolve(), build, abis, kinds, a.n, a.rounds, tmp,
+                timed=not a.no_timing, counted=not a.no_callgrind)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return 0
     print(f"Timed: {a.rounds} alternating rounds per row, each the best of 5 x {a.n} calls; "
           "median shown.\n")
     print("| MPI | call | without (ns) | with (ns) | ratio | added (ns, median) | added (ns, best) |")
