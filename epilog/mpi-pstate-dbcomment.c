@@ -14,6 +14,9 @@
  * COMPLETING).  libslurm's slurmdb_job_modify() is what sacctmgr calls,
  * minus the quote mangling (measured: /work/shared/notes/slurm-lab.md 2c).
  *
+ * --system: the same on the job's SystemComment instead (admin-only, no
+ * other tool decodes it; docs/records.md "Where the summary lives").
+ *
  * Exit: 0 done, 1 error, 2 usage, 3 (--set) the job is not (yet) in the
  * database, 4 (--show) slurmctld does not know the job (any more).  Runs as
  * SlurmUser or root (an admin of slurmdbd). */
@@ -52,10 +55,13 @@ static const char *const STATE_NAMES[] = {
 };
 _Static_assert(sizeof(STATE_NAMES) / sizeof(STATE_NAMES[0]) == JOB_END, "a job state has no name");
 
+static bool use_system; /* --system: system_comment, not admin_comment */
+
 static void usage(FILE *f)
 {
-        fprintf(f, "usage: mpi-pstate-dbcomment [--cluster NAME] --set JOBID[_TASK] < TEXT\n"
-                   "       mpi-pstate-dbcomment --show JOBID\n");
+        fprintf(f, "usage: mpi-pstate-dbcomment [--system] [--cluster NAME] --set JOBID[_TASK] "
+                   "< TEXT\n"
+                   "       mpi-pstate-dbcomment [--system] --show JOBID\n");
 }
 
 /* stdin into a NUL-terminated buffer; NULL when too long or holding a NUL
@@ -111,7 +117,10 @@ static int show(uint32_t job_id)
         }
         base = j->job_state & JOB_STATE_BASE;
         printf("%s %d:%d\n", base < JOB_END ? STATE_NAMES[base] : "UNKNOWN", code, sig);
-        fputs(j->admin_comment ? j->admin_comment : "", stdout);
+        if (use_system)
+                fputs(j->system_comment ? j->system_comment : "", stdout);
+        else
+                fputs(j->admin_comment ? j->admin_comment : "", stdout);
         slurm_free_job_info_msg(msg);
         return fflush(stdout) == 0 ? 0 : 1;
 }
@@ -168,7 +177,10 @@ static int set(uint32_t job_id, uint32_t task, const char *cluster_arg, char *te
         cond.db_flags = SLURMDB_JOB_FLAG_NOTSET;
         cond.flags = JOBCOND_FLAG_NO_DEFAULT_USAGE;
         job->derived_ec = NO_VAL; /* leave the exit code alone */
-        job->admin_comment = text;
+        if (use_system)
+                job->system_comment = text;
+        else
+                job->admin_comment = text;
         errno = 0;
         db = slurmdb_connection_get(NULL);
         if (!db) {
@@ -202,7 +214,7 @@ out:
         if (conf)
                 slurm_free_ctl_conf(conf);
         free(step);
-        free(job); /* admin_comment is the caller's */
+        free(job); /* admin_comment / system_comment are the caller's */
         return rc;
 }
 
@@ -216,7 +228,9 @@ int main(int argc, char **argv)
         int rc;
 
         for (int i = 1; i < argc; i++) {
-                if (!strcmp(argv[i], "--cluster") && i + 1 < argc && !cluster) {
+                if (!strcmp(argv[i], "--system")) {
+                        use_system = true;
+                } else if (!strcmp(argv[i], "--cluster") && i + 1 < argc && !cluster) {
                         cluster = argv[++i];
                 } else if ((!strcmp(argv[i], "--set") || !strcmp(argv[i], "--show")) &&
                            i + 1 < argc && !mode) {

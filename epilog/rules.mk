@@ -6,7 +6,7 @@
 #   $(bindir)/mpi-pstate                          the command (Python)
 #   $(sbindir)/mpi-pstate-epilog                  node Epilog entry point
 #   $(sbindir)/mpi-pstate-epilog-slurmctld        EpilogSlurmctld entry point
-#   $(libexecdir)/mpi-pstate/mpi-pstate-dbcomment libslurm: AdminComment writer
+#   $(libexecdir)/mpi-pstate/mpi-pstate-dbcomment libslurm: SystemComment writer
 #   $(datadir)/mpi-pstate/python/                 the package + preload's slot reader
 #   $(mandir)/man1/mpi-pstate.1, man8/mpi-pstate-epilog.8
 

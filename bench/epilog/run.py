@@ -172,7 +172,7 @@ def main() -> int:
         lines += [
             "## Summary size against ranks and nodes",
             "",
-            "Bytes of the AdminComment summary (`mpi-pstate/1:{...}`, bound 1024) and of the",
+            "Bytes of the SystemComment summary (`mpi-pstate/2:{...}`, bound 1024) and of the",
             "per-rank detail kept beside it (job.json), for the same synthetic jobs:",
             "",
             "| nodes | ranks per node | ranks | summary (bytes) | job.json (bytes) |",

@@ -111,7 +111,15 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, 
     for raw, r in sorted(last.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0):
         j: dict[str, Any] = {"raw": raw, "job_id": r.job_id, "sacct_state": r.state,
                              "exit_code": r.exit_code, "elapsed": r.elapsed, "nodes": r.nodes}
-        s, _ = summary.find(r.admin_comment)
+        hit, where = summary.find(r.system_comment)[0], "SystemComment"
+        if hit is None:  # summary version 1 (earlier mpi-pstate): in the AdminComment
+            hit, where = summary.find(r.admin_comment)[0], "AdminComment"
+        s = summary.normalize(hit) if hit is not None else None
+        if hit is not None:
+            j["summary_in"] = where
+            if s is None:
+                j["note"] = (f"the summary in the {where} has version {hit.get('v')!r}, "
+                             "written by a newer mpi-pstate: update this one to read it")
         detail, why = None, None
         try:
             jid = parse.job_id(raw)
@@ -127,7 +135,8 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, 
                             if any(x["status"] == "ok" for x in recs.values()):
                                 detail = summary.merge(jid, ctld.expected_nodes(r.nodes), recs,
                                                        bad, r.state, r.exit_code,
-                                                       r.job_id if "_" in r.job_id else None)
+                                                       r.job_id if "_" in r.job_id else None,
+                                                       summary.elapsed_seconds(r.elapsed))
                     finally:
                         os.close(jfd)
             finally:
@@ -140,8 +149,9 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, 
             j["detail_why"] = why
         if s is not None:
             j["status"], j["summary"] = "ok", s
-        elif detail is not None and detail.get("state") in ("complete", "partial"):
-            j["status"], j["summary"] = "ok", detail["summary"]
+        elif detail is not None and detail.get("state") in ("complete", "partial") and \
+                isinstance(detail.get("summary"), dict) and summary.normalize(detail["summary"]):
+            j["status"], j["summary"] = "ok", summary.normalize(detail["summary"])
             j["note"] = ("the summary is not in the accounting record (the EpilogSlurmctld "
                          "missed it): an admin can run `mpi-pstate backfill " + raw + "`")
         elif r.state in ("PENDING", "RUNNING", "SUSPENDED", "REQUEUED", "RESIZING"):
@@ -230,8 +240,9 @@ def cmd_backfill(a: argparse.Namespace, paths: dict[str, str]) -> int:
             else:
                 nodes = ctld.expected_nodes(row.nodes)
                 res = ctld.finish(cfg, db, job, nodes, trusted, ctld.Deadline(10), row.state,
-                                  row.exit_code, row.admin_comment,
-                                  row.job_id if "_" in row.job_id else None, a.dry_run)
+                                  row.exit_code, row.system_comment,
+                                  row.job_id if "_" in row.job_id else None, a.dry_run,
+                                  elapsed=row.elapsed)
         except (OSError, ValueError, slurm.SlurmError) as e:
             res = "error"
             print(f"job {job}: {e}", file=sys.stderr)

@@ -1,17 +1,18 @@
 """EpilogSlurmctld (SlurmUser, once per job, on the controller, while the
 job is COMPLETING) and `mpi-pstate backfill`: wait (bounded) for every
 node's record, merge them, keep the per-rank detail beside them (job.json)
-and write the bounded summary into the job's AdminComment, keeping whatever
-else the AdminComment holds.
+and write the bounded summary into the job's SystemComment, keeping whatever
+else the SystemComment holds.  AdminComment is never touched: jobstats and
+admins own it (docs/records.md, "Where the summary lives").
 
 Order, and why:
  1. node records: the node epilogs run concurrently with us;
- 2. slurmctld's view of the job (mpi-pstate-dbcomment --show): the base
-    state behind COMPLETING and the current AdminComment (slurmdbd may not
-    have an AdminComment set moments ago);
+ 2. slurmctld's view of the job (mpi-pstate-dbcomment --system --show): the
+    base state behind COMPLETING and the current SystemComment (slurmdbd may
+    not have one set moments ago);
  3. wait until slurmdbd has the job's end (sacct shows a final state):
-    slurmctld's own job-complete message rewrites admin_comment when the job
-    has one, so ours must come after it;
+    slurmctld's own job-complete message rewrites system_comment when the
+    job has one, so ours must come after it;
  4. write through libslurm (quotes intact), read back, retry within the
     deadline.  Whatever is left undone, backfill repairs idempotently."""
 from __future__ import annotations
@@ -132,7 +133,7 @@ def write_comment(db: slurm.DbTool, job: int, text: str, ours: str, dl: Deadline
             rc = db.set(job, text, cluster, array=array)
             if rc == 0:
                 row = slurm.sacct_one(job)
-                if row and ours in row.admin_comment:
+                if row and ours in row.system_comment:
                     return "written"
                 result = "not confirmed"
         except slurm.SlurmError as e:
@@ -147,9 +148,11 @@ def write_comment(db: slurm.DbTool, job: int, text: str, ours: str, dl: Deadline
 def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: list[str],
            trusted: set[int], dl: Deadline, job_state: Optional[str], exit_code: Optional[str],
            current: Optional[str], array: Optional[str], dry_run: bool = False,
-           cluster: Optional[str] = None) -> str:
-    """Merge, keep the detail, write the summary.  Returns what happened
-    (one word for logs and backfill's tally)."""
+           cluster: Optional[str] = None, elapsed: Optional[str] = None) -> str:
+    """Merge, keep the detail, write the summary.  current: the job's
+    SystemComment as it is now (None: read it from sacct); elapsed: sacct's
+    Elapsed of the job.  Returns what happened (one word for logs and
+    backfill's tally)."""
     records, bad, exists = load_records(cfg, job, nodes, trusted)
     for n, why in sorted(bad.items()):
         log.warning(f"node record of {n} refused: {why}")
@@ -163,17 +166,22 @@ def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: list[str],
                 drop_job_dir(cfg, job, trusted)
             return "without mpi-pstate"
         return "no data yet"  # a node that has not reported may hold it: backfill later
-    detail = summary.merge(job, nodes, records, bad, job_state, exit_code, array)
+    row = None
+    if current is None or elapsed is None:
+        row = slurm.sacct_one(job)
+    if elapsed is None and row is not None and row.state in slurm.TERMINAL:
+        elapsed = row.elapsed
+    detail = summary.merge(job, nodes, records, bad, job_state, exit_code, array,
+                           summary.elapsed_seconds(elapsed))
     ours = summary.encode(detail["summary"])
     if current is None:
-        row = slurm.sacct_one(job)
-        current = row.admin_comment if row else ""
+        current = row.system_comment if row else ""
     old, _ = summary.find(current)
     if old == summary.find(ours)[0]:
         return "up to date"
     text = summary.combine(current, ours)
     if text is None:
-        log.error(f"AdminComment of job {job} would exceed {summary.ADMIN_COMMENT_MAX} bytes; "
+        log.error(f"SystemComment of job {job} would exceed {summary.ADMIN_COMMENT_MAX} bytes; "
                   "summary not written")
         return "too long"
     if dry_run:
@@ -221,14 +229,19 @@ def run(a: argparse.Namespace, dbtool: Optional[str]) -> int:
         state, code, current = shown if shown else (None, None, None)
         dl = Deadline(a.db_wait)
         records, _, exists = load_records(cfg, job, nodes, trusted)
+        elapsed = ""  # unknown unless slurmdbd has the job's end
         if exists and any(r["status"] == "ok" for r in records.values()):
             row = wait_db_final(job, dl)
             if row is None:
                 log.warning(f"job {job} not in the accounting database after {a.db_wait} s")
-            elif state is None or state in ("PENDING", "RUNNING", "SUSPENDED"):
-                state, code = row.state, row.exit_code
+            else:
+                if row.state in slurm.TERMINAL:
+                    elapsed = row.elapsed
+                if state is None or state in ("PENDING", "RUNNING", "SUSPENDED"):
+                    state, code = row.state, row.exit_code
         t_db = time.monotonic()
-        result = finish(cfg, db, job, nodes, trusted, dl, state, code, current, array)
+        result = finish(cfg, db, job, nodes, trusted, dl, state, code, current, array,
+                        elapsed=elapsed)
         t_end = time.monotonic()
         log.info(f"job {job}: {result} in {t_end - t0:.2f} s (node records {t_rec - t0:.2f} s, "
                  f"database {t_db - t_rec:.2f} s, merge and write {t_end - t_db:.2f} s; "

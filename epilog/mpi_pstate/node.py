@@ -154,7 +154,7 @@ def run(a: argparse.Namespace, tools: dict[str, list[str]]) -> int:
         settings = audit.node_settings(a.sysroot) if has_data else None
         rec = noderec.build(job, node, uid, settings=settings, steps=steps, infos=infos,
                             restore=restore, problems=problems, written=time.time(),
-                            extra_job=extra or None)
+                            extra_job=extra or None, meter=meter_here(a.sysroot))
         data = noderec.encode(rec)
         publish(cfg, job, node, data)
         if segs and not a.keep_segments:
@@ -168,6 +168,16 @@ def run(a: argparse.Namespace, tools: dict[str, list[str]]) -> int:
     except Exception as e:  # never fail the Epilog: it would drain the node
         log.error(f"node epilog of job {job} failed: {type(e).__name__}: {e}")
     return 0
+
+
+def meter_here(sysroot: str) -> str:
+    """noderec.rapl_meter() of this node (mountinfo read bounded, 4 MiB)."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            text = f.read(4 << 20).decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    return noderec.rapl_meter(os.path.realpath(sysroot), text)
 
 
 def publish(cfg: config.Config, job: int, node: str, data: bytes) -> None:

@@ -17,6 +17,7 @@ MAX_TEXT = 200
 AGENT_MAX_BYTES = 256 << 10
 STATUSES = ("ok", "none")
 ENERGY_STATUSES = ("ok", "partial", "absent", "no_access", "unknown", "error")
+METERS = ("rapl", "simulated", "none")
 RANK_STATES = ("finalized", "aborted", "exited", "killed", "disabled", "free")
 
 # field -> allowed JSON types (None = null allowed)
@@ -41,9 +42,11 @@ def clip(text: Any, n: int = MAX_TEXT) -> str:
 def build(job: int, node: str, uid: int, *, settings: Optional[dict[str, Any]],
           steps: list[dict[str, Any]], infos: list[dict[str, Any]],
           restore: dict[str, Any], problems: list[str], written: float,
-          extra_job: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+          extra_job: Optional[dict[str, Any]] = None, meter: str = "rapl"
+          ) -> dict[str, Any]:
     """steps: from slots.job_segments(); infos: per step {"step", "agent"
-    (parse_agent() or None), "plugin" (parse_plugin() or None)}."""
+    (parse_agent() or None), "plugin" (parse_plugin() or None)}; meter: what
+    serves this node's powercap (rapl_meter()), the label of its joules."""
     by_step: dict[str, dict[str, Any]] = {}
     ranks: list[dict[str, Any]] = []
     for st in steps:
@@ -65,7 +68,7 @@ def build(job: int, node: str, uid: int, *, settings: Optional[dict[str, Any]],
     rec: dict[str, Any] = {
         "format": FORMAT, "version": VERSION, "job": job, "node": node, "uid": uid,
         "written": round(written, 3), "status": "ok" if has_data else "none",
-        "restore": restore, "energy": energy_of(agents, settings),
+        "restore": restore, "energy": energy_of(agents, settings, meter),
         "steps": sorted(by_step.values(), key=_step_key), "ranks": ranks,
         "problems": [clip(p) for p in problems[:MAX_PROBLEMS]],
     }
@@ -83,20 +86,48 @@ def _step_key(s: dict[str, Any]) -> tuple[int, int, str]:
     return (0, int(st), "") if st.isdigit() else (1, 0, st)
 
 
-def energy_of(agents: list[dict[str, Any]], settings: Optional[dict[str, Any]]
-              ) -> dict[str, Any]:
+def parse_mountinfo(text: str) -> list[tuple[str, str]]:
+    """(mount point, file system type) per line of /proc/self/mountinfo."""
+    out = []
+    for line in text.splitlines()[:100000]:
+        left, sep, right = line.partition(" - ")
+        f, r = left.split(), right.split()
+        if sep and len(f) >= 5 and r:
+            out.append((re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), f[4]),
+                        r[0]))
+    return out
+
+
+def rapl_meter(sysroot: str, mountinfo: str) -> str:
+    """"rapl" when <sysroot>/class/powercap is served by the kernel's sysfs,
+    else "simulated" (a FUSE fake like the test cluster's, a copied tree):
+    only the kernel's powercap measures anything.  The last mount on the
+    longest mount point above the path is the one that serves it."""
+    path = sysroot.rstrip("/") + "/class/powercap"
+    best: Optional[tuple[str, str]] = None
+    for mp, fs in parse_mountinfo(mountinfo):
+        base = mp.rstrip("/")
+        if path == mp or path.startswith(base + "/"):
+            if best is None or len(mp) >= len(best[0]):
+                best = (mp, fs)
+    return "rapl" if best is not None and best[1] == "sysfs" else "simulated"
+
+
+def energy_of(agents: list[dict[str, Any]], settings: Optional[dict[str, Any]],
+              meter: str = "rapl") -> dict[str, Any]:
     """Node energy of the job: the sum of the agents' per-step figures.  No
-    number is ever made up: without an agent figure the status says why."""
+    number is ever made up: without an agent figure the status says why.
+    "meter" labels the joules: "rapl" or "simulated" (absent without any)."""
     figures = [a.get("energy") for a in agents]
     known = [f for f in figures if isinstance(f, dict) and f.get("status") == "ok"
              and isinstance(f.get("joules"), (int, float)) and math.isfinite(f["joules"])
              and f["joules"] >= 0]
     if agents and len(known) == len(agents):
         return {"status": "ok", "joules": round(sum(f["joules"] for f in known), 3),
-                "source": "agent"}
+                "source": "agent", "meter": meter}
     if known:
         return {"status": "partial", "joules": round(sum(f["joules"] for f in known), 3),
-                "source": "agent", "steps_without": len(agents) - len(known)}
+                "source": "agent", "steps_without": len(agents) - len(known), "meter": meter}
     rapl = (settings or {}).get("rapl", {}) if isinstance(settings, dict) else {}
     why = [f.get("status") for f in figures if isinstance(f, dict) and f.get("status")]
     status = why[0] if why and why[0] in ENERGY_STATUSES else \
@@ -246,6 +277,8 @@ def validate(rec: Any, job: int, node: str) -> dict[str, Any]:
         out["energy"] = {"status": en["status"],
                          "joules": j if isinstance(j, (int, float)) and not isinstance(j, bool)
                          and _finite(j) and j >= 0 else None}
+        if en.get("meter") in METERS:
+            out["energy"]["meter"] = en["meter"]
     else:
         out["energy"] = {"status": "unknown", "joules": None}
     steps = rec.get("steps", [])

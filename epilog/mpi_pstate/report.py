@@ -16,6 +16,11 @@ CSV_FIELDS = ("job", "job_id", "step", "node", "rank", "local", "cpu", "state", 
               "mpi_s", "mpi_share", "wait_s", "long_calls", "down_s", "transitions", "calls",
               "bytes", "top_function")
 TOP_WAITERS = 5
+# The summary's "energy_src": joules are labelled by what measured them.
+METER_TEXT = {"rapl": "measured: RAPL", "none": "no energy figure",
+              "simulated": "SIMULATED: powercap is not the kernel's sysfs, not a measurement",
+              "mixed": "some nodes measured, some SIMULATED: not a measurement"}
+WALL_SRC = {"sacct": "", "steps": " (sum of the steps; sacct had no Elapsed)"}
 
 
 def _f(v: Any, fmt: str = "{:.3f}", none: str = "-") -> str:
@@ -46,12 +51,15 @@ def job_text(j: dict[str, Any]) -> str:
          if s.get("missing") else "") + "\n")
     if j.get("note"):
         w(f"  note: {j['note']}\n")
-    w(f"  ranks {s.get('ranks')} on {s.get('nodes')} nodes, steps {s.get('steps')}; "
-      f"MPI share {_pct(s.get('mpi_share'))}, long waits {_f(s.get('wait_s'))} s, "
+    w(f"  ranks {_f(s.get('ranks'), '{}', '?')} on {s.get('nodes')} nodes, steps "
+      f"{s.get('steps')} ({_f(s.get('rank_steps'), '{}', '?')} rank-steps); job wall time "
+      f"{_f(s.get('wall_s'), '{:.1f} s')}{WALL_SRC.get(s.get('wall_src'), '')}, longest step "
+      f"{_f(s.get('step_wall_s'), '{:.1f} s')}\n")
+    w(f"  MPI share {_pct(s.get('mpi_share'))}, long waits {_f(s.get('wait_s'))} s, "
       f"clocked down {_f(s.get('down_s'))} s ({_pct(s.get('down_share'))}), "
-      f"transitions {s.get('transitions', 0)}\n")
-    w(f"  energy: {_f(s.get('energy_j'), '{:.1f} J')} ({s.get('energy')})"
-      f"; imbalance {_pct(s.get('imbalance'))}\n")
+      f"transitions {s.get('transitions', 0)}; imbalance {_pct(s.get('imbalance'))}\n")
+    w(f"  energy: {_f(s.get('energy_j'), '{:.1f} J')} ({s.get('energy')}; "
+      f"{METER_TEXT.get(s.get('energy_src'), 'source unknown')})\n")
     d = j.get("detail")
     if not d:
         w("  (per-rank detail not available: "
@@ -68,7 +76,8 @@ def job_text(j: dict[str, Any]) -> str:
             sets = (f"driver {cf.get('driver') or 'none'}, governor "
                     f"{','.join(cf.get('governors') or []) or '-'}, boost {cf.get('boost')}")
         w(f"  {n:<11} {v.get('status', '?'):<8} {v.get('ranks', 0):>5}  "
-          f"{_f(en.get('joules'), '{:.1f} J'):>10} {en.get('status', ''):<3} {rs:<8} "
+          f"{_f(en.get('joules'), '{:.1f} J'):>10} {en.get('status', ''):<3}"
+          f"{'*' if en.get('meter') == 'simulated' else ' '} {rs:<8} "
           f"{sets}\n")
         if v.get("why"):
             w(f"              {v['why']}\n")

@@ -42,25 +42,37 @@ class SacctJob:
     elapsed: str
     nodes: str
     admin_comment: str
+    system_comment: str = ""  # where mpi-pstate's summary lives (docs/records.md)
 
 
-SACCT_FIELDS = ("JobIDRaw", "JobID", "State", "ExitCode", "Elapsed", "NodeList", "AdminComment")
+SACCT_FIELDS = ("JobIDRaw", "JobID", "State", "ExitCode", "Elapsed", "NodeList", "SystemComment",
+                "AdminComment")
+# The two comments are free text (an admin's, a burst buffer plugin's,
+# jobstats'): '|' is common there, the ASCII unit separator is not.
+SACCT_DELIM = "\x1f"
+
+
+def parse_sacct(text: str) -> list[SacctJob]:
+    """sacct -P --delimiter SACCT_DELIM -o SACCT_FIELDS output.  AdminComment
+    comes last, so a delimiter inside it stays in it; a line that does not
+    have every field is skipped."""
+    out = []
+    for line in text.splitlines():
+        f = line.split(SACCT_DELIM, len(SACCT_FIELDS) - 1)
+        if len(f) != len(SACCT_FIELDS) or not f[0]:
+            continue
+        out.append(SacctJob(f[0], f[1], (f[2].split() or [""])[0], f[3], f[4], f[5],
+                            admin_comment=f[7], system_comment=f[6]))
+    return out
 
 
 def sacct_jobs(specs: Sequence[str], timeout: float = 60) -> list[SacctJob]:
-    """Allocation lines (-X) of the given job specs (4242, 4242_3, 4242_[1-2]).
-    AdminComment comes last: it may itself hold the '|' delimiter."""
-    r = run([which("sacct"), "-n", "-X", "-P", "--duplicates", "-j", ",".join(specs), "-o",
-             ",".join(SACCT_FIELDS)], timeout=timeout)
+    """Allocation lines (-X) of the given job specs (4242, 4242_3, 4242_[1-2])."""
+    r = run([which("sacct"), "-n", "-X", "-P", "--delimiter", SACCT_DELIM, "--duplicates", "-j",
+             ",".join(specs), "-o", ",".join(SACCT_FIELDS)], timeout=timeout)
     if r.returncode != 0:
         raise SlurmError(f"sacct: {r.stderr.strip()[:300]}")
-    out = []
-    for line in r.stdout.splitlines():
-        f = line.split("|", len(SACCT_FIELDS) - 1)
-        if len(f) != len(SACCT_FIELDS) or not f[0]:
-            continue
-        out.append(SacctJob(f[0], f[1], (f[2].split() or [""])[0], f[3], f[4], f[5], f[6]))
-    return out
+    return parse_sacct(r.stdout)
 
 
 def sacct_one(job: int, timeout: float = 30) -> Optional[SacctJob]:
@@ -78,15 +90,17 @@ def hostnames(nodelist: str) -> list[str]:
 
 
 class DbTool:
-    """epilog/mpi-pstate-dbcomment (libslurm)."""
+    """epilog/mpi-pstate-dbcomment (libslurm), on the job's SystemComment
+    (--system): mpi-pstate's summary lives there, AdminComment is left to
+    admins and jobstats (docs/records.md)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
 
     def show(self, job: int, timeout: float = 30) -> Optional[tuple[str, str, str]]:
-        """(base state, exit code, AdminComment) from slurmctld, or None when
+        """(base state, exit code, SystemComment) from slurmctld, or None when
         slurmctld no longer knows the job."""
-        r = run([self.path, "--show", str(job)], timeout=timeout)
+        r = run([self.path, "--system", "--show", str(job)], timeout=timeout)
         if r.returncode == 4:
             return None
         if r.returncode != 0:
@@ -103,7 +117,7 @@ class DbTool:
         array ("J_T") names an array task: slurmdbd takes a bare id that is
         also an array's id for the whole array, which would overwrite the
         summaries of the task's siblings."""
-        argv = [self.path] + (["--cluster", cluster] if cluster else []) + \
+        argv = [self.path, "--system"] + (["--cluster", cluster] if cluster else []) + \
             ["--set", array or str(job)]
         r = run(argv, timeout=timeout, stdin=text)
         if r.returncode in (0, 3):

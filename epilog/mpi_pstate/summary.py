@@ -1,6 +1,7 @@
 """Merging the node records of a job (format "mpi-pstate-job", the per-rank
 detail kept beside the accounting record) and the accounting summary
-written into AdminComment ("mpi-pstate/1:" + compact JSON).
+written into the job's SystemComment ("mpi-pstate/2:" + compact JSON;
+version 1 lived in AdminComment and is still read: normalize()).
 
 The summary's size does not depend on the number of ranks or nodes: every
 list in it is cut to a fixed length and encode() enforces MAX_SUMMARY.
@@ -15,13 +16,15 @@ from . import audit, parse
 
 JOB_FORMAT = "mpi-pstate-job"
 JOB_VERSION = 1
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
+KNOWN_VERSIONS = (1, 2)  # what normalize() reads
 MARKER = "mpi-pstate/"
 PREFIX = f"{MARKER}{SUMMARY_VERSION}:"
-MAX_SUMMARY = 1024  # bytes of "mpi-pstate/1:{...}"
+MAX_SUMMARY = 1024  # bytes of "mpi-pstate/2:{...}"
 TOP_WAITERS = 3
 MISSING_CHARS = 120
-ADMIN_COMMENT_MAX = 60000  # slurmdbd keeps AdminComment in a TEXT column (64 KiB)
+ADMIN_COMMENT_MAX = 60000  # slurmdbd keeps the comments in TEXT columns (64 KiB)
+METERS = ("rapl", "simulated", "none")  # energy.meter of a node record
 
 
 def _r(v: Optional[float], nd: int = 3) -> Optional[float]:
@@ -37,11 +40,24 @@ def rank_label(r: dict[str, Any], multi_step: bool) -> str:
     return f"{r['step']}.{r['rank']}" if multi_step else str(r["rank"])
 
 
+def elapsed_seconds(text: Optional[str]) -> Optional[int]:
+    """sacct's Elapsed ([D-]HH:MM:SS, MM:SS.mmm) in seconds; None when it is
+    not one (Unknown, INVALID, empty)."""
+    m = re.fullmatch(r"(?:([0-9]{1,6})-)?(?:([0-9]{1,2}):)?([0-9]{1,2}):([0-9]{2})(?:\.[0-9]+)?",
+                     (text or "").strip())
+    if not m:
+        return None
+    d, h, mi, sec = (int(x) if x else 0 for x in m.groups())
+    return ((d * 24 + h) * 60 + mi) * 60 + sec
+
+
 def merge(job: int, expected: list[str], records: dict[str, dict[str, Any]],
           bad: dict[str, str], job_state: Optional[str] = None,
-          exit_code: Optional[str] = None, array: Optional[str] = None) -> dict[str, Any]:
+          exit_code: Optional[str] = None, array: Optional[str] = None,
+          elapsed_s: Optional[float] = None) -> dict[str, Any]:
     """records: node -> validated node record; bad: node -> why its record
-    was refused.  Returns the job detail with its "summary"."""
+    was refused; elapsed_s: the job's wall time from sacct (Elapsed), when
+    known.  Returns the job detail with its "summary"."""
     exp = list(dict.fromkeys(expected)) or sorted(records)
     missing = [n for n in exp if n not in records]
     extra = sorted(n for n in records if n not in exp)
@@ -71,9 +87,49 @@ def merge(job: int, expected: list[str], records: dict[str, dict[str, Any]],
         "job_state": job_state, "exit_code": exit_code, "array": array,
         "nodes_expected": parse.compress_hostlist(exp) if exp else "",
         "missing": missing, "nodes": nodes, "steps": steps, "ranks": ranks,
+        "elapsed_s": elapsed_s,
     }
     detail["summary"] = summarize(detail, records)
     return detail
+
+
+def _step_of(r: dict[str, Any]) -> str:
+    return str(r["step"])
+
+
+def imbalance(ranks: list[dict[str, Any]]) -> Optional[float]:
+    """Load imbalance in [0, 1]: per step, (max - mean) / max of the ranks'
+    compute time (wall - MPI, never below 0); over several steps the mean
+    weighted by each step's longest rank wall time.  0: every rank computes
+    as long as the slowest; 1 - 1/N: one of N ranks does all the work.
+    None without two figures to compare."""
+    by_step: dict[str, list[tuple[float, float]]] = {}
+    for r in ranks:
+        w, m = r.get("wall_s"), r.get("mpi_s")
+        if w and m is not None:
+            by_step.setdefault(_step_of(r), []).append((w, max(0.0, w - m)))
+    num = den = 0.0
+    for pairs in by_step.values():
+        comp = [c for _, c in pairs]
+        hi = max(comp)
+        if len(comp) < 2 or hi <= 0:
+            continue
+        weight = max(w for w, _ in pairs)
+        num += weight * (hi - sum(comp) / len(comp)) / hi
+        den += weight
+    return min(1.0, max(0.0, num / den)) if den > 0 else None
+
+
+def energy_meter(records: dict[str, dict[str, Any]]) -> str:
+    """What the joules of a job are: "rapl" (the kernel's powercap),
+    "simulated" (powercap served by something else, e.g. the test cluster's
+    FUSE fake), "mixed", "none" (no figure) or "unknown" (records of an
+    mpi-pstate that did not say)."""
+    meters = {(records[n]["energy"].get("meter") or "unknown") for n in records
+              if records[n]["status"] == "ok" and records[n]["energy"].get("joules") is not None}
+    if not meters:
+        return "none"
+    return meters.pop() if len(meters) == 1 else "mixed"
 
 
 def summarize(detail: dict[str, Any], records: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -84,23 +140,31 @@ def summarize(detail: dict[str, Any], records: dict[str, dict[str, Any]]) -> dic
     paired = [(r["wall_s"], r["mpi_s"]) for r in ranks
               if r.get("wall_s") and r.get("mpi_s") is not None]
     pw = sum(w for w, _ in paired)
+    per_step: dict[str, int] = {}
+    step_wall: dict[str, float] = {}
+    for r in ranks:
+        st = _step_of(r)
+        per_step[st] = per_step.get(st, 0) + 1
+        if r.get("wall_s") is not None:
+            step_wall[st] = max(step_wall.get(st, 0.0), r["wall_s"])
+    elapsed = detail.get("elapsed_s")
     s: dict[str, Any] = {
         "v": SUMMARY_VERSION, "state": detail["state"], "job_state": detail["job_state"],
-        "nodes": len(detail["nodes"]) - len(detail["missing"]), "ranks": len(ranks),
+        "nodes": len(detail["nodes"]) - len(detail["missing"]),
+        # distinct ranks: the most ranks one step had (8 steps of 4 ranks: 4)
+        "ranks": max(per_step.values(), default=0), "rank_steps": len(ranks),
         "steps": len(detail["steps"]),
-        "wall_s": _r(max((r["wall_s"] for r in ranks if r.get("wall_s") is not None),
-                         default=None)),
+        "wall_s": _r(float(elapsed)) if elapsed is not None else
+        _r(sum(step_wall.values())) if step_wall else None,
+        "wall_src": "sacct" if elapsed is not None else "steps" if step_wall else None,
+        "step_wall_s": _r(max(step_wall.values(), default=None)),
         "mpi_s": _r(mpi), "mpi_share": _r(sum(m for _, m in paired) / pw if pw else None),
         "wait_s": _r(_sum([r.get("wait_s") for r in ranks])),
         "down_s": _r(_sum([r.get("down_s") for r in ranks])),
         "down_share": _r((_sum([r.get("down_s") for r in ranks]) or 0) / wall if wall else None),
         "transitions": sum(r.get("transitions") or 0 for r in ranks),
+        "imbalance": _r(imbalance(ranks)),
     }
-    # Imbalance: how much longer the slowest rank computes than the mean
-    # (0 = balanced); the ranks that wait most are the ones waiting for it.
-    comp = [w - m for w, m in paired]
-    if comp and sum(comp) > 0:
-        s["imbalance"] = _r(max(comp) / (sum(comp) / len(comp)) - 1)
     top = sorted((r for r in ranks if r.get("mpi_share") is not None),
                  key=lambda r: (-r["mpi_share"], r["rank"]))[:TOP_WAITERS]
     s["top_wait"] = [[rank_label(r, multi), r["node"][:32], r["mpi_share"]] for r in top]
@@ -113,6 +177,7 @@ def summarize(detail: dict[str, Any], records: dict[str, dict[str, Any]]) -> dic
     else:
         st = {e["status"] for e in energies}
         s["energy_j"], s["energy"] = None, (st.pop() if len(st) == 1 else "unknown")
+    s["energy_src"] = energy_meter(records)
     briefs = [audit.brief(records[n]["settings"]) for n in sorted(records)
               if isinstance(records[n].get("settings"), dict)]
     if briefs:
@@ -136,7 +201,8 @@ def summarize(detail: dict[str, Any], records: dict[str, dict[str, Any]]) -> dic
 
 # Dropped first when a summary would exceed MAX_SUMMARY (never seen with
 # 64-char names; the bound holds whatever the input).
-_OPTIONAL = ("settings", "top_wait", "missing", "array", "imbalance", "warn_nodes")
+_OPTIONAL = ("settings", "top_wait", "missing", "array", "imbalance", "warn_nodes",
+             "step_wall_s", "wall_src")
 
 
 def encode(summary: dict[str, Any]) -> str:
@@ -170,8 +236,36 @@ def find(text: str) -> tuple[Optional[dict[str, Any]], Optional[tuple[int, int]]
     return None, None
 
 
+def normalize(obj: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """A summary of any known version in the current version's terms, or
+    None for a version this mpi-pstate does not know (written by a newer
+    one).  Version 1 counted rank-steps as "ranks", had the longest rank's
+    wall time as "wall_s" and imbalance = max/mean - 1 of all ranks
+    together; converted here ("converted_from": 1), what cannot be known
+    is left out."""
+    v = obj.get("v")
+    if v == SUMMARY_VERSION:
+        return dict(obj)
+    if v != 1:
+        return None
+    s = {k: x for k, x in obj.items() if k not in ("ranks", "wall_s", "imbalance")}
+    s["v"], s["converted_from"] = SUMMARY_VERSION, 1
+    rs = obj.get("ranks")
+    if isinstance(rs, int):
+        s["rank_steps"] = rs
+        if obj.get("steps") == 1:
+            s["ranks"] = rs
+    if isinstance(obj.get("wall_s"), (int, float)):
+        s["step_wall_s"] = obj["wall_s"]
+    im = obj.get("imbalance")
+    if isinstance(im, (int, float)) and im >= 0:
+        s["imbalance"] = round(im / (1 + im), 3)  # (max-mean)/max of the same figures
+    s.setdefault("energy_src", "unknown")
+    return s
+
+
 def combine(existing: str, ours: str) -> Optional[str]:
-    """existing AdminComment with our summary put in (replacing an earlier
+    """existing SystemComment (or AdminComment) with our summary put in (replacing an earlier
     one of ours, keeping everything else), or None when the result would not
     fit the column."""
     existing = existing or ""
@@ -188,9 +282,9 @@ def combine(existing: str, ours: str) -> Optional[str]:
 def line(summary: dict[str, Any]) -> str:
     """One human line of a summary (report, logs)."""
     parts = [f"state={summary.get('state')}"]
-    for k, fmt in (("job_state", "{}"), ("nodes", "{}"), ("ranks", "{}"),
+    for k, fmt in (("job_state", "{}"), ("nodes", "{}"), ("ranks", "{}"), ("rank_steps", "{}"),
                    ("mpi_share", "{:.1%}"), ("down_share", "{:.1%}"),
-                   ("transitions", "{}"), ("energy_j", "{:.1f}J")):
+                   ("transitions", "{}"), ("energy_j", "{:.1f}J"), ("energy_src", "{}")):
         v = summary.get(k)
         if v is not None:
             try:

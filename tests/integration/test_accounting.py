@@ -1,5 +1,7 @@
 """Accounting on the real two-node cluster: node Epilog, EpilogSlurmctld,
-the summary in slurmdbd, `mpi-pstate report` and `backfill`.
+the summary in slurmdbd (the job's SystemComment; the AdminComment is left
+to admins and jobstats: test_jobstats_coexist.py), `mpi-pstate report` and
+`backfill`.
 
 Jobs run MPI programs (both MPIs, two nodes) under the preload library with
 a segment the job makes itself (srun --export=...,LD_PRELOAD=...,
@@ -22,7 +24,7 @@ from typing import Any
 import labtools as lt
 
 sys.path.insert(0, str(lt.TOP / "epilog"))
-from mpi_pstate import config, summary  # noqa: E402
+from mpi_pstate import config, slurm, summary  # noqa: E402
 
 INST = lt.installed()
 CLI, SLOTPY, FRONT = INST.cli, INST.pydir, INST.front
@@ -140,9 +142,19 @@ exit $rc
         self.addCleanup(lt.root, ["scancel", str(job)], check=False)
         return job
 
+    def comments(self, job: int) -> tuple[str, str]:
+        """(SystemComment, AdminComment): both free text, so not '|'-split."""
+        r = lt.root(["sacct", "-n", "-X", "-P", "--delimiter", slurm.SACCT_DELIM, "-j", str(job),
+                     "-o", "SystemComment,AdminComment"])
+        lines = [ln for ln in r.stdout.splitlines() if ln]
+        if not lines:
+            return "", ""
+        sc, _, ac = lines[-1].partition(slurm.SACCT_DELIM)
+        return sc, ac
+
     def comment(self, job: int) -> str:
-        rows = lt.sacct(job, ["AdminComment"])
-        return rows[0]["AdminComment"] if rows else ""
+        """Where our summary lives: the SystemComment."""
+        return self.comments(job)[0]
 
     def wait_summary(self, job: int, timeout: float = 120) -> dict[str, Any]:
         state = lt.wait_job(job, timeout)
@@ -152,7 +164,7 @@ exit $rc
             if s is not None:
                 return s
             time.sleep(0.5)
-        raise AssertionError(f"job {job} ({state}): no mpi-pstate summary in AdminComment "
+        raise AssertionError(f"job {job} ({state}): no mpi-pstate summary in SystemComment "
                              f"{self.comment(job)!r}\n{lt.daemon_log_tail(10)}")
 
     def detail(self, job: int) -> dict[str, Any]:
@@ -195,10 +207,16 @@ exit $rc
             self.agent_record(job, "1", n, j)
         go.touch()
         s = self.wait_summary(job)
-        self.assertEqual((s["state"], s["job_state"], s["nodes"], s["ranks"]),
-                         ("complete", "COMPLETED", 2, 4), s)
-        self.assertEqual((s["energy"], s["energy_j"]), ("ok", 170.5))
+        self.assertEqual((s["state"], s["job_state"], s["nodes"], s["ranks"], s["rank_steps"]),
+                         ("complete", "COMPLETED", 2, 4, 4), s)
+        # the lab's RAPL is a FUSE fake: its joules are labelled simulated
+        self.assertEqual((s["energy"], s["energy_j"], s["energy_src"]), ("ok", 170.5, "simulated"))
         self.assertTrue(0 < s["mpi_share"] <= 1, s)
+        self.assertTrue(0 <= s["imbalance"] <= 1, s)
+        elapsed = lt.sacct(job, ["ElapsedRaw"])[0]["ElapsedRaw"]
+        self.assertEqual((s["wall_s"], s["wall_src"]), (float(elapsed), "sacct"))
+        self.assertLessEqual(s["step_wall_s"], s["wall_s"] + 1)
+        self.assertEqual(self.comments(job)[1], "")  # AdminComment untouched
         self.assertEqual(s["settings"]["driver"], "acpi-cpufreq")
         raw = self.comment(job)
         self.assertIn('"state":"complete"', raw)  # quotes intact in plain sacct
@@ -217,6 +235,8 @@ exit $rc
         r = self.report(str(job))
         self.assertIn("mpi-pstate: complete", r.stdout)
         self.assertIn("ranks that wait most", r.stdout)
+        self.assertIn("SIMULATED", r.stdout)
+        self.assertNotIn("measured: RAPL", r.stdout)
 
     # ---- tests
 
@@ -275,9 +295,11 @@ exit $rc
                 # each rank calls Barrier and Allreduce once per iteration: the
                 # rest is the same in every job, so a mixed-up record shows
                 base.add(r["calls"] - 2 * iters)
-            if job in admin:
-                self.assertTrue(self.comment(job).startswith(f'admin "{job}" note mpi-pstate/1:'),
-                                self.comment(job))
+            # the admin's text (slurmctld writes it at the job's end) is left alone;
+            # scontrol cannot set a SystemComment (22.05: "not supported")
+            sc, ac = self.comments(job)
+            self.assertTrue(sc.startswith("mpi-pstate/2:{"), sc)
+            self.assertEqual(ac, f'admin "{job}" note' if job in admin else "")
         self.assertEqual(len(base), 1, f"per-job call counts do not match their jobs: {base}")
         elapsed = time.monotonic() - t0
         time.sleep(5)
@@ -331,7 +353,7 @@ exit $rc
         t_end = time.monotonic() + 180
         while time.monotonic() < t_end:
             rows = lt.root(["sacct", "-n", "-X", "-P", "-j", str(job), "-o",
-                            "JobIDRaw,JobID,State,AdminComment"]).stdout.splitlines()
+                            "JobIDRaw,JobID,State,SystemComment"]).stdout.splitlines()
             if len(rows) == 3 and all(summary.MARKER in r for r in rows):
                 break
             time.sleep(1)
@@ -345,6 +367,29 @@ exit $rc
         self.assertEqual(r.returncode, 0, r.stderr)
         ids = sorted(l.split(",")[1] for l in r.stdout.splitlines()[1:])
         self.assertEqual(ids, [f"{job}_1", f"{job}_2", f"{job}_3"])
+
+    def test_several_steps(self) -> None:
+        """3 steps of 2 ranks: 2 distinct ranks, 6 rank-steps; the job's wall
+        time is sacct's Elapsed, longer than any one step."""
+        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        make = (f"import sys; sys.path.insert(0, '{SLOTPY}'); import mpi_pstate_slot as s; "
+                "s.create_segment('$seg', 4)")
+        env = (f"ALL,LD_PRELOAD={FRONT},MPI_PSTATE_MODE=profile,MPI_PSTATE_SHM=$seg,"
+               "MPI_PSTATE_THRESHOLD=1ms")
+        steps = "".join(
+            f"seg=/dev/shm/mpi-pstate.$SLURM_JOB_ID.{2 * i + 1}\n"
+            f"srun -N1 -n1 /usr/bin/python3 -c \"{make}\"\n"
+            f"srun --mpi={FAMILIES[fam][1]} -N1 -n2 --export={env} {self.progs[fam]} 5 5\n"
+            for i in range(3))
+        job = self.submit(["-N1", "-n2", "-t", "5"], "set -u\n" + steps, "steps")
+        s = self.wait_summary(job)
+        self.assertEqual((s["state"], s["steps"], s["ranks"], s["rank_steps"]),
+                         ("complete", 3, 2, 6), s)
+        self.assertEqual(s["wall_src"], "sacct")
+        self.assertGreaterEqual(s["wall_s"], s["step_wall_s"])
+        self.assertTrue(0 <= s["imbalance"] <= 1, s)
+        r = self.report(str(job))
+        self.assertIn("ranks 2 on 1 nodes, steps 3 (6 rank-steps)", r.stdout)
 
     def test_job_without_the_tool(self) -> None:
         job = self.submit(["-N2", "-n2", "-t", "2"], "srun hostname\n", "plain")

@@ -90,14 +90,14 @@ class BenchEval(unittest.TestCase):
                 self.assertNotIn("transitions", r)
         # and straight from the accounting record, not through the bench
         for r in self.res["runs"]:
-            rows = lt.sacct(r["job"], ["JobID", "AdminComment"])
+            rows = lt.sacct(r["job"], ["JobID", "SystemComment"])
             self.assertEqual(len(rows), 1)
-            adm = rows[0]["AdminComment"]
+            adm = rows[0]["SystemComment"]
             with self.subTest(job=r["job"], variant=r["variant"]):
                 if r["variant"] == "base":
                     self.assertNotIn("mpi-pstate/", adm)
                 else:
-                    self.assertIn("mpi-pstate/1:", adm)
+                    self.assertIn("mpi-pstate/2:", adm)
 
     def test_with_records_show_the_imbalance(self) -> None:
         t0, t2 = self.rows["t0"], self.rows["t2ms"]

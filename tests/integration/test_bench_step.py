@@ -44,9 +44,9 @@ class BenchStep(unittest.TestCase):
         t_end = time.monotonic() + 30
         while True:
             q = lt.root(["sacct", "-n", "-P", "-X", "-u", lt.TEST_USER, "-S", since, "-o",
-                         "JobID,JobName,State,AdminComment"])
+                         "JobID,JobName,State,SystemComment"])
             jobs = [ln.split("|", 3) for ln in q.stdout.splitlines() if "|hostname|" in ln]
-            got = ["with" if "mpi-pstate/1:" in j[3] else "without" for j in jobs]
+            got = ["with" if "mpi-pstate/2:" in j[3] else "without" for j in jobs]
             if got == order or time.monotonic() > t_end:
                 break
             time.sleep(1)

@@ -341,7 +341,7 @@ class NodeRecord(unittest.TestCase):
         rec = fx.node_record(9, "n1", [fx.rank("n1", 0), fx.rank("n1", 1)])
         back = noderec.validate(noderec.decode(noderec.encode(rec)), 9, "n1")
         self.assertEqual(len(back["ranks"]), 2)
-        self.assertEqual(back["energy"], {"status": "ok", "joules": 100.0})
+        self.assertEqual(back["energy"], {"status": "ok", "joules": 100.0, "meter": "rapl"})
         self.assertEqual(back["ranks"][0]["node"], "n1")
         for mutate, why in (
                 (lambda r: r.update(job=10), "expected 9"),

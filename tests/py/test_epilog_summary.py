@@ -1,7 +1,9 @@
 """Controller side without a cluster: merging node records, the bounded
-accounting summary (size independent of ranks and nodes), how it sits in an
-AdminComment next to an admin's text, EpilogSlurmctld with a fake
-mpi-pstate-dbcomment and sacct, backfill idempotence, and the real
+accounting summary (size independent of ranks and nodes; ranks vs
+rank-steps, job wall time, bounded imbalance, energy source), reading
+version 1 summaries, how it sits in a SystemComment next to other text,
+EpilogSlurmctld with a fake mpi-pstate-dbcomment and sacct (AdminComment,
+jobstats' field, never touched), backfill idempotence, and the real
 mpi-pstate-dbcomment's refusals that need no slurmdbd."""
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from mpi_pstate import collect, config, ctld, log, noderec, slurm, summary
 
 BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", fx.TOP / "build"))
 DBCOMMENT = BUILD / "epilog" / "mpi-pstate-dbcomment"
+# What jobstats keeps in a job's AdminComment: "JS1:" + base64(gzip(JSON)).
+JOBSTATS = "JS1:H4sIAAAAAAACA6tWystPSS1WslKoVsozBFPJBaUgvlFtbS0AINb4JB4AAAA="
 
 
 def validated(job: int, recs: dict[str, dict]) -> dict[str, dict]:
@@ -35,15 +39,18 @@ class Merge(unittest.TestCase):
                                            fx.rank("n2", 3, mpi=5.0)], joules=50.5)})
         d = summary.merge(7, ["n1", "n2"], recs, {}, "COMPLETED", "0:0")
         s = d["summary"]
-        self.assertEqual((s["state"], s["nodes"], s["ranks"], s["job_state"]),
-                         ("complete", 2, 4, "COMPLETED"))
+        self.assertEqual((s["state"], s["nodes"], s["ranks"], s["rank_steps"], s["job_state"]),
+                         ("complete", 2, 4, 4, "COMPLETED"))
+        self.assertEqual((s["v"], s["wall_s"], s["wall_src"], s["step_wall_s"]),
+                         (2, 10.0, "steps", 10.0))  # no Elapsed given: the steps' sum
         self.assertEqual(s["mpi_share"], round(14.0 / 40.0, 3))
         self.assertEqual((s["down_s"], s["transitions"]), (3.5, 24))
         self.assertEqual((s["energy_j"], s["energy"]), (150.5, "ok"))
         self.assertEqual(s["top_wait"][0], ["1", "n1", 0.6])  # the rank that waits most
         self.assertEqual([w[0] for w in s["top_wait"]], ["1", "3", "2"])
-        # compute times 9, 4, 8, 5: slowest 9 vs mean 6.5
-        self.assertEqual(s["imbalance"], round(9 / 6.5 - 1, 3))
+        # compute times 9, 4, 8, 5: (slowest 9 - mean 6.5) / 9
+        self.assertEqual(s["imbalance"], round((9 - 6.5) / 9, 3))
+        self.assertEqual(s["energy_src"], "rapl")
         self.assertEqual(s["settings"]["driver"], "acpi-cpufreq")
         self.assertTrue(s["settings"]["same"])
         self.assertNotIn("missing", s)
@@ -75,6 +82,76 @@ class Merge(unittest.TestCase):
         s = summary.merge(10, ["n1"], recs, {})["summary"]
         self.assertEqual((s["steps"], s["top_wait"][0][0]), (2, "0.0"))
 
+    def test_eight_steps_of_four_ranks(self) -> None:
+        """4 distinct ranks, 32 rank-steps; the job's wall time is sacct's
+        Elapsed, not the longest step; imbalance per step, within [0, 1]."""
+        def step_ranks(node: str, first: int, step: str) -> list[dict]:
+            # rank 0 computes 9 s, the others 1 s, in every step
+            return [fx.rank(node, r, step=step, wall=10.0 + int(step),
+                            mpi=(1.0 if r == 0 else 9.0) + int(step)) for r in (first, first + 1)]
+        recs = validated(12, {
+            "n1": fx.node_record(12, "n1", [r for st in range(8)
+                                            for r in step_ranks("n1", 0, str(st))]),
+            "n2": fx.node_record(12, "n2", [r for st in range(8)
+                                            for r in step_ranks("n2", 2, str(st))])})
+        s = summary.merge(12, ["n1", "n2"], recs, {}, "COMPLETED", "0:0",
+                          elapsed_s=summary.elapsed_seconds("00:02:03"))["summary"]
+        self.assertEqual((s["ranks"], s["rank_steps"], s["steps"]), (4, 32, 8))
+        self.assertEqual((s["wall_s"], s["wall_src"], s["step_wall_s"]), (123.0, "sacct", 17.0))
+        # every step: rank 0 computes 9 s, ranks 1-3 1 s: (9 - 3) / 9
+        self.assertEqual(s["imbalance"], round(6 / 9, 3))
+        self.assertIn("rank_steps=32", summary.line(s))
+
+    def test_imbalance_is_bounded(self) -> None:
+        def im(pairs: list[tuple[float, float]], steps: str = "0") -> float:
+            return summary.imbalance([{"step": steps, "wall_s": w, "mpi_s": m} for w, m in pairs])
+        self.assertEqual(im([(10, 2)] * 4), 0.0)  # balanced
+        self.assertAlmostEqual(im([(10, 0)] + [(10, 10)] * 3), 0.75)  # one of 4 does it all
+        self.assertEqual(im([(10, 0), (10, 50)]), 0.5)  # MPI beyond wall: compute 0, not < 0
+        self.assertIsNone(im([(10, 2)]))  # one rank: nothing to compare
+        self.assertIsNone(im([(10, 10), (10, 10)]))  # nobody computes
+        for n in (2, 64, 4096):
+            v = im([(1e9, 0)] + [(1e9, 1e9)] * (n - 1))
+            self.assertTrue(0 <= v <= 1, v)
+
+    def test_elapsed_seconds(self) -> None:
+        for text, want in (("00:00:05", 5), ("01:02:03", 3723), ("2-00:00:01", 172801),
+                           ("12:34", 754), ("Unknown", None), ("", None), ("1:2:3:4", None),
+                           ("INVALID", None)):
+            self.assertEqual(summary.elapsed_seconds(text), want, text)
+
+    def test_energy_is_labelled_by_its_meter(self) -> None:
+        def rec(node: str, meter: str, joules: float | None = 10.0) -> dict:
+            r = fx.node_record(13, node, [fx.rank(node, 0)], joules=joules)
+            if joules is not None:
+                r["energy"]["meter"] = meter
+            return r
+        for meters, want in ((("rapl", "rapl"), "rapl"), (("simulated", "simulated"), "simulated"),
+                             (("rapl", "simulated"), "mixed")):
+            recs = validated(13, {"n1": rec("n1", meters[0]), "n2": rec("n2", meters[1])})
+            self.assertEqual(summary.merge(13, ["n1", "n2"], recs, {})["summary"]["energy_src"],
+                             want)
+        recs = validated(13, {"n1": rec("n1", "rapl", None)})
+        self.assertEqual(summary.merge(13, ["n1"], recs, {})["summary"]["energy_src"], "none")
+        old = rec("n1", "rapl")
+        del old["energy"]["meter"]  # a record of an earlier mpi-pstate
+        self.assertEqual(summary.merge(13, ["n1"], validated(13, {"n1": old}), {})
+                         ["summary"]["energy_src"], "unknown")
+        bad = rec("n1", "made-up")  # hostile label: dropped, not passed on
+        self.assertNotIn("meter", validated(13, {"n1": bad})["n1"]["energy"])
+
+    def test_meter_from_the_powercap_file_system(self) -> None:
+        line = "{id} 1 0:{id} / {mp} rw,nosuid - {fs} {src} rw"
+        sysfs = line.format(id=20, mp="/sys", fs="sysfs", src="sysfs")
+        fake = line.format(id=90, mp="/sys/class/powercap", fs="fuse.fakesys", src="FakeSys")
+        root = line.format(id=1, mp="/", fs="ext4", src="/dev/vda1")
+        self.assertEqual(noderec.rapl_meter("/sys", "\n".join([root, sysfs])), "rapl")
+        self.assertEqual(noderec.rapl_meter("/sys", "\n".join([root, sysfs, fake])), "simulated")
+        self.assertEqual(noderec.rapl_meter("/tmp/tree", "\n".join([root, sysfs])), "simulated")
+        self.assertEqual(noderec.rapl_meter("/sys", "garbage\n\n - \n"), "simulated")
+        esc = line.format(id=91, mp="/my\\040sys", fs="sysfs", src="sysfs")  # octal escape
+        self.assertEqual(noderec.rapl_meter("/my sys", esc), "rapl")
+
 
 class SummaryBound(unittest.TestCase):
     def test_size_does_not_grow_with_ranks_or_nodes(self) -> None:
@@ -94,23 +171,23 @@ class SummaryBound(unittest.TestCase):
             self.assertLessEqual(len(text.encode()), summary.MAX_SUMMARY)
             back, _ = summary.find(text)
             self.assertEqual(back["state"], "partial")
-            self.assertEqual(back["ranks"], nodes * per)
+            self.assertEqual((back["ranks"], back["rank_steps"]), (nodes * per, nodes * per))
         self.assertLess(max(sizes) - min(sizes), 200, sizes)
 
     def test_encode_cuts_rather_than_exceeds(self) -> None:
-        s = {"v": 1, "state": "complete", "settings": {"driver": "x" * 2000}}
+        s = {"v": 2, "state": "complete", "settings": {"driver": "x" * 2000}}
         text = summary.encode(s)
         self.assertLessEqual(len(text), summary.MAX_SUMMARY)
         self.assertTrue(summary.find(text)[0]["cut"])
-        s = {"v": 1, "state": "complete", "junk": "y" * 5000}
-        self.assertEqual(summary.find(summary.encode(s))[0], {"v": 1, "state": "complete",
+        s = {"v": 2, "state": "complete", "junk": "y" * 5000}
+        self.assertEqual(summary.find(summary.encode(s))[0], {"v": 2, "state": "complete",
                                                               "cut": True})
 
 
-class AdminCommentText(unittest.TestCase):
-    def test_kept_beside_an_admin_comment_and_replaced_idempotently(self) -> None:
-        ours1 = summary.encode({"v": 1, "state": "partial"})
-        ours2 = summary.encode({"v": 1, "state": "complete"})
+class CommentText(unittest.TestCase):
+    def test_kept_beside_other_text_and_replaced_idempotently(self) -> None:
+        ours1 = summary.encode({"v": 2, "state": "partial"})
+        ours2 = summary.encode({"v": 2, "state": "complete"})
         admin = 'ticket "4711": check node n7 | JS1:H4sIAAAA'
         t1 = summary.combine(admin, ours1)
         self.assertEqual(t1, f"{admin} {ours1}")
@@ -123,6 +200,52 @@ class AdminCommentText(unittest.TestCase):
         # text that merely looks like ours is not taken for it
         self.assertEqual(summary.find("mpi-pstate/1:{broken mpi-pstate/2:{}"), (None, None))
         self.assertIn("state=complete", summary.line({"state": "complete", "mpi_share": 0.5}))
+        # a version 1 summary (AdminComment of an earlier mpi-pstate) is replaced too
+        v1 = 'mpi-pstate/1:{"v":1,"state":"partial"}'
+        self.assertEqual(summary.combine(f"bb: stage-out done {v1}", ours2),
+                         f"bb: stage-out done {ours2}")
+
+    def test_version_1_is_read_in_version_2_terms(self) -> None:
+        v1 = {"v": 1, "state": "complete", "ranks": 32, "steps": 8, "wall_s": 17.0,
+              "imbalance": 1.18, "energy_j": 5.0, "energy": "ok"}
+        n = summary.normalize(v1)
+        self.assertEqual((n["v"], n["converted_from"], n["rank_steps"], n["step_wall_s"]),
+                         (2, 1, 32, 17.0))
+        self.assertNotIn("ranks", n)  # distinct ranks of 8 steps: not knowable
+        self.assertNotIn("wall_s", n)  # the job's wall time: not in version 1
+        self.assertEqual(n["imbalance"], round(1.18 / 2.18, 3))
+        self.assertLessEqual(n["imbalance"], 1)
+        self.assertEqual(n["energy_src"], "unknown")  # v1 never said what measured it
+        one = summary.normalize({"v": 1, "state": "complete", "ranks": 4, "steps": 1})
+        self.assertEqual((one["ranks"], one["rank_steps"]), (4, 4))
+        self.assertIsNone(summary.normalize({"v": 3, "state": "complete"}))
+        v2 = {"v": 2, "state": "complete", "ranks": 4}
+        self.assertEqual(summary.normalize(v2), v2)
+
+    def test_sacct_output_with_delimiters_inside_the_comments(self) -> None:
+        d = slurm.SACCT_DELIM
+        ours = summary.encode({"v": 2, "state": "complete"})
+        line = d.join(["77", "77", "CANCELLED by 0", "0:15", "00:00:05", "n[1-2]",
+                       f"bb | x {ours}", f"JS1:abc|def{d}tail"])
+        rows = slurm.parse_sacct(line + "\nshort" + d + "line\n")
+        self.assertEqual(len(rows), 1)
+        r = rows[0]
+        self.assertEqual((r.state, r.system_comment, r.admin_comment),
+                         ("CANCELLED", f"bb | x {ours}", f"JS1:abc|def{d}tail"))
+        self.assertEqual(summary.find(r.system_comment)[0]["state"], "complete")
+
+    def test_dbcomment_tool_is_told_the_system_comment(self) -> None:
+        calls = []
+
+        def fake_run(argv, timeout=30, stdin=None):  # noqa: ANN001, ANN202
+            calls.append(list(argv))
+            return subprocess.CompletedProcess(argv, 0, "COMPLETED 0:0\nbb text", "")
+        with mock.patch.object(slurm, "run", fake_run):
+            db = slurm.DbTool("/x/dbc")
+            self.assertEqual(db.show(5), ("COMPLETED", "0:0", "bb text"))
+            self.assertEqual(db.set(5, "t", "lab", array="4_1"), 0)
+        self.assertEqual(calls, [["/x/dbc", "--system", "--show", "5"],
+                                 ["/x/dbc", "--system", "--cluster", "lab", "--set", "4_1"]])
 
 
 class Fakes(unittest.TestCase):
@@ -135,8 +258,11 @@ class Fakes(unittest.TestCase):
         self.collect = self.tmp / "records"
         self.collect.mkdir()
         self.cfg = config.Config(collect_dir=str(self.collect))
+        # comment/dbcomment: the SystemComment in slurmctld / slurmdbd;
+        # admin: the AdminComment, jobstats' field, which must never change
         self.db = {"state": "CANCELLED", "exit": "0:15", "comment": 'admin "note"',
-                   "dbcomment": 'admin "note"', "sacct_state": "CANCELLED"}
+                   "dbcomment": 'admin "note"', "sacct_state": "CANCELLED",
+                   "admin": JOBSTATS}
         self.writes: list[str] = []
         self.err = io.StringIO()
         self.sacct_hook = self.fake_sacct_one
@@ -159,7 +285,8 @@ class Fakes(unittest.TestCase):
 
     def fake_sacct_one(self, job: int, timeout: float = 30):  # noqa: ANN201
         return slurm.SacctJob(str(job), str(job), self.db["sacct_state"], "0:15", "00:00:05",
-                              "n[1-2]", self.db["dbcomment"])
+                              "n[1-2]", admin_comment=self.db["admin"],
+                              system_comment=self.db["dbcomment"])
 
     def patches(self):  # noqa: ANN201
         return [mock.patch.object(slurm.DbTool, "show", lambda s, j, timeout=30: self.fake_show(j)),
@@ -191,9 +318,11 @@ class EpilogSlurmctld(Fakes):
         self.publish(21, "n2", fx.node_record(21, "n2", [fx.rank("n2", 1)]))
         self.run_ctld(21)
         self.assertEqual(len(self.writes), 1)
-        self.assertTrue(self.writes[0].startswith('admin "note" mpi-pstate/1:{'))
+        self.assertTrue(self.writes[0].startswith('admin "note" mpi-pstate/2:{'))
         s, _ = summary.find(self.writes[0])
         self.assertEqual((s["state"], s["job_state"], s["ranks"]), ("complete", "CANCELLED", 2))
+        self.assertEqual((s["wall_s"], s["wall_src"]), (5.0, "sacct"))  # Elapsed 00:00:05
+        self.assertEqual(self.db["admin"], JOBSTATS)
         detail = json.loads((self.collect / "21" / collect.JOB_FILE).read_text())
         self.assertEqual((detail["format"], len(detail["ranks"])), ("mpi-pstate-job", 2))
         self.assertIn("summary written", self.err.getvalue())
@@ -276,9 +405,10 @@ class Backfill(Fakes):
             args = (self.cfg, db, 31, ["n1", "n2", "n3"], {0}, ctld.Deadline(1), "COMPLETED",
                     "0:0")
             self.assertEqual(ctld.finish(*args, self.db["dbcomment"], None), "written")
-            self.assertEqual(self.db["dbcomment"].count("mpi-pstate/1:"), 1)  # replaced
+            self.assertEqual(self.db["dbcomment"].count("mpi-pstate/"), 1)  # replaced
             self.assertTrue(self.db["dbcomment"].startswith('admin "note" '))
             self.assertEqual(summary.find(self.db["dbcomment"])[0]["ranks"], 3)
+            self.assertEqual(self.db["admin"], JOBSTATS)  # never read, never written
         finally:
             for p in ps:
                 p.stop()
@@ -293,7 +423,8 @@ class DbCommentTool(unittest.TestCase):
     def test_usage_errors(self) -> None:
         for argv in ((), ("--set",), ("--set", "abc"), ("--set", "0"), ("--show", "-1"),
                      ("--set", "1", "--show", "2"), ("--set", "4294967295"), ("--bogus",),
-                     ("--cluster", "", "--set", "1")):
+                     ("--cluster", "", "--set", "1"), ("--system",),
+                     ("--system", "--show", "x")):
             with self.subTest(argv=argv):
                 r = self.run_tool(*argv)
                 self.assertEqual(r.returncode, 2, r.stderr)

@@ -1,7 +1,9 @@
 """`mpi-pstate report` and the command line, without a cluster: text, JSON,
 CSV and SVG of synthetic jobs (sacct mocked), array jobs, jobs without the
-tool, a job whose summary the epilog missed, and the CLI's argument
-handling, audit and exec delegation."""
+tool, a job whose summary the epilog missed, the summary in SystemComment
+beside jobstats' AdminComment, version 1 summaries in AdminComment, energy
+labelled by its meter, and the CLI's argument handling, audit and exec
+delegation."""
 from __future__ import annotations
 
 import contextlib
@@ -20,6 +22,7 @@ import test_epilog_fixtures as fx
 from mpi_pstate import cli, noderec, slurm, summary
 
 CLI = fx.TOP / "epilog" / "mpi-pstate"
+JOBSTATS = "JS1:H4sIAAAAAAACA6tWystPSS1WslKoVsozBFPJBaUgvlFtbS0AINb4JB4AAAA="
 
 
 class Report(unittest.TestCase):
@@ -35,20 +38,25 @@ class Report(unittest.TestCase):
         self._td.cleanup()
 
     def job(self, raw: int, job_id: str, nodes: dict[str, list[dict]], state: str = "COMPLETED",
-            in_db: bool = True, detail: bool = True) -> None:
-        recs = {n: noderec.validate(json.loads(json.dumps(fx.node_record(raw, n, r))), raw, n)
-                for n, r in nodes.items()}
+            in_db: bool = True, detail: bool = True, meter: str = "rapl",
+            admin: str = JOBSTATS) -> None:
+        built = {n: fx.node_record(raw, n, r) for n, r in nodes.items()}
+        for r in built.values():
+            if r["energy"].get("joules") is not None:
+                r["energy"]["meter"] = meter
+        recs = {n: noderec.validate(json.loads(json.dumps(r)), raw, n) for n, r in built.items()}
         d = self.collect / str(raw)
         d.mkdir()
         for n in nodes:
-            (d / f"node.{n}.json").write_bytes(noderec.encode(fx.node_record(raw, n, nodes[n])))
+            (d / f"node.{n}.json").write_bytes(noderec.encode(built[n]))
         det = summary.merge(raw, list(nodes), recs, {}, state, "0:0",
-                            job_id if "_" in job_id else None)
+                            job_id if "_" in job_id else None, 60)
         if detail:
             (d / "job.json").write_bytes(noderec.encode(det))
-        comment = 'admin text ' + summary.encode(det["summary"]) if in_db else ""
+        comment = 'bb text ' + summary.encode(det["summary"]) if in_db else ""
         self.rows.append(slurm.SacctJob(str(raw), job_id, state, "0:0", "00:01:00",
-                                        ",".join(nodes), comment))
+                                        ",".join(nodes), admin_comment=admin,
+                                        system_comment=comment))
 
     def report(self, *args: str) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
@@ -68,8 +76,11 @@ class Report(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertIn("job 501 (raw 501): COMPLETED", out)
         self.assertIn("mpi-pstate: complete", out)
-        self.assertIn("ranks 3 on 2 nodes", out)
-        self.assertIn("energy: 200.0 J (ok)", out)
+        self.assertIn("ranks 3 on 2 nodes, steps 1 (3 rank-steps); job wall time 60.0 s, "
+                      "longest step 10.0 s", out)
+        self.assertIn("energy: 200.0 J (ok; measured: RAPL)", out)
+        # compute 9, 3, 7: (9 - 19/3) / 9
+        self.assertIn(f"imbalance {(9 - 19 / 3) / 9:.1%}", out)
         self.assertIn("ranks that wait most: 1@n1 70.0%, 2@n2 30.0%, 0@n1 10.0%", out)
         self.assertIn("driver acpi-cpufreq, governor performance", out)
         self.assertEqual(len([l for l in out.splitlines() if "finalized" in l]), 3)
@@ -81,6 +92,8 @@ class Report(unittest.TestCase):
         j = doc["jobs"][0]
         self.assertEqual((doc["format"], j["status"], j["summary"]["ranks"]),
                          ("mpi-pstate-report", "ok", 3))
+        self.assertEqual((j["summary_in"], j["summary"]["v"], j["summary"]["wall_s"]),
+                         ("SystemComment", 2, 60.0))
         self.assertEqual(sorted(j["detail"]["nodes"]), ["n1", "n2"])
         rc, out, _ = self.report("501", "--csv")
         rows = list(csv.DictReader(io.StringIO(out)))
@@ -104,7 +117,8 @@ class Report(unittest.TestCase):
     def test_array_jobs_and_jobs_without_the_tool(self) -> None:
         self.job(601, "600_1", {"n1": [fx.rank("n1", 0)]})
         self.job(602, "600_2", {"n2": [fx.rank("n2", 0)]})
-        self.rows.append(slurm.SacctJob("603", "600_3", "COMPLETED", "0:0", "00:00:01", "n1", ""))
+        self.rows.append(slurm.SacctJob("603", "600_3", "COMPLETED", "0:0", "00:00:01", "n1",
+                                        JOBSTATS))
         self.rows.append(slurm.SacctJob("604", "600_4", "RUNNING", "0:0", "00:00:01", "n1", ""))
         rc, out, _ = self.report("600", "--json")
         jobs = {j["job_id"]: j for j in json.loads(out)["jobs"]}
@@ -118,6 +132,52 @@ class Report(unittest.TestCase):
         self.assertIn("ran without mpi-pstate", out)
         rc, out, _ = self.report("600", "--svg", str(self.tmp / "c-%j.svg"))
         self.assertTrue((self.tmp / "c-601.svg").exists())
+
+    def test_simulated_energy_is_never_shown_as_measured(self) -> None:
+        self.job(801, "801", {"n1": [fx.rank("n1", 0)]}, meter="simulated")
+        rc, out, _ = self.report("801")
+        self.assertIn("energy: 100.0 J (ok; SIMULATED: powercap is not the kernel's sysfs", out)
+        self.assertNotIn("measured: RAPL", out)
+        self.assertIn("100.0 J ok * ok", out)  # the node line marks it too
+        rc, out, _ = self.report("801", "--json")
+        j = json.loads(out)["jobs"][0]
+        self.assertEqual((j["summary"]["energy_src"],
+                          j["detail"]["nodes"]["n1"]["energy"]["meter"]), ("simulated", "simulated"))
+
+    def test_version_1_summary_in_the_admin_comment(self) -> None:
+        """Jobs summarised by an earlier mpi-pstate: read from AdminComment,
+        shown in version 2 terms, rank-steps not passed off as ranks."""
+        v1 = ('mpi-pstate/1:{"v":1,"state":"complete","job_state":"COMPLETED","nodes":1,'
+              '"ranks":32,"steps":8,"wall_s":17.0,"imbalance":1.18,"energy_j":5.0,'
+              '"energy":"ok"}')
+        self.rows.append(slurm.SacctJob("811", "811", "COMPLETED", "0:0", "00:02:03", "n1",
+                                        admin_comment=f"ticket 9 {v1}", system_comment=""))
+        rc, out, _ = self.report("811", "--json")
+        j = json.loads(out)["jobs"][0]
+        self.assertEqual((j["status"], j["summary_in"]), ("ok", "AdminComment"))
+        s = j["summary"]
+        self.assertEqual((s["rank_steps"], s["converted_from"], s["imbalance"]), (32, 1, 0.541))
+        self.assertNotIn("ranks", s)
+        rc, out, _ = self.report("811")
+        self.assertIn("ranks ? on 1 nodes, steps 8 (32 rank-steps); job wall time -, longest "
+                      "step 17.0 s", out)
+        self.assertIn("source unknown", out)
+        # the SystemComment wins when both hold one
+        self.rows[0] = slurm.SacctJob("811", "811", "COMPLETED", "0:0", "00:02:03", "n1",
+                                      admin_comment=v1, system_comment=summary.encode(
+                                          {"v": 2, "state": "partial", "ranks": 4}))
+        rc, out, _ = self.report("811", "--json")
+        j = json.loads(out)["jobs"][0]
+        self.assertEqual((j["summary_in"], j["summary"]["state"]), ("SystemComment", "partial"))
+
+    def test_summary_of_a_newer_version(self) -> None:
+        self.rows.append(slurm.SacctJob("821", "821", "COMPLETED", "0:0", "00:00:03", "n1",
+                                        admin_comment="", system_comment=(
+                                            'mpi-pstate/3:{"v":3,"state":"complete"}')))
+        rc, out, _ = self.report("821", "--json")
+        j = json.loads(out)["jobs"][0]
+        self.assertNotEqual(j["status"], "ok")
+        self.assertIn("written by a newer mpi-pstate", j["note"])
 
     def test_summary_missed_by_the_epilog(self) -> None:
         self.job(701, "701", {"n1": [fx.rank("n1", 0)]}, in_db=False, detail=False)
