@@ -54,7 +54,7 @@ def job_text(j: dict[str, Any]) -> str:
     w(f"  ranks {_f(s.get('ranks'), '{}', '?')} on {s.get('nodes')} nodes, steps "
       f"{s.get('steps')} ({_f(s.get('rank_steps'), '{}', '?')} rank-steps); job wall time "
       f"{_f(s.get('wall_s'), '{:.1f} s')}{WALL_SRC.get(s.get('wall_src'), '')}, longest step "
-      f"{_f(s.get('step_wall_s'), '{:.1f} s')}\n")
+      f"{_f(s.get('step_wall_s'), '{:.3f} s')}\n")
     w(f"  MPI share {_pct(s.get('mpi_share'))}, long waits {_f(s.get('wait_s'))} s, "
       f"clocked down {_f(s.get('down_s'))} s ({_pct(s.get('down_share'))}), "
       f"transitions {s.get('transitions', 0)}; imbalance {_pct(s.get('imbalance'))}\n")

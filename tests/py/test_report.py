@@ -77,7 +77,7 @@ class Report(unittest.TestCase):
         self.assertIn("job 501 (raw 501): COMPLETED", out)
         self.assertIn("mpi-pstate: complete", out)
         self.assertIn("ranks 3 on 2 nodes, steps 1 (3 rank-steps); job wall time 60.0 s, "
-                      "longest step 10.0 s", out)
+                      "longest step 10.000 s", out)
         self.assertIn("energy: 200.0 J (ok; measured: RAPL)", out)
         # compute 9, 3, 7: (9 - 19/3) / 9
         self.assertIn(f"imbalance {(9 - 19 / 3) / 9:.1%}", out)
@@ -160,7 +160,7 @@ class Report(unittest.TestCase):
         self.assertNotIn("ranks", s)
         rc, out, _ = self.report("811")
         self.assertIn("ranks ? on 1 nodes, steps 8 (32 rank-steps); job wall time -, longest "
-                      "step 17.0 s", out)
+                      "step 17.000 s", out)
         self.assertIn("source unknown", out)
         # the SystemComment wins when both hold one
         self.rows[0] = slurm.SacctJob("811", "811", "COMPLETED", "0:0", "00:02:03", "n1",
