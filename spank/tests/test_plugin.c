@@ -170,7 +170,7 @@ static const char fake_agent[] =
     "#!/bin/sh\n"
     "# fake mpi-pstate-agent: keeps its arguments, stops on SIGTERM\n"
     "rec=''; for a in \"$@\"; do [ \"$prev\" = --record ] && rec=$a; prev=$a; done\n"
-    "printf '%s\\n' \"$@\" > \"$rec.args\"\n"
+    "printf '%s\\n' \"$@\" > \"$rec.args.tmp\" && mv \"$rec.args.tmp\" \"$rec.args\"\n"
     "trap 'echo term > \"$rec.term\"; exit 0' TERM\n"
     "echo $$ > \"$rec.started\"\n"
     "while :; do sleep 0.02; done\n";
@@ -365,8 +365,7 @@ START_TEST(remote_step_full_cycle)
 
         /* The agent, detached, with the step's settings. */
         step_path(path, sizeof(path), 0, "agent.json.args");
-        ck_assert(wait_for(path));
-        usleep(50000); /* the fake writes the file in one printf, but not atomically */
+        ck_assert(wait_for(path)); /* the fake renames it into place: complete */
         slurp_file(path, buf, sizeof(buf));
         ck_assert_ptr_nonnull(strstr(buf, "--mode\non\n"));
         ck_assert_ptr_nonnull(strstr(buf, "--threshold\n2000\n"));
