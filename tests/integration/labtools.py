@@ -138,6 +138,13 @@ def sacct(jobid: int, fields: Iterable[str], allocation_only: bool = True) -> li
     return [dict(zip(fl, line.split("|"))) for line in r.stdout.splitlines() if line]
 
 
+def job_field(jobid: int, field: str) -> str:
+    """One field of the job's allocation record; "" when it is empty (sacct
+    then prints an empty line, which sacct() drops)."""
+    rows = sacct(jobid, [field])
+    return rows[0][field] if rows else ""
+
+
 def lab(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return root([str(LAB_SCRIPT), *args], check=check, timeout=timeout)
 

@@ -47,8 +47,7 @@ def job_on_node(name: str) -> tuple[int, str, str]:
     job = lt.sbatch(["-w", NODE, "-N", "1", "-n", "2", "-J", f"configless-{name}", "--mpi-pstate"],
                     "srun --mpi=pmix ./imbalance.openmpi 4 20\n", wd)
     state = lt.wait_job(job)
-    rows = lt.sacct(job, ["SystemComment"])  # an empty SystemComment is an empty line: no row
-    return job, state, rows[0]["SystemComment"] if rows else ""
+    return job, state, lt.job_field(job, "SystemComment")
 
 
 class Configless(unittest.TestCase):

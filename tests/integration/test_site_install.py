@@ -36,8 +36,7 @@ class SiteInstall(unittest.TestCase):
         self.assertEqual(st.returncode, 0, st.stdout)
         job, state = users_job(with_plugin, "on" if with_plugin else "off")
         self.assertEqual(state, "COMPLETED", lt.daemon_log_tail(10))
-        rows = lt.sacct(job, ["SystemComment"])  # where the summary lives (docs/records.md §5)
-        comment = rows[0]["SystemComment"] if rows else ""
+        comment = lt.job_field(job, "SystemComment")  # where the summary lives (docs/records.md §5)
         if not with_plugin:
             self.assertNotRegex(comment, r"^mpi-pstate/")
             return
