@@ -141,6 +141,60 @@ out:
         return rc;
 }
 
+/* ---- topology ----------------------------------------------------------- */
+
+/* Discovery components whose work pinning never uses: x86 reads CPUID on
+ * every PU, binding the caller's thread to each in turn (a trap to the
+ * hypervisor per CPUID in a VM); the I/O ones would scan devices the type
+ * filters drop anyway.  The Linux component alone gives packages, cores and
+ * NUMA nodes from sysfs.  A name this hwloc does not know is skipped. */
+static void skip_components(hwloc_topology_t topo)
+{
+#if HWLOC_API_VERSION >= 0x00020100
+        static const char *const skip[] = {"x86", "pci", "opencl", "gl"};
+
+        for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+                (void)hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+                                                    skip[i]);
+#else
+        (void)topo;
+#endif
+}
+
+EXPORT int mpi_pstate_pin_topology_load(hwloc_topology_t *topo, const char *xml)
+{
+        static const hwloc_obj_type_t keep[] = {HWLOC_OBJ_PACKAGE, HWLOC_OBJ_CORE};
+        int rc = -ENOMEM;
+
+        if (!topo)
+                return -EINVAL;
+        if (hwloc_topology_init(topo) != 0) {
+                *topo = NULL;
+                return -ENOMEM;
+        }
+        if (hwloc_topology_set_all_types_filter(*topo, HWLOC_TYPE_FILTER_KEEP_NONE) != 0 ||
+            hwloc_topology_set_flags(*topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) != 0)
+                goto fail;
+        for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+                if (hwloc_topology_set_type_filter(*topo, keep[i], HWLOC_TYPE_FILTER_KEEP_ALL))
+                        goto fail;
+        if (xml) {
+                if (hwloc_topology_set_xml(*topo, xml) != 0) {
+                        rc = errno ? -errno : -EINVAL;
+                        goto fail;
+                }
+        } else {
+                skip_components(*topo);
+        }
+        if (hwloc_topology_load(*topo) == 0)
+                return 0;
+        rc = errno ? -errno : -EIO;
+fail:
+        hwloc_topology_destroy(*topo);
+        *topo = NULL;
+        return rc;
+}
+
 /* ---- placement ---------------------------------------------------------- */
 
 struct core_ent {

@@ -111,6 +111,17 @@ int mpi_pstate_pin_cpulist_format(hwloc_const_bitmap_t set, char *buf, size_t le
 int mpi_pstate_pin_cores_to_cpus(hwloc_topology_t topo, hwloc_const_bitmap_t cores,
                                  enum mpi_pstate_pin_smt smt, hwloc_bitmap_t cpus);
 
+/* Loads a topology the way slurmd loads its own, so that Slurm's core ids
+ * (S_STEP_ALLOC_CORES) and hwloc's logical core indices count the same
+ * cores: the whole machine (HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED), not only
+ * the CPUs the caller's cgroup cpuset allows.  Under ConstrainCores or
+ * CpuSpecList slurmstepd runs in a restricted cpuset; without the flag hwloc
+ * renumbers the allowed cores from 0 and Slurm's core 1 can become another
+ * core's PU.  Only what placement walks is kept (packages, cores, PUs, NUMA
+ * nodes).  xml: an hwloc XML file instead of this machine (tests).  0 or a
+ * negative errno; *topo is NULL on failure. */
+int mpi_pstate_pin_topology_load(hwloc_topology_t *topo, const char *xml);
+
 /* PU OS indices -> logical indices of every core holding at least one of them.
  * -ERANGE if a PU is not in the topology. */
 int mpi_pstate_pin_cpus_to_cores(hwloc_topology_t topo, hwloc_const_bitmap_t cpus,

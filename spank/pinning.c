@@ -34,51 +34,41 @@ static unsigned threads_per_core(hwloc_topology_t topo)
         return n > 0 ? (unsigned)n : 1;
 }
 
-/* Discovery components whose work pinning never uses: x86 reads CPUID on
- * every PU, binding slurmstepd's thread to each in turn (a trap to the
- * hypervisor per CPUID in a VM); the I/O ones would scan devices the type
- * filters drop anyway.  The Linux component alone gives packages, cores and
- * NUMA nodes from sysfs.  A name this hwloc does not know is skipped. */
-static void skip_components(hwloc_topology_t topo)
+/* Slurm writes the type as comma-separated words ("verbose,map_cpu:",
+ * "none", "quiet,cores"); a word other than the two reporting ones is a
+ * binding choice.  Anything unreadable counts as a choice: leaving the
+ * tasks alone is the safe side. */
+static bool explicit_binding(const char *type)
 {
-#if HWLOC_API_VERSION >= 0x00020100
-        static const char *const skip[] = {"x86", "pci", "opencl", "gl"};
+        const char *p = type;
 
-        for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
-                (void)hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
-                                                    skip[i]);
-#else
-        (void)topo;
-#endif
+        if (!type)
+                return false;
+        while (*p) {
+                size_t n = strcspn(p, ",");
+
+                if (n && !(n == 7 && strncmp(p, "verbose", 7) == 0) &&
+                    !(n == 5 && strncmp(p, "quiet", 5) == 0))
+                        return true;
+                p += n;
+                if (*p == ',')
+                        p++;
+        }
+        return false;
 }
 
-/* Once per step, in slurmstepd, before any task starts: only what
- * common/pin.c walks (machine, packages, NUMA nodes, cores, PUs) is kept,
- * so caches, groups, dies, I/O and misc objects are neither read from sysfs
- * nor built.  The whole machine, as Slurm's own topology has it: core
- * indices in S_STEP_ALLOC_CORES count every core of the node, not only
- * those slurmstepd's cpuset allows. */
+bool mpi_pstate_pinning_ours(enum mpi_pstate_mode mode, const char *cpu_bind_type, bool daemon)
+{
+        if (mode != MPI_PSTATE_MODE_ON)
+                return false;
+        return daemon || !explicit_binding(cpu_bind_type);
+}
+
+/* Once per step, in slurmstepd, before any task starts: the whole machine,
+ * as slurmd numbers it (common/pin.h). */
 int mpi_pstate_pinning_load(hwloc_topology_t *topo)
 {
-        static const hwloc_obj_type_t keep[] = {HWLOC_OBJ_PACKAGE, HWLOC_OBJ_CORE};
-        int rc = -ENOMEM;
-
-        if (hwloc_topology_init(topo) != 0)
-                return -ENOMEM;
-        if (hwloc_topology_set_all_types_filter(*topo, HWLOC_TYPE_FILTER_KEEP_NONE) != 0 ||
-            hwloc_topology_set_flags(*topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) != 0)
-                goto fail;
-        for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
-                if (hwloc_topology_set_type_filter(*topo, keep[i], HWLOC_TYPE_FILTER_KEEP_ALL))
-                        goto fail;
-        skip_components(*topo);
-        if (hwloc_topology_load(*topo) == 0)
-                return 0;
-        rc = errno ? -errno : -EIO;
-fail:
-        hwloc_topology_destroy(*topo);
-        *topo = NULL;
-        return rc;
+        return mpi_pstate_pin_topology_load(topo, NULL);
 }
 
 int mpi_pstate_pinning_init(struct mpi_pstate_pinning *p, hwloc_topology_t topo, const char *cores,

@@ -37,7 +37,18 @@ int mpi_pstate_pinning_init(struct mpi_pstate_pinning *p, hwloc_topology_t topo,
                             unsigned ntasks, unsigned cpus_per_task, enum mpi_pstate_bind bind,
                             bool user_bound, bool daemon, char *err, size_t errlen);
 
-/* Loads this machine's topology for _init. */
+/* Whether mpi-pstate places the step's tasks at all (docs/pinning.md,
+ * "Who places the tasks").  Only mode on pins: profile measures and must
+ * leave every job exactly where it would run without mpi-pstate, also when
+ * a site makes it the default.  An explicit binding (cpu_bind_type: the
+ * step's SLURM_CPU_BIND_TYPE, which srun exports only for --cpu-bind or
+ * SLURM_CPU_BIND, "none" included; NULL when absent) is the user's and
+ * wins; "verbose"/"quiet" alone choose no binding.  An MPI launcher's
+ * daemon in mode on is widened to the job's cores whatever its srun line
+ * says (Open MPI starts it with --cpu-bind=none). */
+bool mpi_pstate_pinning_ours(enum mpi_pstate_mode mode, const char *cpu_bind_type, bool daemon);
+
+/* Loads this machine's topology for _init (mpi_pstate_pin_topology_load). */
 int mpi_pstate_pinning_load(hwloc_topology_t *topo);
 
 void mpi_pstate_pinning_fini(struct mpi_pstate_pinning *p);

@@ -39,7 +39,7 @@ static struct {
         struct mpi_pstate_paths paths;
         char host[64];
         bool launcher; /* the step's task is an MPI launcher's daemon */
-        bool user_bound;
+        bool place;    /* mpi-pstate pins the tasks (pinning.h: _ours) */
         bool pin_ok;
         struct mpi_pstate_pinning pin;
         cpu_set_t cpus;
@@ -120,16 +120,20 @@ static bool launcher_step(spank_t sp)
                mpi_pstate_launch_is_daemon(argv[0]);
 }
 
-/* srun exports SLURM_CPU_BIND* into the step only when the user asked for a
- * binding (--cpu-bind or SLURM_CPU_BIND); the task plugin sets them per task
- * later, after this hook has looked. */
-static bool user_bound(spank_t sp)
+/* srun exports SLURM_CPU_BIND_TYPE into the step only when the user asked
+ * for a binding (--cpu-bind, none included, or SLURM_CPU_BIND); the task
+ * plugin sets it per task later, after this hook has looked. */
+static bool place_tasks(const struct mpi_pstate_step *st)
 {
         char v[64];
+        spank_err_t rc = spank_getenv(st->sp, "SLURM_CPU_BIND_TYPE", v, sizeof(v));
 
-        if (spank_getenv(sp, "SLURM_CPU_BIND_TYPE", v, sizeof(v)) != ESPANK_SUCCESS)
-                return false;
-        return v[0] != '\0' && strncmp(v, "none", 4) != 0;
+        /* Too long to read is still somebody's explicit choice. */
+        return mpi_pstate_pinning_ours(st->opt->mode,
+                                       rc == ESPANK_SUCCESS   ? v
+                                       : rc == ESPANK_NOSPACE ? "?"
+                                                              : NULL,
+                                       w.launcher);
 }
 
 static void prepare_pinning(const struct mpi_pstate_step *st)
@@ -145,8 +149,7 @@ static void prepare_pinning(const struct mpi_pstate_step *st)
         mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_TOPOLOGY);
         if (rc == 0)
                 rc = mpi_pstate_pinning_init(&w.pin, topo, cores, st->local_tasks, cpt,
-                                             st->opt->bind, w.user_bound, w.launcher, err,
-                                             sizeof(err));
+                                             st->opt->bind, false, w.launcher, err, sizeof(err));
         if (rc == 0)
                 rc = mpi_pstate_pinning_cpus(&w.pin, &w.cpus);
         if (rc) {
@@ -173,7 +176,11 @@ int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st)
 
         mpi_pstate_steptime_begin(&w.time);
         w.launcher = launcher_step(st->sp);
-        w.user_bound = !w.launcher && user_bound(st->sp);
+        w.place = place_tasks(st);
+        if (!w.place)
+                mp_verbose("job %u step %u: tasks keep their placement (%s)", st->job_id,
+                           st->step_id,
+                           st->opt->mode != MPI_PSTATE_MODE_ON ? "mode profile" : "--cpu-bind");
         prepare_pinning(st);
         if (mpi_pstate_steprec_cpulist(&w.cpus, w.cpulist, sizeof(w.cpulist)) < 0)
                 w.cpulist[0] = '\0';
@@ -392,8 +399,8 @@ int mpi_pstate_wire_pin_task(const struct mpi_pstate_step *st)
         char err[256] = "";
         int rc;
 
-        if (!w.pin_ok || w.pin.mode == MPI_PSTATE_PIN_USER || st->task_id < 0)
-                return 0; /* USER mode needs the task plugin's binding: task_init */
+        if (!w.pin_ok || !w.place || st->task_id < 0)
+                return 0;
         rc = mpi_pstate_pinning_task(&w.pin, (unsigned)st->task_id, NULL, &w.task_set, &info, err,
                                      sizeof(err));
         if (rc) {
@@ -410,28 +417,17 @@ int mpi_pstate_wire_pin_task(const struct mpi_pstate_step *st)
         return 0;
 }
 
+/* The task plugin binds after task_init_privileged: put ours back. */
 static int pin_in_task(const struct mpi_pstate_step *st)
 {
-        struct mpi_pstate_pin_info info;
         cpu_set_t now;
-        char err[256] = "";
-        int rc;
 
-        if (!w.pin_ok || st->task_id < 0)
+        if (!w.pin_ok || !w.place || !w.task_pinned || st->task_id < 0)
                 return 0;
         if (sched_getaffinity(0, sizeof(now), &now) != 0)
                 return -errno;
-        if (w.pin.mode == MPI_PSTATE_PIN_USER) {
-                rc = mpi_pstate_pinning_task(&w.pin, (unsigned)st->task_id, &now, &w.task_set,
-                                             &info, err, sizeof(err));
-                if (rc) {
-                        mp_error("job %u step %u task %d: pinning: %s", st->job_id, st->step_id,
-                                 st->task_id, err);
-                        return rc;
-                }
-        } else if (!w.task_pinned || CPU_EQUAL(&now, &w.task_set)) {
+        if (CPU_EQUAL(&now, &w.task_set))
                 return 0;
-        }
         /* Our own affinity, within what the step may use: no privilege needed. */
         return sched_setaffinity(0, sizeof(w.task_set), &w.task_set) == 0 ? 0 : -errno;
 }

@@ -594,7 +594,7 @@ START_TEST(launcher_daemon_gets_the_jobs_cores)
         stub.step_cores = "0";
         stub.argc = 3;
         stub.argv = argv;
-        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
+        ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
         ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
         step_path(path, sizeof(path), 1, "agent.json.args");
         ck_assert(wait_for(path));
@@ -616,29 +616,72 @@ START_TEST(launcher_daemon_gets_the_jobs_cores)
 }
 END_TEST
 
-/* --cpu-bind given: the task plugin's binding, cut to the allocation, is
- * kept (USER mode); mpi-pstate's own placement is not imposed. */
+/* An explicit --cpu-bind wins, "none" included: the task keeps exactly what
+ * task/affinity gave it, in mode on too; "verbose" alone is no binding. */
+static const char *const bind_types[] = {"map_cpu:", "none", "cores", "verbose,", ""};
+
 START_TEST(user_cpu_bind_respected)
 {
+        const char *const *types = bind_types;
         cpu_set_t set;
 
         if (!two_cpus())
                 return;
-        remote_step(0, NULL, 0);
-        stub_env_put("SLURM_CPU_BIND_TYPE", "map_cpu:");
-        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
-        stub.task_id = 0;
-        ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
-        /* What task/affinity did for --cpu-bind=map_cpu:1 */
-        CPU_ZERO(&set);
-        CPU_SET(1, &set);
-        ck_assert_int_eq(sched_setaffinity(0, sizeof(set), &set), 0);
-        ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
-        ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
-        ck_assert_int_eq(CPU_COUNT(&set), 1);
-        ck_assert(CPU_ISSET(1, &set));
-        run_tasks_and_exit();
+        {
+                int i = _i;
+                bool ours = i >= 3;
+
+                remote_step(0, NULL, 0);
+                stub_env_put("SLURM_CPU_BIND_TYPE", types[i]);
+                ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
+                ck_assert_int_eq(give("mpi-pstate-bind", "none", 1), 0);
+                ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+                stub.task_id = 0;
+                ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
+                /* What task/affinity did for --cpu-bind=map_cpu:1 */
+                CPU_ZERO(&set);
+                CPU_SET(1, &set);
+                ck_assert_int_eq(sched_setaffinity(0, sizeof(set), &set), 0);
+                ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
+                ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+                /* ours: bind none puts every CPU of the step back */
+                ck_assert_msg(CPU_COUNT(&set) == (ours ? 2 : 1), "type \"%s\": %d CPUs", types[i],
+                              CPU_COUNT(&set));
+                ck_assert(CPU_ISSET(1, &set));
+                run_tasks_and_exit();
+        }
+}
+END_TEST
+
+/* profile, also as the site's default_mode, never changes a task's
+ * placement: not in task_init_privileged, not in task_init. */
+START_TEST(profile_never_pins)
+{
+        char *site[] = {"default_mode=profile", "default_bind=compact"};
+        cpu_set_t set, mine;
+
+        if (!two_cpus())
+                return;
+        {
+                int by_site = _i;
+
+                remote_step(0, by_site ? site : NULL, by_site ? 2 : 0);
+                if (!by_site)
+                        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
+                ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+                CPU_ZERO(&mine);
+                CPU_SET(1, &mine);
+                ck_assert_int_eq(sched_setaffinity(0, sizeof(mine), &mine), 0);
+                stub.task_id = 0;
+                ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
+                ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+                ck_assert(CPU_EQUAL(&set, &mine));
+                ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
+                ck_assert_str_eq(stub_env_get("MPI_PSTATE_MODE"), "profile");
+                ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+                ck_assert(CPU_EQUAL(&set, &mine));
+                run_tasks_and_exit();
+        }
 }
 END_TEST
 
@@ -651,7 +694,7 @@ START_TEST(pinning_survives_the_task_plugin)
         if (!two_cpus())
                 return;
         remote_step(0, NULL, 0);
-        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
+        ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-bind", "none", 1), 0);
         ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
         stub.task_id = 1;
@@ -880,7 +923,9 @@ static Suite *plugin_suite(void)
         tcase_add_test(tc, batch_keeps_users_ompi_setting);
         tcase_add_test(tc, off_step_untouched);
         tcase_add_test(tc, launcher_daemon_gets_the_jobs_cores);
-        tcase_add_test(tc, user_cpu_bind_respected);
+        tcase_add_loop_test(tc, user_cpu_bind_respected, 0,
+                            (int)(sizeof(bind_types) / sizeof(bind_types[0])));
+        tcase_add_loop_test(tc, profile_never_pins, 0, 2);
         tcase_add_test(tc, pinning_survives_the_task_plugin);
         tcase_add_test(tc, absent_agent_is_not_fatal);
         tcase_add_test(tc, planted_segment_name_replaced);

@@ -195,7 +195,8 @@ class PluginCase(unittest.TestCase):
                      governor: Optional[str] = None) -> list[dict[str, str]]:
         """Every rank: the library first in LD_PRELOAD and active with the
         family's backend, in a segment of this job, one slot per rank and node,
-        pinned to one CPU of its own per node."""
+        in mode on pinned to one CPU of its own per node (profile leaves the
+        placement alone: Placement below)."""
         ranks = self.ranks(out)
         self.assertEqual(len(ranks), nranks, out)
         libs = LIB_RE.findall(out)
@@ -206,7 +207,8 @@ class PluginCase(unittest.TestCase):
             self.assertEqual(r["ld"].split(":")[0], str(FRONT), out)
             self.assertEqual(r["mode"], mode, out)
             self.assertRegex(r["shm"], rf"^/dev/shm/mpi-pstate\.{job}\.\d+$", out)
-            self.assertRegex(r["cpus"], r"^\d+$", f"rank not pinned to one CPU:\n{out}")
+            if mode == "on":
+                self.assertRegex(r["cpus"], r"^\d+$", f"rank not pinned to one CPU:\n{out}")
             if governor:
                 self.assertEqual(r["gov"], governor, out)
         for rank, size, backend, seg, slot, lmode in libs:
@@ -216,7 +218,9 @@ class PluginCase(unittest.TestCase):
             self.assertEqual(lmode, mode, out)
         for host in {r["host"] for r in ranks}:
             on = [r for r in ranks if r["host"] == host]
-            self.assertEqual(len({r["cpus"] for r in on}), len(on), f"ranks share a CPU on {host}:\n{out}")
+            if mode == "on":
+                self.assertEqual(len({r["cpus"] for r in on}), len(on),
+                                 f"ranks share a CPU on {host}:\n{out}")
             self.assertEqual(len({r["slot"] for r in on}), len(on), out)
         return ranks
 
@@ -417,7 +421,7 @@ class Tasks(PluginCase):
 
     def test_bind_modes_and_cpu_bind(self) -> None:
         wd = self.workdir("bind")
-        job, out = self.batch(wd, ["-N1", "-w", "n1", "-n2", "--mpi-pstate=profile"],
+        job, out = self.batch(wd, ["-N1", "-w", "n1", "-n2", "--mpi-pstate"],
                               "srun -l --mpi-pstate-bind=none --mpi=pmix ./wrap.sh ./imbalance.openmpi 2 5\n"
                               "srun -l --cpu-bind=map_cpu:1,0 --mpi=pmix ./wrap.sh ./imbalance.openmpi 2 5\n"
                               "srun -l --mpi-pstate-bind=scatter --mpi=pmix ./wrap.sh ./imbalance.openmpi 2 5")
@@ -427,6 +431,86 @@ class Tasks(PluginCase):
         self.assertEqual({c for _, c in none}, {"0-1"}, out)
         self.assertEqual(dict(user), {"0": "1", "1": "0"}, out)
         self.assertEqual(dict(scatter), {"0": "0", "1": "1"}, out)
+
+
+CASE_RE = re.compile(r"^CASE (\S+) (\S+)$")
+TASK_RE = re.compile(r"^(\d+): RANK host=\S+ cpus=(\S+) .* mode=(\S+) ")
+BINDS = {"default": "", "none": "--cpu-bind=none", "map": "--cpu-bind=map_cpu:1,0",
+         "cores": "--cpu-bind=cores"}
+
+
+def placements(out: str) -> dict[tuple[str, str], dict[str, tuple[str, str]]]:
+    """(mode, bind) -> {task: (Cpus_allowed_list, MPI_PSTATE_MODE)} from CASE blocks."""
+    got: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
+    case = None
+    for line in out.splitlines():
+        m = CASE_RE.match(line)
+        if m:
+            case = (m.group(1), m.group(2))
+            got[case] = {}
+            continue
+        m = TASK_RE.match(line)
+        if m and case:
+            got[case][m.group(1)] = (m.group(2), m.group(3))
+    return got
+
+
+def placement_body(modes: tuple[str, ...], binds: tuple[str, ...]) -> str:
+    """One step per (mode, bind): each task prints its affinity (wrap.sh)."""
+    lines = []
+    for b in binds:
+        for mode in modes:
+            opt = "" if mode == "default" else f"--mpi-pstate={mode}"
+            lines.append(f"echo CASE {mode} {b}; srun -l {opt} {BINDS[b]} --mpi=pmix "
+                         "./wrap.sh ./imbalance.openmpi 2 5 | sort")
+    return "\n".join(lines)
+
+
+class Placement(PluginCase):
+    """What each task's Cpus_allowed_list is with and without the plugin:
+    profile never changes it, an explicit --cpu-bind (none included) wins
+    over mpi-pstate's own binding in mode on."""
+
+    def cpus(self, got: dict, case: tuple[str, str]) -> dict[str, str]:
+        self.assertEqual(len(got.get(case, {})), 2, f"{case}: {got.get(case)}")
+        return {t: c for t, (c, _) in got[case].items()}
+
+    def test_profile_and_cpu_bind_keep_slurms_placement(self) -> None:
+        wd = self.workdir("placement", ("imbalance.openmpi",))
+        binds = ("default", "none", "map", "cores")
+        job, out = self.batch(wd, ["-N1", "-w", "n1", "-n2"],
+                              placement_body(("off", "profile", "on"), binds))
+        got = placements(out)
+        for b in binds:
+            with self.subTest(bind=b):
+                off = self.cpus(got, ("off", b))
+                self.assertEqual(self.cpus(got, ("profile", b)), off, out)
+                if b != "default":
+                    self.assertEqual(self.cpus(got, ("on", b)), off, out)
+        # the cases differ from each other, so the comparisons above can fail
+        self.assertEqual(self.cpus(got, ("off", "map")), {"0": "1", "1": "0"}, out)
+        self.assertEqual(self.cpus(got, ("off", "none")), {"0": "0-1", "1": "0-1"}, out)
+        # and mode on without --cpu-bind does pin: one CPU per task
+        self.assertEqual(sorted(self.cpus(got, ("on", "default")).values()), ["0", "1"], out)
+        lt.wait_job(job)
+        self.assert_nodes_restored(("n1",))
+
+    def test_site_default_profile_keeps_placement(self) -> None:
+        conf = lt.LAB / "etc" / "plugstack.conf.d" / "mpi-pstate.conf"
+        saved = conf.read_text()
+        lines = [ln + " default_mode=profile" if ln.startswith("optional ") else ln
+                 for ln in saved.splitlines()]
+        conf.write_text("\n".join(lines) + "\n")
+        try:
+            wd = self.workdir("placement-site", ("imbalance.openmpi",))
+            _, out = self.batch(wd, ["-N1", "-w", "n1", "-n2"],
+                                placement_body(("off", "default"), ("default", "none")))
+        finally:
+            conf.write_text(saved)
+        got = placements(out)
+        for b in ("default", "none"):
+            self.assertEqual({m for _, m in got[("default", b)].values()}, {"profile"}, out)
+            self.assertEqual(self.cpus(got, ("default", b)), self.cpus(got, ("off", b)), out)
 
 
 class Commands(PluginCase):

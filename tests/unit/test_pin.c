@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "pin.h"
 
@@ -328,6 +331,169 @@ START_TEST(this_machine)
 }
 END_TEST
 
+/* ---- topology as Slurm loads it ------------------------------------------- */
+
+/* Slurm core list -> PU list through topo, or "ERANGE". */
+static const char *map_cores(hwloc_topology_t topo, const char *cores, char *buf, size_t len)
+{
+        hwloc_bitmap_t c = list(cores), out = hwloc_bitmap_alloc();
+        int rc = mpi_pstate_pin_cores_to_cpus(topo, c, ALL, out);
+
+        if (rc == 0)
+                fmt(out, buf, len);
+        else
+                snprintf(buf, len, "%s", rc == -ERANGE ? "ERANGE" : "error");
+        hwloc_bitmap_free(c);
+        hwloc_bitmap_free(out);
+        return buf;
+}
+
+/* slurmd keeps core 0 for itself (CpuSpecList=0) and slurmstepd runs in a
+ * cpuset without it: the XML's allowed cpuset says so.  Slurm's cores 1-2
+ * are PUs 1-2; a topology of the allowed CPUs only numbers PU 1 as core 0
+ * and would give PUs 2-3 (the old mapping, checked too, so that this test
+ * can fail). */
+START_TEST(restricted_cpuset_xml)
+{
+        char src[1024], path[] = "/tmp/mpi-pstate-topo.XXXXXX", buf[128], *text, *at;
+        hwloc_topology_t topo, plain;
+        FILE *f;
+        long n;
+        int fd;
+
+        snprintf(src, sizeof(src), "%s/topo/%s", TEST_DATA_DIR, SNC_NOSMT);
+        f = fopen(src, "r");
+        ck_assert_ptr_nonnull(f);
+        fseek(f, 0, SEEK_END);
+        n = ftell(f);
+        rewind(f);
+        text = calloc(1, (size_t)n + 1);
+        ck_assert_int_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+        fclose(f);
+        at = strstr(text, "allowed_cpuset=\"0xffffffff\"");
+        ck_assert_ptr_nonnull(at);
+        memcpy(at, "allowed_cpuset=\"0xfffffffe\"", strlen("allowed_cpuset=\"0xfffffffe\""));
+        fd = mkstemp(path);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, text, (size_t)n), n);
+        close(fd);
+        free(text);
+
+        ck_assert_int_eq(mpi_pstate_pin_topology_load(&topo, path), 0);
+        ck_assert_int_eq(hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE), 32);
+        ck_assert_str_eq(map_cores(topo, "1-2", buf, sizeof(buf)), "1-2");
+        ck_assert_str_eq(map_cores(topo, "31", buf, sizeof(buf)), "31");
+        {
+                struct mpi_pstate_pin_req req = {M_CORES, ONE, list("1-4"), 2, 1, 2, NULL};
+                hwloc_bitmap_t out = hwloc_bitmap_alloc();
+
+                ck_assert_int_eq(mpi_pstate_pin_compute(topo, &req, out, NULL, NULL, 0), 0);
+                ck_assert_str_eq(fmt(out, buf, sizeof(buf)), "3-4");
+                hwloc_bitmap_free(out);
+                hwloc_bitmap_free((hwloc_bitmap_t)req.alloc_cores);
+        }
+        hwloc_topology_destroy(topo);
+
+        ck_assert_int_eq(hwloc_topology_init(&plain), 0);
+        ck_assert_int_eq(hwloc_topology_set_xml(plain, path), 0);
+        ck_assert_int_eq(hwloc_topology_load(plain), 0);
+        ck_assert_str_eq(map_cores(plain, "1-2", buf, sizeof(buf)), "2-3");
+        ck_assert_str_eq(map_cores(plain, "31", buf, sizeof(buf)), "ERANGE");
+        hwloc_topology_destroy(plain);
+        unlink(path);
+}
+END_TEST
+
+/* The same on this machine, for real: a child in a cgroup v1 cpuset that
+ * holds only the last CPU (what ConstrainCores does to slurmstepd) loads
+ * the topology and maps Slurm's core ids.  Root and a cpuset hierarchy
+ * with two CPUs or more only; otherwise it says why and passes. */
+#define CPUSET_ROOT "/sys/fs/cgroup/cpuset"
+
+static int put(const char *dir, const char *file, const char *value)
+{
+        char path[512];
+        FILE *f;
+        int ok;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, file);
+        f = fopen(path, "w");
+        if (!f)
+                return -1;
+        ok = fputs(value, f) >= 0;
+        return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+static int child_in_cpuset(const char *dir, int last_core, int last_pu)
+{
+        char pid[32], buf[128], want[32], core[32];
+        hwloc_topology_t topo, plain;
+
+        snprintf(pid, sizeof(pid), "%d", (int)getpid());
+        if (put(dir, "tasks", pid))
+                return 10;
+        if (mpi_pstate_pin_topology_load(&topo, NULL))
+                return 11;
+        snprintf(core, sizeof(core), "%d", last_core);
+        snprintf(want, sizeof(want), "%d", last_pu);
+        if (strcmp(map_cores(topo, core, buf, sizeof(buf)), want) != 0) {
+                fprintf(stderr, "restricted cpuset: Slurm core %s -> PU %s, want %s\n", core, buf,
+                        want);
+                return 1;
+        }
+        hwloc_topology_destroy(topo);
+        /* the old load sees only the allowed core, as its core 0 */
+        if (hwloc_topology_init(&plain) || hwloc_topology_load(plain))
+                return 12;
+        if (strcmp(map_cores(plain, "0", buf, sizeof(buf)), want) != 0)
+                return 13;
+        hwloc_topology_destroy(plain);
+        return 0;
+}
+
+START_TEST(restricted_cpuset_cgroup)
+{
+        hwloc_topology_t whole = load_topo("this");
+        int ncores = hwloc_get_nbobjs_by_type(whole, HWLOC_OBJ_CORE);
+        char dir[256], mems[64] = "", cpu[32], path[300];
+        hwloc_obj_t core, pu;
+        struct stat st;
+        FILE *f;
+        pid_t pid;
+        int status;
+
+        if (geteuid() != 0 || stat(CPUSET_ROOT "/cpuset.cpus", &st) != 0 || ncores < 2) {
+                fprintf(stderr,
+                        "restricted_cpuset_cgroup: needs root, %s and two cores: "
+                        "not run\n",
+                        CPUSET_ROOT);
+                hwloc_topology_destroy(whole);
+                return;
+        }
+        core = hwloc_get_obj_by_type(whole, HWLOC_OBJ_CORE, (unsigned)ncores - 1);
+        pu = hwloc_get_obj_inside_cpuset_by_type(whole, core->cpuset, HWLOC_OBJ_PU, 0);
+        snprintf(cpu, sizeof(cpu), "%u", pu->os_index);
+        snprintf(path, sizeof(path), "%s/cpuset.mems", CPUSET_ROOT);
+        f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_ptr_nonnull(fgets(mems, sizeof(mems), f));
+        fclose(f);
+        snprintf(dir, sizeof(dir), "%s/mpi-pstate-test-pin.%d", CPUSET_ROOT, (int)getpid());
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        ck_assert_int_eq(put(dir, "cpuset.cpus", cpu), 0);
+        ck_assert_int_eq(put(dir, "cpuset.mems", mems), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+                _exit(child_in_cpuset(dir, ncores - 1, (int)pu->os_index));
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        for (int i = 0; i < 100 && rmdir(dir) != 0; i++)
+                usleep(10000); /* the child leaves the cgroup as it is reaped */
+        hwloc_topology_destroy(whole);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+}
+END_TEST
+
 /* ---- user masks ----------------------------------------------------------- */
 
 START_TEST(user_mask)
@@ -586,6 +752,8 @@ int main(void)
         tcase_add_test(tp, invariants);
         tcase_add_test(tp, scatter_equal_share);
         tcase_add_test(tp, this_machine);
+        tcase_add_test(tp, restricted_cpuset_xml);
+        tcase_add_test(tp, restricted_cpuset_cgroup);
         tcase_set_timeout(tp, 60);
         tcase_add_test(tc, user_mask);
         tcase_add_test(tc, bad_requests);
