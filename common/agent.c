@@ -286,7 +286,7 @@ static void aggregate(struct mpi_pstate_agent_core *c)
                                 if (d >= c->ndomains)
                                         break;
                                 c->domains[d].nranks++;
-                                if (!waits)
+                                if (!waits || (r->obs.one_domain && r->obs.domain != d))
                                         c->waiting[d] = 0;
                                 else if (r->obs.deadline_ns > c->dl[d])
                                         c->dl[d] = r->obs.deadline_ns;

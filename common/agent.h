@@ -52,6 +52,12 @@ struct mpi_pstate_agent_obs {
         uint8_t lowerable;    /* its mode allows frequency changes */
         uint64_t since;       /* wait_since as read (the slot's clock), 0 = not waiting */
         uint64_t deadline_ns; /* when that wait crosses the threshold; valid if since */
+        /* The wait concerns one of the rank's domains only: a hybrid rank
+         * whose waiting thread sits on a per-core domain of its block while
+         * its other threads may compute (docs/agent.md, "Hybrid ranks").
+         * The rank then counts as waiting for `domain` alone. */
+        uint8_t one_domain;
+        unsigned domain;
 };
 
 /* Side effects.  mark/still_waiting/unmark are the agent's side of the

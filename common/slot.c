@@ -340,6 +340,7 @@ EXPORT int mpi_pstate_slot_setup(struct mpi_pstate_slot *s, uint32_t index,
         s->start_ns = realtime_ns();
         s->app_end_ticks = 0;
         atomic_store(&s->wait_since, 0);
+        atomic_store(&s->wait_cpu, -1);
         atomic_store(&s->state, MPI_PSTATE_SLOT_ATTACHED);
         /* Last: a reader that sees the magic sees a complete identity. */
         atomic_thread_fence(memory_order_release);

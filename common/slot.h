@@ -22,8 +22,9 @@
  *
  * Wait protocol (rank side in mpi_pstate_slot_wait_begin/_end below, agent
  * side in mpi_pstate_slot_agent_lower/_raise):
- *  - A rank entering a blocking MPI call stores the function id in wait_fn,
- *    then the tick count of the entry in wait_since (release).  On leaving it
+ *  - A rank entering a blocking MPI call stores the function id in wait_fn
+ *    and the CPU its calling thread runs on in wait_cpu (-1: unknown), then
+ *    the tick count of the entry in wait_since (release).  On leaving it
  *    stores 0 into wait_since (release).  Nothing else: no system call.
  *  - The agent sleeps on the header's agent_futex until the earliest
  *    wait_since + threshold of all slots.  To lower a rank's core it calls
@@ -52,8 +53,8 @@
 #define MPI_PSTATE_SEG_MAGIC UINT64_C(0x316765737473706d)  /* "mpstseg1" */
 #define MPI_PSTATE_SLOT_MAGIC UINT64_C(0x746f6c737473706d) /* "mpstslot" */
 /* Bump on any incompatible change of either structure; readers refuse
- * other versions. */
-#define MPI_PSTATE_SLOT_VERSION 1u
+ * other versions.  2: wait_cpu (was padding at 140). */
+#define MPI_PSTATE_SLOT_VERSION 2u
 #define MPI_PSTATE_SEG_HEADER_SIZE 4096u
 #define MPI_PSTATE_SLOT_SIZE 16384u
 #define MPI_PSTATE_SLOT_MAX_FUNCS 128u
@@ -150,8 +151,11 @@ struct mpi_pstate_slot {
          * of the thread that initialised MPI */
         _Atomic uint64_t wait_since; /* 128: ticks at entry, 0 when not inside */
         _Atomic uint32_t wait_fn;    /* 136: function id (index into fn[]) */
-        uint32_t pad3;               /* 140 */
-        uint8_t pad4[48];            /* 144 */
+        /* 140: CPU of the thread at the entry of that wait, -1 unknown.
+         * Written by the user: the agent uses it only if it lies in the
+         * rank's block and the step's CPUs (docs/agent.md, hybrid ranks). */
+        _Atomic int32_t wait_cpu;
+        uint8_t pad4[48]; /* 144 */
 
         /* line 3 (192): owned by the node agent */
         _Atomic uint32_t clocked_down; /* 192: 1 while the agent holds this rank's core low */
@@ -196,6 +200,7 @@ _Static_assert(offsetof(struct mpi_pstate_slot, state) == 64, "lifecycle line");
 _Static_assert(offsetof(struct mpi_pstate_slot, abi) == 112, "abi");
 _Static_assert(offsetof(struct mpi_pstate_slot, wait_since) == 128, "wait line");
 _Static_assert(offsetof(struct mpi_pstate_slot, wait_fn) == 136, "wait_fn");
+_Static_assert(offsetof(struct mpi_pstate_slot, wait_cpu) == 140, "wait_cpu");
 _Static_assert(offsetof(struct mpi_pstate_slot, clocked_down) == 192, "agent line");
 _Static_assert(offsetof(struct mpi_pstate_slot, transitions) == 208, "transitions");
 _Static_assert(offsetof(struct mpi_pstate_slot, long_calls) == 256, "totals line");
@@ -316,10 +321,20 @@ static inline unsigned mpi_pstate_slot_bucket(uint64_t v)
         return b < MPI_PSTATE_SLOT_HIST_BUCKETS ? b : MPI_PSTATE_SLOT_HIST_BUCKETS - 1;
 }
 
-static inline void mpi_pstate_slot_wait_begin(struct mpi_pstate_slot *s, uint32_t fn, uint64_t t0)
+/* cpu: where the waiting thread runs (preload/arch.h), -1 unknown.  Both
+ * stores precede the release of wait_since: an agent that sees this wait
+ * sees its function and CPU (or a later wait's). */
+static inline void mpi_pstate_slot_wait_begin_cpu(struct mpi_pstate_slot *s, uint32_t fn,
+                                                  uint64_t t0, int32_t cpu)
 {
         atomic_store_explicit(&s->wait_fn, fn, memory_order_relaxed);
+        atomic_store_explicit(&s->wait_cpu, cpu, memory_order_relaxed);
         atomic_store_explicit(&s->wait_since, t0, memory_order_release);
+}
+
+static inline void mpi_pstate_slot_wait_begin(struct mpi_pstate_slot *s, uint32_t fn, uint64_t t0)
+{
+        mpi_pstate_slot_wait_begin_cpu(s, fn, t0, -1);
 }
 
 /* Returns 1 when the agent had clocked the core down (the caller then

@@ -146,6 +146,7 @@ uint64_t mpi_pstate_hook_init_begin(void)
         if (st.conf.opt.mode == MPI_PSTATE_MODE_OFF)
                 return 0;
         mpi_pstate_rt.clock = st.conf.clock;
+        mpi_pstate_rt.cpu_src = mp_arch_cpu_choose();
         /* calibration runs across MPI_Init, which takes milliseconds anyway */
         mpi_pstate_slot_clock_sample(st.conf.clock, &st.cal);
         rc = attach_slot();

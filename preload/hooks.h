@@ -2,7 +2,8 @@
  * inlines.  The hot path (mp_now, mp_wait_begin/_end, mp_record) makes no
  * system call, takes no lock, allocates nothing and touches no file: two
  * clock reads, a thread-local depth counter and a few stores into the rank's
- * slot, which is shared memory mapped at MPI_Init.  The only system call a
+ * slot, which is shared memory mapped at MPI_Init; a blocking call of the
+ * main thread also reads its CPU (arch.h) into the slot.  The only system call a
  * wrapper can make is the FUTEX_WAKE after a long wait the agent clocked
  * down (see common/slot.h).
  *
@@ -17,19 +18,21 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "arch.h"
 #include "backend.h"
 #include "slot.h"
 
 #define MP_HIDDEN __attribute__((visibility("hidden")))
 
 struct mpi_pstate_rt {
-        int active; /* wrappers record: after a good MPI_Init, before MPI_Finalize */
-        int mt;     /* MPI_THREAD_MULTIPLE was provided: atomic counters */
+        int active;   /* wrappers record: after a good MPI_Init, before MPI_Finalize */
+        int mt;       /* MPI_THREAD_MULTIPLE was provided: atomic counters */
         int saw_init; /* MPI_Init reached us (or the one check of a call without it ran) */
         enum mpi_pstate_clock clock;
         uint64_t mult;            /* ns = ticks * mult >> 32 */
         uint64_t threshold_ticks; /* long-wait threshold */
         uint64_t threshold_ns;
+        int cpu_src; /* enum mp_cpu_source (arch.h), chosen at MPI_Init */
         struct mpi_pstate_slot *slot;
         struct mpi_pstate_seg_header *hdr;
         void *const *next; /* the front's table of next definitions */
@@ -103,7 +106,8 @@ static inline void mp_inc_mt(_Atomic uint64_t *p, uint64_t v)
 
 static inline void mp_wait_begin(unsigned fid, uint64_t t0)
 {
-        mpi_pstate_slot_wait_begin(mpi_pstate_rt.slot, fid, t0);
+        mpi_pstate_slot_wait_begin_cpu(mpi_pstate_rt.slot, fid, t0,
+                                       mp_arch_cpu(mpi_pstate_rt.cpu_src));
 }
 
 static inline void mp_wait_end(uint64_t t0, uint64_t t1)

@@ -23,7 +23,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 SEG_MAGIC = 0x316765737473706D  # "mpstseg1"
 SLOT_MAGIC = 0x746F6C737473706D  # "mpstslot"
-VERSION = 1
+VERSION = 2
+# Version 1 (no wait_cpu) is still read: slot files of an older library in a
+# profile directory.  Its wait_cpu reads as -1.
+READABLE_VERSIONS = (1, 2)
 HEADER_SIZE = 4096
 SLOT_SIZE = 16384
 MAX_FUNCS = 128
@@ -51,7 +54,7 @@ SLOT_FIELDS: Dict[str, Tuple[int, str]] = {
     "state": (64, "I"), "cpu": (68, "i"), "start_ns": (72, "Q"), "init_ticks": (80, "Q"),
     "app_start_ticks": (88, "Q"), "app_end_ticks": (96, "Q"), "threshold_ns": (104, "Q"),
     "abi": (112, "I"),
-    "wait_since": (128, "Q"), "wait_fn": (136, "I"),
+    "wait_since": (128, "Q"), "wait_fn": (136, "I"), "wait_cpu": (140, "i"),
     "clocked_down": (192, "I"), "down_ns": (200, "Q"), "transitions": (208, "Q"),
     "long_calls": (256, "Q"), "long_ns": (264, "Q"), "over_ns": (272, "Q"), "wakeups": (280, "Q"),
 }
@@ -78,7 +81,8 @@ def parse_header(buf: bytes) -> Dict[str, int]:
     if len(buf) < HEADER_SIZE:
         raise SlotError("short header")
     h = {k: _get(buf, 0, v) for k, v in HEADER_FIELDS.items()}
-    if (h["magic"] != SEG_MAGIC or h["version"] != VERSION or h["header_size"] != HEADER_SIZE
+    if (h["magic"] != SEG_MAGIC or h["version"] not in READABLE_VERSIONS
+            or h["header_size"] != HEADER_SIZE
             or h["slot_size"] != SLOT_SIZE):
         raise SlotError("not an mpi-pstate segment of version %d" % VERSION)
     if not 0 < h["nslots"] <= MAX_SLOTS:
@@ -101,8 +105,11 @@ def parse_slot(buf: bytes, base: int = 0) -> Optional[Dict[str, Any]]:
     s: Dict[str, Any] = {k: _get(buf, base, v) for k, v in SLOT_FIELDS.items()}
     if s["magic"] == 0:
         return None
-    if s["magic"] != SLOT_MAGIC or s["version"] != VERSION or s["slot_size"] != SLOT_SIZE:
+    if (s["magic"] != SLOT_MAGIC or s["version"] not in READABLE_VERSIONS
+            or s["slot_size"] != SLOT_SIZE):
         raise SlotError("bad slot magic or version")
+    if s["version"] == 1:
+        s["wait_cpu"] = -1
     if s["nfuncs"] > MAX_FUNCS or s["state"] >= len(STATES) or s["clock"] >= len(CLOCKS) \
             or s["mode"] >= len(MODES):
         raise SlotError("slot field out of range")

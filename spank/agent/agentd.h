@@ -81,6 +81,7 @@ struct agentd_domain {
         struct mpi_pstate_cpufreq_settings orig; /* as discovered, before any change */
         bool governor_changed;                   /* switched to userspace by the agent */
         int restore_rc; /* result of the restore at exit (1 restored, 0 none) */
+        bool per_core;  /* its CPUs are one core's threads (loop.c, hybrid ranks) */
 };
 
 struct agentd_slot {
@@ -91,6 +92,7 @@ struct agentd_slot {
         int cpu;
         uint64_t thr_ns;
         uint64_t cpuset[MPI_PSTATE_SLOT_CPUSET_WORDS];
+        unsigned ndoms; /* domains of its block (hybrid ranks: > 1 lets one go down) */
         uint64_t ever_mask[MPI_PSTATE_AGENT_MASK_WORDS]; /* domains it ever belonged to */
         uint64_t refreshed_ns;
         /* reported by the rank, for the record (untrusted figures) */

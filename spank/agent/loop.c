@@ -30,6 +30,7 @@
 #endif
 
 #include "agentd.h"
+#include "safeio.h"
 
 #define NS_PER_S UINT64_C(1000000000)
 #define REFRESH_NS NS_PER_S               /* re-validate every slot's identity */
@@ -358,9 +359,30 @@ static void slot_refresh(struct agentd *a, unsigned i, const struct mpi_pstate_s
         si->slot_down_ns = atomic_load_explicit(&c->down_ns, memory_order_relaxed);
         si->slot_transitions = atomic_load_explicit(&c->transitions, memory_order_relaxed);
         slot_mask(a, si, mask);
-        for (unsigned w = 0; w < MPI_PSTATE_AGENT_MASK_WORDS; w++)
+        si->ndoms = 0;
+        for (unsigned w = 0; w < MPI_PSTATE_AGENT_MASK_WORDS; w++) {
                 si->ever_mask[w] |= mask[w];
+                si->ndoms += (unsigned)__builtin_popcountll(mask[w]);
+        }
         mpi_pstate_agent_set_domains(&a->core, i, mask);
+}
+
+/* Hybrid ranks (docs/agent.md): the one domain a wait concerns, or -1 for
+ * the rank's whole block.  Only the waiting thread's core goes down when
+ * the rank's block spans several domains and that CPU's domain is one
+ * core's.  cpu comes from the user's slot: it counts only inside the
+ * rank's validated CPU set and the step's CPUs. */
+static int wait_domain(const struct agentd *a, const struct agentd_slot *si, int32_t cpu)
+{
+        int pi, d;
+
+        if (si->ndoms < 2 || !a->node || cpu < 0 || cpu >= CPU_SETSIZE ||
+            cpu >= (int32_t)(64 * MPI_PSTATE_SLOT_CPUSET_WORDS) ||
+            !((si->cpuset[cpu / 64] >> (cpu % 64)) & 1u) || !CPU_ISSET(cpu, &a->o.cpus))
+                return -1;
+        pi = a->node->cpu_policy[cpu];
+        d = pi >= 0 ? a->pol2dom[pi] : -1;
+        return d >= 0 && (unsigned)d < a->ndom && a->dom[d].per_core ? d : -1;
 }
 
 /* Reads slot i into its observation. */
@@ -386,6 +408,15 @@ static void scan_one(struct agentd *a, unsigned i, uint64_t now, uint64_t ref_ts
         if (!since)
                 return;
         o->since = since;
+        {
+                int d =
+                    wait_domain(a, si, atomic_load_explicit(&s->wait_cpu, memory_order_relaxed));
+
+                if (d >= 0) {
+                        o->one_domain = 1;
+                        o->domain = (unsigned)d;
+                }
+        }
         since_ns = si->clock == MPI_PSTATE_CLOCK_TSC
                        ? mpi_pstate_agent_ticks_to_ns(since, ref_tsc, ref_ns, a->tsc_rate)
                        : since;
@@ -571,6 +602,29 @@ fail:
         return rc;
 }
 
+/* A domain whose CPUs are all hardware threads of one core (sysfs
+ * thread_siblings_list of its first CPU); a one-CPU domain is one core's
+ * when the file cannot be read. */
+static bool domain_per_core(const struct agentd *a, const struct agentd_domain *d)
+{
+        char path[512], buf[256];
+        cpu_set_t sib, both;
+        int first = -1;
+
+        for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+                if (CPU_ISSET(c, &d->related))
+                        first = c;
+        if (first < 0)
+                return false;
+        snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu%d/topology/thread_siblings_list",
+                 a->o.sysroot ? a->o.sysroot : "/sys", first);
+        if (mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0) < 0 ||
+            mpi_pstate_cpufreq_parse_cpulist(buf, &sib) != 0)
+                return CPU_COUNT(&d->related) == 1;
+        CPU_AND(&both, &d->related, &sib);
+        return CPU_EQUAL(&both, &d->related);
+}
+
 int mpi_pstate_agentd_core_setup(struct agentd *a)
 {
         const struct mpi_pstate_agent_ops ops = {op_mark,  op_still, op_unmark, op_clear,
@@ -582,6 +636,8 @@ int mpi_pstate_agentd_core_setup(struct agentd *a)
                 return rc;
         for (unsigned d = 0; d < a->core.ndomains; d++)
                 a->core.domains[d].usable = d < a->ndom && a->dom[d].status == AGENTD_DOM_MANAGED;
+        for (unsigned d = 0; d < a->ndom; d++)
+                a->dom[d].per_core = domain_per_core(a, &a->dom[d]);
         return 0;
 }
 

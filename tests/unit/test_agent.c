@@ -562,6 +562,41 @@ START_TEST(unpinned_rank_holds_every_domain)
 }
 END_TEST
 
+/* A hybrid rank over two per-core domains whose waiting thread is on
+ * domain 1: only domain 1 goes down (its other threads may compute on
+ * domain 0); a wait without a usable CPU takes the whole block. */
+START_TEST(hybrid_rank_lowers_the_waiting_threads_domain)
+{
+        uint64_t both[MPI_PSTATE_AGENT_MASK_WORDS] = {3};
+
+        ck_assert_int_eq(mpi_pstate_agent_set_domains(&core, 0, both), 0);
+        running(1);
+        enter(0, fk.now, THR);
+        obs[0].one_domain = 1;
+        obs[0].domain = 1;
+        fk.now += THR;
+        step();
+        ck_assert_str_eq(fk.log, "M0 L1 S0");
+        ck_assert(!core.domains[0].down && core.domains[1].down);
+        /* the same wait goes on: nothing else */
+        fk.now += MS;
+        step();
+        ck_assert_str_eq(fk.log, "M0 L1 S0");
+        fk.now += MS;
+        leave(0);
+        obs[0].one_domain = 0;
+        step();
+        ck_assert_str_eq(fk.log, "M0 L1 S0 R1 U0");
+        ck_assert_uint_eq(core.ranks[0].transitions, 1);
+        /* a new wait, no CPU known: both domains */
+        fk.log[0] = '\0';
+        enter(0, fk.now, THR);
+        fk.now += THR;
+        step();
+        ck_assert_str_eq(fk.log, "M0 L0 S0 M0 L1 S0");
+}
+END_TEST
+
 START_TEST(mark_failure_raises_other_domain_of_that_rank)
 {
         uint64_t both[MPI_PSTATE_AGENT_MASK_WORDS] = {3};
@@ -744,6 +779,7 @@ static Suite *agent_suite(void)
         tcase_add_test(t, domain_without_ranks_never_lowered);
         tcase_add_test(t, shared_domain_needs_all_ranks);
         tcase_add_test(t, unpinned_rank_holds_every_domain);
+        tcase_add_test(t, hybrid_rank_lowers_the_waiting_threads_domain);
         tcase_add_test(t, mark_failure_raises_other_domain_of_that_rank);
         tcase_add_test(t, lower_errors_disable_domain);
         tcase_add_test(t, raise_error_retried);

@@ -241,7 +241,9 @@ START_TEST(snapshot_validates)
         atomic_store(&a.slot->state, 77);
         ck_assert_int_eq(mpi_pstate_slot_snapshot(a.slot, copy), -EPROTO);
         atomic_store(&a.slot->state, MPI_PSTATE_SLOT_RUNNING);
-        a.slot->version = 2;
+        a.slot->version = MPI_PSTATE_SLOT_VERSION + 1;
+        ck_assert_int_eq(mpi_pstate_slot_snapshot(a.slot, copy), -EPROTO);
+        a.slot->version = 1; /* no wait_cpu yet: refused too */
         ck_assert_int_eq(mpi_pstate_slot_snapshot(a.slot, copy), -EPROTO);
         a.slot->version = MPI_PSTATE_SLOT_VERSION;
         a.slot->clock = 9;
@@ -279,8 +281,9 @@ START_TEST(wait_protocol)
         ck_assert_int_eq(mpi_pstate_slot_attach_private(NULL, &a), 0);
         struct mpi_pstate_slot *s = a.slot;
 
-        mpi_pstate_slot_wait_begin(s, 2, 1000);
+        mpi_pstate_slot_wait_begin_cpu(s, 2, 1000, 5);
         ck_assert_uint_eq(atomic_load(&s->wait_fn), 2);
+        ck_assert_int_eq(atomic_load(&s->wait_cpu), 5);
         ck_assert_uint_eq(atomic_load(&s->wait_since), 1000);
         /* the agent only lowers for the wait it saw */
         ck_assert_int_eq(mpi_pstate_slot_agent_lower(s, 999), 0);
@@ -298,6 +301,7 @@ START_TEST(wait_protocol)
         ck_assert_uint_eq(atomic_load(&s->transitions), 1);
         /* a short call never fences or wakes, even with the flag set */
         mpi_pstate_slot_wait_begin(s, 1, 2000);
+        ck_assert_int_eq(atomic_load(&s->wait_cpu), -1);
         atomic_store(&s->clocked_down, 1);
         ck_assert_int_eq(mpi_pstate_slot_wait_end(s, 2000, 2100, 500), 0);
         /* a long call without the flag: no wake either */
