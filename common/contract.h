@@ -52,7 +52,9 @@
           "time source of the hot path; auto picks tsc when the kernel's clocksource is tsc")      \
         X(PRELOAD, "MPI_PSTATE_PRELOAD", "user", "<path of libmpi-pstate.so>",                     \
           "read by mpi-pstate-exec only: the front library to preload instead of the installed "   \
-          "one")
+          "one")                                                                                   \
+        X(UNMEASURED, "MPI_PSTATE_UNMEASURED", "plugin", "container",                              \
+          "the library is not in the task's root (a container): not preloaded, nothing measured")
 
 enum mpi_pstate_env_id {
 #define MPI_PSTATE_ENV_ENUM_(ID, name, set_by, values, doc) MPI_PSTATE_ENVID_##ID,

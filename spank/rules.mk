@@ -1,7 +1,7 @@
 # spank/: the SPANK plugin spank_mpi_pstate.so, its man page and plugstack example,
 # the generated option documentation, and the plugin's stub-driven unit test.
 SPANK_SRCS := spank/mpi_pstate.c spank/wire.c spank/agentctl.c spank/launch.c spank/paths.c \
-	spank/pinning.c spank/policy.c spank/steprec.c spank/steptime.c
+	spank/pinning.c spank/policy.c spank/steprec.c spank/steptime.c spank/container.c
 SPANK_OBJS := $(SPANK_SRCS:%.c=$(B)/%.o)
 SPANK_SO := $(B)/spank/spank_mpi_pstate.so
 SPANK_MAN := $(B)/man/mpi_pstate.8

@@ -117,6 +117,10 @@ int mpi_pstate_steprec_format(const struct mpi_pstate_steprec *r, char *buf, siz
         str(&w, r->policy && r->policy->driver[0] ? r->policy->driver : NULL);
         put(&w, ",\"preload\":");
         str(&w, r->preload);
+        put(&w, ",\"container\":");
+        str(&w, r->container);
+        put(&w, ",\"unmeasured\":");
+        str(&w, r->unmeasured);
         put(&w, ",\"shm\":");
         str(&w, r->shm);
         put(&w, ",\"agent\":{\"status\":");

@@ -8,7 +8,8 @@
  * Version 1, one JSON object:
  *   {"version":1,"job":J,"step":S,"node":"n1","mode":"on","launcher":false,
  *    "cpus":"0-3","governor":"keep","mechanism":"setspeed","driver":"acpi-cpufreq",
- *    "preload":"/usr/local/lib/mpi-pstate/libmpi-pstate.so","shm":"/dev/shm/...",
+ *    "preload":"/usr/local/lib/mpi-pstate/libmpi-pstate.so","container":null,
+ *    "unmeasured":null,"shm":"/dev/shm/...",
  *    "agent":{"status":"started","pid":1234},
  *    "domains":[{"policy":"policy0","cpus":"0","status":"set","governor":"userspace",
  *                "min_khz":1200000,"max_khz":3000000}],
@@ -29,10 +30,12 @@ struct mpi_pstate_steprec {
         uint32_t job, step;
         const char *node, *mode, *cpus, *governor, *mechanism;
         bool launcher;
-        const char *preload; /* NULL: not injected */
-        const char *shm;     /* NULL: no segment */
-        const char *agent;   /* started, stopped, killed, exited, absent, failed, none */
-        int agent_pid;       /* 0: none */
+        const char *preload;    /* NULL: not injected */
+        const char *container;  /* "oci", "apptainer", "root" (container.h), NULL: none seen */
+        const char *unmeasured; /* why the ranks are not measured ("container"), NULL */
+        const char *shm;        /* NULL: no segment */
+        const char *agent;      /* started, stopped, killed, exited, absent, failed, none */
+        int agent_pid;          /* 0: none */
         const struct mpi_pstate_policy_result *policy; /* NULL: no cpufreq */
         bool ended;
         unsigned restored, foreign, failed;

@@ -11,12 +11,14 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
 
 #include "agentctl.h"
+#include "container.h"
 #include "cpufreq.h"
 #include "launch.h"
 #include "log.h"
@@ -48,6 +50,9 @@ static struct {
         struct mpi_pstate_policy_result policy;
         bool shm_ok;
         const char *preload; /* NULL: not injected */
+        enum mpi_pstate_container container;
+        bool unmeasured_container;      /* library absent in the task's root */
+        struct mpi_pstate_root_id root; /* slurmstepd's "/", to see a task moved */
         const char *agent_state;
         pid_t agent;
         int agent_fd; /* pidfd of the agent, or < 0 (kernel without pidfds) */
@@ -245,6 +250,8 @@ static void write_step_record(const struct mpi_pstate_step *st, bool ended,
             .mechanism = mech,
             .launcher = w.launcher,
             .preload = w.preload,
+            .container = mpi_pstate_container_name(w.container),
+            .unmeasured = w.unmeasured_container ? "container" : NULL,
             .shm = w.shm_ok ? w.paths.shm : NULL,
             .agent = w.agent_state,
             .agent_pid = w.agent > 0 ? (int)w.agent : 0,
@@ -369,11 +376,69 @@ static void log_time(const struct mpi_pstate_step *st, bool end)
                          end ? "end" : "start", buf);
 }
 
+/* What an OCI bundle or apptainer's binds show of path, checked with the
+ * job user's file access rights (setfsuid: this thread only), so that root
+ * learns nothing the user could not see.  1 seen, 0 not, < 0 unknown. */
+static int container_sees(const struct mpi_pstate_step *st, const char *bundle, const char *path)
+{
+        static const char *const bind_vars[] = {"APPTAINER_BIND", "APPTAINER_BINDPATH",
+                                                "SINGULARITY_BIND", "SINGULARITY_BINDPATH"};
+        char binds[4096] = "", v[1024];
+        int rc;
+
+        if (w.container == MPI_PSTATE_CONTAINER_APPTAINER) {
+                for (size_t i = 0; i < sizeof(bind_vars) / sizeof(bind_vars[0]); i++)
+                        if (spank_getenv(st->sp, bind_vars[i], v, sizeof(v)) == ESPANK_SUCCESS)
+                                snprintf(binds + strlen(binds), sizeof(binds) - strlen(binds),
+                                         "%s%s", binds[0] ? "," : "", v);
+                return mpi_pstate_container_apptainer_sees(binds, "/etc/apptainer/apptainer.conf",
+                                                           path) ||
+                       mpi_pstate_container_apptainer_sees(
+                           NULL, "/etc/singularity/singularity.conf", path);
+        }
+        setfsgid(st->gid);
+        setfsuid(st->uid);
+        rc = mpi_pstate_container_oci_sees(bundle, path);
+        setfsuid(0);
+        setfsgid(0);
+        return rc;
+}
+
+/* --container, or a task that is apptainer: does its root have the library? */
+static void check_container(const struct mpi_pstate_step *st, const char *lib)
+{
+        char bundle[1024] = "", **argv = NULL;
+        int argc = 0, rc;
+
+        if (spank_getenv(st->sp, "SLURM_CONTAINER", bundle, sizeof(bundle)) != ESPANK_SUCCESS)
+                bundle[0] = '\0';
+        if (spank_get_item(st->sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1)
+                argv = NULL;
+        w.container = mpi_pstate_container_of_step(bundle, argv ? argv[0] : NULL);
+        if (w.container == MPI_PSTATE_CONTAINER_NONE)
+                return;
+        rc = container_sees(st, bundle, lib);
+        if (rc == 0) {
+                w.unmeasured_container = true;
+                mp_verbose("job %u step %u: %s container without %s: ranks run unmeasured",
+                           st->job_id, st->step_id, mpi_pstate_container_name(w.container), lib);
+        } else if (rc < 0) {
+                mp_verbose("job %u step %u: %s container %s: %s; library kept", st->job_id,
+                           st->step_id, mpi_pstate_container_name(w.container), bundle,
+                           strerror(-rc));
+        }
+}
+
 int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st)
 {
         const char *lib = preload_path(st->cfg);
 
+        mpi_pstate_container_root_id(&w.root);
         if (preload_usable(lib))
+                check_container(st, lib);
+        if (w.unmeasured_container)
+                ; /* not injected: ld.so would complain in every process */
+        else if (preload_usable(lib))
                 w.preload = lib;
         else
                 mp_error("job %u step %u: preload library %s is missing or not world-readable: "
@@ -456,6 +521,17 @@ int mpi_pstate_wire_task_env(const struct mpi_pstate_step *st)
                 if (setenv_checked(st->sp, "MPI_PSTATE_LOCAL_RANK", idx) != 0)
                         rc = -EIO;
         }
+        /* An earlier plugin (pyxis) moved the task into its container:
+         * the library must be there too, seen as the user. */
+        if (w.preload && mpi_pstate_container_root_moved(&w.root) && access(w.preload, R_OK) != 0) {
+                mp_verbose("job %u step %u task %d: task root without %s: not measured "
+                           "(container)",
+                           st->job_id, st->step_id, st->task_id, w.preload);
+                w.preload = NULL;
+                w.unmeasured_container = true;
+        }
+        if (w.unmeasured_container && setenv_checked(st->sp, "MPI_PSTATE_UNMEASURED", "container"))
+                rc = -EIO;
         if (!w.preload)
                 return rc;
         erc = spank_getenv(st->sp, "LD_PRELOAD", cur, sizeof(cur));

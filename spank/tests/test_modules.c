@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agentctl.h"
+#include "container.h"
 #include "fakesys.h"
 #include "launch.h"
 #include "paths.h"
@@ -796,6 +797,93 @@ START_TEST(pinning_bad_core_lists)
 }
 END_TEST
 
+/* ---- containers: does the task's root have the library? */
+
+static void write_text(const char *path, const char *text)
+{
+        FILE *f = fopen(path, "w");
+
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        fclose(f);
+}
+
+START_TEST(container_kinds)
+{
+        ck_assert_int_eq(mpi_pstate_container_of_step(NULL, "/usr/bin/solver"),
+                         MPI_PSTATE_CONTAINER_NONE);
+        ck_assert_int_eq(mpi_pstate_container_of_step("", NULL), MPI_PSTATE_CONTAINER_NONE);
+        ck_assert_int_eq(mpi_pstate_container_of_step("/b", "./solver"), MPI_PSTATE_CONTAINER_OCI);
+        ck_assert_int_eq(mpi_pstate_container_of_step(NULL, "/usr/bin/apptainer"),
+                         MPI_PSTATE_CONTAINER_APPTAINER);
+        ck_assert_int_eq(mpi_pstate_container_of_step(NULL, "singularity"),
+                         MPI_PSTATE_CONTAINER_APPTAINER);
+        ck_assert_str_eq(mpi_pstate_container_name(MPI_PSTATE_CONTAINER_OCI), "oci");
+        ck_assert_ptr_null(mpi_pstate_container_name(MPI_PSTATE_CONTAINER_NONE));
+}
+END_TEST
+
+/* A bundle whose rootfs lacks the library; then the same with the site's
+ * bind mount of its directory in config.json; then a rootfs that has it. */
+START_TEST(container_oci_bundle)
+{
+        static const char lib[] = "/usr/local/lib/mpi-pstate/libmpi-pstate.so";
+        char dir[] = "/tmp/mpi-pstate-bundle.XXXXXX", path[512];
+
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, lib), -ENOENT);
+        snprintf(path, sizeof(path), "%s/rootfs", dir);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        snprintf(path, sizeof(path), "%s/config.json", dir);
+        write_text(path,
+                   "{\"ociVersion\":\"1.0.2\",\"root\":{\"path\":\"rootfs\",\"readonly\":true},"
+                   "\"mounts\":[{\"destination\":\"/proc\",\"type\":\"proc\"},"
+                   "{\"destination\":\"/usr/local/lib/mpi\",\"source\":\"/x\"}]}");
+        ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, lib), 0);
+        write_text(path, "{\"root\": {\"path\": \"rootfs\"}, \"mounts\": [ {\"destination\": "
+                         "\"/usr/local/lib/mpi-pstate\", \"type\": \"bind\", \"source\": "
+                         "\"/usr/local/lib/mpi-pstate\", \"options\": [\"rbind\",\"ro\"]}]}");
+        ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, lib), 1);
+        write_text(path, "{\"root\":{\"path\":\"rootfs\"}}");
+        ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, lib), 0);
+        snprintf(path, sizeof(path), "%s/rootfs/usr/local/lib/mpi-pstate", dir);
+        {
+                char cmd[1200];
+
+                snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && touch '%s/libmpi-pstate.so'", path,
+                         path);
+                ck_assert_int_eq(system(cmd), 0);
+        }
+        ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, lib), 1);
+        ck_assert_int_eq(mpi_pstate_container_oci_sees("relative", lib), -EINVAL);
+        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+END_TEST
+
+START_TEST(container_apptainer_binds)
+{
+        static const char lib[] = "/usr/local/lib/mpi-pstate/libmpi-pstate.so";
+        char conf[] = "/tmp/mpi-pstate-apptainer.XXXXXX";
+        int fd = mkstemp(conf);
+
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        ck_assert_int_eq(mpi_pstate_container_apptainer_sees("/scratch,/opt:/opt", NULL, lib), 0);
+        ck_assert_int_eq(mpi_pstate_container_apptainer_sees("/scratch,/usr/local/lib", NULL, lib),
+                         1);
+        ck_assert_int_eq(
+            mpi_pstate_container_apptainer_sees("/host/mp:/usr/local/lib/mpi-pstate:ro", NULL, lib),
+            1);
+        ck_assert_int_eq(mpi_pstate_container_apptainer_sees("/usr/local/lib/mpi:/x", NULL, lib),
+                         0);
+        write_text(conf, "# bind path = /usr/local/lib\nbind path = /etc/localtime\n");
+        ck_assert_int_eq(mpi_pstate_container_apptainer_sees(NULL, conf, lib), 0);
+        write_text(conf, "bind path = /etc/localtime\nbind path = /usr/local/lib/mpi-pstate\n");
+        ck_assert_int_eq(mpi_pstate_container_apptainer_sees(NULL, conf, lib), 1);
+        unlink(conf);
+}
+END_TEST
+
 /* ---- steptime: the phase split the debug log and bench/step/ read */
 
 START_TEST(steptime_format_and_accumulate)
@@ -873,6 +961,11 @@ static Suite *modules_suite(void)
         tcase_add_test(tc, policy_failure_is_per_domain);
         suite_add_tcase(s, tc);
 
+        tc = tcase_create("container");
+        tcase_add_test(tc, container_kinds);
+        tcase_add_test(tc, container_oci_bundle);
+        tcase_add_test(tc, container_apptainer_binds);
+        suite_add_tcase(s, tc);
         tc = tcase_create("pinning");
         tcase_add_test(tc, pinning_cores_with_smt);
         tcase_add_test(tc, pinning_scatter_and_none);

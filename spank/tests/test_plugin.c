@@ -685,6 +685,88 @@ START_TEST(profile_never_pins)
 }
 END_TEST
 
+/* srun --container=BUNDLE whose root lacks the library: not preloaded (no
+ * ld.so message in the container), the step record says why; with the
+ * site's bind mount of the library's directory in config.json it is. */
+START_TEST(oci_container_without_library)
+{
+        char bundle[400], path[512], buf[8192];
+        bool bound = _i == 1;
+
+        remote_step(0, NULL, 0);
+        snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+        ck_assert_int_eq(mkdir(bundle, 0755), 0);
+        snprintf(path, sizeof(path), "%s/rootfs", bundle);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        snprintf(path, sizeof(path), "%s/config.json", bundle);
+        snprintf(buf, sizeof(buf),
+                 "{\"root\":{\"path\":\"rootfs\"},\"mounts\":[{\"destination\":\"%s\"}]}",
+                 bound ? tmp : "/proc");
+        put_file(path, buf, 0644);
+        stub_env_put("SLURM_CONTAINER", bundle);
+        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        stub.task_id = 0;
+        ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
+        step_path(path, sizeof(path), 0, "plugin.json");
+        slurp_file(path, buf, sizeof(buf));
+        ck_assert_ptr_nonnull(strstr(buf, "\"container\":\"oci\""));
+        if (bound) {
+                ck_assert_str_eq(stub_env_get("LD_PRELOAD"), lib);
+                ck_assert_ptr_null(stub_env_get("MPI_PSTATE_UNMEASURED"));
+                ck_assert_ptr_nonnull(strstr(buf, "\"unmeasured\":null"));
+        } else {
+                ck_assert_ptr_null(stub_env_get("LD_PRELOAD"));
+                ck_assert_str_eq(stub_env_get("MPI_PSTATE_UNMEASURED"), "container");
+                ck_assert_ptr_nonnull(strstr(buf, "\"preload\":null"));
+                ck_assert_ptr_nonnull(strstr(buf, "\"unmeasured\":\"container\""));
+        }
+        /* the segment and agent are there all the same */
+        ck_assert_ptr_nonnull(stub_env_get("MPI_PSTATE_SHM"));
+        run_tasks_and_exit();
+}
+END_TEST
+
+/* A plugin ahead of mpi-pstate (pyxis) moved the task into another root
+ * that lacks the library: task_init sees it from the task itself. */
+START_TEST(task_moved_to_root_without_library)
+{
+        char newroot[400];
+        pid_t pid;
+        int status;
+
+        if (geteuid() != 0)
+                return; /* chroot needs root */
+        remote_step(0, NULL, 0);
+        ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        snprintf(newroot, sizeof(newroot), "%s/newroot", tmp);
+        ck_assert_int_eq(mkdir(newroot, 0755), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                if (chroot(newroot) != 0 || chdir("/") != 0)
+                        _exit(10);
+                stub.task_id = 0;
+                slurm_spank_task_init_privileged(STUB_SP, 0, NULL);
+                slurm_spank_task_init(STUB_SP, 0, NULL);
+                if (stub_env_get("LD_PRELOAD"))
+                        _exit(1);
+                if (!stub_env_get("MPI_PSTATE_UNMEASURED"))
+                        _exit(2);
+                _exit(0);
+        }
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+        /* the same task without the move is preloaded */
+        stub.task_id = 1;
+        ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
+        ck_assert_str_eq(stub_env_get("LD_PRELOAD"), lib);
+        run_tasks_and_exit();
+}
+END_TEST
+
 /* The task plugin binds after task_init_privileged: task_init puts the
  * mpi-pstate placement back (bind none: every CPU of the step). */
 START_TEST(pinning_survives_the_task_plugin)
@@ -926,6 +1008,8 @@ static Suite *plugin_suite(void)
         tcase_add_loop_test(tc, user_cpu_bind_respected, 0,
                             (int)(sizeof(bind_types) / sizeof(bind_types[0])));
         tcase_add_loop_test(tc, profile_never_pins, 0, 2);
+        tcase_add_loop_test(tc, oci_container_without_library, 0, 2);
+        tcase_add_test(tc, task_moved_to_root_without_library);
         tcase_add_test(tc, pinning_survives_the_task_plugin);
         tcase_add_test(tc, absent_agent_is_not_fatal);
         tcase_add_test(tc, planted_segment_name_replaced);
