@@ -414,7 +414,8 @@ START_TEST(step_record_format)
         ck_assert_str_eq(
             buf, "{\"version\":1,\"job\":5,\"step\":0,\"node\":\"n\\\"1\",\"mode\":\"on\","
                  "\"launcher\":false,\"cpus\":\"0-1\",\"governor\":\"keep\",\"mechanism\":"
-                 "\"setspeed\",\"driver\":\"acpi-cpufreq\",\"preload\":null,\"shm\":null,"
+                 "\"setspeed\",\"driver\":\"acpi-cpufreq\",\"preload\":null,\"container\":null,"
+                 "\"unmeasured\":null,\"shm\":null,"
                  "\"agent\":{\"status\":\"started\",\"pid\":77},\"domains\":[{\"policy\":"
                  "\"policy0\",\"cpus\":\"0\",\"status\":\"set\",\"governor\":\"userspace\","
                  "\"min_khz\":1200000,\"max_khz\":3000000},{\"policy\":\"policy2\",\"cpus\":"
