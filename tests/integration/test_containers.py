@@ -120,7 +120,7 @@ class Container(unittest.TestCase):
         self.assertIn(f"LD={self.front} UNMEASURED=", out)
         self.assertIn("RAN-OK", out)
         # the library ran in the container and used the step's segment
-        self.assertRegex(out, rf"mpi-pstate: rank 0/1: mpich backend, /dev/shm/mpi-pstate\.{job}\.0 slot 0")
+        self.assertRegex(out, rf"mpi-pstate: rank 0/1: mpich backend, /dev/shm/mpi-pstate\.{job}\.0\.[0-9a-f]{{16}} slot 0")
         rec = self.step_record(job)
         self.assertEqual((rec["container"], rec["unmeasured"], rec["preload"]), ("oci", None, str(self.front)),
                          rec)
