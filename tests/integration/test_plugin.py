@@ -513,6 +513,41 @@ class Placement(PluginCase):
             self.assertEqual(self.cpus(got, ("default", b)), self.cpus(got, ("off", b)), out)
 
 
+class Hybrid(PluginCase):
+    """A rank pinned to a block of two cores whose frequency domains are per
+    core (one cpufreq policy per CPU here): while its MPI thread waits, only
+    the domain of that thread's CPU goes down, never the whole block (the
+    block's other core may be computing OpenMP work)."""
+
+    def test_only_the_waiting_threads_core_goes_down(self) -> None:
+        wd = self.workdir("hybrid", ("imbalance.openmpi",))
+        job, out = self.batch(wd, ["-N2", "-n2", "--ntasks-per-node=1", "-c2", "--mpi-pstate"],
+                              "srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 10 60")
+        ranks = self.ranks(out)
+        self.assertEqual(len(ranks), 2, out)
+        self.assertEqual({r["cpus"] for r in ranks}, {"0-1"}, out)  # the block
+        t0, t1 = window(out)
+        # rank 0 computes on one node while rank 1 waits on the other
+        lows = 0
+        for n in NODES:
+            low: set[str] = set()
+            most = 0
+            for pol, attr, value in writes(n, t0, t1):
+                if attr not in ("scaling_setspeed", "scaling_max_freq"):
+                    continue
+                if value == str(LOW_KHZ):
+                    low.add(pol)
+                    lows += 1
+                else:
+                    low.discard(pol)
+                most = max(most, len(low))
+            self.assertLessEqual(most, 1, f"{n}: both cores of a block were down at once: "
+                                          f"{writes(n, t0, t1)}")
+        self.assertGreater(lows, 0, "no core was clocked down")
+        lt.wait_job(job)
+        self.assert_nodes_restored()
+
+
 class Commands(PluginCase):
     """Every option given to sbatch, salloc and a bare srun reaches the tasks."""
 
