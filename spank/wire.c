@@ -457,16 +457,17 @@ int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st)
         const char *lib = preload_path(st->cfg);
 
         mpi_pstate_container_root_id(&w.root);
-        if (preload_usable(lib))
+        if (preload_usable(lib)) {
                 check_container(st, lib);
-        if (w.unmeasured_container)
-                ; /* not injected: ld.so would complain in every process */
-        else if (preload_usable(lib))
-                w.preload = lib;
-        else
+                /* Not injected into a container that lacks it: ld.so would
+                 * complain in every process. */
+                if (!w.unmeasured_container)
+                        w.preload = lib;
+        } else {
                 mp_error("job %u step %u: preload library %s is missing or not world-readable: "
                          "ranks run unmeasured",
                          st->job_id, st->step_id, lib);
+        }
         if (!w.paths_ok)
                 return -ENOENT;
         if (make_segment(st) == 0 && CPU_COUNT(&w.cpus) > 0) {
