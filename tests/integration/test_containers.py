@@ -44,8 +44,10 @@ def bundle(wd: Path, name: str, extra_mounts: list[dict]) -> Path:
     /usr and /etc bound in, /dev/shm of the host (the step's segment)."""
     b = wd / name
     (b / "rootfs").mkdir(parents=True)
-    r = lt.as_user(["runc", "spec", "--rootless"], cwd=b, check=True)
-    del r
+    pw = pwd.getpwnam(lt.TEST_USER)
+    for p in (b, b / "rootfs"):
+        os.chown(p, pw.pw_uid, pw.pw_gid)
+    lt.as_user(["runc", "spec", "--rootless"], cwd=b, check=True)
     cfg = json.loads((b / "config.json").read_text())
     mounts = [m for m in cfg["mounts"] if m["destination"] not in ("/sys/fs/cgroup", "/dev/shm")]
     mounts += [bind("/usr"), bind("/etc"), bind("/tmp"),
@@ -64,7 +66,6 @@ def bundle(wd: Path, name: str, extra_mounts: list[dict]) -> Path:
     cfg["linux"]["namespaces"] = [n for n in cfg["linux"]["namespaces"]
                                   if n["type"] not in ("cgroup", "network")]
     (b / "config.json").write_text(json.dumps(cfg, indent=1))
-    pw = pwd.getpwnam(lt.TEST_USER)
     for p in [b, *b.rglob("*")]:
         os.lchown(p, pw.pw_uid, pw.pw_gid)
     return b
