@@ -101,11 +101,32 @@ static const char *json_value(const char *p, const char *key, char *out, size_t 
         return json_string(k + 1, out, len);
 }
 
+/* The mounts array of config.json, one object at a time: [*p, *end) of
+ * the next object, or false.  Mount objects hold no nested object. */
+static bool next_mount(const char **p, const char **obj, const char **end)
+{
+        const char *o = *p, *e;
+
+        while (*o == ' ' || *o == '\t' || *o == '\n' || *o == '\r' || *o == ',')
+                o++;
+        if (*o != '{')
+                return false;
+        e = strchr(o, '}');
+        if (!e)
+                return false;
+        *obj = o;
+        *end = e;
+        *p = e + 1;
+        return true;
+}
+
 int mpi_pstate_container_oci_sees(const char *bundle, const char *path)
 {
         static char text[OCI_CONFIG_MAX];
-        char cfg[PATH_MAX], root[PATH_MAX], dest[PATH_MAX], full[PATH_MAX * 2];
-        const char *p, *r;
+        char cfg[PATH_MAX], root[PATH_MAX], dest[PATH_MAX], src[PATH_MAX], type[64];
+        char full[PATH_MAX * 2], last_src[PATH_MAX] = "";
+        const char *p, *r, *obj, *end, *last_rest = NULL;
+        bool covered = false, last_bind = false;
         struct stat st;
         int n;
 
@@ -116,10 +137,48 @@ int mpi_pstate_container_oci_sees(const char *bundle, const char *path)
         n = mpi_pstate_safeio_read_small(AT_FDCWD, cfg, text, sizeof(text), 0, 0);
         if (n < 0)
                 return n;
-        /* A site's bind mount of the library (or of a directory above it). */
-        for (p = text; (p = json_value(p, "destination", dest, sizeof(dest)));)
-                if (holds(dest, strlen(dest), path))
-                        return 1;
+        /* The last mount over path decides, as in the mount table: a bind
+         * (the site's line for the library, or the host's /usr) shows its
+         * source; anything else (a tmpfs) hides what was there. */
+        p = strstr(text, "\"mounts\"");
+        p = p ? strchr(p, '[') : NULL;
+        if (p)
+                p++;
+        while (p && next_mount(&p, &obj, &end)) {
+                char one[PATH_MAX * 2 + 256];
+                size_t len = (size_t)(end - obj);
+
+                if (len >= sizeof(one))
+                        continue;
+                memcpy(one, obj, len);
+                one[len] = '\0';
+                if (!json_value(one, "destination", dest, sizeof(dest)) ||
+                    !holds(dest, strlen(dest), path))
+                        continue;
+                covered = true;
+                if (!json_value(one, "type", type, sizeof(type)))
+                        type[0] = '\0';
+                last_bind = strcmp(type, "bind") == 0 || strstr(one, "\"bind\"") ||
+                            strstr(one, "\"rbind\"");
+                if (!json_value(one, "source", src, sizeof(src)))
+                        src[0] = '\0';
+                snprintf(last_src, sizeof(last_src), "%s", src);
+                {
+                        size_t dn = strlen(dest);
+
+                        while (dn > 1 && dest[dn - 1] == '/')
+                                dn--;
+                        last_rest = path + (dn == 1 ? 0 : dn);
+                }
+        }
+        if (covered) {
+                if (!last_bind || last_src[0] != '/')
+                        return 0;
+                n = snprintf(full, sizeof(full), "%s%s", last_src, last_rest);
+                if (n < 0 || (size_t)n >= sizeof(full))
+                        return -ENAMETOOLONG;
+                return stat(full, &st) == 0 ? 1 : 0;
+        }
         r = strstr(text, "\"root\"");
         if (!r || !json_value(r, "path", root, sizeof(root)) || !root[0])
                 snprintf(root, sizeof(root), "rootfs");

@@ -853,32 +853,52 @@ END_TEST
 START_TEST(container_oci_bundle)
 {
         static const char lib[] = "/usr/local/lib/mpi-pstate/libmpi-pstate.so";
-        char dir[] = "/tmp/mpi-pstate-bundle.XXXXXX", path[512];
+        char dir[] = "/tmp/mpi-pstate-bundle.XXXXXX", path[512], cfg[512], json[2048], cmd[1200];
 
         ck_assert_ptr_nonnull(mkdtemp(dir));
         ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, lib), -ENOENT);
         snprintf(path, sizeof(path), "%s/rootfs", dir);
         ck_assert_int_eq(mkdir(path, 0755), 0);
-        snprintf(path, sizeof(path), "%s/config.json", dir);
-        write_text(path,
+        /* the "host" side of a site's bind mount: DIR/host/libmpi-pstate.so */
+        snprintf(cmd, sizeof(cmd), "mkdir -p '%s/host' && touch '%s/host/libmpi-pstate.so'", dir,
+                 dir);
+        ck_assert_int_eq(system(cmd), 0);
+        snprintf(cfg, sizeof(cfg), "%s/config.json", dir);
+        /* no mount over the library, and none in the root */
+        write_text(cfg,
                    "{\"ociVersion\":\"1.0.2\",\"root\":{\"path\":\"rootfs\",\"readonly\":true},"
                    "\"mounts\":[{\"destination\":\"/proc\",\"type\":\"proc\"},"
-                   "{\"destination\":\"/usr/local/lib/mpi\",\"source\":\"/x\"}]}");
+                   "{\"destination\":\"/usr/local/lib/mpi\",\"type\":\"bind\","
+                   "\"source\":\"/x\"}]}");
         ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, lib), 0);
-        write_text(path, "{\"root\": {\"path\": \"rootfs\"}, \"mounts\": [ {\"destination\": "
-                         "\"/usr/local/lib/mpi-pstate\", \"type\": \"bind\", \"source\": "
-                         "\"/usr/local/lib/mpi-pstate\", \"options\": [\"rbind\",\"ro\"]}]}");
+        /* the site's bind mount of the library's directory */
+        snprintf(json, sizeof(json),
+                 "{\"root\": {\"path\": \"rootfs\"}, \"mounts\": [ {\"destination\": "
+                 "\"/usr/local/lib/mpi-pstate\", \"type\": \"bind\", \"source\": \"%s/host\", "
+                 "\"options\": [\"rbind\",\"ro\"]} ]}",
+                 dir);
+        write_text(cfg, json);
         ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, lib), 1);
-        write_text(path, "{\"root\":{\"path\":\"rootfs\"}}");
+        /* the same bind, then a tmpfs over /usr/local: hidden */
+        snprintf(json, sizeof(json),
+                 "{\"root\":{\"path\":\"rootfs\"},\"mounts\":[{\"destination\":"
+                 "\"/usr/local/lib/mpi-pstate\",\"options\":[\"rbind\"],\"source\":\"%s/host\"},"
+                 "{\"destination\":\"/usr/local\",\"type\":\"tmpfs\",\"source\":\"tmpfs\"}]}",
+                 dir);
+        write_text(cfg, json);
         ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, lib), 0);
-        snprintf(path, sizeof(path), "%s/rootfs/usr/local/lib/mpi-pstate", dir);
-        {
-                char cmd[1200];
-
-                snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && touch '%s/libmpi-pstate.so'", path,
-                         path);
-                ck_assert_int_eq(system(cmd), 0);
-        }
+        /* a bind whose source lacks the file */
+        write_text(cfg, "{\"mounts\":[{\"destination\":\"/usr\",\"type\":\"bind\","
+                        "\"source\":\"/nonexistent-usr\"}]}");
+        ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, lib), 0);
+        /* no mount: the root decides */
+        write_text(cfg, "{\"root\":{\"path\":\"rootfs\"}}");
+        ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, lib), 0);
+        snprintf(cmd, sizeof(cmd),
+                 "mkdir -p '%s/rootfs/usr/local/lib/mpi-pstate' && "
+                 "touch '%s/rootfs/usr/local/lib/mpi-pstate/libmpi-pstate.so'",
+                 dir, dir);
+        ck_assert_int_eq(system(cmd), 0);
         ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, lib), 1);
         ck_assert_int_eq(mpi_pstate_container_oci_sees("relative", lib), -EINVAL);
         nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);

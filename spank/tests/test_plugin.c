@@ -726,8 +726,9 @@ START_TEST(oci_container_without_library)
         ck_assert_int_eq(mkdir(path, 0755), 0);
         snprintf(path, sizeof(path), "%s/config.json", bundle);
         snprintf(buf, sizeof(buf),
-                 "{\"root\":{\"path\":\"rootfs\"},\"mounts\":[{\"destination\":\"%s\"}]}",
-                 bound ? tmp : "/proc");
+                 "{\"root\":{\"path\":\"rootfs\"},\"mounts\":[{\"destination\":\"%s\","
+                 "\"type\":\"bind\",\"source\":\"%s\"}]}",
+                 bound ? tmp : "/proc", bound ? tmp : "proc");
         put_file(path, buf, 0644);
         stub_env_put("SLURM_CONTAINER", bundle);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);

@@ -5,9 +5,10 @@ record says it is not measured (container); where the bundle bind-mounts the
 library's directory (a site's line, docs/admin.md "Containers") the library
 is loaded in the container and the rank is measured in the step's segment.
 
-The bundle's root is an empty directory with the host's /usr, /etc and the
-/lib* links bound read-only: a root without the lab's installation, made
-from nothing but the host, so the test needs no image.  runc comes from
+The bundle's root is an empty directory with the host's /usr (a tmpfs over
+/usr/local, where the lab installs mpi-pstate), /etc and the /lib* links: a
+root without the library, made from nothing but the host, so the test needs
+no image.  runc comes from
 Debian (tests/cluster/deps.sh)."""
 from __future__ import annotations
 
@@ -50,7 +51,10 @@ def bundle(wd: Path, name: str, extra_mounts: list[dict]) -> Path:
     lt.as_user(["runc", "spec", "--rootless"], cwd=b, check=True)
     cfg = json.loads((b / "config.json").read_text())
     mounts = [m for m in cfg["mounts"] if m["destination"] not in ("/sys/fs/cgroup", "/dev/shm")]
-    mounts += [bind("/usr"), bind("/etc"), bind("/tmp"),
+    # the host's /usr without /usr/local, where the lab installs mpi-pstate
+    mounts += [bind("/usr"), {"destination": "/usr/local", "type": "tmpfs", "source": "tmpfs",
+                              "options": ["nosuid", "nodev", "mode=755"]},
+               bind("/etc"), bind("/tmp"),
                {"destination": "/dev/shm", "type": "bind", "source": "/dev/shm",
                 "options": ["rbind", "nosuid", "nodev"]}]
     # merged-/usr links of Debian's root: /bin -> usr/bin and so on
