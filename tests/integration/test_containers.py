@@ -28,10 +28,10 @@ RUNC = shutil.which("runc")
 LDSO_ERROR = re.compile(r"ERROR: ld\.so: object .* from LD_PRELOAD cannot be preloaded")
 # The ids runc gives the container: %n.%u.%j.%s.%t (node, user, job, step, task).
 OCI = """# mpi-pstate integration test (tests/integration/test_containers.py)
-RunTimeQuery="runc --rootless=true --root=/tmp/runc-%U state %n.%u.%j.%s.%t"
-RunTimeRun="runc --rootless=true --root=/tmp/runc-%U run %n.%u.%j.%s.%t -b %b"
-RunTimeKill="runc --rootless=true --root=/tmp/runc-%U kill -a %n.%u.%j.%s.%t"
-RunTimeDelete="runc --rootless=true --root=/tmp/runc-%U delete --force %n.%u.%j.%s.%t"
+RunTimeQuery="runc --rootless=true --root=/tmp/runc-%u state %n.%u.%j.%s.%t"
+RunTimeRun="runc --rootless=true --root=/tmp/runc-%u run %n.%u.%j.%s.%t -b %b"
+RunTimeKill="runc --rootless=true --root=/tmp/runc-%u kill -a %n.%u.%j.%s.%t"
+RunTimeDelete="runc --rootless=true --root=/tmp/runc-%u delete --force %n.%u.%j.%s.%t"
 """
 
 
