@@ -522,7 +522,8 @@ class Hybrid(PluginCase):
     def test_only_the_waiting_threads_core_goes_down(self) -> None:
         wd = self.workdir("hybrid", ("imbalance.openmpi",))
         job, out = self.batch(wd, ["-N2", "-n2", "--ntasks-per-node=1", "-c2", "--mpi-pstate"],
-                              "srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 10 60")
+                              # 22.05: srun does not inherit sbatch -c
+                              "srun -c2 --mpi=pmix ./wrap.sh ./imbalance.openmpi 10 60")
         ranks = self.ranks(out)
         self.assertEqual(len(ranks), 2, out)
         self.assertEqual({r["cpus"] for r in ranks}, {"0-1"}, out)  # the block
