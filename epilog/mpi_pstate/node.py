@@ -11,7 +11,7 @@ import socket
 import time
 from typing import Any, Optional
 
-from . import audit, collect, config, log, noderec, parse, safeio, slots, slurm
+from . import audit, collect, config, log, noderec, parse, safeio, slots, slurm, whatif
 
 AGENT_MAX_BYTES = 1 << 20
 MAX_AGENT_RECORDS = 64
@@ -152,6 +152,13 @@ def run(a: argparse.Namespace, tools: dict[str, list[str]]) -> int:
         problems += sprob
         has_data = any(s["ranks"] for s in steps) or infos
         settings = audit.node_settings(a.sysroot) if has_data else None
+        if settings is not None:  # `mpi-pstate calibrate`'s model, for report --what-if
+            try:
+                pm = whatif.model_for_record()
+                if pm:
+                    settings["power_model"] = pm
+            except (OSError, ValueError) as e:
+                problems.append(f"power model: {e}")
         rec = noderec.build(job, node, uid, settings=settings, steps=steps, infos=infos,
                             restore=restore, problems=problems, written=time.time(),
                             extra_job=extra or None, meter=meter_here(a.sysroot))

@@ -28,7 +28,7 @@ RANK_FIELDS: dict[str, tuple[type, ...]] = {
     "state": (str,), "mode": (str,), "abi": (str,), "threshold_us": _INT,
     "wall_s": _NUM, "mpi_s": _NUM, "mpi_share": _NUM, "wait_s": _NUM, "long_calls": (int,),
     "over_s": _NUM, "down_s": _NUM, "transitions": (int,), "calls": (int,), "bytes": (int,),
-    "wakeups": (int,), "top": (list,), "note": (str,),
+    "wakeups": (int,), "top": (list,), "note": (str,), "hist_ns": (list,),
 }
 RANK_REQUIRED = ("step", "rank", "local", "state", "wall_s", "mpi_s", "down_s", "transitions")
 
@@ -250,6 +250,11 @@ def validate_rank(r: Any) -> dict[str, Any]:
                _FN_OK(t[0]) is not None and type(t[1]) in (int, float, type(None)) and
                type(t[2]) is int, "bad top entry")
     out["top"] = top
+    if "hist_ns" in out:  # [bucket, calls] pairs, bucket 0..63 (common/slot.h)
+        h = out["hist_ns"]
+        _check(len(h) <= 64 and all(
+            type(e) is list and len(e) == 2 and type(e[0]) is int and 0 <= e[0] < 64 and
+            type(e[1]) is int and 0 <= e[1] < _LIMIT for e in h), "bad hist_ns")
     return out
 
 

@@ -44,6 +44,11 @@ def _ns(v: int) -> Optional[int]:
     return v if 0 <= v <= NS_MAX else None
 
 
+def _bucket(ns: int) -> int:
+    """mpi_pstate_slot_bucket() of common/slot.h."""
+    return min(ns.bit_length(), slotlib.BUCKETS - 1) if ns > 0 else 0
+
+
 def rank_figures(s: dict[str, Any], step: str) -> dict[str, Any]:
     """The node-record entry of one validated slot (docs/records.md)."""
     tps = s["ticks_per_sec"]
@@ -52,11 +57,16 @@ def rank_figures(s: dict[str, Any], step: str) -> dict[str, Any]:
         wall = _ns((s["app_end_ticks"] - s["app_start_ticks"]) * 10**9 // tps)
     mpi = calls = nbytes = 0
     top = []
+    hist = list(s["hist_ns"])
     for name, f in s["functions"].items():
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,31}", name):
             continue
         calls += f["calls"]
         nbytes += f["bytes"]
+        if name in FRAME_FUNCS and f["calls"]:
+            # out of the wait histogram too: MPI_Init is no wait to clock down
+            b = _bucket(f["time_ns"] // f["calls"])
+            hist[b] = max(0, hist[b] - f["calls"])
         if name not in FRAME_FUNCS:
             mpi += f["time_ns"]
             if f["calls"]:
@@ -77,6 +87,8 @@ def rank_figures(s: dict[str, Any], step: str) -> dict[str, Any]:
         "down_s": _s(_ns(s["down_ns"])), "transitions": s["transitions"],
         "calls": calls, "bytes": nbytes, "wakeups": s["wakeups"],
         "top": [[n, _s(_ns(t)), c] for t, n, c in top[:TOP_FUNCS]],
+        # [bucket, calls]: durations of its MPI calls, for `report --what-if`
+        "hist_ns": [[b, c] for b, c in enumerate(hist) if c],
     }
     if wall is None:
         r["note"] = "no end time (rank killed or never initialised)"

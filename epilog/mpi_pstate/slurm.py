@@ -123,3 +123,26 @@ class DbTool:
         if r.returncode in (0, 3):
             return r.returncode
         raise SlurmError(f"{self.path} --set: {r.stderr.strip()[:300]}")
+
+
+def sacct_select(user: Optional[str] = None, account: Optional[str] = None,
+                 partition: Optional[str] = None, since: Optional[str] = None,
+                 limit: int = 5000, timeout: float = 120) -> list[str]:
+    """Raw ids of the finished jobs that match (report --what-if over many
+    jobs), oldest first, at most `limit` (the newest are kept)."""
+    argv = [which("sacct"), "-n", "-X", "-P", "-o", "JobIDRaw,State",
+            "-S", since or "now-30days", "-E", "now"]
+    argv += ["-u", user] if user else ["-a"]
+    if account:
+        argv += ["-A", account]
+    if partition:
+        argv += ["-r", partition]
+    r = run(argv, timeout=timeout)
+    if r.returncode != 0:
+        raise SlurmError(f"sacct: {r.stderr.strip()[:300]}")
+    ids = []
+    for line in r.stdout.splitlines():
+        f = line.split("|")
+        if len(f) == 2 and f[0].isdigit() and (f[1].split() or [""])[0] in TERMINAL:
+            ids.append(f[0])
+    return list(dict.fromkeys(ids))[-limit:]
