@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""Validation of `mpi-pstate report --what-if` on the local cluster.
+
+The fake hardware's power model is known (tests/cluster/fakesys.py, load
+"proc": a CPU draws core_dyn_w * (f/fmax)^2 while a task of its node runs
+or waits polling on it).  This script
+
+  1. switches both nodes' fakes to that model,
+  2. runs `mpi-pstate calibrate` inside n1 (the model goes to the default
+     path, where the node Epilogs embed it into their records),
+  3. runs every workload in profile mode and in on mode, alternating
+     (A B A B ...), as the test user,
+  4. predicts each on run from the profile run of the same repetition
+     (`mpi-pstate report PROFILE_JOB --what-if --threshold T --json`) and
+     compares with the measured energy difference of the two runs,
+
+then prints a Markdown table (and --json everything).  Run it as root under
+the lab's lock with this build installed:
+
+  flock -o /run/mpi-pstate-lab.lock bench/whatif/run.py --reps 3
+
+The fakes are put back to their defaults and the model file removed at the
+end (--keep-model keeps it)."""
+from __future__ import annotations
+
+import argparse
+import importlib.machinery
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+TOP = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(TOP / "tests" / "integration"), str(TOP / "epilog")]
+import labtools as lt  # noqa: E402
+from mpi_pstate import summary as summ  # noqa: E402
+from mpi_pstate import whatif  # noqa: E402
+
+MODEL = whatif.DEFAULT_MODEL
+
+
+def fake_load(on: bool, restart: bool = False) -> None:
+    """Both nodes' fakes to load "proc" (or back to their defaults).  A fake
+    started from a checkout without the load model is restarted (--restart)."""
+    for n in ("n1", "n2"):
+        if on:
+            lt.flavour(n, load="proc")
+        else:
+            lt.lab("flavour", n)
+    if not on:
+        return
+    for n in ("n1", "n2"):
+        resets = [l for l in lt.write_log(n) if " reset " in l]
+        if not resets or "load=proc" not in resets[-1]:
+            if not restart:
+                raise SystemExit(f"node {n}'s fake hardware has no load model (started from an "
+                                 "older checkout): give --restart to restart the lab from this "
+                                 "one")
+            lt.lab("restart", timeout=600)
+            return fake_load(True, restart=False)
+
+
+def calibrate(node: str, seconds: float, reps: int, points: int) -> dict[str, Any]:
+    cli = lt.installed().cli
+    r = lt.node_exec(node, f"{cli} calibrate --seconds {seconds} --reps {reps} --points "
+                           f"{points} --quiet --json")
+    return json.loads(r.stdout[:r.stdout.rindex("}") + 1])
+
+
+def submit(wd: Path, mode: str, threshold: Optional[str], command: str, nodes: int,
+           ntasks: int) -> int:
+    opt = [f"--mpi-pstate={mode}"] + ([f"--mpi-pstate-threshold={threshold}"] if threshold else [])
+    return lt.sbatch(["-N", str(nodes), f"--ntasks-per-node={ntasks}", "-t", "10",
+                      "--exclusive", *opt], f"srun --mpi=pmix {command}\n", wd)
+
+
+def figures(job: int, timeout: float = 60) -> dict[str, Any]:
+    """The job's accounting summary, once EpilogSlurmctld wrote it."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        hit = summ.find(lt.job_field(job, "SystemComment"))[0]
+        if hit:
+            s = summ.normalize(hit)
+            return {"job": job, "energy_j": s.get("energy_j"), "energy": s.get("energy"),
+                    "wall_s": s.get("wall_s"), "step_wall_s": s.get("step_wall_s"),
+                    "down_s": s.get("down_s"), "transitions": s.get("transitions"),
+                    "mpi_s": s.get("mpi_s")}
+        time.sleep(0.3)
+    raise AssertionError(f"job {job}: no mpi-pstate summary after {timeout} s")
+
+
+def predict(job: int, threshold_us: int) -> dict[str, Any]:
+    r = lt.as_user([str(lt.installed().cli), "report", str(job), "--what-if", "--threshold",
+                    f"{threshold_us}us", "--json"], check=True)
+    return json.loads(r.stdout)["jobs"][0]["what_if"]
+
+
+def run_workload(name: str, command: str, thresholds: list[int], reps: int, wd: Path,
+                 nodes: int, ntasks: int, say: Any) -> list[dict[str, Any]]:
+    """Per threshold and repetition: the profile run, the on run, the
+    prediction from that profile run and the measured difference."""
+    out = []
+    for rep in range(reps):
+        order = thresholds if rep % 2 == 0 else list(reversed(thresholds))
+        prof_job = submit(wd, "profile", None, command, nodes, ntasks)
+        state = lt.wait_job(prof_job, 300)
+        prof = figures(prof_job)
+        say(f"{name} rep {rep + 1}: profile job {prof_job} {state}: {prof['energy_j']} J, "
+            f"{prof['step_wall_s']} s")
+        for t in order:
+            on_job = submit(wd, "on", f"{t}us", command, nodes, ntasks)
+            state = lt.wait_job(on_job, 300)
+            on = figures(on_job)
+            p = predict(prof_job, t)
+            meas = prof["energy_j"] - on["energy_j"] if prof["energy_j"] is not None and \
+                on["energy_j"] is not None else None
+            say(f"  on @ {t} us job {on_job} {state}: {on['energy_j']} J, down {on['down_s']} s;"
+                f" predicted saved {p['saved_j']} J, down {p['clocked_down_s']}; measured "
+                f"{meas}")
+            out.append({"workload": name, "rep": rep, "threshold_us": t, "profile": prof,
+                        "on": on, "predicted": p, "measured_saved_j": meas})
+            # the next on run compares with a profile run just before it
+            if t != order[-1]:
+                prof_job = submit(wd, "profile", None, command, nodes, ntasks)
+                lt.wait_job(prof_job, 300)
+                prof = figures(prof_job)
+    return out
+
+
+def table(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """One line per workload and threshold: medians over the repetitions."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["workload"], r["threshold_us"]), []).append(r)
+    lines = ["| workload | threshold | runs | predicted saved J (low .. high) | measured saved J "
+             "(min .. max) | error on energy saved | predicted down s | measured down s | "
+             "inside stated range |",
+             "|---|---|---:|---|---|---:|---:|---:|---|"]
+    summ_rows = []
+    for (w, t), rs in groups.items():
+        pe = statistics.median(r["predicted"]["saved_j"][0] for r in rs)
+        plo = statistics.median(r["predicted"]["saved_j"][1] for r in rs)
+        phi = statistics.median(r["predicted"]["saved_j"][2] for r in rs)
+        ms = [r["measured_saved_j"] for r in rs if r["measured_saved_j"] is not None]
+        me = statistics.median(ms) if ms else None
+        inside = sum(1 for r in rs if r["measured_saved_j"] is not None and
+                     r["predicted"]["saved_j"][1] <= r["measured_saved_j"] <=
+                     r["predicted"]["saved_j"][2])
+        err = (pe - me) / me if me else None
+        pd = statistics.median(r["predicted"]["clocked_down_s"][0] for r in rs)
+        md = statistics.median(r["on"]["down_s"] or 0 for r in rs)
+        lines.append(f"| {w} | {whatif._us(t)} | {len(rs)} | {pe:.1f} ({plo:.1f} .. {phi:.1f}) | "
+                     + (f"{me:.1f} ({min(ms):.1f} .. {max(ms):.1f})" if ms else "-") + " | "
+                     + (f"{100 * err:+.1f} %" if err is not None else "-")
+                     + f" | {pd:.2f} | {md:.2f} | {inside}/{len(rs)} |")
+        summ_rows.append({"workload": w, "threshold_us": t, "runs": len(rs), "predicted": pe,
+                          "predicted_lo": plo, "predicted_hi": phi, "measured": me,
+                          "error": err, "inside": inside})
+    return "\n".join(lines) + "\n", summ_rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=100, help="imbalance iterations")
+    ap.add_argument("--work-ms", type=float, default=50.0)
+    ap.add_argument("--thresholds", default="500,20000",
+                    help="us, comma-separated, for the imbalanced demo")
+    ap.add_argument("--sweep", default="100,2000,20000,45000",
+                    help="us: the threshold sweep (empty: none)")
+    ap.add_argument("--hpcc-n", type=int, default=0, help="also hpcc with this N (0: no)")
+    ap.add_argument("--cal-seconds", type=float, default=1.0)
+    ap.add_argument("--restart", action="store_true",
+                    help="restart the lab when its fakes lack the load model")
+    ap.add_argument("--keep-model", action="store_true")
+    ap.add_argument("--json", metavar="PATH", help="write every run as JSON")
+    a = ap.parse_args()
+
+    def say(s: str) -> None:
+        print(s, file=sys.stderr, flush=True)
+    wd = lt.workdir("whatif-bench")
+    lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
+    rows: list[dict[str, Any]] = []
+    t0 = time.time()
+    try:
+        fake_load(True, a.restart)
+        model = calibrate("n1", a.cal_seconds, 2, 2)
+        say(f"calibrated: {json.dumps(model['points'])} idle {model['idle_w']} W, noise "
+            f"{model['noise_w']} W, write {model['transition']['write_us']} us")
+        cmd = f"./imbalance.openmpi {a.iters} {a.work_ms:g}"
+        ths = [int(x) for x in a.thresholds.split(",") if x]
+        rows += run_workload("imbalance 2x2", cmd, ths, a.reps, wd, 2, 2, say)
+        sw = [int(x) for x in a.sweep.split(",") if x]
+        if sw:
+            rows += run_workload("imbalance 2x2, sweep", cmd, sw, max(1, a.reps - 1), wd, 2, 2,
+                                 say)
+        if a.hpcc_n:
+            ld = importlib.machinery.SourceFileLoader(
+                "bench_eval", str(TOP / "bench" / "eval" / "mpi-pstate-bench")).load_module()
+            (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,
+                                                       2, 2))
+            os.chown(wd / "hpccinf.txt", *lt_ids())
+            rows += run_workload("hpcc 2x2", "hpcc", ths, a.reps, wd, 2, 2, say)
+    finally:
+        fake_load(False)
+        if not a.keep_model:
+            for n in ("n1",):
+                lt.node_exec(n, f"rm -f {MODEL}", check=False)
+    text, summ_rows = table(rows)
+    print(f"Measured {time.strftime('%Y-%m-%d %H:%M', time.gmtime(t0))}-"
+          f"{time.strftime('%H:%M', time.gmtime())} UTC; model: {json.dumps(model['points'])}, "
+          f"idle {model['idle_w']} W, noise {model['noise_w']} W\n")
+    print(text)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"model": model, "runs": rows, "table": summ_rows},
+                                           indent=1))
+    return 0
+
+
+def lt_ids() -> tuple[int, int]:
+    import pwd
+    pw = pwd.getpwnam(lt.TEST_USER)
+    return pw.pw_uid, pw.pw_gid
+
+
+if __name__ == "__main__":
+    sys.exit(main())
