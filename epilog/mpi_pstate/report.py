@@ -336,15 +336,25 @@ def what_if_output(jobs: list[dict[str, Any]], missing: list[str], wi: dict[str,
                 f.write(svg(j))
             print(path)
     else:
+        if many:
+            out.write("job              saved J (low .. high)            % of measured  "
+                      "time added % (max)\n")
         for j in jobs:
-            if j in done:
+            if j in done and many:
+                p = j["what_if"]
+                pct = p.get("saved_pct")
+                out.write(f"{j['job_id']:<14} {whatif.fmt_triple(p['saved_j'], 'J'):<32} "
+                          f"{_f(pct[0] if pct else None, '{:.1f} %'):>13}  "
+                          f"{_f(p['time_added_pct'][2], '{:.2f}'):>18}"
+                          + (f"  ({'; '.join(p['notes'])[:100]})" if p["notes"] else "") + "\n")
+            elif j in done:
                 s = j.get("summary") or {}
                 out.write(f"job {j['job_id']}: {j.get('sacct_state', '?')}, elapsed "
                           f"{j.get('elapsed', '?')}, {s.get('ranks', '?')} ranks, MPI share "
                           f"{_pct(s.get('mpi_share'))}, energy "
                           f"{_f(s.get('energy_j'), '{:.1f} J')} ({s.get('energy')}; "
                           f"{METER_TEXT.get(s.get('energy_src'), 'source unknown')})\n")
-                out.write(whatif.text(j["what_if"], None if many else j["what_if_sweep"],
+                out.write(whatif.text(j["what_if"], j["what_if_sweep"],
                                       j.get("what_if_recommended")))
             elif not many:
                 out.write(job_text(j))
