@@ -201,7 +201,7 @@ class Load:
 
 
 def measure(meter: Meter, pol: Policy, cpu: int, kind: str, khz: int, seconds: float,
-            settle: float = 0.1) -> float:
+            settle: float = 0.25) -> float:
     """Node power in W with `kind` on cpu at khz."""
     pol.set(khz)
     load = Load(kind, cpu)
@@ -216,29 +216,30 @@ def measure(meter: Meter, pol: Policy, cpu: int, kind: str, khz: int, seconds: f
 
 
 def transition_cost(meter: Meter, pol: Policy, cpu: int, hi: int, lo: int, seconds: float,
-                    p_hi: float, p_lo: float) -> dict[str, float]:
-    """Lower+raise pairs as fast as possible under a busy load: the write
-    latency, and the energy beyond what the time spent at each frequency
-    costs in steady state."""
+                    p_hi: float, p_lo: float, period: float = 0.005) -> dict[str, float]:
+    """Lower+raise pairs under a busy load, one every `period` seconds from a
+    writer that sleeps in between as the agent does: the write latency, and
+    the energy beyond what the time spent at each frequency costs in steady
+    state (the writer's own wake-ups included, as the agent's would be)."""
     load = Load("busy", cpu)
     lat: list[float] = []
     t_hi = t_lo = 0.0
     try:
         pol.set(hi)
-        time.sleep(0.05)
+        time.sleep(0.25)
         e0 = meter.read_j()
-        end = time.monotonic() + seconds
-        t = time.monotonic()
-        while t < end:
-            for khz in (lo, hi):
+        t = start = time.monotonic()
+        while t - start < seconds:
+            for khz, pause in ((lo, period * 0.4), (hi, period * 0.6)):
                 a = time.perf_counter()
                 pol.set(khz)
                 lat.append(time.perf_counter() - a)
+                time.sleep(pause)
                 t2 = time.monotonic()
                 if khz == lo:
-                    t_hi += t2 - t
-                else:
                     t_lo += t2 - t
+                else:
+                    t_hi += t2 - t
                 t = t2
         e1 = meter.read_j()
     finally:

@@ -164,7 +164,7 @@ class Load:
     The namespace's processes are listed again every RESCAN_S; between
     rescans only their /proc/PID/stat is read, a few files per sample."""
 
-    RESCAN_S = 0.25
+    RESCAN_S = 0.1
 
     def __init__(self, ncpu: int, period: float) -> None:
         self.ncpu, self.period = ncpu, max(0.002, float(period))
