@@ -84,12 +84,33 @@ def figures(job: int, timeout: float = 60) -> dict[str, Any]:
         hit = summ.find(lt.job_field(job, "SystemComment"))[0]
         if hit:
             s = summ.normalize(hit)
+            # per node: joules and the agent's own interval (what the joules cover)
+            nodes = {}
+            det = json.loads((lt.LAB / "records" / str(job) / "job.json").read_text())
+            for n, v in det["nodes"].items():
+                secs = sum((st.get("agent") or {}).get("elapsed_s") or 0
+                           for st in v.get("steps") or [])
+                nodes[n] = {"joules": (v.get("energy") or {}).get("joules"), "seconds": secs}
             return {"job": job, "energy_j": s.get("energy_j"), "energy": s.get("energy"),
                     "wall_s": s.get("wall_s"), "step_wall_s": s.get("step_wall_s"),
                     "down_s": s.get("down_s"), "transitions": s.get("transitions"),
-                    "mpi_s": s.get("mpi_s")}
+                    "mpi_s": s.get("mpi_s"), "nodes": nodes}
         time.sleep(0.3)
     raise AssertionError(f"job {job}: no mpi-pstate summary after {timeout} s")
+
+
+def saved_at_equal_time(prof: dict[str, Any], on: dict[str, Any]) -> Optional[float]:
+    """Profile minus on energy, node by node, with the on run's energy scaled
+    to the profile run's duration.  A lowered core on the fake computes as
+    fast as ever, so any difference in duration between the two runs is the
+    shared machine's noise, not the tool's: compare mean power."""
+    tot = 0.0
+    for n, p in prof["nodes"].items():
+        o = on["nodes"].get(n)
+        if not o or not p["joules"] or not o["joules"] or not p["seconds"] or not o["seconds"]:
+            return None
+        tot += p["joules"] - o["joules"] * p["seconds"] / o["seconds"]
+    return tot
 
 
 def predict(job: int, threshold_us: int) -> dict[str, Any]:
@@ -115,13 +136,15 @@ def run_workload(name: str, command: str, thresholds: list[int], reps: int, wd: 
             state = lt.wait_job(on_job, 300)
             on = figures(on_job)
             p = predict(prof_job, t)
-            meas = prof["energy_j"] - on["energy_j"] if prof["energy_j"] is not None and \
+            raw = prof["energy_j"] - on["energy_j"] if prof["energy_j"] is not None and \
                 on["energy_j"] is not None else None
-            say(f"  on @ {t} us job {on_job} {state}: {on['energy_j']} J, down {on['down_s']} s;"
-                f" predicted saved {p['saved_j']} J, down {p['clocked_down_s']}; measured "
-                f"{meas}")
+            meas = saved_at_equal_time(prof, on)
+            say(f"  on @ {t} us job {on_job} {state}: {on['energy_j']} J, {on['step_wall_s']} s,"
+                f" down {on['down_s']} s; predicted saved {p['saved_j']} J, down "
+                f"{p['clocked_down_s']}; measured {meas} (raw difference {raw})")
             out.append({"workload": name, "rep": rep, "threshold_us": t, "profile": prof,
-                        "on": on, "predicted": p, "measured_saved_j": meas})
+                        "on": on, "predicted": p, "measured_saved_j": meas,
+                        "raw_difference_j": raw})
             # the next on run compares with a profile run just before it
             if t != order[-1]:
                 prof_job = submit(wd, "profile", None, command, nodes, ntasks)
@@ -137,8 +160,8 @@ def table(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
         groups.setdefault((r["workload"], r["threshold_us"]), []).append(r)
     lines = ["| workload | threshold | runs | predicted saved J (low .. high) | measured saved J "
              "(min .. max) | error on energy saved | predicted down s | measured down s | "
-             "inside stated range |",
-             "|---|---|---:|---|---|---:|---:|---:|---|"]
+             "inside stated range | raw difference J |",
+             "|---|---|---:|---|---|---:|---:|---:|---|---:|"]
     summ_rows = []
     for (w, t), rs in groups.items():
         pe = statistics.median(r["predicted"]["saved_j"][0] for r in rs)
@@ -155,7 +178,8 @@ def table(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
         lines.append(f"| {w} | {whatif._us(t)} | {len(rs)} | {pe:.1f} ({plo:.1f} .. {phi:.1f}) | "
                      + (f"{me:.1f} ({min(ms):.1f} .. {max(ms):.1f})" if ms else "-") + " | "
                      + (f"{100 * err:+.1f} %" if err is not None else "-")
-                     + f" | {pd:.2f} | {md:.2f} | {inside}/{len(rs)} |")
+                     + f" | {pd:.2f} | {md:.2f} | {inside}/{len(rs)} | "
+                     + f"{statistics.median(r['raw_difference_j'] or 0 for r in rs):.1f} |")
         summ_rows.append({"workload": w, "threshold_us": t, "runs": len(rs), "predicted": pe,
                           "predicted_lo": plo, "predicted_hi": phi, "measured": me,
                           "error": err, "inside": inside})
@@ -172,6 +196,8 @@ def main() -> int:
     ap.add_argument("--sweep", default="100,2000,20000,45000",
                     help="us: the threshold sweep (empty: none)")
     ap.add_argument("--hpcc-n", type=int, default=0, help="also hpcc with this N (0: no)")
+    ap.add_argument("--ntasks", type=int, default=1, help="ranks per node (the VM has 2 cores "
+                    "for both nodes: more oversubscribes it)")
     ap.add_argument("--cal-seconds", type=float, default=1.0)
     ap.add_argument("--restart", action="store_true",
                     help="restart the lab when its fakes lack the load model")
@@ -192,18 +218,18 @@ def main() -> int:
             f"{model['noise_w']} W, write {model['transition']['write_us']} us")
         cmd = f"./imbalance.openmpi {a.iters} {a.work_ms:g}"
         ths = [int(x) for x in a.thresholds.split(",") if x]
-        rows += run_workload("imbalance 2x2", cmd, ths, a.reps, wd, 2, 2, say)
+        rows += run_workload(f"imbalance 2x{a.ntasks}", cmd, ths, a.reps, wd, 2, a.ntasks, say)
         sw = [int(x) for x in a.sweep.split(",") if x]
         if sw:
-            rows += run_workload("imbalance 2x2, sweep", cmd, sw, max(1, a.reps - 1), wd, 2, 2,
-                                 say)
+            rows += run_workload(f"imbalance 2x{a.ntasks}, sweep", cmd, sw, max(1, a.reps - 1),
+                                 wd, 2, a.ntasks, say)
         if a.hpcc_n:
             ld = importlib.machinery.SourceFileLoader(
                 "bench_eval", str(TOP / "bench" / "eval" / "mpi-pstate-bench")).load_module()
             (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,
-                                                       2, 2))
+                                                       *ld.process_grid(2 * a.ntasks)))
             os.chown(wd / "hpccinf.txt", *lt_ids())
-            rows += run_workload("hpcc 2x2", "hpcc", ths, a.reps, wd, 2, 2, say)
+            rows += run_workload(f"hpcc 2x{a.ntasks}", "hpcc", ths, a.reps, wd, 2, a.ntasks, say)
     finally:
         fake_load(False)
         if not a.keep_model:

@@ -59,10 +59,11 @@ class WhatIf(unittest.TestCase):
         wd = lt.workdir("whatif")
         lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
         cmd = "./imbalance.openmpi 80 50"
-        prof_job = bench.submit(wd, "profile", None, cmd, 2, 2)
+        # one rank per node: the two nodes share the VM's two cores
+        prof_job = bench.submit(wd, "profile", None, cmd, 2, 1)
         self.assertEqual(lt.wait_job(prof_job, 300), "COMPLETED")
         prof = bench.figures(prof_job)
-        on_job = bench.submit(wd, "on", "2000us", cmd, 2, 2)
+        on_job = bench.submit(wd, "on", "2000us", cmd, 2, 1)
         self.assertEqual(lt.wait_job(on_job, 300), "COMPLETED")
         on = bench.figures(on_job)
         self.assertEqual((prof["energy"], on["energy"]), ("ok", "ok"))
@@ -72,11 +73,13 @@ class WhatIf(unittest.TestCase):
         job = json.loads(r.stdout)["jobs"][0]
         p = job["what_if"]
         self.assertEqual(p["model"], ["node record"])  # the Epilog embedded the model
-        self.assertEqual(p["ranks"], 4)
+        self.assertEqual(p["ranks"], 2)
         self.assertGreater(p["saved_j"][0], 10)
-        measured = prof["energy_j"] - on["energy_j"]
+        # at equal duration: on the fake a lowered core computes as fast as
+        # ever, so a difference in duration is the shared machine's noise
+        measured = bench.saved_at_equal_time(prof, on)
         msg = (f"predicted {p['saved_j']} J (clocked down {p['clocked_down_s']} s), measured "
-               f"{measured:.1f} J = {prof['energy_j']} - {on['energy_j']} (on run clocked "
+               f"{measured:.1f} J from {prof['nodes']} and {on['nodes']} (on run clocked "
                f"down {on['down_s']} s)")
         self.assertLessEqual(p["saved_j"][1], measured, msg)
         self.assertLessEqual(measured, p["saved_j"][2], msg)
