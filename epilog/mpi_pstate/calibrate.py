@@ -253,6 +253,26 @@ def transition_cost(meter: Meter, pol: Policy, cpu: int, hi: int, lo: int, secon
             "pairs": pairs, "energy_uj": round(extra / max(pairs, 1) * 1e6, 3)}
 
 
+def reaction(cpus: list[int], samples: int = 200, nap: float = 0.002) -> dict[str, float]:
+    """How late a sleeping process wakes up while every CPU of the node runs
+    a polling loop, as during a job whose ranks wait: the agent sleeps until
+    a threshold passes, then has to get a CPU to lower the core."""
+    loads = [Load("poll", c) for c in cpus]
+    lat: list[float] = []
+    try:
+        time.sleep(0.25)
+        for _ in range(samples):
+            a = time.perf_counter()
+            time.sleep(nap)
+            lat.append(max(0.0, time.perf_counter() - a - nap))
+    finally:
+        for ld in loads:
+            ld.stop()
+    lat.sort()
+    return {"reaction_us": round(statistics.median(lat) * 1e6, 1),
+            "reaction_us_p90": round(lat[int(0.9 * (len(lat) - 1))] * 1e6, 1)}
+
+
 def pick_freqs(freqs: list[int], n: int) -> list[int]:
     """n frequencies from the available ones: both ends and evenly between."""
     if n >= len(freqs):
@@ -306,8 +326,10 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
         med = {k: statistics.median(v) for k, v in samples.items()}
         trans = transition_cost(meter, pol, cpu, hi, lo, min(1.0, seconds),
                                 med[("busy", hi)], med[("busy", lo)])
+        trans.update(reaction(sorted(os.sched_getaffinity(0))))
         say(f"  transition: write {trans['write_us']} us (p90 {trans['write_us_p90']}), "
-            f"{trans['energy_uj']} uJ per lower+raise pair ({trans['pairs']} pairs)")
+            f"{trans['energy_uj']} uJ per lower+raise pair ({trans['pairs']} pairs); wake-up "
+            f"on a busy node {trans['reaction_us']} us (p90 {trans['reaction_us_p90']})")
     finally:
         pol.restore()
         meter.close()
@@ -355,7 +377,8 @@ def text(m: dict[str, Any]) -> str:
     lines.append(f"  a waiting core clocked down from {hi['khz'] / 1e6:.2f} to "
                  f"{lo['khz'] / 1e6:.2f} GHz saves {hi['poll_w'] - lo['poll_w']:.2f} W")
     t = m["transition"]
-    lines.append(f"  transition: write {t['write_us']} us, {t['energy_uj']} uJ per pair")
+    lines.append(f"  transition: write {t['write_us']} us, {t['energy_uj']} uJ per pair; wake-up "
+                 f"on a busy node {t.get('reaction_us')} us (p90 {t.get('reaction_us_p90')})")
     return "\n".join(lines) + "\n"
 
 

@@ -28,9 +28,10 @@ MODEL_ENV = "MPI_PSTATE_MODEL"
 MODEL_MAX_BYTES = 1 << 20
 BUCKETS = 64
 # The agent's reaction after a threshold passes and after a rank leaves a
-# lowered wait, besides the frequency write itself (calibrate measures the
-# write): a timer or futex wake-up.  bench/agent/RESULTS.md measures tens of
-# microseconds on an idle node; the range covers a loaded one.
+# lowered wait, besides the frequency write itself: a timer or futex
+# wake-up on a node whose CPUs are busy.  calibrate measures it (median,
+# p90); these are for models without it (tens of microseconds on an idle
+# node, bench/agent/RESULTS.md).  The bounds: 0 and twice the p90.
 REACTION_US = (50.0, 0.0, 1000.0)  # est, lo, hi
 POWER_SIGMAS = 2.0  # lo/hi of a power difference: +-2 standard errors
 MAX_TIME_ADDED = 0.01  # the recommendation keeps the time added at or below 1 %
@@ -87,6 +88,11 @@ def validate_model(m: Any) -> dict[str, Any]:
         "domain_cpus": int(_num(m.get("domain_cpus", 1), "domain_cpus", 1, 1e5)),
         "points": points,
         "write_us": _num(tr.get("write_us", 0), "transition.write_us", 0, 1e6),
+        "reaction_us": _num(tr.get("reaction_us", REACTION_US[0]), "transition.reaction_us",
+                            0, 1e6),
+        # the high bound: twice the measured p90, or REACTION_US's
+        "reaction_us_hi": 2 * _num(tr["reaction_us_p90"], "transition.reaction_us_p90", 0, 1e6)
+        if "reaction_us_p90" in tr else REACTION_US[2],
         "transition_uj": _num(tr.get("energy_uj", 0), "transition.energy_uj", -1e6, 1e6),
     }
     return out
@@ -328,7 +334,8 @@ def predict(detail: dict[str, Any], model: Optional[dict[str, Any]], threshold_u
         dp = power_at(m, hk, "poll_w") - power_at(m, lk, "poll_w")
         dps = (dp, max(0.0, dp - sig), dp + sig)
         w_us = m["write_us"]
-        react = tuple((w_us + x) / 1e6 for x in REACTION_US)
+        react = tuple((w_us + x) / 1e6 for x in
+                      (m["reaction_us"], 0.0, max(m["reaction_us_hi"], m["reaction_us"])))
         e_tr = m["transition_uj"] / 1e6
         slow = 1.0 - lk / hk
         dom = max(m["domain_cpus"], _domain_cpus(
