@@ -248,6 +248,8 @@ class Calibrate(unittest.TestCase):
             self.assertEqual((m["method"], m["meter"], len(m["points"])),
                              ("max_freq", "simulated", 2))
             self.assertIn("model stored in", out)
+            self.assertGreaterEqual(m["reaction_us"], 0.0)  # wake-up delay on a busy node
+            self.assertGreaterEqual(m["reaction_us_hi"], m["reaction_us"])
             self.assertEqual({f: (pol / f).read_text() for f in before}, before)
 
 
