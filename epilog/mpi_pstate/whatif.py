@@ -317,6 +317,7 @@ def predict(detail: dict[str, Any], model: Optional[dict[str, Any]], threshold_u
     down = [0.0, 0.0, 0.0]
     trans = [0.0, 0.0, 0.0]
     added_est = added_hi = 0.0
+    crit: list[tuple[float, float]] = []  # (time in MPI, delay) per rank
     node_w = 0.0
     sources, missing_model, no_hist, shared = set(), [], 0, []
     lowk = highk = None
@@ -360,12 +361,17 @@ def predict(detail: dict[str, Any], model: Optional[dict[str, Any]], threshold_u
             saved[2] += dn[2] * dps[2] - tn[1] * min(e_tr, 0.0)
             # After a lowered wait the rank computes at the low frequency
             # until the agent has raised it again: compute-bound, that is
-            # (1 - low/high) of the raise delay lost per transition.
-            added_est = max(added_est, tn[0] * react[0] * slow)
+            # (1 - low/high) of the raise delay lost per transition.  A rank
+            # that waits has slack: its delay shortens its next wait.  Only
+            # the rank that waits least (the critical path) delays the job
+            # (estimate); at most, every delay lands on the slowest rank.
+            crit.append((r.get("mpi_s") or 0.0, tn[0] * react[0] * slow))
             added_hi = max(added_hi, tn[2] * react[2] * slow)
     wall = detail.get("elapsed_s") or (detail.get("summary") or {}).get("wall_s") or \
         max((r.get("wall_s") or 0 for r in ranks), default=0)
     # A longer job keeps every core of its nodes powered for longer.
+    if crit:
+        added_est = min(crit)[1]
     cost = (added_est * node_w, 0.0, added_hi * node_w)
     out["saved_j"] = [round(saved[0] - cost[0], 3), round(saved[1] - cost[2], 3),
                       round(saved[2] - cost[1], 3)]
