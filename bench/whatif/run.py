@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.machinery
+import importlib.util
 import json
 import os
 import statistics
@@ -224,8 +225,12 @@ def main() -> int:
             rows += run_workload(f"imbalance 2x{a.ntasks}, sweep", cmd, sw, max(1, a.reps - 1),
                                  wd, 2, a.ntasks, say)
         if a.hpcc_n:
-            ld = importlib.machinery.SourceFileLoader(
-                "bench_eval", str(TOP / "bench" / "eval" / "mpi-pstate-bench")).load_module()
+            loader = importlib.machinery.SourceFileLoader(
+                "bench_eval", str(TOP / "bench" / "eval" / "mpi-pstate-bench"))
+            spec = importlib.util.spec_from_loader("bench_eval", loader)
+            ld = importlib.util.module_from_spec(spec)
+            sys.modules["bench_eval"] = ld  # its dataclasses look their module up
+            loader.exec_module(ld)
             (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,
                                                        *ld.process_grid(2 * a.ntasks)))
             os.chown(wd / "hpccinf.txt", *lt_ids())

@@ -7,7 +7,7 @@ stated range, the energy difference measured between that run and the on
 run of the same job (an energy comparison, never a timing)."""
 from __future__ import annotations
 
-import importlib.machinery
+import importlib.util
 import json
 import unittest
 from pathlib import Path
@@ -15,8 +15,11 @@ from pathlib import Path
 import labtools as lt
 
 TOP = Path(__file__).resolve().parents[2]
-bench = importlib.machinery.SourceFileLoader(
-    "whatif_bench", str(TOP / "bench" / "whatif" / "run.py")).load_module()
+_spec = importlib.util.spec_from_file_location("whatif_bench",
+                                               str(TOP / "bench" / "whatif" / "run.py"))
+assert _spec is not None and _spec.loader is not None
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
 MODEL = bench.MODEL
 
 
