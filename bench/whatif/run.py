@@ -187,6 +187,43 @@ def table(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     return "\n".join(lines) + "\n", summ_rows
 
 
+def agent_lateness_us(job: int) -> list[float]:
+    """Per lowered rank of an on run: the median of how late the agent
+    lowered after the deadline (its record's drop_late_ns p50)."""
+    det = json.loads((lt.LAB / "records" / str(job) / "job.json").read_text())
+    out = []
+    for v in det["nodes"].values():
+        for st in v.get("steps") or []:
+            for r in (st.get("agent") or {}).get("ranks") or []:
+                dl = r.get("drop_late_ns") or {}
+                if dl.get("count"):
+                    out.append(dl["sum"] / dl["count"] / 1000)
+    return out
+
+
+def reanalyse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same comparison with the agent's real lateness instead of the
+    model's wake-up delay: taken from the on runs of the first repetition
+    of each workload, applied to the predictions of every repetition (the
+    first one included, so the table keeps its runs)."""
+    from mpi_pstate import whatif as wi
+    late: dict[str, list[float]] = {}
+    for r in rows:
+        if r["rep"] == 0:
+            late.setdefault(r["workload"].split(",")[0], []).extend(
+                agent_lateness_us(r["on"]["job"]))
+    out = []
+    for r in rows:
+        lat = late.get(r["workload"].split(",")[0])
+        if not lat:
+            continue
+        react = statistics.median(lat)
+        d = json.loads((lt.LAB / "records" / str(r["profile"]["job"]) / "job.json").read_text())
+        p = wi.predict(d, None, r["threshold_us"], reaction_us=react)
+        out.append(dict(r, predicted=p, reaction_us=react))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=3)
@@ -204,7 +241,18 @@ def main() -> int:
                     help="restart the lab when its fakes lack the load model")
     ap.add_argument("--keep-model", action="store_true")
     ap.add_argument("--json", metavar="PATH", help="write every run as JSON")
+    ap.add_argument("--reanalyse", metavar="JSON", help="no runs: the table of a --json file "
+                    "again, with the agent's lateness measured in the first repetition's on "
+                    "runs as the reaction (the records must still be in the collect dir)")
     a = ap.parse_args()
+    if a.reanalyse:
+        doc = json.loads(Path(a.reanalyse).read_text())
+        rows = reanalyse(doc["runs"])
+        lat = sorted({round(r["reaction_us"]) for r in rows})
+        print(f"Reaction from the agent's records (median drop lateness of the first "
+              f"repetition's on runs): {lat} us\n")
+        print(table(rows)[0])
+        return 0
 
     def say(s: str) -> None:
         print(s, file=sys.stderr, flush=True)

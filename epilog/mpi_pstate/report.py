@@ -228,6 +228,9 @@ def add_what_if_args(p: argparse.ArgumentParser) -> None:
                    help="threshold to predict for (500us, 2ms; default: the one the job ran with)")
     g.add_argument("--low", metavar="F", help="low frequency (1.2GHz, 1200000 kHz; default: the "
                    "lowest the model measured)")
+    g.add_argument("--reaction", metavar="D", help="the agent's delay before it lowers a core "
+                   "(default: the wake-up delay the model measured; an on run's agent record "
+                   "shows the real one, drop_late_ns, when its CPU budget spaces its wake-ups)")
     g.add_argument("--model", metavar="PATH", help="node power model for nodes whose record has "
                    f"none (default ${whatif.MODEL_ENV}, else {whatif.DEFAULT_MODEL})")
     g.add_argument("--user", help="every finished job of this user (with --what-if)")
@@ -242,9 +245,9 @@ def what_if_options(a: argparse.Namespace) -> Optional[dict[str, Any]]:
     sel = {k: getattr(a, k) for k in ("user", "account", "partition", "since")
            if getattr(a, k, None)}
     if not a.what_if:
-        if sel or a.threshold or a.low or a.model:
-            raise ValueError("--threshold, --low, --model, --user, --account, --partition and "
-                             "--since go with --what-if")
+        if sel or a.threshold or a.low or a.model or a.reaction:
+            raise ValueError("--threshold, --low, --reaction, --model, --user, --account, "
+                             "--partition and --since go with --what-if")
         if not a.jobs:
             raise ValueError("give a JOBID")
         return None
@@ -255,7 +258,8 @@ def what_if_options(a: argparse.Namespace) -> Optional[dict[str, Any]]:
             raise ValueError(f"--{k}: bad value {v!r}")
     return {"select": sel,
             "threshold_us": parse.duration_us(a.threshold) if a.threshold else None,
-            "low_khz": parse.freq_khz(a.low) if a.low else None}
+            "low_khz": parse.freq_khz(a.low) if a.low else None,
+            "reaction_us": parse.duration_us(a.reaction) if a.reaction else None}
 
 
 def _load_model(path: Optional[str]) -> tuple[Optional[dict[str, Any]], Optional[str]]:
@@ -281,9 +285,10 @@ def what_if_jobs(jobs: list[dict[str, Any]], wi: dict[str, Any],
         if thr is None:
             thr = whatif.run_threshold_us(d)
         meas = s.get("energy_j") if s.get("energy") == "ok" else None
-        j["what_if"] = whatif.predict(d, model, 500 if thr is None else thr, wi["low_khz"], meas)
+        j["what_if"] = whatif.predict(d, model, 500 if thr is None else thr, wi["low_khz"], meas,
+                                      wi["reaction_us"])
         j["what_if"]["energy_src"] = s.get("energy_src")
-        rows, best = whatif.sweep([d], model, wi["low_khz"])
+        rows, best = whatif.sweep([d], model, wi["low_khz"], reaction_us=wi["reaction_us"])
         j["what_if_sweep"], j["what_if_recommended"] = rows, best
         done.append(j)
     return done
@@ -295,8 +300,8 @@ def what_if_output(jobs: list[dict[str, Any]], missing: list[str], wi: dict[str,
     done = what_if_jobs(jobs, wi, model)
     many = len(done) > 1
     total = whatif.summarise([j["what_if"] for j in done]) if done else None
-    rows, best = (whatif.sweep([j["detail"] for j in done], model, wi["low_khz"])
-                  if many else (None, None))
+    rows, best = (whatif.sweep([j["detail"] for j in done], model, wi["low_khz"],
+                               reaction_us=wi["reaction_us"]) if many else (None, None))
     if total is not None:
         total["model_file"] = model.get("path") if model else why
         if many:

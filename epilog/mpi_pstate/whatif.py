@@ -304,9 +304,12 @@ def node_model(detail: dict[str, Any], node: str, fallback: Optional[dict[str, A
 
 
 def predict(detail: dict[str, Any], model: Optional[dict[str, Any]], threshold_us: float,
-            low: Optional[float] = None, measured_j: Optional[float] = None
-            ) -> dict[str, Any]:
-    """The what-if of one job (its job detail: docs/records.md section 4)."""
+            low: Optional[float] = None, measured_j: Optional[float] = None,
+            reaction_us: Optional[float] = None) -> dict[str, Any]:
+    """The what-if of one job (its job detail: docs/records.md section 4).
+    reaction_us: the agent's delay before it lowers a core, besides the
+    write, instead of the model's wake-up delay (an on run's agent record
+    shows it: drop_late_ns)."""
     ranks = detail.get("ranks") or []
     thr = max(0.0, threshold_us) / 1e6
     out: dict[str, Any] = {"threshold_us": threshold_us, "ranks": 0, "notes": []}
@@ -335,8 +338,9 @@ def predict(detail: dict[str, Any], model: Optional[dict[str, Any]], threshold_u
         dp = power_at(m, hk, "poll_w") - power_at(m, lk, "poll_w")
         dps = (dp, max(0.0, dp - sig), dp + sig)
         w_us = m["write_us"]
-        react = tuple((w_us + x) / 1e6 for x in
-                      (m["reaction_us"], 0.0, max(m["reaction_us_hi"], m["reaction_us"])))
+        rx = (m["reaction_us"], 0.0, max(m["reaction_us_hi"], m["reaction_us"])) \
+            if reaction_us is None else (reaction_us, 0.0, 2 * reaction_us)
+        react = tuple((w_us + x) / 1e6 for x in rx)
         e_tr = m["transition_uj"] / 1e6
         slow = 1.0 - lk / hk
         dom = max(m["domain_cpus"], _domain_cpus(
@@ -401,7 +405,8 @@ def predict(detail: dict[str, Any], model: Optional[dict[str, Any]], threshold_u
 
 
 def sweep(details: list[dict[str, Any]], model: Optional[dict[str, Any]],
-          low: Optional[float] = None, thresholds: Iterable[float] = SWEEP_US
+          low: Optional[float] = None, thresholds: Iterable[float] = SWEEP_US,
+          reaction_us: Optional[float] = None
           ) -> tuple[list[dict[str, Any]], Optional[dict[str, Any]]]:
     """The what-if of the jobs together at every threshold, and the
     recommendation: the threshold that saves most (estimate) with at most
@@ -409,7 +414,8 @@ def sweep(details: list[dict[str, Any]], model: Optional[dict[str, Any]],
     for compute-bound code too)."""
     rows = []
     for t in thresholds:
-        ps = [p for p in (predict(d, model, t, low) for d in details) if p["ranks"]]
+        ps = [p for p in (predict(d, model, t, low, reaction_us=reaction_us) for d in details)
+              if p["ranks"]]
         if not ps:
             continue
         tot = summarise(ps)
