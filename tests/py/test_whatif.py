@@ -150,6 +150,10 @@ class Predict(unittest.TestCase):
         self.assertGreater(p["time_added_s"][2], 0.0)
         self.assertAlmostEqual(p["saved_pct"][0], 100 * p["saved_j"][0] / 250, places=1)
         self.assertEqual(p["low_khz"], 1200000)
+        p3 = whatif.predict(self.d, self.m, 500, reaction_us=10000)  # an agent 10 ms late
+        self.assertAlmostEqual(p3["clocked_down_s"][0], 40 * (0.05 - 0.0005 - 0.01005),
+                               delta=0.002)
+        self.assertLessEqual(p3["clocked_down_s"][1], 40 * (0.05 - 0.0005 - 0.02005) + 0.002)
         p2 = whatif.predict(self.d, self.m, 500, low=2100000)
         self.assertAlmostEqual(p2["saved_j"][0] / p["saved_j"][0], 0.5, delta=0.02)
 
@@ -330,6 +334,9 @@ class ReportWhatIf(unittest.TestCase):
     def test_usage(self) -> None:
         self.assertEqual(self.report("--what-if")[0], 2)
         self.assertEqual(self.report("701", "--threshold", "2ms")[0], 2)
+        self.assertEqual(self.report("701", "--reaction", "2ms")[0], 2)
+        rc, out, _ = self.report("701", "--what-if", "--reaction", "10ms", "--json")
+        self.assertLess(json.loads(out)["jobs"][0]["what_if"]["clocked_down_s"][0], 1.6)
         self.assertEqual(self.report("701", "--what-if", "--threshold", "2 parsecs")[0], 2)
         rc, out, err = self.report("701", "--what-if", "--model", str(self.tmp / "none.json"))
         self.assertIn("no power model for n1,n2", out)
