@@ -338,9 +338,12 @@ def predict(detail: dict[str, Any], model: Optional[dict[str, Any]], threshold_u
         dp = power_at(m, hk, "poll_w") - power_at(m, lk, "poll_w")
         dps = (dp, max(0.0, dp - sig), dp + sig)
         w_us = m["write_us"]
-        rx = (m["reaction_us"], 0.0, max(m["reaction_us_hi"], m["reaction_us"])) \
-            if reaction_us is None else (reaction_us, 0.0, 2 * reaction_us)
+        wake = (m["reaction_us"], 0.0, max(m["reaction_us_hi"], m["reaction_us"]))
+        rx = wake if reaction_us is None else (reaction_us, 0.0, 2 * reaction_us)
         react = tuple((w_us + x) / 1e6 for x in rx)
+        # Raising is never held back by the agent's CPU budget (a rank
+        # leaving a lowered wait wakes it through the futex): a wake-up.
+        raise_s = tuple((w_us + x) / 1e6 for x in wake)
         e_tr = m["transition_uj"] / 1e6
         slow = 1.0 - lk / hk
         dom = max(m["domain_cpus"], _domain_cpus(
@@ -369,8 +372,8 @@ def predict(detail: dict[str, Any], model: Optional[dict[str, Any]], threshold_u
             # that waits has slack: its delay shortens its next wait.  Only
             # the rank that waits least (the critical path) delays the job
             # (estimate); at most, every delay lands on the slowest rank.
-            crit.append((r.get("mpi_s") or 0.0, tn[0] * react[0] * slow))
-            added_hi = max(added_hi, tn[2] * react[2] * slow)
+            crit.append((r.get("mpi_s") or 0.0, tn[0] * raise_s[0] * slow))
+            added_hi = max(added_hi, tn[2] * raise_s[2] * slow)
     wall = detail.get("elapsed_s") or (detail.get("summary") or {}).get("wall_s") or \
         max((r.get("wall_s") or 0 for r in ranks), default=0)
     # A longer job keeps every core of its nodes powered for longer.
