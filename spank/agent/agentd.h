@@ -48,6 +48,7 @@ struct agentd_opts {
         uint64_t freq_min_khz;    /* admin floor for the low frequency, 0 = none */
         uint64_t scan_us;         /* 0: derived from the threshold */
         uint64_t budget_ppm;      /* CPU budget in millionths of a core, 0 = none */
+        uint64_t cap_ppm;         /* hard CPU ceiling (millionths of a core), 0 = none */
         const char *runtime_dir;
         const char *record;
         const char *sysroot;
@@ -145,6 +146,9 @@ struct agentd {
 
         /* the agent's own figures */
         uint64_t wakeups, woken, timeouts, eagain, throttled, full_scans;
+        uint64_t cap_t0, cap_cpu0, capped, capped_ns; /* the hard CPU ceiling (loop.c) */
+        int64_t cap_credit;                           /* CPU ns left in its bucket */
+        uint64_t gone_t0, gone_n, gone_dropped;       /* "is gone" lines per second */
         const char *exit_reason;
 };
 
