@@ -9,12 +9,16 @@
  * the slot stays in the agent's short scans), then bumps the header's futex
  * word and FUTEX_WAKEs the agent.  --nslots N first rewrites the header's
  * slot count (and grows the file to match): the agent must keep the
- * plugin's figure.  --stop-after N ends after N wake-ups.
+ * plugin's figure.
  *
- * usage: hostile --shm PATH [--slots N] [--seconds S] [--nslots N]
+ * --period-ms P pauses P ms between two rounds, and every even slot gets a
+ * real child process that exits 20 ms later: each is "gone" for the agent.
+ *
+ * usage: hostile --shm PATH [--slots N] [--seconds S] [--period-ms P] [--nslots N]
  * Prints one JSON object: {"wakes": N, "seconds": S}. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <getopt.h>
 #include <linux/futex.h>
 #include <stdint.h>
@@ -38,14 +42,13 @@ static double now_s(void)
 
 int main(int argc, char **argv)
 {
-        static const struct option opts[] = {{"shm", required_argument, NULL, 's'},
-                                             {"slots", required_argument, NULL, 'n'},
-                                             {"seconds", required_argument, NULL, 't'},
-                                             {"nslots", required_argument, NULL, 'h'},
-                                             {NULL, 0, NULL, 0}};
+        static const struct option opts[] = {
+            {"shm", required_argument, NULL, 's'},       {"slots", required_argument, NULL, 'n'},
+            {"seconds", required_argument, NULL, 't'},   {"nslots", required_argument, NULL, 'h'},
+            {"period-ms", required_argument, NULL, 'p'}, {NULL, 0, NULL, 0}};
         const char *shm = NULL;
         unsigned slots = 1, forged = 0;
-        double seconds = 5, t0, end;
+        double seconds = 5, period = 0, t0, end;
         uint64_t wakes = 0;
         int32_t fake = 4000000, me = (int32_t)getpid(); /* fake: near pid_max, unused */
         struct stat st;
@@ -62,6 +65,9 @@ int main(int argc, char **argv)
                         break;
                 case 't':
                         seconds = strtod(optarg, NULL);
+                        break;
+                case 'p':
+                        period = strtod(optarg, NULL) / 1e3;
                         break;
                 case 'h':
                         forged = (unsigned)strtoul(optarg, NULL, 10);
@@ -110,6 +116,7 @@ int main(int argc, char **argv)
                 s->clock = MPI_PSTATE_CLOCK_MONOTONIC;
                 s->mode = MPI_PSTATE_SLOT_MODE_ON;
         }
+        signal(SIGCHLD, SIG_IGN); /* children reap themselves */
         t0 = now_s();
         end = t0 + seconds;
         while (now_s() < end) {
@@ -120,7 +127,21 @@ int main(int argc, char **argv)
 
                         /* Alternately a live process (a pidfd to open and
                          * watch) and one that does not exist ("is gone"). */
-                        atomic_store(&s->pid, (i & 1) ? me : fake++);
+                        int32_t pid = (i & 1) ? me : fake++;
+
+                        if (period > 0 && !(i & 1)) {
+                                /* a real process that ends 20 ms later: the
+                                 * agent's pidfd sees it go ("is gone") */
+                                pid_t child = fork();
+
+                                if (child == 0) {
+                                        usleep(20000);
+                                        _exit(0);
+                                }
+                                if (child > 0)
+                                        pid = (int32_t)child;
+                        }
+                        atomic_store(&s->pid, pid);
                         if (fake > 4190000)
                                 fake = 4000000;
                         atomic_store(&s->state, (wakes & 1) ? MPI_PSTATE_SLOT_RUNNING
@@ -130,6 +151,13 @@ int main(int argc, char **argv)
                 atomic_fetch_add(&h->agent_futex, 1);
                 syscall(SYS_futex, &h->agent_futex, FUTEX_WAKE, 1, NULL, NULL, 0);
                 wakes++;
+                if (period > 0) {
+                        struct timespec ts = {.tv_sec = (time_t)period,
+                                              .tv_nsec =
+                                                  (long)((period - (double)(time_t)period) * 1e9)};
+
+                        nanosleep(&ts, NULL);
+                }
         }
         printf("{\"wakes\": %llu, \"seconds\": %.3f}\n", (unsigned long long)wakes, now_s() - t0);
         return 0;
