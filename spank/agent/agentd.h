@@ -5,6 +5,7 @@
  *   loop.c    the segment, the slot scan, the pidfd watcher, the main loop
  *   record.c  the agent record (JSON, docs/agent.md)
  *   log.c     log file, syslog or stderr
+ *   harden.c  capabilities, no_new_privs, seccomp once set up
  *
  * The decisions themselves live in common/agent.c (pure, unit tested). */
 #ifndef MPI_PSTATE_AGENTD_H
@@ -167,6 +168,12 @@ const char *mpi_pstate_agentd_dom_status_name(enum agentd_dom_status s);
 
 /* loop.c */
 int mpi_pstate_agentd_segment_open(struct agentd *a, char *err, size_t errlen);
+
+/* harden.c: drops every capability of the calling thread and sets
+ * no_new_privs; installs the seccomp allow-list on every thread.  0 or a
+ * negative errno (the agent logs it and carries on). */
+int mpi_pstate_agentd_drop_caps(void);
+int mpi_pstate_agentd_seccomp(void);
 int mpi_pstate_agentd_core_setup(struct agentd *a);
 int mpi_pstate_agentd_run(struct agentd *a, volatile sig_atomic_t *stop);
 void mpi_pstate_agentd_teardown(struct agentd *a);

@@ -160,6 +160,8 @@ static void *watcher_main(void *arg)
         struct agentd *a = arg;
         struct epoll_event ev[64];
 
+        /* Capabilities are per thread: this one needs none, ever. */
+        (void)mpi_pstate_agentd_drop_caps();
         for (;;) {
                 int n = epoll_wait(a->epfd, ev, 64, -1);
 

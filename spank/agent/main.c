@@ -687,6 +687,15 @@ static int run_agent(struct agentd *a, int ready)
                         mpi_pstate_agentd_log(LOG_WARNING, "SCHED_FIFO %d: %s", a->o.rt_prio,
                                               strerror(errno));
         }
+        /* Everything that needs a capability is done (the user's segment
+         * mapped, SCHED_FIFO set): the loop, the restore and the record need
+         * only the uid that owns their files. */
+        rc = mpi_pstate_agentd_drop_caps();
+        if (rc)
+                mpi_pstate_agentd_log(LOG_WARNING, "dropping capabilities: %s", strerror(-rc));
+        rc = mpi_pstate_agentd_seccomp();
+        if (rc)
+                mpi_pstate_agentd_log(LOG_WARNING, "seccomp allow-list: %s", strerror(-rc));
         mpi_pstate_agentd_log(
             LOG_INFO,
             "running: %u slots in %s, %u domain(s), threshold %lluus, scan %lluus, "

@@ -123,6 +123,27 @@ class AdversarialRoot(unittest.TestCase):
         self.assertLessEqual(size, LOG_MAX + LOG_RESERVE)
         self.assertIn(b"log size cap reached", log.read_bytes()[-(LOG_RESERVE + 4096):])
 
+    def test_agent_keeps_no_privilege(self) -> None:
+        """Once set up, every thread of the agent has no capability (not even
+        in its bounding set), no_new_privs and the seccomp allow-list; and it
+        still lowers and restores (the loop and the restore need none)."""
+        before = self.tree.snapshot()
+        a = self.start(2)
+        for task in Path(f"/proc/{a.pid}/task").iterdir():
+            st = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines() if ":\t" in line)
+            self.assertEqual(int(st["CapEff"], 16), 0, st["CapEff"])
+            self.assertEqual(int(st["CapPrm"], 16), 0, st["CapPrm"])
+            self.assertEqual(int(st["CapBnd"], 16), 0, st["CapBnd"])
+            self.assertEqual(st["NoNewPrivs"].strip(), "1")
+            self.assertEqual(st["Seccomp"].strip(), "2")  # filter mode
+        td.sim(a.shm, "--slots", "2", "--threshold-us", "1000", "--seconds", "2", "--compute-us", "2000",
+               "--long-us", "5000", "--long-every", "2")
+        rec = a.stop()
+        self.assertGreater(rec["agent"]["lowers"], 0, rec["agent"])
+        self.assertEqual(rec["agent"]["lowers"], rec["agent"]["raises"])
+        self.assertEqual(self.tree.snapshot(), before)
+        self.assertNotIn("warning", a.log.read_text())
+
     def test_forged_nslots_refused(self) -> None:
         """The user rewrites the header to 16384 slots (and grows the file to
         match) between the plugin's fchown and the agent's attach (issue 13
