@@ -9,6 +9,7 @@ asserted against a generous multiple of the ceiling: never a wall timing.
 """
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
@@ -164,6 +165,59 @@ class AdversarialRoot(unittest.TestCase):
         self.assertIn("not the slot count it was made with", p.stderr)
         self.assertFalse((self.tree.run / "agent.json").exists() and
                          (self.tree.run / "agent.json").stat().st_size > 64 << 10)
+
+
+try:
+    import labtools as lt
+    LAB_SKIP = None if lt.installed().plugin.exists() and lt.installed().front.exists() and \
+        "runtime_dir=" in (lt.LAB / "etc" / "plugstack.conf.d" / "mpi-pstate.conf").read_text() else \
+        "plugin not installed in the lab (tests/cluster/lab install)"
+except (ImportError, OSError) as e:  # no lab on this machine
+    LAB_SKIP = f"no lab: {e}"
+LIB_RE = re.compile(r"^mpi-pstate: rank (\d+)/(\d+): (\w+) backend, (\S+) slot (\d+), .* mode (\w+)$", re.M)
+
+
+@unittest.skipIf(LAB_SKIP, LAB_SKIP or "")
+class Squatting(unittest.TestCase):
+    """Another user pre-creates every name of the next jobs' segments that
+    earlier releases used (directories and files, issue 13 item 4): the
+    victim's step is still measured, in a segment whose name has a random
+    suffix, listed with its inode in the step record."""
+
+    def test_predictable_names_blocked_by_another_user(self) -> None:
+        wd = lt.workdir("adversarial-squat")
+        lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
+        probe = lt.as_user(["sbatch", "--parsable", "-H", "-o", "/dev/null", "--wrap", "true"], cwd=wd, check=True)
+        last = int(probe.stdout.strip().split(";")[0])
+        lt.root(["scancel", str(last)], check=False)
+        names = [f"/dev/shm/mpi-pstate.{j}.{s}" for j in range(last + 1, last + 4)
+                 for s in ("0", "1", "2", "batch", "extern", "interactive")]
+        squatter = "nobody"
+        plant = " && ".join(f"mkdir -p {n} && touch {n}/x" for n in names[::2]) + " && " + \
+            " && ".join(f"touch {n}" for n in names[1::2])
+        try:
+            for node in ("n1",):
+                lt.node_exec(node, f"runuser -u {squatter} -- sh -c '{plant}'")
+            r = lt.as_user(["srun", "-t", "2", "-N1", "-w", "n1", "-n2", "--mpi=pmix", "--mpi-pstate=profile",
+                            "./imbalance.openmpi", "10", "40"], cwd=wd, extra_env={"MPI_PSTATE_VERBOSE": "1"},
+                           timeout=150)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            libs = LIB_RE.findall(r.stdout + r.stderr)
+            self.assertEqual(len(libs), 2, r.stdout + r.stderr)
+            segs = {l[3] for l in libs}
+            self.assertEqual(len(segs), 1, libs)
+            seg = segs.pop()
+            m = re.fullmatch(r"/dev/shm/mpi-pstate\.(\d+)\.0\.[0-9a-f]{16}", seg)
+            self.assertIsNotNone(m, seg)
+            job = int(m.group(1))
+            self.assertIn(f"/dev/shm/mpi-pstate.{job}.0", names)  # the squatted job
+            self.assertEqual(sorted(int(l[4]) for l in libs), [0, 1])  # the plugin's slots, not private ones
+            rec = json.loads((lt.LAB / "nodes" / "n1" / "run" / "steps" / f"{job}.0" / "plugin.json").read_text())
+            self.assertEqual(rec["version"], 2, rec)
+            self.assertEqual([s["name"] for s in rec["segments"]], [seg.rsplit("/", 1)[1]], rec)
+            self.assertGreaterEqual(rec["segments"][0]["nslots"], 2, rec)
+        finally:
+            lt.node_exec("n1", "rm -rf " + " ".join(names), check=False)
 
 
 if __name__ == "__main__":
