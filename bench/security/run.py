@@ -73,19 +73,29 @@ class Security:
         self.row("agent CPU, same attack, default ceiling (--cpu-cap 5)", "5 %", f"{100 * after:.1f} %",
                  f"ceiling off {100 * before:.1f} %", f"{after / before:.2f}" if before else "-", cmd)
 
-    def gone(self) -> None:
-        d = self.b.tree(2)
-        pid = self.b.run_agent(d, 64, "0-1", "--threshold", "500us")
+    def gone_rate(self, b: "agentbench.Bench") -> float:
+        d = b.tree(2)
+        pid = b.run_agent(d, 64, "0-1", "--threshold", "500us")
         log = d / "run/log"
         s0 = log.stat().st_size
         subprocess.run([str(self.hostile), "--shm", str(d / "seg"), "--slots", "64", "--seconds", str(self.seconds),
                         "--period-ms", "110"], capture_output=True, text=True, check=True)
         s1 = log.stat().st_size
-        self.b.stop_agent(d, pid)
-        rate = (s1 - s0) / self.seconds
+        b.stop_agent(d, pid)
+        return (s1 - s0) / self.seconds
+
+    def gone(self, before: Path | None) -> None:
+        rate = self.gone_rate(self.b)
+        base, ratio = "-", "-"
+        if before:
+            old = agentbench.Bench(before, self.seconds)
+            try:
+                was = self.gone_rate(old)
+            finally:
+                old.cleanup()
+            base, ratio = f"main (before) {was / 1024:.2f} KiB/s", f"{rate / was:.3f}" if was else "-"
         self.row("agent log growth, 64 slots each given a short-lived real pid every 110 ms", "8 lines/s, 1 MiB",
-                 f"{rate / 1024:.2f} KiB/s", "issue 13: 39 KB/s before", f"{rate / 39000:.3f}",
-                 "`bench/security/run.py` gone")
+                 f"{rate / 1024:.2f} KiB/s", base, ratio, "`bench/security/run.py` gone")
 
     def latency(self, before: Path | None) -> None:
         runs = [("this build", self.b)]
@@ -117,9 +127,12 @@ class Security:
                   "- Agent CPU is utime + stime of the agent from /proc over the attack, divided by its wall time. "
                   "The ceiling is a token bucket on the agent's CPU time (spank/agent/loop.c cpu_cap): in debt, "
                   "the loop sleeps, deaf to the futex; the attacker's own step pays (restores wait), nobody else.",
-                  "- The latency rows are bench/agent's latency run with the default budget for the build of main and this one, "
-                  "one after the other on the same machine: the agent confined to the step's CPUs and the "
-                  "ceiling must not change them beyond this machine's noise (compare the bare-timer baselines)."]
+                  "- The latency rows are bench/agent's latency run with the default budget for the build of "
+                  "main and this one, one after the other on the same machine: the agent confined to the "
+                  "step's CPUs and the ceiling must not change them beyond this machine's noise (compare the "
+                  "bare-timer baselines).",
+                  "- Before: the build of main (or, for the CPU rows, this build with --cpu-cap 0), run in the "
+                  "same invocation."]
         text = "\n".join(lines) + "\n"
         out.write_text(text)
         return text
@@ -138,7 +151,7 @@ def main() -> int:
     s = Security((TOP / a.build).resolve(), a.seconds)
     try:
         s.cpu()
-        s.gone()
+        s.gone(Path(a.before).resolve() if a.before else None)
         s.latency(Path(a.before).resolve() if a.before else None)
         print(s.write(Path(a.out)))
     finally:
