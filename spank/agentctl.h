@@ -51,6 +51,13 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
 int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *pid, char *err,
                               size_t errlen);
 
+/* 0 when path (as given and as resolved) and every directory above it are
+ * root's and writable by nobody else (group root and sticky directories
+ * excepted), or a negative errno with the reason in err.  The plugin runs
+ * the agent as root and preloads the library into every rank: an entry a
+ * user could change would be a way in. */
+int mpi_pstate_agentctl_trusted(const char *path, char *err, size_t errlen);
+
 /* True while pid is alive (not a zombie) and its command line holds the
  * argument `record`. */
 int mpi_pstate_agentctl_is_ours(pid_t pid, const char *record);

@@ -363,13 +363,26 @@ static void start_agent(const struct mpi_pstate_step *st)
                    a.mode);
 }
 
-static bool preload_usable(const char *path)
+static bool preload_usable(const struct mpi_pstate_step *st, const char *path)
 {
-        struct stat st;
+        char err[256] = "";
+        struct stat sb;
 
         /* Ranks run as the user: a library they cannot read would make ld.so
          * complain in every process of the step. */
-        return stat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IROTH);
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || !(sb.st_mode & S_IROTH)) {
+                mp_error("job %u step %u: preload library %s is missing or not world-readable: "
+                         "ranks run unmeasured",
+                         st->job_id, st->step_id, path);
+                return false;
+        }
+        /* Loaded into every rank of every job: only root may change it. */
+        if (mpi_pstate_agentctl_trusted(path, err, sizeof(err)) != 0) {
+                mp_error("job %u step %u: preload library not used: %s; ranks run unmeasured",
+                         st->job_id, st->step_id, err);
+                return false;
+        }
+        return true;
 }
 
 /* One debug line per half of the step (steptime.h): where its time went. */
@@ -389,12 +402,8 @@ int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st)
 {
         const char *lib = preload_path(st->cfg);
 
-        if (preload_usable(lib))
+        if (preload_usable(st, lib))
                 w.preload = lib;
-        else
-                mp_error("job %u step %u: preload library %s is missing or not world-readable: "
-                         "ranks run unmeasured",
-                         st->job_id, st->step_id, lib);
         if (!w.paths_ok)
                 return -ENOENT;
         if (make_segment(st) == 0 && CPU_COUNT(&w.cpus) > 0) {

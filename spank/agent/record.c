@@ -297,10 +297,12 @@ static void put_agent(struct buf *b, const struct agentd *a, uint64_t elapsed_ns
             ", \"rewaits\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"lowers\": %" PRIu64
             ", \"raises\": %" PRIu64 ", \"leaves_seen\": %" PRIu64 ", \"rt_prio\": %d"
             ", \"timer_gap_final_us\": %" PRIu64 ", \"timer_gap_max_us\": %" PRIu64
-            ", \"budget_adjusts\": %" PRIu64 ", \"full_scans\": %" PRIu64 ", \"write_ns\": ",
+            ", \"budget_adjusts\": %" PRIu64 ", \"full_scans\": %" PRIu64 ", \"capped\": %" PRIu64
+            ", \"capped_ms\": %" PRIu64 ", \"write_ns\": ",
             a->wakeups, a->woken, a->timeouts, a->eagain, a->throttled, a->core.stats.lowers,
             a->core.stats.raises, a->core.stats.leaves_seen, a->o.rt_prio, a->gap_ns / 1000u,
-            a->gap_max_ns / 1000u, a->budget_adjusts, a->full_scans);
+            a->gap_max_ns / 1000u, a->budget_adjusts, a->full_scans, a->capped,
+            a->capped_ns / 1000000u);
         put_hist(b, &a->core.stats.write_ns);
         put(b, "},\n");
 }
@@ -340,8 +342,8 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
             a->o.profile ? "profile" : "on");
         put(&b,
             "  \"settings\": {\"threshold_us\": %" PRIu64 ", \"scan_interval_us\": %" PRIu64
-            ", \"cpu_budget_ppm\": %" PRIu64 ", \"low\": ",
-            a->thr_ns / 1000u, a->scan_ns / 1000u, a->o.budget_ppm);
+            ", \"cpu_budget_ppm\": %" PRIu64 ", \"cpu_cap_ppm\": %" PRIu64 ", \"low\": ",
+            a->thr_ns / 1000u, a->scan_ns / 1000u, a->o.budget_ppm, a->o.cap_ppm);
         if (a->o.low_khz)
                 put(&b, "%" PRIu64, a->o.low_khz);
         else

@@ -4,6 +4,7 @@
  * trees and the pinning adapter on hwloc XML topologies. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
@@ -341,6 +342,46 @@ START_TEST(agent_missing_or_not_executable)
         ck_assert_int_eq(chmod(path, 0644), 0);
         ck_assert_int_eq(mpi_pstate_agentctl_start(&a, &pid, err, sizeof(err)), -EACCES);
         ck_assert_int_eq(pid, 0);
+}
+END_TEST
+
+/* agent= and preload= are run as root / loaded into every rank: only a file
+ * and directories nobody but root can change are used. */
+START_TEST(trusted_paths)
+{
+        char dir[] = "/tmp/test_trusted.XXXXXX", sub[64], file[96], link[96], err[256];
+        int fd;
+
+        if (geteuid() != 0)
+                return; /* ownership by root is the point */
+        ck_assert(mkdtemp(dir) != NULL);
+        snprintf(sub, sizeof(sub), "%s/d", dir);
+        snprintf(file, sizeof(file), "%s/agent", sub);
+        snprintf(link, sizeof(link), "%s/link", dir);
+        ck_assert_int_eq(mkdir(sub, 0755), 0);
+        fd = open(file, O_CREAT | O_WRONLY, 0755);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        ck_assert_int_eq(mpi_pstate_agentctl_trusted(file, err, sizeof(err)), 0);
+        ck_assert_int_eq(chmod(file, 0757), 0);
+        ck_assert_int_eq(mpi_pstate_agentctl_trusted(file, err, sizeof(err)), -EPERM);
+        ck_assert_ptr_nonnull(strstr(err, "writable by everybody"));
+        ck_assert_int_eq(chmod(file, 0755), 0);
+        ck_assert_int_eq(chown(file, 1000, 0), 0);
+        ck_assert_int_eq(mpi_pstate_agentctl_trusted(file, err, sizeof(err)), -EPERM);
+        ck_assert_ptr_nonnull(strstr(err, "not root"));
+        ck_assert_int_eq(chown(file, 0, 0), 0);
+        /* a directory others may write (no sticky bit), reached through a link */
+        ck_assert_int_eq(chmod(sub, 0777), 0);
+        ck_assert_int_eq(symlink(file, link), 0);
+        ck_assert_int_eq(mpi_pstate_agentctl_trusted(link, err, sizeof(err)), -EPERM);
+        ck_assert_int_eq(chmod(sub, 01777), 0); /* sticky: root's entries stay root's */
+        ck_assert_int_eq(mpi_pstate_agentctl_trusted(link, err, sizeof(err)), 0);
+        ck_assert_int_eq(mpi_pstate_agentctl_trusted("relative", err, sizeof(err)), -EINVAL);
+        unlink(link);
+        unlink(file);
+        rmdir(sub);
+        rmdir(dir);
 }
 END_TEST
 
@@ -883,6 +924,7 @@ static Suite *modules_suite(void)
         tcase_add_test(tc, agent_start_blocked_signals);
         tcase_add_test(tc, agent_missing_or_not_executable);
         tcase_add_test(tc, pidfile_round_trip_and_hostile);
+        tcase_add_test(tc, trusted_paths);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("policy");
