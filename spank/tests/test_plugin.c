@@ -21,6 +21,7 @@
 /* The hooks, as slurmstepd and the commands call them. */
 int slurm_spank_init(spank_t sp, int ac, char **av);
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av);
+int slurm_spank_task_post_fork(spank_t sp, int ac, char **av);
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av);
 int slurm_spank_task_init(spank_t sp, int ac, char **av);
 int slurm_spank_task_exit(spank_t sp, int ac, char **av);
@@ -28,6 +29,16 @@ int slurm_spank_exit(spank_t sp, int ac, char **av);
 int slurm_spank_job_prolog(spank_t sp, int ac, char **av);
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av);
 extern const char plugin_name[];
+
+/* slurmstepd up to the tasks' exec: init_post_opt, Slurm's task plugin
+ * (here: nothing of --cpu-freq), then task_post_fork for the first task. */
+static int post_opt_and_fork(spank_t sp, int ac, char **av)
+{
+        int rc = slurm_spank_init_post_opt(sp, ac, av);
+        int rc2 = slurm_spank_task_post_fork(sp, ac, av);
+
+        return rc ? rc : rc2;
+}
 extern const char plugin_type[];
 
 static struct spank_option *opt_named(const char *name)
@@ -349,7 +360,7 @@ START_TEST(remote_step_full_cycle)
         ck_assert_int_eq(give("mpi-pstate-threshold", "2ms", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-low", "1.2GHz", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-governor", "powersave", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
 
         /* The step's policy, with the originals saved first. */
         snapshot(during, sizeof(during));
@@ -437,7 +448,7 @@ START_TEST(remote_keep_governor_prepares_setspeed)
 
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         snapshot(during, sizeof(during));
         ck_assert_ptr_nonnull(strstr(during, "policy1/scaling_governor=userspace"));
         ck_assert_ptr_nonnull(strstr(during, "policy1/scaling_setspeed=3000000"));
@@ -458,7 +469,7 @@ START_TEST(remote_site_limits_bound_the_policy)
         snapshot(before, sizeof(before));
         remote_step(0, extra, 3);
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         snapshot(during, sizeof(during));
         ck_assert_ptr_nonnull(strstr(during, "policy0/scaling_min_freq=1800000"));
         ck_assert_ptr_nonnull(strstr(during, "policy0/scaling_max_freq=2400000"));
@@ -478,7 +489,7 @@ START_TEST(remote_profile_writes_nothing)
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-governor", "powersave", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         snapshot(during, sizeof(during));
         ck_assert_str_eq(during, before);
         snprintf(path, sizeof(path), "%s/restore/policy0", runtime);
@@ -502,7 +513,7 @@ START_TEST(site_defaults_reach_tasks)
         char *args[] = {"default_mode=profile", "default_threshold=1ms", "default_bind=compact"};
 
         remote_step(3, args, 3);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 3, args), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 3, args), 0);
         stub.task_id = 0;
         ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 3, args), 0);
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_MODE"), "profile");
@@ -525,7 +536,7 @@ START_TEST(batch_extern_steps_untouched)
         snapshot(before, sizeof(before));
         remote_step(not_task_steps[_i], NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         stub.task_id = 0;
         ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
         ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
@@ -552,7 +563,7 @@ START_TEST(batch_keeps_users_ompi_setting)
 {
         remote_step(SLURM_BATCH_SCRIPT, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         stub_env_put("OMPI_MCA_ras_base_launch_orted_on_hn", "0");
         stub.task_id = 0;
         ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
@@ -568,7 +579,7 @@ START_TEST(off_step_untouched)
         /* A job step without the option, at the built-in default: off. */
         snapshot(before, sizeof(before));
         remote_step(0, NULL, 0);
-        slurm_spank_init_post_opt(STUB_SP, 0, NULL);
+        post_opt_and_fork(STUB_SP, 0, NULL);
         stub.task_id = 0;
         slurm_spank_task_init_privileged(STUB_SP, 0, NULL);
         slurm_spank_task_init(STUB_SP, 0, NULL);
@@ -595,7 +606,7 @@ START_TEST(launcher_daemon_gets_the_jobs_cores)
         stub.argc = 3;
         stub.argv = argv;
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         step_path(path, sizeof(path), 1, "agent.json.args");
         ck_assert(wait_for(path));
         ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "--cpus\n0-1\n"));
@@ -627,7 +638,7 @@ START_TEST(user_cpu_bind_respected)
         remote_step(0, NULL, 0);
         stub_env_put("SLURM_CPU_BIND_TYPE", "map_cpu:");
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         stub.task_id = 0;
         ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
         /* What task/affinity did for --cpu-bind=map_cpu:1 */
@@ -653,7 +664,7 @@ START_TEST(pinning_survives_the_task_plugin)
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-bind", "none", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         stub.task_id = 1;
         ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
         CPU_ZERO(&set);
@@ -677,7 +688,7 @@ START_TEST(absent_agent_is_not_fatal)
         snapshot(before, sizeof(before));
         remote_step(0, extra, 1);
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         ck_assert_int_eq(stub_count("verbose", "no agent at"), 1);
         run_tasks_and_exit();
         snapshot(after, sizeof(after));
@@ -701,7 +712,7 @@ START_TEST(planted_segment_name_replaced)
         ck_assert_int_eq(symlink(victim, shm), 0);
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         ck_assert_int_eq(lstat(shm, &st), 0);
         ck_assert(S_ISREG(st.st_mode));
         ck_assert_str_eq(slurp_file(victim, buf, sizeof(buf)), "keep");
@@ -724,7 +735,7 @@ START_TEST(job_epilog_backstop_restores_a_killed_step)
                 remote_step(0, NULL, 0);
                 give("mpi-pstate", "on", 1);
                 give("mpi-pstate-governor", "powersave", 1);
-                slurm_spank_init_post_opt(STUB_SP, 0, NULL);
+                post_opt_and_fork(STUB_SP, 0, NULL);
                 _exit(0); /* no task_exit, no exit hook */
         }
         ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -756,7 +767,7 @@ START_TEST(unknown_cores_touch_nothing)
         remote_step(0, NULL, 0);
         stub.step_cores = "0-511";
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         ck_assert_int_eq(stub_count("error", "allocated cores"), 1);
         snapshot(after, sizeof(after));
         ck_assert_str_eq(after, before);
@@ -780,7 +791,7 @@ START_TEST(agent_dying_early_is_reported)
         put_file(agent, "#!/bin/sh\nexit 2\n", 0755);
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         usleep(200000);
         run_tasks_and_exit();
         ck_assert_int_eq(stub_count("error", "had exited before the step ended"), 1);
@@ -802,7 +813,7 @@ START_TEST(runtime_dir_host_escape)
         host[strcspn(host, ".")] = '\0';
         remote_step(0, extra, 1);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         snprintf(path, sizeof(path), "%s/%s/run/steps/%u.0/plugin.json", tmp, host, job);
         ck_assert(exists(path));
         run_tasks_and_exit();
@@ -821,7 +832,7 @@ START_TEST(remote_never_fails_on_values)
         ck_assert_int_eq(give("mpi-pstate-threshold", "abc", 1), 0);
         ck_assert_int_eq(stub_count("error", "governor powersave is not allowed"), 1);
         ck_assert_int_eq(stub_count("error", "invalid value \"abc\""), 1);
-        slurm_spank_init_post_opt(STUB_SP, 2, args);
+        post_opt_and_fork(STUB_SP, 2, args);
         stub.task_id = 0;
         slurm_spank_task_init(STUB_SP, 2, args);
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_GOVERNOR"), "performance");
@@ -900,8 +911,12 @@ static Suite *plugin_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(plugin_suite());
+        SRunner *sr;
         int failed;
+
+        /* The host's own slurm.conf must not narrow the governors here. */
+        setenv("SLURM_CONF", "/nonexistent/slurm.conf", 1);
+        sr = srunner_create(plugin_suite());
 
         /* The plugin keeps per-process state: every test needs its own process,
          * whatever CK_FORK says. */
