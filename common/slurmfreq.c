@@ -29,7 +29,7 @@ static uint32_t governor_bit(const char *w, size_t n)
         } names[] = {
             {"co", MPI_PSTATE_GOVERNOR_CONSERVATIVE}, {"perf", MPI_PSTATE_GOVERNOR_PERFORMANCE},
             {"pow", MPI_PSTATE_GOVERNOR_POWERSAVE},   {"user", MPI_PSTATE_GOVERNOR_USERSPACE},
-            {"onde", MPI_PSTATE_GOVERNOR_ONDEMAND},   {"sched", MPI_PSTATE_GOVERNOR_SCHEDUTIL},
+            {"onde", MPI_PSTATE_GOVERNOR_ONDEMAND},   {"sch", MPI_PSTATE_GOVERNOR_SCHEDUTIL},
         };
 
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

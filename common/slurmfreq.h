@@ -29,7 +29,7 @@ void mpi_pstate_slurmfreq_defaults(struct mpi_pstate_slurmfreq *sf);
 /* Pure: applies one slurm.conf line.  Keys are case-insensitive, several
  * Key=Value words may share a line, '#' starts a comment; governor names
  * are matched as Slurm does (by prefix: "perf", "pow", "user", "onde", "co",
- * and "sched" for schedutil, which newer releases know).  Returns 0, or
+ * and "sch" for schedutil, which newer releases know).  Returns 0, or
  * -EINVAL for a CpuFreqDef/CpuFreqGovernors value Slurm would refuse (the
  * setting is then left as it was).  Other keys are ignored. */
 int mpi_pstate_slurmfreq_line(struct mpi_pstate_slurmfreq *sf, const char *line);

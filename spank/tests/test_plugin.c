@@ -460,6 +460,67 @@ START_TEST(remote_keep_governor_prepares_setspeed)
 }
 END_TEST
 
+/* Slurm set the step's frequencies (srun --cpu-freq reaches the step as
+ * SLURM_CPU_FREQ_REQ; slurm.conf's CpuFreqDef applies to every step): the
+ * plugin saves, writes nothing, does not apply its governor, and hands the
+ * agent a mechanism that needs no governor change. */
+START_TEST(remote_slurm_frequency_setting_wins)
+{
+        char during[2048], before[2048], after[2048], path[512], buf[4096], conf[600];
+        FILE *f;
+
+        if (_i == 1) {
+                snprintf(conf, sizeof(conf), "%s/slurm.conf", tmp);
+                f = fopen(conf, "w");
+                ck_assert_ptr_nonnull(f);
+                fputs("CpuFreqDef=Performance\nCpuFreqGovernors=Performance,PowerSave\n", f);
+                fclose(f);
+                setenv("SLURM_CONF", conf, 1);
+        }
+        snapshot(before, sizeof(before));
+        remote_step(0, NULL, 0);
+        if (_i == 0)
+                stub_env_put("SLURM_CPU_FREQ_REQ", "2000000");
+        ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
+        ck_assert_int_eq(give("mpi-pstate-governor", "powersave", 1), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
+        snapshot(during, sizeof(during));
+        ck_assert_str_eq(during, before);
+        ck_assert_int_eq(stub_count("info", "--mpi-pstate-governor=powersave not applied"), 1);
+        step_path(path, sizeof(path), 0, "agent.json.args");
+        ck_assert(wait_for(path));
+        ck_assert_ptr_nonnull(
+            strstr(slurp_file(path, buf, sizeof(buf)), "--mechanism\nmax_freq\n"));
+        run_tasks_and_exit();
+        snapshot(after, sizeof(after));
+        ck_assert_str_eq(after, before);
+}
+END_TEST
+
+/* CpuFreqGovernors, narrowed by allowed_governors, at submit time. */
+START_TEST(local_governors_are_slurms_narrowed)
+{
+        char conf[600], *args[] = {"allowed_governors=performance,ondemand"};
+        FILE *f;
+
+        snprintf(conf, sizeof(conf), "%s/slurm.conf", tmp);
+        f = fopen(conf, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("CpuFreqGovernors=OnDemand,PowerSave\n", f);
+        fclose(f);
+        setenv("SLURM_CONF", conf, 1);
+        stub_reset(S_CTX_LOCAL);
+        ck_assert_int_eq(slurm_spank_init(STUB_SP, 1, args), 0);
+        ck_assert_int_eq(give("mpi-pstate-governor", "ondemand", 0), 0);
+        ck_assert_int_ne(give("mpi-pstate-governor", "powersave", 0), 0);   /* admin's narrowing */
+        ck_assert_int_ne(give("mpi-pstate-governor", "performance", 0), 0); /* not Slurm's */
+        ck_assert_int_eq(give("mpi-pstate-governor", "keep", 0), 0);
+        ck_assert_int_eq(stub_count("error", "CpuFreqGovernors narrowed by allowed_governors: "
+                                             "keep,ondemand"),
+                         2);
+}
+END_TEST
+
 /* The site's floor and ceiling bound the step's range. */
 START_TEST(remote_site_limits_bound_the_policy)
 {
@@ -884,6 +945,8 @@ static Suite *plugin_suite(void)
         tcase_set_timeout(tc, 30);
         tcase_add_test(tc, remote_step_full_cycle);
         tcase_add_test(tc, remote_keep_governor_prepares_setspeed);
+        tcase_add_loop_test(tc, remote_slurm_frequency_setting_wins, 0, 2);
+        tcase_add_test(tc, local_governors_are_slurms_narrowed);
         tcase_add_test(tc, remote_site_limits_bound_the_policy);
         tcase_add_test(tc, remote_profile_writes_nothing);
         tcase_add_test(tc, site_defaults_reach_tasks);

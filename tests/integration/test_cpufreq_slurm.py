@@ -51,49 +51,56 @@ class SlurmCpuFreq(tp.PluginCase):
 
     def test_single_frequency_is_the_high(self) -> None:
         """--cpu-freq=2000000: Slurm puts the cores under userspace at 2.4 GHz
-        (rounded up to the table); the agent alternates 1.2/2.4 GHz through
-        setspeed and never writes 3.0 GHz; mpi-pstate writes no governor."""
+        (rounded up to the table).  22.05 leaves scaling_min_freq alone: the
+        agent alternates 1.2/2.4 GHz through setspeed.  24.11 also sets
+        scaling_min/max_freq to 2.4 GHz: nothing may go below, the agent
+        leaves the cores alone (no_range).  Never 3.0 GHz during the step;
+        mpi-pstate's restore (the pre-step governor) comes before Slurm's
+        reset, which ends the job as it began."""
         job, w, out = self.run_step("single", "--cpu-freq=2000000 --mpi-pstate")
         for pol, d in agent_domains(job).items():
-            self.assertEqual((d["status"], d["mechanism"], d["low_khz"], d["high_khz"]),
-                             ("managed", "setspeed", 1200000, 2400000), d)
-        self.lowered(w, "scaling_setspeed", "1200000")
-        for pol in ("policy0", "policy1"):
             mine = [(a, v) for p, a, v in w if p == pol]
-            # Slurm's set, then the agent (2.4 <-> 1.2), then Slurm's reset
-            # (userspace, its saved current frequency, the saved governor).
             self.assertEqual(mine[:2], [("scaling_governor", "userspace"), ("scaling_setspeed", "2400000")], mine)
-            self.assertEqual(mine[-3:], [("scaling_governor", "userspace"), ("scaling_setspeed", "3000000"),
-                                         ("scaling_governor", "performance")], mine)
-            during = mine[2:-3]
-            self.assertTrue(during, mine)
-            # mpi-pstate's own restore (agent, task_exit) gives the governor
-            # back before Slurm's reset: the last write of "during".
-            self.assertEqual(during[-1], ("scaling_governor", "performance"), mine)
-            self.assertEqual({v for a, v in during[:-1]}, {"1200000", "2400000"}, mine)
-            self.assertEqual({a for a, v in during[:-1]}, {"scaling_setspeed"}, mine)
+            pinned = ("scaling_min_freq", "2400000") in mine  # Slurm 24.11
+            if pinned:
+                self.assertEqual(d["status"], "no_range", d)
+                self.assertNotIn(("scaling_setspeed", "1200000"), mine)
+            else:
+                self.assertEqual((d["status"], d["mechanism"], d["low_khz"], d["high_khz"]),
+                                 ("managed", "setspeed", 1200000, 2400000), d)
+                self.assertIn(("scaling_setspeed", "1200000"), mine)
+            reset = len(mine) - 1 - mine[::-1].index(("scaling_governor", "userspace"))
+            self.assertEqual(mine[reset + 1], ("scaling_setspeed", "3000000"), mine)  # Slurm's saved speed
+            self.assertEqual(mine[-1], ("scaling_governor", "performance"), mine)
+            during = mine[2:reset]
+            self.assertFalse([x for x in during if x[0] == "scaling_setspeed" and x[1] not in ("1200000", "2400000")],
+                             mine)
+            self.assertIn(("scaling_governor", "performance"), during, mine)  # mpi-pstate's restore
+            self.assertNotIn(("scaling_governor", "userspace"), during[during.index(("scaling_governor", "performance")):],
+                             mine)
         self.assertEqual(tp.records_of(job), [])
         self.assert_nodes_restored((NODE,))
 
     def test_min_max_range_bounds_low_and_high(self) -> None:
-        """--cpu-freq=1800000-2400000: Slurm sets scaling_min/max and keeps
-        the governor; the agent clocks down through max_freq between them
-        (the user's minimum is the low, whatever --mpi-pstate-low says)."""
-        job, w, out = self.run_step("range", "--cpu-freq=1800000-2400000 --mpi-pstate --mpi-pstate-low=1.2GHz")
+        """--cpu-freq=1800000-2400000:ondemand (24.11 wants a governor with a
+        range): Slurm sets scaling_min/max and the governor; the agent clocks
+        down through max_freq between them (the user's minimum is the low,
+        whatever --mpi-pstate-low says) and writes no governor."""
+        job, w, out = self.run_step("range", "--cpu-freq=1800000-2400000:ondemand --mpi-pstate "
+                                    "--mpi-pstate-low=1.2GHz")
         for pol, d in agent_domains(job).items():
             self.assertEqual((d["mechanism"], d["low_khz"], d["high_khz"]), ("max_freq", 1800000, 2400000), d)
         self.lowered(w, "scaling_max_freq", "1800000")
-        self.assertFalse([x for x in w if x[1] == "scaling_governor" and x[2] != "performance"
-                          and x[2] != "userspace"], w)
         for pol in ("policy0", "policy1"):
             mine = [(a, v) for p, a, v in w if p == pol]
             # Never below Slurm's minimum, never above its maximum, until the
-            # restores bring back 3.0/1.2.
+            # restores bring back 3.0/1.2 and performance.
             first_restore = mine.index(("scaling_max_freq", "3000000"))
+            self.assertIn(("scaling_governor", "ondemand"), mine[:first_restore])
             self.assertTrue(all(v in ("1800000", "2400000") for a, v in mine[:first_restore]
                                 if a in ("scaling_max_freq", "scaling_min_freq", "scaling_setspeed")), mine)
             self.assertNotIn(("scaling_max_freq", "1200000"), mine)
-            self.assertEqual(mine[-2:], [("scaling_max_freq", "3000000"), ("scaling_min_freq", "1200000")], mine)
+            self.assertEqual(mine[-1], ("scaling_governor", "performance"), mine)
         self.assert_nodes_restored((NODE,))
 
     def test_governor_stays_slurms(self) -> None:
@@ -132,7 +139,7 @@ class SlurmCpuFreq(tp.PluginCase):
         after it, from the record made before Slurm's set, and both agree."""
         wd = self.workdir("killed", ("imbalance.mpich",))
         script = (f"{tp.STATE_DUMP}\n{tp.MONO} start\n"
-                  "srun --cpu-freq=1800000-2400000 --mpi-pstate --mpi=pmi2 ./wrap.sh ./imbalance.mpich 150 40\n"
+                  "srun --cpu-freq=1800000-2400000:ondemand --mpi-pstate --mpi=pmi2 ./wrap.sh ./imbalance.mpich 150 40\n"
                   f"{tp.MONO} end\n")
         job = lt.sbatch(["-t", "2", "--exclusive", "-N1", "-w", NODE, "-n2"], script, wd)
         pidfile = tp.runtime_dir(NODE) / "steps" / f"{job}.{tp.FIRST}" / "agent.pid"
@@ -158,7 +165,8 @@ class SlurmCpuFreq(tp.PluginCase):
             # Slurm's reset alone brought 3.0/1.2 back; mpi-pstate's restore
             # after it found the record's settings in place: nothing to write.
             self.assertEqual(mine.count(("scaling_max_freq", "3000000")), 1, mine)
-            self.assertEqual(mine[-2:], [("scaling_max_freq", "3000000"), ("scaling_min_freq", "1200000")], mine)
+            self.assertEqual(mine[-3:], [("scaling_max_freq", "3000000"), ("scaling_min_freq", "1200000"),
+                                         ("scaling_governor", "performance")], mine)
         self.assert_nodes_restored((NODE,))
 
 
