@@ -47,6 +47,7 @@ static struct {
         bool policy_ok; /* cpufreq found; policy holds the domains */
         struct mpi_pstate_policy_result policy;
         struct mpi_pstate_policy_req policy_req; /* of the save, for the set */
+        bool slurm_set; /* Slurm set the step's frequencies: its setting wins */
         bool shm_ok;
         const char *preload; /* NULL: not injected */
         const char *agent_state;
@@ -311,7 +312,7 @@ static void start_agent(const struct mpi_pstate_step *st)
             .record = w.paths.record,
             .log = w.paths.log,
             .sysroot = st->cfg->sysroot,
-            .governor = mpi_pstate_options_governor_word(st->opt->governor),
+            .governor = w.slurm_set ? "keep" : mpi_pstate_options_governor_word(st->opt->governor),
             .job = st->job_id,
             .step = st->step_id,
             .uid = st->uid,
@@ -319,6 +320,7 @@ static void start_agent(const struct mpi_pstate_step *st)
             .threshold_us = st->opt->threshold_us,
             .low_khz = st->opt->low_khz,
             .freq_min_khz = st->cfg->freq_min_khz,
+            .no_governor_change = w.slurm_set,
         };
         char err[256] = "";
         int rc;
@@ -391,7 +393,7 @@ static void policy_set(const struct mpi_pstate_step *st)
         if (!w.policy_ok || !req.change)
                 return;
         req.save_only = false;
-        req.keep = slurm_sets_frequencies(st);
+        req.keep = w.slurm_set = slurm_sets_frequencies(st);
         mpi_pstate_policy_result_free(&w.policy);
         w.policy_ok = false;
         rc = mpi_pstate_policy_apply(&req, &w.policy, err, sizeof(err));

@@ -491,6 +491,8 @@ START_TEST(remote_slurm_frequency_setting_wins)
         ck_assert(wait_for(path));
         ck_assert_ptr_nonnull(
             strstr(slurp_file(path, buf, sizeof(buf)), "--mechanism\nmax_freq\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "--governor\nkeep\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "--allow-governor\nno\n"));
         run_tasks_and_exit();
         snapshot(after, sizeof(after));
         ck_assert_str_eq(after, before);
