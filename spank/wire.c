@@ -414,6 +414,8 @@ static void policy_set(const struct mpi_pstate_step *st)
 
 int mpi_pstate_wire_step_start(const struct mpi_pstate_step *st)
 {
+        if (!w.paths_ok)
+                return 0; /* logged by mpi_pstate_wire_policy_apply(): nothing saved */
         mpi_pstate_steptime_begin(&w.time);
         policy_set(st);
         mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_POLICY);
