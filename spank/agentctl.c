@@ -74,6 +74,7 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
             {"--runtime-dir", a->restore_dir},
             {"--record", a->record},
             {"--freq-min", floor},
+            {"--allow-governor", a->no_governor_change ? "no" : NULL},
             {"--log", a->log},
             {"--sysroot", a->sysroot},
         };

@@ -14,6 +14,7 @@
  * pid is never hit. */
 #ifndef MPI_PSTATE_SPANK_AGENTCTL_H
 #define MPI_PSTATE_SPANK_AGENTCTL_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -34,8 +35,9 @@ struct mpi_pstate_agent_args {
         uid_t uid; /* the segment's owner, the job's user */
         gid_t gid;
         uint64_t threshold_us;
-        uint64_t low_khz;      /* 0: min */
-        uint64_t freq_min_khz; /* the site's floor, 0: none */
+        uint64_t low_khz;        /* 0: min */
+        uint64_t freq_min_khz;   /* the site's floor, 0: none */
+        bool no_governor_change; /* Slurm set the step: --allow-governor no */
 };
 
 #define MPI_PSTATE_AGENT_MAX_ARGS 40

@@ -152,12 +152,10 @@ static void setup_one(struct agentd *a, struct agentd_domain *d)
                 unsave(a, d);
                 return;
         }
-        d->high_khz = cur.max_khz;
-        d->low_khz =
-            mpi_pstate_agent_low_khz(a->o.low_khz, p->cpuinfo_min_khz, a->o.freq_min_khz,
-                                     d->mech == MPI_PSTATE_CPUFREQ_MECH_MAXFREQ ? cur.min_khz : 0,
-                                     d->high_khz, p->freqs, p->nfreqs);
-        if (!d->low_khz) {
+        /* cur is the step's setting: the agent starts after Slurm applied
+         * --cpu-freq/CpuFreqDef and the plugin its policy (docs/cpufreq.md). */
+        if (mpi_pstate_cpufreq_step_range(p, &cur, d->mech, a->o.low_khz, a->o.freq_min_khz,
+                                          &d->low_khz, &d->high_khz)) {
                 snprintf(err, sizeof(err), "no frequency below the maximum %u kHz is allowed",
                          d->high_khz);
                 set_status(d, AGENTD_DOM_NO_RANGE, err);
@@ -171,7 +169,7 @@ static void setup_one(struct agentd *a, struct agentd_domain *d)
                 unsave(a, d);
                 return;
         }
-        /* Full speed to start with, whatever setspeed was left at. */
+        /* The step's speed to start with, whatever setspeed was left at. */
         if (d->mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED && cur.setspeed_khz != d->high_khz)
                 mpi_pstate_cpufreq_domain_raise(&d->h);
         set_status(d, AGENTD_DOM_MANAGED, "");
