@@ -15,12 +15,10 @@ Order, and why:
     job has one, so ours must come after it;
  4. write through libslurm (quotes intact), read back, retry within the
     deadline.  Whatever is left undone, backfill repairs idempotently."""
-from __future__ import annotations
-
 import argparse
 import os
 import time
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from . import collect, config, log, noderec, parse, safeio, slurm, summary
 
@@ -33,7 +31,7 @@ class Deadline:
         return max(0.0, self.end - time.monotonic())
 
 
-def expected_nodes(nodelist: str) -> list[str]:
+def expected_nodes(nodelist: str) -> List[str]:
     if not nodelist or nodelist in ("None", "(null)") or nodelist.startswith("None "):
         return []
     try:
@@ -42,8 +40,8 @@ def expected_nodes(nodelist: str) -> list[str]:
         return slurm.hostnames(nodelist)
 
 
-def wait_records(cfg: config.Config, job: int, nodes: list[str], seconds: float,
-                 trusted: set[int]) -> None:
+def wait_records(cfg: config.Config, job: int, nodes: List[str], seconds: float,
+                 trusted: Set[int]) -> None:
     """Until every expected node's record exists, or the time is up."""
     dl = Deadline(seconds)
     pause = 0.05
@@ -68,8 +66,8 @@ def wait_records(cfg: config.Config, job: int, nodes: list[str], seconds: float,
         pause = min(pause * 1.5, 0.5)
 
 
-def load_records(cfg: config.Config, job: int, nodes: list[str], trusted: set[int]
-                 ) -> tuple[dict[str, dict[str, Any]], dict[str, str], bool]:
+def load_records(cfg: config.Config, job: int, nodes: List[str], trusted: Set[int]
+                 ) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, str], bool]:
     """(records, bad, dir_exists)"""
     cfd = collect.open_collect(cfg.collect_dir, trusted)
     try:
@@ -85,7 +83,7 @@ def load_records(cfg: config.Config, job: int, nodes: list[str], trusted: set[in
         os.close(cfd)
 
 
-def write_detail(cfg: config.Config, job: int, detail: dict[str, Any], trusted: set[int]) -> None:
+def write_detail(cfg: config.Config, job: int, detail: Dict[str, Any], trusted: Set[int]) -> None:
     cfd = collect.open_collect(cfg.collect_dir, trusted)
     try:
         jfd = collect.open_job_dir(cfd, job, trusted, create=True)
@@ -98,7 +96,7 @@ def write_detail(cfg: config.Config, job: int, detail: dict[str, Any], trusted: 
         os.close(cfd)
 
 
-def drop_job_dir(cfg: config.Config, job: int, trusted: set[int]) -> None:
+def drop_job_dir(cfg: config.Config, job: int, trusted: Set[int]) -> None:
     cfd = collect.open_collect(cfg.collect_dir, trusted)
     try:
         collect.remove_job_dir(cfd, job)
@@ -145,8 +143,8 @@ def write_comment(db: slurm.DbTool, job: int, text: str, ours: str, dl: Deadline
         pause = min(pause * 2, 3.0)
 
 
-def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: list[str],
-           trusted: set[int], dl: Deadline, job_state: Optional[str], exit_code: Optional[str],
+def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: List[str],
+           trusted: Set[int], dl: Deadline, job_state: Optional[str], exit_code: Optional[str],
            current: Optional[str], array: Optional[str], dry_run: bool = False,
            cluster: Optional[str] = None, elapsed: Optional[str] = None) -> str:
     """Merge, keep the detail, write the summary.  current: the job's

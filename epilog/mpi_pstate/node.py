@@ -2,14 +2,12 @@
 its steps): run the restore backstop, then publish the node's record of the
 job into the collection directory.  Always exits 0: a failing Epilog
 drains the node, and nothing here is worth that."""
-from __future__ import annotations
-
 import argparse
 import os
 import re
 import socket
 import time
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import audit, collect, config, log, noderec, parse, safeio, slots, slurm
 
@@ -18,7 +16,7 @@ MAX_AGENT_RECORDS = 64
 BACKSTOP_TIMEOUT = 30.0
 
 
-def find_tool(name: str, dirs: list[str], env: Optional[str] = None) -> Optional[str]:
+def find_tool(name: str, dirs: List[str], env: Optional[str] = None) -> Optional[str]:
     if env and os.environ.get(env):
         p = os.environ[env]
         return p if os.path.isfile(p) and os.access(p, os.X_OK) else None
@@ -29,7 +27,7 @@ def find_tool(name: str, dirs: list[str], env: Optional[str] = None) -> Optional
     return None
 
 
-def backstop(agent: Optional[str], restore_dir: str, job: int) -> dict[str, Any]:
+def backstop(agent: Optional[str], restore_dir: str, job: int) -> Dict[str, Any]:
     """Every core this job still holds back to its saved state, through the
     agent's own restore code (one implementation of restore)."""
     if not agent:
@@ -52,12 +50,12 @@ STEP_DIR_RE = re.compile(r"([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)
 STEP_FILES = ("agent.json", "plugin.json")
 
 
-def step_records(runtime: str, job: int, node: str) -> tuple[list[dict[str, Any]], list[str]]:
+def step_records(runtime: str, job: int, node: str) -> Tuple[List[Dict[str, Any]], List[str]]:
     """What the agent and the plugin left for each step of this job on this
     node: <runtime>/steps/<job>.<step>/{agent,plugin}.json, root-owned
     (spank/paths.h; docs/agent.md).  Returns [{"step", "agent", "plugin"}]."""
-    out: list[dict[str, Any]] = []
-    problems: list[str] = []
+    out: List[Dict[str, Any]] = []
+    problems: List[str] = []
     try:
         sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
     except FileNotFoundError:
@@ -82,14 +80,14 @@ def step_records(runtime: str, job: int, node: str) -> tuple[list[dict[str, Any]
     return out, problems
 
 
-def step_dir(sfd: int, n: str, step: str, node: str, problems: list[str]
-             ) -> Optional[dict[str, Any]]:
+def step_dir(sfd: int, n: str, step: str, node: str, problems: List[str]
+             ) -> Optional[Dict[str, Any]]:
     try:
         dfd = os.open(n, safeio.O_DIR, dir_fd=sfd)
     except OSError as e:
         problems.append(f"step directory {n}: {e.strerror}")
         return None
-    info: dict[str, Any] = {"step": step, "agent": None, "plugin": None}
+    info: Dict[str, Any] = {"step": step, "agent": None, "plugin": None}
     try:
         st = os.fstat(dfd)
         if st.st_uid != 0 or st.st_mode & 0o022:
@@ -111,12 +109,12 @@ def step_dir(sfd: int, n: str, step: str, node: str, problems: list[str]
     return info if info["agent"] or info["plugin"] else None
 
 
-def job_env() -> tuple[int, str, int, dict[str, Any]]:
+def job_env() -> Tuple[int, str, int, Dict[str, Any]]:
     job = parse.job_id(os.environ.get("SLURM_JOB_ID", os.environ.get("SLURM_JOBID", "")))
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     parse.safe_name(node)
     uid = int(parse.u64(os.environ.get("SLURM_JOB_UID", ""), 0, 0xFFFFFFFE))
-    extra: dict[str, Any] = {}
+    extra: Dict[str, Any] = {}
     for k, env in (("array_job", "SLURM_ARRAY_JOB_ID"), ("array_task", "SLURM_ARRAY_TASK_ID")):
         v = os.environ.get(env)
         if v and v.isdigit() and len(v) < 11:
@@ -124,7 +122,7 @@ def job_env() -> tuple[int, str, int, dict[str, Any]]:
     return job, node, uid, extra
 
 
-def run(a: argparse.Namespace, tools: dict[str, list[str]]) -> int:
+def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
     t0 = time.monotonic()
     job = None
     try:

@@ -1,12 +1,10 @@
 """The node record: what the node Epilog publishes for one job on one node
 (docs/records.md, format "mpi-pstate-node", version 1), and its strict
 validation on the reading side.  Pure: no Slurm, no file system."""
-from __future__ import annotations
-
 import json
 import math
 import re
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 FORMAT = "mpi-pstate-node"
 VERSION = 1
@@ -23,7 +21,7 @@ RANK_STATES = ("finalized", "aborted", "exited", "killed", "disabled", "free")
 # field -> allowed JSON types (None = null allowed)
 _NUM = (int, float, type(None))
 _INT = (int, type(None))
-RANK_FIELDS: dict[str, tuple[type, ...]] = {
+RANK_FIELDS: Dict[str, Tuple[type, ...]] = {
     "step": (str,), "rank": (int,), "size": (int,), "local": (int,), "cpu": (int,),
     "state": (str,), "mode": (str,), "abi": (str,), "threshold_us": _INT,
     "wall_s": _NUM, "mpi_s": _NUM, "mpi_share": _NUM, "wait_s": _NUM, "long_calls": (int,),
@@ -39,16 +37,16 @@ def clip(text: Any, n: int = MAX_TEXT) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-def build(job: int, node: str, uid: int, *, settings: Optional[dict[str, Any]],
-          steps: list[dict[str, Any]], infos: list[dict[str, Any]],
-          restore: dict[str, Any], problems: list[str], written: float,
-          extra_job: Optional[dict[str, Any]] = None, meter: str = "rapl"
-          ) -> dict[str, Any]:
+def build(job: int, node: str, uid: int, *, settings: Optional[Dict[str, Any]],
+          steps: List[Dict[str, Any]], infos: List[Dict[str, Any]],
+          restore: Dict[str, Any], problems: List[str], written: float,
+          extra_job: Optional[Dict[str, Any]] = None, meter: str = "rapl"
+          ) -> Dict[str, Any]:
     """steps: from slots.job_segments(); infos: per step {"step", "agent"
     (parse_agent() or None), "plugin" (parse_plugin() or None)}; meter: what
     serves this node's powercap (rapl_meter()), the label of its joules."""
-    by_step: dict[str, dict[str, Any]] = {}
-    ranks: list[dict[str, Any]] = []
+    by_step: Dict[str, Dict[str, Any]] = {}
+    ranks: List[Dict[str, Any]] = []
     for st in steps:
         by_step[st["step"]] = {"step": st["step"], "segment": st["segment"],
                                "slots": st["slots"], "ranks": len(st["ranks"]), "agent": None,
@@ -65,7 +63,7 @@ def build(job: int, node: str, uid: int, *, settings: Optional[dict[str, Any]],
         if i.get("plugin"):
             e["plugin"] = i["plugin"]
     has_data = bool(ranks) or bool(infos)
-    rec: dict[str, Any] = {
+    rec: Dict[str, Any] = {
         "format": FORMAT, "version": VERSION, "job": job, "node": node, "uid": uid,
         "written": round(written, 3), "status": "ok" if has_data else "none",
         "restore": restore, "energy": energy_of(agents, settings, meter),
@@ -81,12 +79,12 @@ def build(job: int, node: str, uid: int, *, settings: Optional[dict[str, Any]],
     return rec
 
 
-def _step_key(s: dict[str, Any]) -> tuple[int, int, str]:
+def _step_key(s: Dict[str, Any]) -> Tuple[int, int, str]:
     st = s["step"]
     return (0, int(st), "") if st.isdigit() else (1, 0, st)
 
 
-def parse_mountinfo(text: str) -> list[tuple[str, str]]:
+def parse_mountinfo(text: str) -> List[Tuple[str, str]]:
     """(mount point, file system type) per line of /proc/self/mountinfo."""
     out = []
     for line in text.splitlines()[:100000]:
@@ -104,7 +102,7 @@ def rapl_meter(sysroot: str, mountinfo: str) -> str:
     only the kernel's powercap measures anything.  The last mount on the
     longest mount point above the path is the one that serves it."""
     path = sysroot.rstrip("/") + "/class/powercap"
-    best: Optional[tuple[str, str]] = None
+    best: Optional[Tuple[str, str]] = None
     for mp, fs in parse_mountinfo(mountinfo):
         base = mp.rstrip("/")
         if path == mp or path.startswith(base + "/"):
@@ -113,8 +111,8 @@ def rapl_meter(sysroot: str, mountinfo: str) -> str:
     return "rapl" if best is not None and best[1] == "sysfs" else "simulated"
 
 
-def energy_of(agents: list[dict[str, Any]], settings: Optional[dict[str, Any]],
-              meter: str = "rapl") -> dict[str, Any]:
+def energy_of(agents: List[Dict[str, Any]], settings: Optional[Dict[str, Any]],
+              meter: str = "rapl") -> Dict[str, Any]:
     """Node energy of the job: the sum of the agents' per-step figures.  No
     number is ever made up: without an agent figure the status says why.
     "meter" labels the joules: "rapl" or "simulated" (absent without any)."""
@@ -136,7 +134,7 @@ def energy_of(agents: list[dict[str, Any]], settings: Optional[dict[str, Any]],
 
 
 def parse_agent(data: bytes, node: str, default_step: Optional[str] = None
-                ) -> Optional[dict[str, Any]]:
+                ) -> Optional[Dict[str, Any]]:
     """An agent record (docs/agent.md, "mpi-pstate-agent" v1) as the sub-object
     of its step.  The epilog reads only the step and the energy from it and
     keeps the rest as it is (bounded).  The step directory's name, when
@@ -161,7 +159,7 @@ def _joules(v: Any) -> Optional[float]:
     return float(v) if ok else None
 
 
-def agent_energy(en: Any) -> dict[str, Any]:
+def agent_energy(en: Any) -> Dict[str, Any]:
     """{"status", "joules"} of an agent record's "energy": package plus DRAM
     (what RAPL measures of a node).  Status as the agent says (ok, absent,
     no_access, error); ok without a figure is "unknown"."""
@@ -179,7 +177,7 @@ def agent_energy(en: Any) -> dict[str, Any]:
     return {"status": st, "joules": j if st == "ok" else None}
 
 
-def bounded(obj: dict[str, Any]) -> dict[str, Any]:
+def bounded(obj: Dict[str, Any]) -> Dict[str, Any]:
     """A record embedded as is, or without its per-rank and per-domain lists
     (histograms) when larger than AGENT_MAX_BYTES."""
     text = json.dumps(obj, separators=(",", ":"))
@@ -192,7 +190,7 @@ def bounded(obj: dict[str, Any]) -> dict[str, Any]:
     return {"truncated": {"bytes": len(text)}}
 
 
-def parse_plugin(data: bytes, node: str) -> Optional[dict[str, Any]]:
+def parse_plugin(data: bytes, node: str) -> Optional[Dict[str, Any]]:
     """The plugin's step record (plugin.json: mode, mechanism, governor,
     domains, restore state), kept as it is when small enough; None when it
     is another node's."""
@@ -221,12 +219,12 @@ _FN_OK = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}").fullmatch
 _LIMIT = 1e19
 
 
-def validate_rank(r: Any) -> dict[str, Any]:
+def validate_rank(r: Any) -> Dict[str, Any]:
     """One rank entry: known keys only, exact JSON types, finite numbers
     below 1e19, short strings.  Written for speed: 12800 ranks of a 100-node
     job are validated inside the EpilogSlurmctld's budget."""
     _check(type(r) is dict, "rank entry is not an object")
-    out: dict[str, Any] = {}
+    out: Dict[str, Any] = {}
     for k, v in r.items():
         allowed = _TYPES.get(k)
         if allowed is None:
@@ -253,7 +251,7 @@ def validate_rank(r: Any) -> dict[str, Any]:
     return out
 
 
-def validate(rec: Any, job: int, node: str) -> dict[str, Any]:
+def validate(rec: Any, job: int, node: str) -> Dict[str, Any]:
     """A node record as read from the collection directory: exact format,
     version, job and node; every rank entry type-checked.  Returns the record
     with only known keys; ValueError says what is wrong."""
@@ -293,7 +291,7 @@ def validate(rec: Any, job: int, node: str) -> dict[str, Any]:
     return out
 
 
-def encode(rec: dict[str, Any]) -> bytes:
+def encode(rec: Dict[str, Any]) -> bytes:
     return (json.dumps(rec, separators=(",", ":"), sort_keys=False) + "\n").encode()
 
 

@@ -6,13 +6,11 @@ Everything in a segment was written by the job's user: the file is taken
 only if it is a regular file (no symlink), owned by the job's user or root,
 within the size bound; each slot is validated by the preload reader, and a
 slot that fails is reported by index, never fatal."""
-from __future__ import annotations
-
 import os
 import re
 import stat
 import sys
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from . import safeio
 
@@ -44,7 +42,7 @@ def _ns(v: int) -> Optional[int]:
     return v if 0 <= v <= NS_MAX else None
 
 
-def rank_figures(s: dict[str, Any], step: str) -> dict[str, Any]:
+def rank_figures(s: Dict[str, Any], step: str) -> Dict[str, Any]:
     """The node-record entry of one validated slot (docs/records.md)."""
     tps = s["ticks_per_sec"]
     wall = None
@@ -83,15 +81,15 @@ def rank_figures(s: dict[str, Any], step: str) -> dict[str, Any]:
     return r
 
 
-def read_segment(dirfd: int, name: str, owners: set[int],
-                 max_slots: int = MAX_SEG_SLOTS) -> tuple[dict[str, int], list[Any]]:
+def read_segment(dirfd: int, name: str, owners: Set[int],
+                 max_slots: int = MAX_SEG_SLOTS) -> Tuple[Dict[str, int], List[Any]]:
     """Header and slots (dicts, None for free, SlotError for a bad slot)."""
     limit = slotlib.HEADER_SIZE + max_slots * slotlib.SLOT_SIZE
     buf = safeio.read_file(dirfd, name, limit, owners=owners, strict_mode=False)
     hdr = slotlib.parse_header(buf)
     if len(buf) != slotlib.HEADER_SIZE + hdr["nslots"] * slotlib.SLOT_SIZE:
         raise slotlib.SlotError(f"size {len(buf)} does not match {hdr['nslots']} slots")
-    out: list[Any] = []
+    out: List[Any] = []
     for i in range(hdr["nslots"]):
         try:
             out.append(slotlib.parse_slot(buf, slotlib.HEADER_SIZE + i * slotlib.SLOT_SIZE))
@@ -101,12 +99,12 @@ def read_segment(dirfd: int, name: str, owners: set[int],
 
 
 def job_segments(job_id: int, owner_uid: int, shm_dir: str = SHM_DIR
-                 ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+                 ) -> Tuple[List[Dict[str, Any]], List[str], List[str]]:
     """(steps, problems, names): per step {"step", "segment", "slots",
     "ranks"}; problems are one-line reasons; names are the files read."""
-    steps: list[dict[str, Any]] = []
-    problems: list[str] = []
-    names: list[str] = []
+    steps: List[Dict[str, Any]] = []
+    problems: List[str] = []
+    names: List[str] = []
     try:
         dfd = safeio.open_dir(shm_dir, trusted={0}, shared=True)
     except OSError as e:
@@ -143,7 +141,7 @@ def job_segments(job_id: int, owner_uid: int, shm_dir: str = SHM_DIR
     return steps, problems, names
 
 
-def remove_segments(job_id: int, names: list[str], shm_dir: str = SHM_DIR) -> int:
+def remove_segments(job_id: int, names: List[str], shm_dir: str = SHM_DIR) -> int:
     """Unlinks the job's segments once read (unlink never follows a symlink;
     only names of this job's pattern are touched)."""
     n = 0
