@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""The node Epilog and the EpilogSlurmctld under attack (issue 13), measured
+as the resources of the child process (getrusage: CPU seconds and peak RSS;
+never wall clock: the VM is shared).
+
+Attacks, as the job's user (uid 1000) and as another user (uid 65534):
+  hardlink  one valid segment of SLOTS slots (all in use) hard-linked under
+            NAMES names mpi-pstate.<job>.<n> (the job's user)
+  padded    81 zero-padded names mpi-pstate.<job>.00.. made by another user
+            in front of the victim's one real segment (its step 9)
+  counter   one slot with every counter at 2^64-1 (the job's user)
+and, for the plain case, a job that had the plugin off (nothing to do).
+
+Run as root (the Epilog is root's):
+    python3 bench/epilog/attack.py [--tree DIR] [--names 16] [--slots 4096] [--json]
+--tree: the source tree whose epilog/ is run (default: this one), to measure
+another commit side by side (`git worktree add /tmp/before <commit>`).
+The library of this tree builds the segments either way."""
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List
+
+HERE = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(HERE / "tests" / "py"))
+sys.path.insert(0, str(HERE / "epilog"))
+import test_epilog_fixtures as fx  # noqa: E402
+
+JOB = 4242
+USER = 1000
+OTHER = 65534
+
+
+# Measured from a small intermediate process: a child forked straight from
+# this one would count this process's memory (it built a 64 MiB segment) in
+# its peak RSS, which exec does not reset.
+MEASURE = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execve(sys.argv[1], sys.argv[1:], os.environ)
+_, status, ru = os.wait4(pid, 0)
+print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "cpu_s": ru.ru_utime + ru.ru_stime,
+                  "maxrss_kib": ru.ru_maxrss}))
+"""
+
+
+def child_usage(argv: List[str], env: Dict[str, str]) -> Dict[str, Any]:
+    """CPU seconds and peak RSS (MiB) of one child, from wait4's rusage."""
+    p = subprocess.run([sys.executable, "-I", "-S", "-c", MEASURE] + argv, env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+    u = json.loads(p.stdout.decode().strip().splitlines()[-1])
+    return {"rc": u["rc"], "cpu_s": round(u["cpu_s"], 3),
+            "maxrss_mib": round(u["maxrss_kib"] / 1024, 1),
+            "stderr": p.stderr.decode("utf-8", "replace")[-2000:]}
+
+
+def plugin_json(runtime: Path, step: str, seg: Path, nslots: int, node: str = "n1") -> None:
+    """The plugin's step record (version 2, h-secroot's contract): the
+    segment it made, by name and inode."""
+    d = runtime / "steps" / f"{JOB}.{step}"
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(runtime / "steps", 0o700)
+    os.chmod(d, 0o700)
+    st = seg.stat()
+    rec = {"version": 2, "job": JOB, "step": int(step) if step.isdigit() else step,
+           "node": node, "mode": "on", "shm": str(seg),
+           "segments": [{"name": seg.name, "dir": "/dev/shm", "dev": st.st_dev,
+                         "ino": st.st_ino, "nslots": nslots,
+                         "bytes": 4096 + nslots * 16384, "uid": st.st_uid}]}
+    (d / "plugin.json").write_text(json.dumps(rec))
+
+
+def scenario(tmp: Path, kind: str, names: int, slots: int) -> Path:
+    runtime, shm = tmp / "run", tmp / "shm"
+    for d in (runtime, shm, tmp / "records"):
+        d.mkdir(parents=True, exist_ok=True)
+    os.chmod(shm, 0o1777)
+    if kind == "off":
+        return shm
+    n = slots if kind == "hardlink" else 4
+    step = "9" if kind == "padded" else "0"  # padded: the victim's 10th step
+    seg = shm / f"mpi-pstate.{JOB}.{step}"
+    fx.segment(seg, [{"rank": i} for i in range(n)], nslots=n)
+    os.chown(seg, USER, -1)
+    if kind == "counter":
+        lib = fx.slotlib.LiveSegment(str(seg))
+        try:
+            for f in ("transitions", "long_calls", "wakeups", "down_ns", "long_ns"):
+                lib.set_slot_field(0, f, (1 << 64) - 1)
+        finally:
+            lib.close()
+    plugin_json(runtime, step, seg, n)
+    if kind == "hardlink":
+        for i in range(1, names):
+            os.link(seg, shm / f"mpi-pstate.{JOB}.{i}")
+    if kind == "padded":
+        for v in range(9):  # 81 names that sort before the victim's step 9
+            for width in range(2, 11):
+                p = shm / f"mpi-pstate.{JOB}.{v:0{width}d}"
+                fx.segment(p, [{"rank": 0}], nslots=1)
+                os.chown(p, OTHER, -1)
+    return shm
+
+
+def run_one(tree: Path, kind: str, names: int, slots: int) -> Dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="mpi-pstate-attack."))
+    try:
+        shm = scenario(tmp, kind, names, slots)
+        sysroot = fx.fake_sysfs(tmp / "sys")
+        (tmp / "slurm.conf").write_text("SlurmUser=root\n")
+        env = {"SLURM_JOB_ID": str(JOB), "SLURMD_NODENAME": "n1", "SLURM_JOB_UID": str(USER),
+               "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "MPI_PSTATE_AGENT": "/nonexistent"}
+        argv = [sys.executable, "-I", str(tree / "epilog" / "mpi-pstate"), "epilog",
+                "--collect-dir", str(tmp / "records"), "--runtime-dir", str(tmp / "run"),
+                "--slurm-conf", str(tmp / "slurm.conf"), "--shm-dir", str(shm),
+                "--sysroot", str(sysroot)]
+        u = child_usage(argv, env)
+        rec = tmp / "records" / str(JOB) / "node.n1.json"
+        u["record_bytes"] = rec.stat().st_size if rec.exists() else 0
+        if rec.exists():
+            r = json.loads(rec.read_text())
+            u["record_ranks"] = len(r.get("ranks", []))
+            u["record_status"] = r.get("status")
+            u["problems"] = r.get("problems", [])[:4]
+        return u
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tree", default=str(HERE))
+    ap.add_argument("--names", type=int, default=16)
+    ap.add_argument("--slots", type=int, default=4096)
+    ap.add_argument("--kinds", default="off,counter,padded,hardlink")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    out = {}
+    for kind in a.kinds.split(","):
+        out[kind] = run_one(Path(a.tree), kind, a.names, a.slots)
+        if not a.json:
+            u = out[kind]
+            print(f"{kind:9s} rc {u['rc']} cpu {u['cpu_s']:.3f} s  maxrss {u['maxrss_mib']} MiB  "
+                  f"record {u['record_bytes']} B, {u.get('record_ranks')} ranks, "
+                  f"status {u.get('record_status')}", flush=True)
+    if a.json:
+        print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
