@@ -9,7 +9,10 @@ Attacks, as the job's user (uid 1000) and as another user (uid 65534):
   padded    81 zero-padded names mpi-pstate.<job>.00.. made by another user
             in front of the victim's one real segment (its step 9)
   counter   one slot with every counter at 2^64-1 (the job's user)
-and, for the plain case, a job that had the plugin off (nothing to do).
+  header    the segment's header rewritten to claim 16384 slots (the job's user)
+  swapped   the listed name replaced by another file of the user's (new inode)
+and, for the plain cases, a job that had the plugin off (nothing to do) and
+big: one honest segment of SLOTS slots, all in use (the largest real load).
 
 Run as root (the Epilog is root's):
     python3 bench/epilog/attack.py [--tree DIR] [--names 16] [--slots 4096] [--json]
@@ -84,7 +87,7 @@ def scenario(tmp: Path, kind: str, names: int, slots: int) -> Path:
     os.chmod(shm, 0o1777)
     if kind == "off":
         return shm
-    n = slots if kind == "hardlink" else 4
+    n = slots if kind in ("hardlink", "big") else 4
     step = "9" if kind == "padded" else "0"  # padded: the victim's 10th step
     seg = shm / f"mpi-pstate.{JOB}.{step}"
     fx.segment(seg, [{"rank": i} for i in range(n)], nslots=n)
@@ -97,6 +100,16 @@ def scenario(tmp: Path, kind: str, names: int, slots: int) -> Path:
         finally:
             lib.close()
     plugin_json(runtime, step, seg, n)
+    if kind == "header":
+        with open(seg, "r+b") as f:
+            f.seek(fx.slotlib.HEADER_FIELDS["nslots"][0])
+            f.write((16384).to_bytes(4, "little"))
+    if kind == "swapped":  # the plugin's inode kept alive elsewhere, so not reused
+        os.link(seg, shm / "kept")
+        new = shm / "new"
+        fx.segment(new, [{"rank": i} for i in range(n)], nslots=n)
+        os.chown(new, USER, -1)
+        os.rename(new, seg)
     if kind == "hardlink":
         for i in range(1, names):
             os.link(seg, shm / f"mpi-pstate.{JOB}.{i}")
@@ -139,7 +152,7 @@ def main() -> int:
     ap.add_argument("--tree", default=str(HERE))
     ap.add_argument("--names", type=int, default=16)
     ap.add_argument("--slots", type=int, default=4096)
-    ap.add_argument("--kinds", default="off,counter,padded,hardlink")
+    ap.add_argument("--kinds", default="off,big,counter,header,swapped,padded,hardlink")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     out = {}

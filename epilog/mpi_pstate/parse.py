@@ -2,7 +2,7 @@
 only, no sign, no hex or octal surprises; a bad value raises ValueError so
 that callers keep their default and say which value was refused."""
 import re
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Set, Tuple, Union
 
 _U64 = re.compile(r"[ \t]*([0-9]+)[ \t]*\n?")
 _FREQ = re.compile(r"[ \t]*([0-9]+)(\.[0-9]+)?[ \t]*(khz|mhz|ghz)?[ \t]*\n?", re.IGNORECASE)
@@ -178,7 +178,7 @@ def compress_hostlist(names: List[str]) -> str:
     """["n1","n2","n3","x"] -> "n[1-3],x" (prefix + number runs, same width)."""
     groups: Dict[Tuple[str, int], List[int]] = {}
     plain: List[str] = []
-    order: List[Tuple[str, int] | str] = []
+    order: List[Union[Tuple[str, int], str]] = []
     for n in sorted(set(names), key=_natural):
         m = re.fullmatch(r"(.*?)([0-9]+)", n)
         if not m:
