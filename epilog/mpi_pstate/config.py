@@ -40,6 +40,9 @@ class Config:
         self.plugstack = plugstack  # the file holding the plugin line, if found
         self.plugin = plugin  # the plugin file that line loads
         self.problems = problems if problems is not None else []  # type: List[str]
+        # Files and directories the settings were resolved from (the node
+        # Epilog's fast-path cache is stale once any is newer)
+        self.sources = []  # type: List[str]
 
     @property
     def slurm_uid(self) -> int:
@@ -128,13 +131,16 @@ def our_plugin(path: str, dirs: List[str]) -> Optional[str]:
 PluginLine = Tuple[Optional[str], Optional[List[str]], Optional[str]]
 
 
-def plugin_line(plugstack: str, depth: int = 0, dirs: Optional[List[str]] = None) -> PluginLine:
+def plugin_line(plugstack: str, depth: int = 0, dirs: Optional[List[str]] = None,
+                sources: Optional[List[str]] = None) -> PluginLine:
     """The first plugstack line (following `include` globs) that loads
     mpi-pstate's plugin: the plugin file, its arguments, the file the line
-    is in."""
+    is in.  sources: gets every file read and every include directory."""
     text = _read_text(plugstack)
     if text is None or depth > 4:
         return None, None, None
+    if sources is not None:
+        sources.append(plugstack)
     dirs = dirs if dirs is not None else list(PLUGIN_DIRS)
     for line in _conf_lines(text):
         words = line.split()
@@ -142,8 +148,10 @@ def plugin_line(plugstack: str, depth: int = 0, dirs: Optional[List[str]] = None
             for pattern in words[1:]:
                 if not pattern.startswith("/"):
                     pattern = os.path.join(os.path.dirname(plugstack), pattern)
+                if sources is not None:
+                    sources.append(os.path.dirname(pattern))
                 for f in sorted(glob.glob(pattern)):
-                    found = plugin_line(f, depth + 1, dirs)
+                    found = plugin_line(f, depth + 1, dirs, sources)
                     if found[1] is not None:
                         return found
             continue
@@ -175,7 +183,11 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
     c.slurm_user = vals.get("SlurmUser", "root")
     plugstack = vals.get("PlugStackConfig") or os.path.join(os.path.dirname(c.slurm_conf),
                                                             "plugstack.conf")
-    c.plugin, args, c.plugstack = plugin_line(plugstack, dirs=_plugin_dirs(c.slurm_conf))
+    c.sources = [c.slurm_conf]
+    c.plugin, args, c.plugstack = plugin_line(plugstack, dirs=_plugin_dirs(c.slurm_conf),
+                                              sources=c.sources)
+    if c.plugin:
+        c.sources.append(c.plugin)
     for word in args or []:
         k, sep, v = word.partition("=")
         if k == "agent" and sep:

@@ -217,6 +217,8 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
         runtime = config.expand_host(cfg.runtime_dir, config.short_host())
         agent = cfg.agent if cfg.agent and os.access(cfg.agent, os.X_OK) else \
             find_tool("mpi-pstate-agent", tools["agent"], "MPI_PSTATE_AGENT")
+        if os.environ.get("MPI_PSTATE_EPILOG_CACHE") and not a.runtime_dir:
+            write_cache(os.environ["MPI_PSTATE_EPILOG_CACHE"], runtime, cfg.sources)
         ran = plugin_ran(runtime, job)
         if restore_pending(runtime):
             restore = backstop(agent, os.path.join(runtime, "restore"), job)
@@ -254,6 +256,29 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
     except Exception as e:  # never fail the Epilog: it would drain the node
         log.error(f"node epilog of job {job} failed: {type(e).__name__}: {e}")
     return 0
+
+
+def write_cache(path: str, runtime: str, sources: List[str]) -> None:
+    """The fast path's cache (epilog/mpi-pstate-epilog.in): the runtime
+    directory, the SLURM_CONF it was resolved under, the files it was
+    resolved from.  Only in a root-owned directory; never fatal."""
+    try:
+        lines = [runtime, "conf=" + os.environ.get("SLURM_CONF", "")]
+        lines += [s for s in dict.fromkeys(sources) if os.path.exists(s)]
+        if any("\n" in x for x in lines):
+            return
+        dfd = safeio.open_dir(os.path.dirname(path), trusted={0})
+        try:
+            name = os.path.basename(path)
+            safeio.write_atomic(dfd, name, ("\n".join(lines) + "\n").encode(), mode=0o644)
+            # 2 s in the past: a file changed in the same second as this
+            # write still reads as newer in the shell's -nt (whole seconds)
+            t = time.time() - 2
+            os.utime(name, (t, t), dir_fd=dfd, follow_symlinks=False)
+        finally:
+            os.close(dfd)
+    except OSError as e:
+        log.warning(f"{path}: {e}")
 
 
 def meter_here(sysroot: str) -> str:
