@@ -15,10 +15,9 @@
 EPILOG_DBCOMMENT := $(B)/epilog/mpi-pstate-dbcomment
 EPILOG_PY := $(sort $(wildcard epilog/mpi_pstate/*.py))
 EPILOG_PYDIR = $(datadir)/mpi-pstate/python
-# systemd's own unit directory for prefix=/usr (/lib/systemd/system on Debian 12,
-# /usr/lib/systemd/system on 13 and RPM systems), else under the prefix, which
-# systemd also reads (/usr/local/lib/systemd/system).
-systemdunitdir ?= $(if $(filter /usr,$(prefix)),$(or $(shell pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null),/usr/lib/systemd/system),$(prefix)/lib/systemd/system)
+# systemd reads units from /usr/lib/systemd/system and /usr/local/lib/systemd/system
+# (a package installs everything under /usr: tests/py/test_packaging.py).
+systemdunitdir ?= $(prefix)/lib/systemd/system
 EPILOG_UNITS := $(patsubst packaging/systemd/%.in,$(B)/epilog/units/%,$(wildcard packaging/systemd/*.in))
 EPILOG_CRON := $(B)/epilog/mpi-pstate.cron
 EPILOG_SUBST = sed -e 's|@PYDIR@|$(EPILOG_PYDIR)|' -e 's|@BINDIR@|$(bindir)|' \

@@ -99,6 +99,85 @@ class NodeEpilogUnderAttack(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+@unittest.skipUnless(os.geteuid() == 0 and os.path.isdir("/run"), "needs root and /run")
+class FastPath(unittest.TestCase):
+    """The installed Epilog wrapper (epilog/mpi-pstate-epilog.in): a job the
+    plugin was off for costs a shell and no Python, and anything that might
+    need the Epilog runs it."""
+
+    def setUp(self) -> None:
+        self._td = tempfile.TemporaryDirectory()
+        self.tmp = Path(self._td.name)
+        self.node = f"fastpath{os.getpid()}"
+        self.cache = Path(f"/run/mpi-pstate-epilog.{self.node}.cache")
+        self.called = self.tmp / "called"
+        (self.tmp / "bin").mkdir()
+        fake = self.tmp / "bin" / "mpi-pstate"
+        fake.write_text(f"#!/bin/sh\necho \"$MPI_PSTATE_EPILOG_CACHE $*\" > {self.called}\n")
+        fake.chmod(0o755)
+        self.wrapper = self.tmp / "mpi-pstate-epilog"
+        self.wrapper.write_text((TOP / "epilog" / "mpi-pstate-epilog.in").read_text()
+                                .replace("@BINDIR@", str(self.tmp / "bin")))
+        self.wrapper.chmod(0o755)
+        self.conf = self.tmp / "slurm.conf"
+        self.conf.write_text("SlurmUser=root\n")
+        os.utime(self.conf, (time.time() - 3600,) * 2)  # not changed in the last seconds
+        self.runtime = self.tmp / "run"
+        (self.runtime / "steps").mkdir(parents=True)
+        self.env = {"SLURM_JOB_ID": "4242", "SLURMD_NODENAME": self.node,
+                    "SLURM_CONF": str(self.conf), "PATH": "/usr/bin:/bin"}
+
+    def tearDown(self) -> None:
+        self.cache.unlink(missing_ok=True)
+        self._td.cleanup()
+
+    def write_cache(self) -> None:
+        from mpi_pstate import node
+        with mock.patch.dict(os.environ, {"SLURM_CONF": str(self.conf)}):
+            node.write_cache(str(self.cache), str(self.runtime), [str(self.conf)])
+
+    def epilog_ran(self) -> bool:
+        self.called.unlink(missing_ok=True)
+        u = attack.child_usage(["/bin/sh", str(self.wrapper)], self.env)
+        self.assertEqual(u["rc"], 0, u)
+        return self.called.exists()
+
+    def test_plugin_off_costs_no_python(self) -> None:
+        self.assertTrue(self.epilog_ran())  # no cache yet: the Epilog runs (and makes it)
+        self.assertIn(str(self.cache), self.called.read_text())
+        self.write_cache()
+        self.assertFalse(self.epilog_ran())  # nothing of job 4242 here: done in the shell
+        step = self.runtime / "steps" / "4242.0"
+        step.mkdir()
+        self.assertTrue(self.epilog_ran())  # the plugin ran a step of it
+        step.rmdir()
+        (self.runtime / "steps" / "42420.0").mkdir()  # another job's: not ours
+        self.assertFalse(self.epilog_ran())
+        (self.runtime / "restore").mkdir()
+        (self.runtime / "restore" / "policy0").write_text("job=1\n")
+        self.assertTrue(self.epilog_ran())  # a restore record: the backstop must run
+        (self.runtime / "restore" / "policy0").unlink()
+        self.assertFalse(self.epilog_ran())
+
+    def test_stale_cache_is_not_used(self) -> None:
+        self.write_cache()
+        self.assertFalse(self.epilog_ran())
+        t = time.time() + 5
+        os.utime(self.conf, (t, t))  # the configuration changed since
+        self.assertTrue(self.epilog_ran())
+        os.utime(self.conf, (time.time() - 60,) * 2)
+        self.write_cache()  # the Epilog's next run: fresh again
+        self.assertFalse(self.epilog_ran())
+        self.env["SLURM_CONF"] = str(self.tmp / "other.conf")
+        self.assertTrue(self.epilog_ran())
+        self.env["SLURM_CONF"] = str(self.conf)
+        os.chown(self.cache, 65534, -1)  # not root's: never trusted
+        self.assertTrue(self.epilog_ran())
+        self.env["SLURM_JOB_ID"] = "42;x"
+        self.write_cache()
+        self.assertTrue(self.epilog_ran())  # a strange id: the Epilog decides
+
+
 class RecordBounds(unittest.TestCase):
     def test_build_caps_ranks_and_embedded_records(self) -> None:
         """noderec.build() applies MAX_RANKS and MAX_EMBED_BYTES whatever
