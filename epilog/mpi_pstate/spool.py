@@ -189,49 +189,59 @@ def flush(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], for_s: float 
           wait: float = WAIT_RECORDS_S, late: float = LATE_S,
           sleep: Callable[[float], None] = time.sleep) -> Dict[str, int]:
     """Passes over the queue until it is empty, or for_s seconds are over
-    (0: one pass).  One flusher at a time; a second one returns at once."""
+    (0: one pass).  One flusher at a time: a second one returns at once,
+    and the first looks at the queue again after letting go of the lock,
+    so a job queued meanwhile is never left behind."""
     tally: Dict[str, int] = {}
     qfd = open_queue(cfg, trusted)
     if qfd is None:
         return tally
+    end = time.monotonic() + for_s
     try:
-        lock = take_lock(qfd)
-        if lock is None:
-            tally["another flusher runs"] = 1
-            return tally
-        try:
-            end = time.monotonic() + for_s
-            pause = 1.0
-            while True:
-                es, bad = entries(qfd)
-                for n in bad:
-                    log.warning(f"queue entry {n} is not valid: removed")
-                    try:
-                        os.unlink(n, dir_fd=qfd)
-                    except OSError:
-                        pass
-                db_down = False
-                for e in es:
-                    if db_down:
-                        break
-                    res, keep = process(cfg, db, e, trusted, time.time(), wait, late)
-                    db_down = res.startswith("database unreachable")
-                    key = res.split(":")[0]
-                    tally[key] = tally.get(key, 0) + 1
-                    if not keep:
-                        drop(qfd, e["job"])
-                        lvl = log.info if res in ("written", "up to date", "no records",
-                                                  "without mpi-pstate") else log.error
-                        lvl(f"job {e['job']}: {res} (queued {time.time() - e['queued']:.0f} s "
-                            "ago)")
-                if not es or time.monotonic() >= end:
-                    return tally
-                sleep(min(pause, max(0.0, end - time.monotonic())))
-                pause = min(pause * 2, 30.0)
-        finally:
-            os.close(lock)
+        while True:
+            lock = take_lock(qfd)
+            if lock is None:
+                tally["another flusher runs"] = tally.get("another flusher runs", 0) + 1
+                return tally
+            try:
+                _passes(cfg, db, trusted, qfd, end, wait, late, sleep, tally)
+            finally:
+                os.close(lock)
+            if time.monotonic() >= end or not entries(qfd)[0]:
+                return tally
     finally:
         os.close(qfd)
+
+
+def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, end: float,
+            wait: float, late: float, sleep: Callable[[float], None],
+            tally: Dict[str, int]) -> None:
+    pause = 1.0
+    while True:
+        es, bad = entries(qfd)
+        for n in bad:
+            log.warning(f"queue entry {n} is not valid: removed")
+            try:
+                os.unlink(n, dir_fd=qfd)
+            except OSError:
+                pass
+        db_down = False
+        for e in es:
+            if db_down:
+                break
+            res, keep = process(cfg, db, e, trusted, time.time(), wait, late)
+            db_down = res.startswith("database unreachable")
+            key = res.split(":")[0]
+            tally[key] = tally.get(key, 0) + 1
+            if not keep:
+                drop(qfd, e["job"])
+                lvl = log.info if res in ("written", "up to date", "no records",
+                                          "without mpi-pstate") else log.error
+                lvl(f"job {e['job']}: {res} (queued {time.time() - e['queued']:.0f} s ago)")
+        if not es or time.monotonic() >= end:
+            return
+        sleep(min(pause, max(0.0, end - time.monotonic())))
+        pause = min(pause * 1.5, 10.0)
 
 
 def prune(cfg: config.Config, trusted: Set[int], keep_days: float, now: float,
