@@ -147,6 +147,127 @@ def run_one(tree: Path, kind: str, names: int, slots: int) -> Dict[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+MERGE = """
+import os, sys, time
+sys.path.insert(0, sys.argv[1] + "/epilog"); sys.path.insert(0, sys.argv[1] + "/preload")
+from mpi_pstate import collect, summary
+jfd = os.open(sys.argv[2], os.O_RDONLY | os.O_DIRECTORY)
+recs, bad = collect.read_node_records(jfd, 4242, ["n1"], {0})
+d = summary.merge(4242, ["n1"], recs, bad, "COMPLETED", "0:0")
+print(len(d["ranks"]), summary.encode(d["summary"])[:60], list(bad.values())[:1])
+"""
+
+
+def ctld_merge(tree: Path, nranks: int) -> Dict[str, Any]:
+    """The controller's read, validation and merge of one node record of
+    nranks ranks (the old node Epilog published 65,536 under the hard-link
+    attack), in a child process of the given tree."""
+    tmp = Path(tempfile.mkdtemp(prefix="mpi-pstate-merge."))
+    try:
+        rec = fx.node_record(JOB, "n1", [fx.rank("n1", 0)])
+        one = rec["ranks"][0]
+        rec["ranks"] = [dict(one, rank=i, step=str(i // 4096)) for i in range(nranks)]
+        jd = tmp / str(JOB)
+        jd.mkdir()
+        data = fx.noderec.encode(rec)
+        (jd / "node.n1.json").write_bytes(data)
+        u = child_usage([sys.executable, "-I", "-S", "-c", MERGE, str(tree), str(jd)],
+                        dict(os.environ))
+        u["record_bytes"] = len(data)
+        return u
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fast_path() -> Dict[str, Any]:
+    """The installed node Epilog for a job the plugin was off for: the
+    shell wrapper with its cache, against the Python run it replaces."""
+    tmp = Path(tempfile.mkdtemp(prefix="mpi-pstate-fast."))
+    node = f"bench{os.getpid()}"
+    cache = Path(f"/run/mpi-pstate-epilog.{node}.cache")
+    try:
+        conf = tmp / "slurm.conf"
+        conf.write_text("SlurmUser=root\n")
+        os.utime(conf, (1, 1))
+        (tmp / "run" / "steps").mkdir(parents=True)
+        wrapper = tmp / "mpi-pstate-epilog"
+        wrapper.write_text((HERE / "epilog" / "mpi-pstate-epilog.in").read_text()
+                           .replace("@BINDIR@", str(HERE / "epilog")))
+        wrapper.chmod(0o755)
+        env = {"SLURM_JOB_ID": str(JOB), "SLURMD_NODENAME": node, "SLURM_CONF": str(conf),
+               "SLURM_JOB_UID": str(USER), "PATH": "/usr/bin:/bin"}
+        cache.write_text(f"{tmp / 'run'}\nconf={conf}\n{conf}\n")
+        os.utime(cache, (100, 100))
+        shell = child_usage(["/bin/sh", str(wrapper)], env)
+        cache.unlink()
+        python = child_usage([sys.executable, "-I", str(HERE / "epilog" / "mpi-pstate"), "epilog",
+                              "--runtime-dir", str(tmp / "run"), "--collect-dir",
+                              str(tmp / "records")], env)
+        return {"shell": shell, "python": python}
+    finally:
+        cache.unlink(missing_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+KIND_TEXT = {
+    "off": "plugin off for the job (Python run)",
+    "big": "honest segment, SLOTS slots (the largest real load)",
+    "counter": "counters at 2^64-1 in one slot (job's user)",
+    "header": "header rewritten to 16384 slots (job's user)",
+    "swapped": "listed name swapped to another inode (job's user)",
+    "padded": "81 zero-padded names (another user)",
+    "hardlink": "one SLOTS-slot segment under NAMES names (job's user)",
+}
+MARK_BEGIN = "<!-- attack.py begin -->"
+MARK_END = "<!-- attack.py end -->"
+
+
+def section(before: Dict[str, Any], after: Dict[str, Any], merges: Dict[str, Any],
+            fast: Dict[str, Any], a: argparse.Namespace) -> str:
+    def cell(u: Dict[str, Any]) -> str:
+        if not u:
+            return "-"
+        if not u["record_bytes"]:
+            return f"{u['cpu_s']:.2f} s, {u['maxrss_mib']:.0f} MiB, nothing written"
+        return (f"{u['cpu_s']:.2f} s, {u['maxrss_mib']:.0f} MiB, "
+                f"{u.get('record_ranks') if u.get('record_ranks') is not None else 'no'} ranks, "
+                f"record "
+                + (f"{u['record_bytes'] / 1e6:.1f} MB" if u["record_bytes"] >= 1e5 else
+                   f"{u['record_bytes'] / 1e3:.1f} kB"))
+    lines = [MARK_BEGIN, "## Under attack (issue 13): node Epilog and controller merge, "
+             "before and after", "",
+             "CPU seconds and peak RSS of the child process (getrusage: the VM is shared, "
+             "wall clock means nothing), the node record it published (ranks, size). "
+             f"Before: `{a.before_label}`; after: this tree. Reproduce (root):", "",
+             f"    git worktree add /tmp/before {a.before_label}   # or git archive",
+             f"    python3 bench/epilog/attack.py --names {a.names} --slots {a.slots} "
+             "--before /tmp/before --write", "",
+             "| node Epilog, attack | before | after |", "|---|---|---|"]
+    for k in after:
+        lines.append(f"| {KIND_TEXT[k].replace('SLOTS', str(a.slots)).replace('NAMES', str(a.names))}"
+                     f" | {cell(before.get(k, {}))} | {cell(after[k])} |")
+    lines += ["", "Before, the hard-linked segment counted once per name and the padded "
+              "names pushed the victim's segment out of the 64-name window (0 of its 4 "
+              "ranks); a counter of 2^64-1 published fine but made the controller refuse the "
+              "whole node record. After, only the segment the plugin lists is read (inode, "
+              "one link, the plugin's slot count), counters are dropped one by one.", "",
+              "| controller: read, validate and merge one node record | before | after |",
+              "|---|---|---|"]
+    for label, (b, af) in merges.items():
+        lines.append(f"| {label} | {b['cpu_s']:.2f} s, {b['maxrss_mib']:.0f} MiB | "
+                     f"{af['cpu_s']:.2f} s, {af['maxrss_mib']:.0f} MiB"
+                     + (" (refused: over 16 MiB)" if "65536" in label else "") + " |")
+    lines += ["", "| node Epilog of a job the plugin was off for | CPU | peak RSS |",
+              "|---|---:|---:|",
+              f"| installed wrapper, shell fast path (cache fresh) | "
+              f"{fast['shell']['cpu_s'] * 1000:.1f} ms | {fast['shell']['maxrss_mib']:.1f} MiB |",
+              f"| the Python run it replaces | {fast['python']['cpu_s'] * 1000:.0f} ms | "
+              f"{fast['python']['maxrss_mib']:.1f} MiB |", "",
+              "The EpilogSlurmctld only queues the job and starts a flusher; its time on the "
+              "lab cluster is in the lab section below.", MARK_END]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tree", default=str(HERE))
@@ -154,7 +275,27 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=4096)
     ap.add_argument("--kinds", default="off,big,counter,header,swapped,padded,hardlink")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--before", help="a tree of the commit before, for --write")
+    ap.add_argument("--before-label", default="0a01c68", help=argparse.SUPPRESS)
+    ap.add_argument("--write", action="store_true",
+                    help="before and after into bench/epilog/RESULTS.md (needs --before)")
     a = ap.parse_args()
+    if a.write:
+        if not a.before:
+            ap.error("--write needs --before")
+        kinds = a.kinds.split(",")
+        after = {k: run_one(HERE, k, a.names, a.slots) for k in kinds}
+        before = {k: run_one(Path(a.before), k, a.names, a.slots) for k in kinds}
+        merges = {f"{n} ranks ({'old node Epilog under the hard-link attack' if n == 65536 else 'the most a node record may hold now'})":
+                  (ctld_merge(Path(a.before), n), ctld_merge(HERE, n)) for n in (65536, 16384)}
+        text = section(before, after, merges, fast_path(), a)
+        res = HERE / "bench" / "epilog" / "RESULTS.md"
+        old = res.read_text()
+        if MARK_BEGIN in old:
+            old = old[:old.index(MARK_BEGIN)] + old[old.index(MARK_END) + len(MARK_END) + 1:]
+        res.write_text(old.rstrip("\n") + "\n\n" + text)
+        print(text)
+        return 0
     out = {}
     for kind in a.kinds.split(","):
         out[kind] = run_one(Path(a.tree), kind, a.names, a.slots)
