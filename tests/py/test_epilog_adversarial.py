@@ -273,6 +273,35 @@ class FlushUnderFaults(unittest.TestCase):
             return spool.flush(self.cfg, slurm.DbTool("/fake"), self.trusted, for_s,
                                wait=0.0, sleep=lambda t: None)
 
+    def test_epilog_slurmctld_asks_nobody_and_only_queues(self) -> None:
+        """It never waits: no sacct, no slurmctld, no node record read; the
+        job is queued and one flusher started."""
+        import argparse
+        from mpi_pstate import ctld
+        self.publish(9, "n1", time.time())
+        a = argparse.Namespace(collect_dir=str(self.collect), runtime_dir=None, slurm_conf=None,
+                               wait=30.0, flush_for=3600.0, quiet=True)
+        env = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_UID": "1000",
+               "SLURM_CONF": str(self.tmp / "none.conf"), "PATH": "/usr/bin:/bin"}
+
+        def refuse(*args: Any, **kw: Any) -> Any:
+            raise AssertionError("the EpilogSlurmctld asked slurmdbd, slurmctld or a record")
+        spawned: list = []
+        with mock.patch.dict(os.environ, env, clear=True), \
+                mock.patch.object(slurm, "run", refuse), \
+                mock.patch.object(ctld, "load_records", refuse), \
+                mock.patch.object(log, "_stream", [io.StringIO()]):
+            self.assertEqual(ctld.run(a, "/fake/dbcomment", spawn=spawned.append), 0)
+        self.assertEqual(len(spawned), 1)
+        self.assertEqual(spawned[0][3:8], ["flush", "--quiet", "--for", "3600.0", "--wait"])
+        qfd = spool.open_queue(self.cfg, self.trusted)
+        assert qfd is not None
+        try:
+            e = spool.read_entry(qfd, "9.json")
+        finally:
+            os.close(qfd)
+        self.assertEqual((e["job"], e["nodes"], e["uid"]), (9, ["n1", "n2"], 1000))
+
     def test_slurmdbd_down_then_back_every_summary_written(self) -> None:
         now = time.time()
         for j in range(101, 151):  # 50 jobs end while slurmdbd is down
