@@ -57,9 +57,15 @@ def open_queue(cfg: config.Config, trusted: Set[int], create: bool = False) -> O
 
 
 def entry_of(job: int, nodes: List[str], uid: Optional[int], array: Optional[str],
-             queued: float) -> Dict[str, Any]:
-    return {"format": QUEUE_FORMAT, "version": 1, "job": job, "nodes": nodes, "uid": uid,
-            "array": array, "queued": round(queued, 3)}
+             queued: float, seen: Optional[List[str]] = None) -> Dict[str, Any]:
+    """seen: the nodes whose records the summary last written was made of
+    (a job written without some node waits for a new record, not for
+    slurmdbd)."""
+    e = {"format": QUEUE_FORMAT, "version": 1, "job": job, "nodes": nodes, "uid": uid,
+         "array": array, "queued": round(queued, 3)}  # type: Dict[str, Any]
+    if seen is not None:
+        e["seen"] = seen
+    return e
 
 
 def enqueue(qfd: int, entry: Dict[str, Any]) -> None:
@@ -85,8 +91,12 @@ def read_entry(qfd: int, name: str) -> Dict[str, Any]:
         raise ValueError("bad queue time")
     uid = obj.get("uid")
     arr = obj.get("array")
+    seen = obj.get("seen")
+    if seen is not None and (not isinstance(seen, list) or
+                             not all(isinstance(n, str) for n in seen)):
+        raise ValueError("bad seen list")
     return entry_of(job, nodes, uid if type(uid) is int else None,
-                    arr if isinstance(arr, str) and len(arr) < 32 else None, float(q))
+                    arr if isinstance(arr, str) and len(arr) < 32 else None, float(q), seen)
 
 
 def entries(qfd: int) -> Tuple[List[Dict[str, Any]], List[str]]:
@@ -146,6 +156,8 @@ def process(cfg: config.Config, db: slurm.DbTool, e: Dict[str, Any], trusted: Se
     all_there = set(nodes) <= present
     if not all_there and age < wait:
         return "waiting for node records", True
+    if e.get("seen") is not None and e["seen"] == sorted(present):
+        return "waiting for a late node", age < late  # nothing new since the last write
     if not present:
         # No node wrote anything: the plugin was off for the job (the node
         # Epilog writes nothing then), or a crashed node comes later.
@@ -168,7 +180,10 @@ def process(cfg: config.Config, db: slurm.DbTool, e: Dict[str, Any], trusted: Se
     res = ctld.finish(cfg, db, job, nodes, trusted, ctld.Deadline(5), state, code, current,
                       e["array"], elapsed=row.elapsed, accept=fresh(e))
     if res in ("written", "up to date"):
-        return res, not all_there and age < late  # a late node's record still counts
+        keep = not all_there and age < late  # a late node's record still counts
+        if keep:
+            e["seen"] = sorted(present)
+        return res, keep
     if res in ("without mpi-pstate", "no records", "too long"):
         return res, False
     return res, age < late
@@ -233,6 +248,8 @@ def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, e
             db_down = res.startswith("database unreachable")
             key = res.split(":")[0]
             tally[key] = tally.get(key, 0) + 1
+            if keep and e.get("seen") is not None and key in ("written", "up to date"):
+                enqueue(qfd, e)  # remembers which nodes the summary was made of
             if not keep:
                 drop(qfd, e["job"])
                 lvl = log.info if res in ("written", "up to date", "no records",

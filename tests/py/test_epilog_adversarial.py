@@ -345,6 +345,10 @@ class FlushUnderFaults(unittest.TestCase):
         self.flush()
         s = json.loads(self.written[88].split("mpi-pstate/2:", 1)[1])
         self.assertEqual((s["state"], s["missing"]), ("partial", "n2"))
+        calls: list = []
+        with mock.patch.object(self, "sacct_one", lambda *a, **k: calls.append(a)):
+            self.assertEqual(self.flush(), {"waiting for a late node": 1})
+        self.assertEqual(calls, [])  # nothing new: slurmdbd is not asked again
         self.publish(88, "n2", now)
         self.flush()
         s = json.loads(self.written[88].split("mpi-pstate/2:", 1)[1])
