@@ -1,5 +1,6 @@
 """Failing parts on the lab cluster (issue 13, items 7 and 8): slurmdbd down
-while jobs end, a node whose collect_dir is full.  Every job must end
+while jobs end, a node whose collect_dir is full, a node "crash" (the
+step's slurmstepd and agent killed, the node's Epilog runs after).  Every job must end
 without being held by mpi-pstate, every summary must arrive (or say which
 node is missing) with no admin action (no `mpi-pstate backfill`), and the
 lab is left as found.
@@ -55,6 +56,7 @@ class Faults(unittest.TestCase):
     comments = ta.Accounting.comments
     comment = ta.Accounting.comment
     wait_summary = ta.Accounting.wait_summary
+    wait_output = ta.Accounting.wait_output
 
     def stop_slurmdbd(self) -> None:
         pidf = lt.LAB / "run" / "slurmdbd.pid"
@@ -126,6 +128,33 @@ class Faults(unittest.TestCase):
         lt.node_exec("n1", f"umount {rec_dir}")
         out = lt.node_exec("n1", f"ls {rec_dir}/{job} 2>&1; true").stdout
         self.assertNotIn("node.n1.json", out)
+
+    def test_node_crash_agent_and_stepd_killed(self) -> None:
+        """The step's slurmstepd and agent killed (-9) mid-job on n1 while the
+        cores are clocked down: the node Epilog's backstop puts every core
+        back (the job's time limit ends it at worst), and the summary is there."""
+        import test_plugin as tp
+        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        before = tp.state_of(lt.snapshot("n1"))
+        script = self.script(fam, 1, 2, iters=2, ms=1, hold=120).replace(
+            ta.PLUGIN, "--mpi-pstate=on --mpi-pstate-threshold=1ms")
+        job = self.submit(["-N1", "-w", "n1", "-n2", "--exclusive", "-t", "2"], script, "crash")
+        self.wait_output(job, "crash", "started")
+        step = lt.LAB / "nodes" / "n1" / "run" / "steps" / f"{job}.0" / "plugin.json"
+        t_end = time.monotonic() + 30
+        while time.monotonic() < t_end and not step.exists():
+            time.sleep(0.2)
+        agent = json.loads(step.read_text())["agent"].get("pid")
+        stepd = lt.root(["pgrep", "-f", rf"slurmstepd: \[{job}\.0\]"], check=False).stdout.split()
+        self.assertTrue(stepd, "no slurmstepd of the step")
+        lt.root(["kill", "-9", *stepd, *([str(agent)] if agent else [])], check=False)
+        s = self.wait_summary(job, timeout=240)
+        self.assertIn(s["state"], ("complete", "partial"), s)
+        for _ in range(60):
+            if tp.state_of(lt.snapshot("n1")) == before:
+                break
+            time.sleep(0.5)
+        self.assertEqual(tp.state_of(lt.snapshot("n1")), before, "n1's cores not restored")
 
 
 if __name__ == "__main__":
