@@ -290,7 +290,7 @@ def section(before: Dict[str, Any], after: Dict[str, Any], merges: Dict[str, Any
               "no node and no slurmdbd, so this is its cost whatever they do (before: it "
               "waited up to 30 s for the node records and 30 s for slurmdbd, holding the job "
               "in COMPLETING; issue 13 measured 27.5 s under the hard-link attack). Its time "
-              "on the lab cluster, slurmdbd down: the section below.", MARK_END]
+              "on the lab cluster, slurmdbd down: section \"On the lab cluster\".", MARK_END]
     return "\n".join(lines) + "\n"
 
 
