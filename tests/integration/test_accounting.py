@@ -173,8 +173,20 @@ exit $rc
         return lt.as_user([str(CLI), "report", *args], cwd=self.wd)
 
     def agent_record(self, job: int, step: str, node: str, package_j: float) -> None:
+        """A synthetic agent record in place of the real agent's, written
+        once the plugin has rewritten its step record at the step's end
+        (restore state "done"; the agent's own record is written before)."""
         runtime = Path(config.expand_host(self.cfg.runtime_dir, node))
         d = runtime / "steps" / f"{job}.{step}"
+        t_end = time.monotonic() + 60
+        while time.monotonic() < t_end:
+            try:
+                rec = json.loads((d / "plugin.json").read_text())
+                if rec.get("restore", {}).get("state") == "done":
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.2)
         d.mkdir(parents=True, mode=0o700, exist_ok=True)
         type(self).cleanup_dirs.append(d)
         rec = {"format": "mpi-pstate-agent", "version": 1, "host": node, "job": job,

@@ -118,8 +118,13 @@ def records_of(job: int) -> list[Path]:
 def node_step(node: str, job: int, step: str) -> dict:
     """A step of the node's record of the job: the node Epilog keeps the
     plugin's and the agent's step records there, then removes the step
-    directory (docs/records.md).  The job is over: its Epilog has run."""
-    rec = json.loads((lt.LAB / "records" / str(job) / f"node.{node}.json").read_text())
+    directory (docs/records.md).  Waited for (bounded): srun and salloc
+    return before the job's Epilog has run."""
+    path = lt.LAB / "records" / str(job) / f"node.{node}.json"
+    t_end = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < t_end:
+        time.sleep(0.2)
+    rec = json.loads(path.read_text())
     return next(s for s in rec["steps"] if s["step"] == step)
 
 
