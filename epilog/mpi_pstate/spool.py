@@ -16,6 +16,7 @@ import errno
 import fcntl
 import os
 import stat
+import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -219,19 +220,38 @@ def flush(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], for_s: float 
                 tally["another flusher runs"] = tally.get("another flusher runs", 0) + 1
                 return tally
             try:
-                _passes(cfg, db, trusted, qfd, end, wait, late, sleep, tally)
+                emptied = _passes(cfg, db, trusted, qfd, end, wait, late, sleep, tally)
             finally:
                 os.close(lock)
-            if time.monotonic() >= end or not entries(qfd)[0]:
+            if not emptied or time.monotonic() >= end or not entries(qfd)[0]:
                 return tally
     finally:
         os.close(qfd)
 
 
+def _program_id() -> Tuple[Tuple[int, int, float], ...]:
+    """What this flusher runs: the script and the package (an upgrade
+    replaces them; a flusher of the old code then stops and the next one
+    runs the new)."""
+    out = []
+    for p in (os.path.abspath(sys.argv[0]), os.path.dirname(os.path.abspath(__file__))):
+        try:
+            st = os.stat(p)
+            out.append((st.st_dev, st.st_ino, st.st_mtime))
+        except OSError:
+            out.append((0, 0, 0.0))
+    return tuple(out)
+
+
 def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, end: float,
             wait: float, late: float, sleep: Callable[[float], None],
-            tally: Dict[str, int]) -> None:
+            tally: Dict[str, int]) -> bool:
+    """Until the queue is empty (returns True), time is up, only late nodes
+    are awaited (the next flusher or the timer takes those), or mpi-pstate
+    was upgraded under this flusher (its tools may be gone)."""
     pause = 1.0
+    me = _program_id()
+    tool = os.path.exists(db.path)
     while True:
         es, bad = entries(qfd)
         for n in bad:
@@ -241,11 +261,13 @@ def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, e
             except OSError:
                 pass
         db_down = False
+        idle = True
         for e in es:
             if db_down:
                 break
             res, keep = process(cfg, db, e, trusted, time.time(), wait, late)
             db_down = res.startswith("database unreachable")
+            idle = idle and res == "waiting for a late node"
             key = res.split(":")[0]
             tally[key] = tally.get(key, 0) + 1
             if keep and e.get("seen") is not None and key in ("written", "up to date"):
@@ -255,8 +277,11 @@ def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, e
                 lvl = log.info if res in ("written", "up to date", "no records",
                                           "without mpi-pstate") else log.error
                 lvl(f"job {e['job']}: {res} (queued {time.time() - e['queued']:.0f} s ago)")
-        if not es or time.monotonic() >= end:
-            return
+        if not es:
+            return True
+        if idle or time.monotonic() >= end or _program_id() != me or \
+                (tool and not os.path.exists(db.path)):
+            return False
         sleep(min(pause, max(0.0, end - time.monotonic())))
         pause = min(pause * 1.5, 10.0)
 

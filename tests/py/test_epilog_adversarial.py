@@ -355,6 +355,22 @@ class FlushUnderFaults(unittest.TestCase):
         self.assertEqual((s["state"], s["nodes"]), ("complete", 2))
         self.assertEqual(os.listdir(self.collect / spool.QUEUE), [".lock"])
 
+    def test_flusher_does_not_linger(self) -> None:
+        """A flusher given an hour stops when only late nodes are awaited,
+        and when mpi-pstate is upgraded under it (its tools may be gone)."""
+        now = time.time()
+        self.publish(90, "n1", now)
+        self.queue(90, ["n1", "n2"], now - 60)
+        self.flush()  # written partial, n2 awaited
+        self.assertEqual(self.flush(for_s=3600), {"waiting for a late node": 1})
+        self.db_up = False
+        self.queue(91, ["n1"], now)
+        self.publish(91, "n1", now)
+        ids = iter([1, 2, 2, 2])
+        with mock.patch.object(spool, "_program_id", lambda: next(ids)):
+            tally = self.flush(for_s=3600)
+        self.assertEqual(tally.get("database unreachable"), 1)  # one pass, then it stopped
+
     def test_prune_keeps_recent_records(self) -> None:
         now = time.time()
         self.publish(1, "n1", now)
