@@ -9,7 +9,7 @@ import sys
 from typing import Any, Optional, Sequence
 
 from . import (VERSION, audit, calibrate, collect, config, ctld, log, node, parse, plugincheck,
-               report, slurm, summary, whatif)
+               report, rootcli, slurm, summary, whatif)
 
 PROG = "mpi-pstate"
 
@@ -18,21 +18,7 @@ def _dirs(paths: dict[str, str], *keys: str) -> list[str]:
     return [paths[k] for k in keys if paths.get(k)]
 
 
-def tool_dirs(paths: dict[str, str]) -> dict[str, list[str]]:
-    """Where the helper programs are: installed locations first, then the
-    source tree's build directory (MPI_PSTATE_BUILD or ./build)."""
-    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    build = os.environ.get("MPI_PSTATE_BUILD") or os.path.join(top, "build")
-    pkglibexec = os.path.join(paths["libexecdir"], "mpi-pstate") if paths.get("libexecdir") \
-        else ""
-    return {
-        "dbcomment": [pkglibexec, paths.get("here", ""), os.path.join(build, "epilog")],
-        "agent": [pkglibexec, paths.get("sbindir", ""), paths.get("libexecdir", ""),
-                  os.path.join(build, "spank"), os.path.join(build, "agent")],
-        "exec": [paths.get("here", ""), paths.get("bindir", ""), pkglibexec,
-                 os.path.join(build, "preload"), os.path.join(top, "preload")],
-        "bench": [pkglibexec, os.path.join(top, "bench", "eval")],
-    }
+tool_dirs = rootcli.tool_dirs
 
 
 # Subcommands that are whole programs of their own: `mpi-pstate NAME ARGS`
@@ -78,21 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slurm-conf", help="slurm.conf to find plugstack.conf from")
     p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
 
-    p = sub.add_parser("epilog", help="node Epilog (root): restore backstop, node record")
-    _common_dirs(p)
-    p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
-    p.add_argument("--shm-dir", default="/dev/shm", help=argparse.SUPPRESS)
-    p.add_argument("--keep-segments", action="store_true",
-                   help="leave the job's shared-memory segments in place")
-    p.add_argument("--quiet", action="store_true", help="syslog only, nothing on stderr")
-
-    p = sub.add_parser("epilog-slurmctld", help="EpilogSlurmctld (SlurmUser): merge, summary")
-    _common_dirs(p)
-    p.add_argument("--wait", type=float, default=30.0,
-                   help="seconds to wait for the node records (default 30)")
-    p.add_argument("--db-wait", type=float, default=30.0,
-                   help="seconds to wait for slurmdbd to have the job's end (default 30)")
-    p.add_argument("--quiet", action="store_true", help="syslog only, nothing on stderr")
+    rootcli.add_parsers(sub)  # epilog, epilog-slurmctld, flush, prune
 
     p = sub.add_parser("calibrate", help="measure this node's power model for `report "
                        "--what-if` (root, on an idle node)")
@@ -352,12 +324,8 @@ def main(argv: Optional[Sequence[str]] = None, paths: Optional[dict[str, str]] =
             sys.stdout.write(json.dumps(s, indent=1) + "\n" if a.json else
                              plugin_text(pc) if a.plugin else audit_text(s) + plugin_text(pc))
             return 1 if a.plugin and not pc["ok"] else 0
-        if a.cmd == "epilog":
-            return node.run(a, tool_dirs(paths))
-        if a.cmd == "epilog-slurmctld":
-            dbt = node.find_tool("mpi-pstate-dbcomment", tool_dirs(paths)["dbcomment"],
-                                 "MPI_PSTATE_DBCOMMENT")
-            return ctld.run(a, dbt)
+        if a.cmd in rootcli.COMMANDS:
+            return rootcli.dispatch(a, paths, tool_dirs(paths))
     except BrokenPipeError:
         return 0
     except ValueError as e:
