@@ -125,7 +125,7 @@ class DbTool:
 
 def sacct_select(user: Optional[str] = None, account: Optional[str] = None,
                  partition: Optional[str] = None, since: Optional[str] = None,
-                 limit: int = 5000, timeout: float = 120) -> list[str]:
+                 limit: int = 5000, timeout: float = 120) -> List[str]:
     """Raw ids of the finished jobs that match (report --what-if over many
     jobs), oldest first, at most `limit` (the newest are kept)."""
     argv = [which("sacct"), "-n", "-X", "-P", "-o", "JobIDRaw,State",

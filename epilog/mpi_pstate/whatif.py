@@ -14,12 +14,11 @@ blocking totals bound it again near the run's own threshold.  Every figure
 is a triple (est, lo, hi); lo/hi also carry the model's power noise, the
 agent's reaction time and shared frequency domains.  Pure: no Slurm, no
 file system except load_model()."""
-from __future__ import annotations
 
 import json
 import math
 import os
-from typing import Any, Iterable, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 MODEL_FORMAT = "mpi-pstate-model"
 MODEL_VERSION = 1
@@ -54,7 +53,7 @@ def _num(v: Any, what: str, lo: float = 0.0, hi: float = 1e9) -> float:
     return float(v)
 
 
-def validate_model(m: Any) -> dict[str, Any]:
+def validate_model(m: Any) -> Dict[str, Any]:
     """A model as calibrate writes it (docs/evaluation.md, "The model file"):
     exact format and version, every figure a finite number in range, points
     sorted by frequency.  Returns the figures the prediction uses."""
@@ -98,7 +97,7 @@ def validate_model(m: Any) -> dict[str, Any]:
     return out
 
 
-def load_model(path: Optional[str] = None) -> dict[str, Any]:
+def load_model(path: Optional[str] = None) -> Dict[str, Any]:
     """The model file (default: $MPI_PSTATE_MODEL, else DEFAULT_MODEL),
     bounded and strict; ModelError/OSError say why not."""
     path = path or os.environ.get(MODEL_ENV) or DEFAULT_MODEL
@@ -115,7 +114,7 @@ def load_model(path: Optional[str] = None) -> dict[str, Any]:
     return m
 
 
-def model_for_record(path: Optional[str] = None) -> Optional[dict[str, Any]]:
+def model_for_record(path: Optional[str] = None) -> Optional[Dict[str, Any]]:
     """The node's model as the node Epilog embeds it in the record's settings
     (settings.power_model), or None when there is none; a bad file is a
     warning for the caller, never a failure of the Epilog."""
@@ -131,7 +130,7 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed")
 
 
-def power_at(m: dict[str, Any], khz: float, kind: str) -> float:
+def power_at(m: Dict[str, Any], khz: float, kind: str) -> float:
     """Package power with one CPU busy/polling at khz (linear between the
     measured points, clamped at the ends)."""
     pts = m["points"]
@@ -144,17 +143,17 @@ def power_at(m: dict[str, Any], khz: float, kind: str) -> float:
     return pts[-1][kind]
 
 
-def high_khz(m: dict[str, Any]) -> int:
+def high_khz(m: Dict[str, Any]) -> int:
     return m["points"][-1]["khz"]
 
 
-def low_khz(m: dict[str, Any]) -> int:
+def low_khz(m: Dict[str, Any]) -> int:
     return m["points"][0]["khz"]
 
 
 # ---- one rank -----------------------------------------------------------------
 
-def _bucket_bounds(b: int, cap_ns: float) -> tuple[float, float]:
+def _bucket_bounds(b: int, cap_ns: float) -> Tuple[float, float]:
     if b == 0:
         return 0.0, 0.0
     lo = float(1 << (b - 1))
@@ -162,7 +161,7 @@ def _bucket_bounds(b: int, cap_ns: float) -> tuple[float, float]:
     return lo, min(hi, max(lo, cap_ns))
 
 
-def _fill(items: list[tuple[float, float]], slack: float) -> float:
+def _fill(items: List[Tuple[float, float]], slack: float) -> float:
     """items: (slope, room); pours slack into the items by
     decreasing slope order as given; returns the value gained."""
     gain = 0.0
@@ -175,8 +174,8 @@ def _fill(items: list[tuple[float, float]], slack: float) -> float:
     return gain
 
 
-def excess_bounds(hist: list[int], total_ns: float, thr_ns: float, cap_ns: float
-                  ) -> tuple[Triple, Triple]:
+def excess_bounds(hist: List[int], total_ns: float, thr_ns: float, cap_ns: float
+                  ) -> Tuple[Triple, Triple]:
     """((D est, lo, hi), (n est, lo, hi)): D = sum over calls d >= thr of
     d - thr (ns), n = number of those calls, for any durations consistent
     with the histogram and the total.  Linear program solved greedily."""
@@ -230,7 +229,7 @@ def excess_bounds(hist: list[int], total_ns: float, thr_ns: float, cap_ns: float
     return (d_est, d_lo, d_hi), (n_est, n_lo, n_hi)
 
 
-def rank_what_if(r: dict[str, Any], thr_s: float, react_s: Triple) -> Optional[dict[str, Any]]:
+def rank_what_if(r: Dict[str, Any], thr_s: float, react_s: Triple) -> Optional[Dict[str, Any]]:
     """Clocked-down seconds and transitions (triples) of one rank at
     threshold thr_s, or None without a histogram."""
     hist = r.get("hist_ns")
@@ -289,8 +288,8 @@ def _domain_cpus(settings: Any) -> int:
         return 1
 
 
-def node_model(detail: dict[str, Any], node: str, fallback: Optional[dict[str, Any]]
-               ) -> tuple[Optional[dict[str, Any]], str]:
+def node_model(detail: Dict[str, Any], node: str, fallback: Optional[Dict[str, Any]]
+               ) -> Tuple[Optional[Dict[str, Any]], str]:
     """The model of a node: the one its record carried (settings.power_model,
     calibrated on that node), else the file given to the report."""
     st = ((detail.get("nodes") or {}).get(node) or {}).get("settings")
@@ -303,24 +302,24 @@ def node_model(detail: dict[str, Any], node: str, fallback: Optional[dict[str, A
     return fallback, "model file" if fallback else "none"
 
 
-def predict(detail: dict[str, Any], model: Optional[dict[str, Any]], threshold_us: float,
+def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_us: float,
             low: Optional[float] = None, measured_j: Optional[float] = None,
-            reaction_us: Optional[float] = None) -> dict[str, Any]:
+            reaction_us: Optional[float] = None) -> Dict[str, Any]:
     """The what-if of one job (its job detail: docs/records.md section 4).
     reaction_us: the agent's delay before it lowers a core, besides the
     write, instead of the model's wake-up delay (an on run's agent record
     shows it: drop_late_ns)."""
     ranks = detail.get("ranks") or []
     thr = max(0.0, threshold_us) / 1e6
-    out: dict[str, Any] = {"threshold_us": threshold_us, "ranks": 0, "notes": []}
-    by_node: dict[str, list[dict[str, Any]]] = {}
+    out: Dict[str, Any] = {"threshold_us": threshold_us, "ranks": 0, "notes": []}
+    by_node: Dict[str, List[Dict[str, Any]]] = {}
     for r in ranks:
         by_node.setdefault(r.get("node", "?"), []).append(r)
     saved = [0.0, 0.0, 0.0]
     down = [0.0, 0.0, 0.0]
     trans = [0.0, 0.0, 0.0]
     added_est = added_hi = 0.0
-    crit: list[tuple[float, float]] = []  # (time in MPI, delay) per rank
+    crit: List[Tuple[float, float]] = []  # (time in MPI, delay) per rank
     node_w = 0.0
     sources, missing_model, no_hist, shared = set(), [], 0, []
     lowk = highk = None
@@ -407,10 +406,10 @@ def predict(detail: dict[str, Any], model: Optional[dict[str, Any]], threshold_u
     return out
 
 
-def sweep(details: list[dict[str, Any]], model: Optional[dict[str, Any]],
+def sweep(details: List[Dict[str, Any]], model: Optional[Dict[str, Any]],
           low: Optional[float] = None, thresholds: Iterable[float] = SWEEP_US,
           reaction_us: Optional[float] = None
-          ) -> tuple[list[dict[str, Any]], Optional[dict[str, Any]]]:
+          ) -> Tuple[List[Dict[str, Any]], Optional[Dict[str, Any]]]:
     """The what-if of the jobs together at every threshold, and the
     recommendation: the threshold that saves most (estimate) with at most
     MAX_TIME_ADDED of their wall time added (upper bound: the promise holds
@@ -436,9 +435,9 @@ def sweep(details: list[dict[str, Any]], model: Optional[dict[str, Any]],
                      key=lambda r: r["threshold_us"])
 
 
-def run_threshold_us(detail: dict[str, Any]) -> Optional[int]:
+def run_threshold_us(detail: Dict[str, Any]) -> Optional[int]:
     """The threshold most of the job's ranks ran with."""
-    seen: dict[int, int] = {}
+    seen: Dict[int, int] = {}
     for r in detail.get("ranks") or []:
         t = r.get("threshold_us")
         if isinstance(t, int):
@@ -446,10 +445,10 @@ def run_threshold_us(detail: dict[str, Any]) -> Optional[int]:
     return max(seen, key=lambda t: seen[t]) if seen else None
 
 
-def summarise(preds: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise(preds: List[Dict[str, Any]]) -> Dict[str, Any]:
     """Sum over many jobs: est and bounds add up (the bounds of a sum of
     independent jobs are narrower; this is the safe side)."""
-    tot: dict[str, Any] = {"jobs": len(preds), "ranks": sum(p["ranks"] for p in preds)}
+    tot: Dict[str, Any] = {"jobs": len(preds), "ranks": sum(p["ranks"] for p in preds)}
     for k in ("saved_j", "time_added_s", "clocked_down_s"):
         tot[k] = [round(sum(p[k][i] for p in preds), 3) for i in range(3)]
     meas = [p["measured_j"] for p in preds if p.get("measured_j")]
@@ -461,12 +460,12 @@ def summarise(preds: list[dict[str, Any]]) -> dict[str, Any]:
     return tot
 
 
-def fmt_triple(t: list[float], unit: str, fmt: str = "{:.1f}") -> str:
+def fmt_triple(t: List[float], unit: str, fmt: str = "{:.1f}") -> str:
     return f"{fmt.format(t[0])} {unit} ({fmt.format(t[1])} .. {fmt.format(t[2])})"
 
 
-def text(p: dict[str, Any], rows: Optional[list[dict[str, Any]]] = None,
-         best: Optional[dict[str, Any]] = None) -> str:
+def text(p: Dict[str, Any], rows: Optional[List[Dict[str, Any]]] = None,
+         best: Optional[Dict[str, Any]] = None) -> str:
     low = f"{p['low_khz'] / 1e6:.2f} GHz" if p.get("low_khz") else "?"
     out = [f"  what-if: threshold {_us(p['threshold_us'])}, low frequency {low} "
            f"(model: {', '.join(p['model'])})",
@@ -489,7 +488,7 @@ def text(p: dict[str, Any], rows: Optional[list[dict[str, Any]]] = None,
     return "\n".join(out) + "\n"
 
 
-def text_sweep(rows: Optional[list[dict[str, Any]]], best: Optional[dict[str, Any]]) -> str:
+def text_sweep(rows: Optional[List[Dict[str, Any]]], best: Optional[Dict[str, Any]]) -> str:
     out = []
     if rows:
         out.append("    threshold   saved J (low .. high)         time added % (max)  "
@@ -512,7 +511,7 @@ def _us(us: float) -> str:
     return f"{us:g}us"
 
 
-def svg_lines(p: dict[str, Any], y: int, x: int = 10) -> list[str]:
+def svg_lines(p: Dict[str, Any], y: int, x: int = 10) -> List[str]:
     """Lines of text for the report's SVG (escaped by the caller's rules: only
     numbers and fixed words here)."""
     return [f'<text x="{x}" y="{y}">what-if at {_us(p["threshold_us"])}: saved '

@@ -212,9 +212,12 @@ class RankFigures(unittest.TestCase):
         r = slots.rank_figures(s, "0")
         self.assertEqual(r["hist_ns"], [[slots._bucket(50_000_000), 2]])
         self.assertEqual(noderec.validate_rank(r)["hist_ns"], r["hist_ns"])
+        # A bad histogram is dropped and named, like any bad counter: the
+        # rank and the node's record stay (issue 13).
         for bad in ([[64, 1]], [[1, -1]], [[1, 2, 3]], [["1", 2]], [[1, 1.5]]):
-            with self.assertRaisesRegex(ValueError, "hist_ns"):
-                noderec.validate_rank(dict(r, hist_ns=bad))
+            v = noderec.validate_rank(dict(r, hist_ns=bad))
+            self.assertNotIn("hist_ns", v, bad)
+            self.assertIn("hist_ns", v["dropped"], bad)
 
 
 class Calibrate(unittest.TestCase):
