@@ -182,8 +182,9 @@ static const char fake_agent[] =
     "#!/bin/sh\n"
     "# fake mpi-pstate-agent: keeps its arguments, stops on SIGTERM\n"
     "rec=''; for a in \"$@\"; do [ \"$prev\" = --record ] && rec=$a; prev=$a; done\n"
-    "printf '%s\\n' \"$@\" > \"$rec.args.tmp\" && mv \"$rec.args.tmp\" \"$rec.args\"\n"
+    "# the trap before the arguments the tests wait for: a stop may follow at once\n"
     "trap 'echo term > \"$rec.term\"; exit 0' TERM\n"
+    "printf '%s\\n' \"$@\" > \"$rec.args.tmp\" && mv \"$rec.args.tmp\" \"$rec.args\"\n"
     "echo $$ > \"$rec.started\"\n"
     "while :; do sleep 0.02; done\n";
 
@@ -310,9 +311,34 @@ static bool exists(const char *path)
 
 static bool wait_for(const char *path)
 {
-        for (int i = 0; i < 300 && !exists(path); i++)
+        /* Up to 60 s: a busy machine can take seconds to start a shell. */
+        for (int i = 0; i < 6000 && !exists(path); i++)
                 usleep(10000);
         return exists(path);
+}
+
+/* 1 once process pid has exited (gone, or a zombie nobody reaped yet),
+ * 0 after timeout_ms. */
+static int wait_exited(pid_t pid, unsigned timeout_ms)
+{
+        char path[64], buf[256], *p;
+        unsigned waited;
+
+        for (waited = 0; waited <= timeout_ms; waited += 10) {
+                FILE *f;
+
+                snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+                f = fopen(path, "r");
+                if (!f)
+                        return 1;
+                p = fgets(buf, sizeof(buf), f);
+                fclose(f);
+                p = p ? strrchr(buf, ')') : NULL;
+                if (!p || (p[1] == ' ' && p[2] == 'Z'))
+                        return 1;
+                usleep(10000);
+        }
+        return 0;
 }
 
 static char *slurp_file(const char *path, char *buf, size_t len)
@@ -885,7 +911,11 @@ START_TEST(agent_dying_early_is_reported)
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
         ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
-        usleep(200000);
+        step_path(path, sizeof(path), 0, "agent.pid");
+        /* Until it has exited, however slow a busy machine makes its start
+         * (a fixed 200 ms sleep was not always enough). */
+        ck_assert_msg(wait_exited(atoi(slurp_file(path, buf, sizeof(buf))), 60000),
+                      "the agent never exited");
         run_tasks_and_exit();
         ck_assert_int_eq(stub_count("error", "had exited before the step ended"), 1);
         step_path(path, sizeof(path), 0, "plugin.json");
