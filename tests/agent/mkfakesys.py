@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Builds a plain-file fake sysfs tree for the node agent's tests and benchmarks.
 
-    mkfakesys.py ROOT --cpus 128 [--driver acpi-cpufreq|intel_pstate]
+    mkfakesys.py ROOT --cpus 128 [--driver acpi-cpufreq|intel_pstate|cppc_cpufreq|scmi]
                  [--cpus-per-policy 1] [--rapl SOCKETS]
 
 Same layout as tests/unit/fakesys.h: devices/system/cpu/cpufreq/policyN with
@@ -34,6 +34,11 @@ def build(root: Path, ncpu: int, driver: str, span: int, rapl: int) -> None:
         lst = " ".join(map(str, cpus)) + "\n"
         if driver == "intel_pstate":
             lo, hi, govs, gov = 800000, 4200000, "performance powersave", "powersave"
+        elif driver == "cppc_cpufreq":  # Arm servers: no table, any level in range
+            lo, hi, govs, gov = 1000000, 3000000, ACPI_GOVS, "schedutil"
+        elif driver == "scmi":  # Arm SCMI firmware: a table, usually per-cluster domains
+            lo, hi, govs, gov = 1300000, 2600000, ACPI_GOVS, "schedutil"
+            put(pol / "scaling_available_frequencies", "2600000 2200000 1700000 1300000 \n")
         else:
             lo, hi, govs, gov = 1200000, 3000000, ACPI_GOVS, "performance"
             put(pol / "scaling_available_frequencies", "3000000 2400000 1800000 1200000 \n")
@@ -69,7 +74,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("root")
     ap.add_argument("--cpus", type=int, default=2)
-    ap.add_argument("--driver", default="acpi-cpufreq", choices=["acpi-cpufreq", "intel_pstate"])
+    ap.add_argument("--driver", default="acpi-cpufreq", choices=["acpi-cpufreq", "intel_pstate", "cppc_cpufreq", "scmi"])
     ap.add_argument("--cpus-per-policy", type=int, default=1)
     ap.add_argument("--rapl", type=int, default=0, help="number of sockets with RAPL zones")
     a = ap.parse_args()
