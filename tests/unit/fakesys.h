@@ -296,6 +296,44 @@ static inline void fakesys_rapl(const struct fakesys *fs, unsigned nsock, unsign
         fakesys_put(fs, "class/powercap/intel-rapl-mmio:0/name", 0444, "package-0\n");
 }
 
+/* hwmon energy counters (Ampere Altra's SMpro and the like): class/hwmon/
+ * hwmon<idx> named name with energyM_input (µJ) and energyM_label for M in
+ * 1..n, each starting at start. */
+static inline void fakesys_hwmon_energy(const struct fakesys *fs, unsigned idx, const char *name,
+                                        unsigned n, unsigned long long start)
+{
+        char rel[128];
+
+        snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/name", idx);
+        fakesys_put(fs, rel, 0444, "%s\n", name);
+        for (unsigned m = 1; m <= n; m++) {
+                snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/energy%u_input", idx, m);
+                fakesys_put(fs, rel, 0444, "%llu\n", start);
+                snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/energy%u_label", idx, m);
+                fakesys_put(fs, rel, 0444, "%s energy\n", m == 1 ? "CPU" : "IO");
+        }
+}
+
+/* The ACPI power meter (NVIDIA Grace): power1_average in µW averaged over
+ * power1_average_interval ms, power1_oem_info naming what it measures, and a
+ * power1_input beside it that must not be counted twice. */
+static inline void fakesys_hwmon_power_meter(const struct fakesys *fs, unsigned idx,
+                                             unsigned long long uw, unsigned interval_ms)
+{
+        char rel[128];
+
+        snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/name", idx);
+        fakesys_put(fs, rel, 0444, "power_meter\n");
+        snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/power1_average", idx);
+        fakesys_put(fs, rel, 0444, "%llu\n", uw);
+        snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/power1_input", idx);
+        fakesys_put(fs, rel, 0444, "%llu\n", uw);
+        snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/power1_average_interval", idx);
+        fakesys_put(fs, rel, 0444, "%u\n", interval_ms);
+        snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/power1_oem_info", idx);
+        fakesys_put(fs, rel, 0444, "Module Power Socket %u\n", idx);
+}
+
 /* inotify on one directory: modifications, opens and closes of its files. */
 static inline int fakesys_watch(const struct fakesys *fs, const char *reldir)
 {
