@@ -570,7 +570,17 @@ mpi_pstate_front_lazy:
  * landing pads and signs no return address it would need to (the lazy
  * resolver saves x30 only around its own call), so the library keeps the
  * BTI/PAC marking the C objects give it. */
-#if defined(__ARM_FEATURE_BTI_DEFAULT) || defined(__ARM_FEATURE_PAC_DEFAULT)
+#if defined(__ARM_FEATURE_BTI_DEFAULT)
+#define MPI_PSTATE_FRONT_BTI 1
+#else
+#define MPI_PSTATE_FRONT_BTI 0
+#endif
+#if defined(__ARM_FEATURE_PAC_DEFAULT)
+#define MPI_PSTATE_FRONT_PAC 2
+#else
+#define MPI_PSTATE_FRONT_PAC 0
+#endif
+#if MPI_PSTATE_FRONT_BTI || MPI_PSTATE_FRONT_PAC
         .pushsection .note.gnu.property, "a"
         .p2align 3
         .word 4
@@ -579,14 +589,7 @@ mpi_pstate_front_lazy:
         .asciz "GNU"
         .word 0xc0000000
         .word 4
-        .word (0
-#if defined(__ARM_FEATURE_BTI_DEFAULT)
-        | 1
-#endif
-#if defined(__ARM_FEATURE_PAC_DEFAULT)
-        | 2
-#endif
-        )
+        .word MPI_PSTATE_FRONT_BTI + MPI_PSTATE_FRONT_PAC
         .word 0
         .popsection
 #endif
