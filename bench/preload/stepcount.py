@@ -114,11 +114,17 @@ def count(build: Path, abi: str, kind: str, n: int, lib: bool, qemu_root: Option
         else:
             port = free_port()
             qenv = dict(env, QEMU_GDB=str(port), **extra)
-            # chroot into the root: the program, its libraries and the
-            # build (bind-mounted at the same path) are all there
-            proc = subprocess.Popen(["chroot", str(qemu_root), str(prog), kind, str(n), "1"], env=qenv,
+            # In a private mount namespace: the checkout at its own path,
+            # /proc and /dev inside the root, then chroot (the host's
+            # network, so that gdb reaches qemu's stub on the loopback).
+            top = Path(__file__).resolve().parents[2]
+            (qemu_root / str(top).lstrip("/")).mkdir(parents=True, exist_ok=True)
+            inner = (f"mount --bind '{top}' '{qemu_root}{top}' && mount -t proc proc '{qemu_root}/proc' && "
+                     f"mount --rbind /dev '{qemu_root}/dev' && cd '{qemu_root}' && "
+                     f"exec chroot '{qemu_root}' '{prog}' {kind} {n} 1")
+            proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", inner], env=qenv,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(1.0)
+            time.sleep(2.0)
             genv["STEPCOUNT_REMOTE"] = f"127.0.0.1:{port}"
             args[1:1] = ["-iex", f"set sysroot {qemu_root}", "-iex", "set architecture aarch64"]
             args += [str(qemu_root) + str(prog)]
