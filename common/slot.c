@@ -114,6 +114,12 @@ fail:
 
 EXPORT int mpi_pstate_slot_create_segment(const char *path, uint32_t nslots, uid_t uid, gid_t gid)
 {
+        return mpi_pstate_slot_create_segment_stat(path, nslots, uid, gid, NULL);
+}
+
+EXPORT int mpi_pstate_slot_create_segment_stat(const char *path, uint32_t nslots, uid_t uid,
+                                               gid_t gid, struct stat *made)
+{
         struct mpi_pstate_seg_header h;
         int fd, rc;
 
@@ -134,6 +140,10 @@ EXPORT int mpi_pstate_slot_create_segment(const char *path, uint32_t nslots, uid
                 rc = -errno;
                 goto fail;
         }
+        if (made && fstat(fd, made) != 0) {
+                rc = -errno;
+                goto fail;
+        }
         close(fd);
         return 0;
 fail:
@@ -145,15 +155,25 @@ fail:
 EXPORT int mpi_pstate_slot_map_segment(const char *path, int writable, uid_t owner,
                                        struct mpi_pstate_segment *seg)
 {
+        return mpi_pstate_slot_map_segment_n(path, writable, owner, 0, seg);
+}
+
+EXPORT int mpi_pstate_slot_map_segment_n(const char *path, int writable, uid_t owner,
+                                         uint32_t nslots, struct mpi_pstate_segment *seg)
+{
         struct mpi_pstate_seg_header h;
         void *base;
         int fd;
 
-        if (!seg)
+        if (!seg || nslots > MPI_PSTATE_SEG_MAX_SLOTS)
                 return -EINVAL;
         fd = open_checked(path, writable, owner, &h);
         if (fd < 0)
                 return fd;
+        if (nslots && h.nslots != nslots) {
+                close(fd);
+                return -EPROTO;
+        }
         base = mmap(NULL, segment_size(h.nslots), PROT_READ | (writable ? PROT_WRITE : 0),
                     MAP_SHARED, fd, 0);
         if (base == MAP_FAILED) {

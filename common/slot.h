@@ -43,6 +43,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -238,12 +239,25 @@ struct mpi_pstate_attach {
  * is removed again on failure.  Returns 0 or a negative errno. */
 int mpi_pstate_slot_create_segment(const char *path, uint32_t nslots, uid_t uid, gid_t gid);
 
+/* The same, and *made (when not NULL) is the fstat of the file just before it
+ * is closed: the (st_dev, st_ino) the plugin records so that root code later
+ * accepts only the file it made, whatever the user renames or links. */
+int mpi_pstate_slot_create_segment_stat(const char *path, uint32_t nslots, uid_t uid, gid_t gid,
+                                        struct stat *made);
+
 /* Maps a whole segment (writable for the agent, read-only for readers).  The
  * file must be a regular file, not a symlink, owned by `owner` unless owner
  * is (uid_t)-1, exactly header + nslots * slot size long, with a valid
  * header.  Returns 0 or -errno (-EPROTO: not a segment of this version). */
 int mpi_pstate_slot_map_segment(const char *path, int writable, uid_t owner,
                                 struct mpi_pstate_segment *seg);
+
+/* The same for root code that knows how many slots the segment was made
+ * with (the plugin's figure, never the header's: the user can rewrite the
+ * header between the plugin's fchown and this call).  A header that says
+ * otherwise is -EPROTO.  nslots 0 behaves as mpi_pstate_slot_map_segment. */
+int mpi_pstate_slot_map_segment_n(const char *path, int writable, uid_t owner, uint32_t nslots,
+                                  struct mpi_pstate_segment *seg);
 void mpi_pstate_slot_unmap_segment(struct mpi_pstate_segment *seg);
 
 /* Slot i of a mapped segment, or NULL when out of range. */

@@ -33,7 +33,7 @@ static char *num(char *buf, size_t buflen, size_t *used, uint64_t v)
 int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
                              char **argv, size_t max)
 {
-        const char *job, *step, *uid, *gid, *thr, *low, *floor = NULL;
+        const char *job, *step, *uid, *gid, *thr, *low, *floor = NULL, *nslots = NULL;
         size_t used = 0, argc = 0;
 
         if (!a || !a->path || !a->shm || !a->cpus || !a->mode || !a->mechanism || !a->restore_dir ||
@@ -47,6 +47,8 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
         low = !thr ? NULL : a->low_khz ? num(buf, buflen, &used, a->low_khz) : "min";
         if (low && a->freq_min_khz && !(floor = num(buf, buflen, &used, a->freq_min_khz)))
                 low = NULL;
+        if (low && a->nslots && !(nslots = num(buf, buflen, &used, a->nslots)))
+                low = NULL;
         if (!low)
                 return -ENOSPC;
         /* --foreground: detached by us already, so the pid we record is the
@@ -57,6 +59,7 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
             {"--foreground", NULL},
             {"--keep-shm", NULL},
             {"--shm", a->shm},
+            {"--nslots", nslots},
             {"--uid", uid},
             {"--gid", gid},
             {"--cpus", a->cpus},
@@ -132,7 +135,7 @@ int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *out,
                               size_t errlen)
 {
         static char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", NULL};
-        char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[128];
+        char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[256];
         int p[2] = {-1, -1}, status, rc;
         pid_t pid, agent = -1;
         struct stat st;

@@ -21,6 +21,7 @@
 struct mpi_pstate_agent_args {
         const char *path;        /* the agent binary (plugstack key agent=) */
         const char *shm;         /* the step's segment */
+        uint32_t nslots;         /* the slots the plugin made it with; 0: the header's */
         const char *cpus;        /* the step's CPUs, list syntax */
         const char *mode;        /* "on" or "profile" */
         const char *mechanism;   /* "auto", "max_freq" or "setspeed" */

@@ -103,8 +103,19 @@ int mpi_pstate_paths_step(const char *runtime_dir, const char *host, uint32_t jo
         FMT(steps, "%s/steps", out->runtime);
         FMT(step, "%s/%u.%s", out->steps, job, name);
         FMT(shm, "%s/mpi-pstate.%u.%s", MPI_PSTATE_PATHS_SHM_DIR, job, name);
+        out->shm_base = strlen(out->shm);
         FMT(pidfile, "%s/agent.pid", out->step);
         FMT(record, "%s/agent.json", out->step);
         FMT(log, "%s/agent.log", out->step);
+        return 0;
+}
+
+int mpi_pstate_paths_shm_unique(struct mpi_pstate_paths *p, uint64_t rnd)
+{
+        size_t n = p->shm_base; /* again after a collision: replaces the suffix */
+
+        if (n + 2 + MPI_PSTATE_PATHS_SHM_RAND > sizeof(p->shm))
+                return -ENAMETOOLONG;
+        snprintf(p->shm + n, sizeof(p->shm) - n, ".%016llx", (unsigned long long)rnd);
         return 0;
 }

@@ -6,9 +6,14 @@
  *   <runtime_dir>/steps/<job>.<step>/ the step's agent pidfile, agent
  *                                     record and log, and the plugin's step
  *                                     record (plugin.json)
- *   /dev/shm/mpi-pstate.<job>.<step>  the step's slot segment (common/slot.h),
+ *   /dev/shm/mpi-pstate.<job>.<step>.<rand>
+ *                                     the step's slot segment (common/slot.h),
  *                                     owned by the job's user; kept after the
- *                                     step for the node epilog
+ *                                     step for the node epilog, which finds it
+ *                                     through the step record (plugin.json),
+ *                                     never by name: <rand> is 16 hex digits
+ *                                     of getrandom(2), so that no other user
+ *                                     can squat or pre-block the name
  *
  * runtime_dir may hold "%h", replaced by the host name up to its first dot:
  * several slurmd on one machine (each in its own UTS namespace, as in the
@@ -23,13 +28,15 @@
 
 #define MPI_PSTATE_PATHS_SHM_DIR "/dev/shm"
 #define MPI_PSTATE_PATHS_LEN (MPI_PSTATE_CONFIG_PATH_MAX + 64)
+#define MPI_PSTATE_PATHS_SHM_RAND 16 /* hex digits of the segment name's suffix */
 
 struct mpi_pstate_paths {
         char runtime[MPI_PSTATE_PATHS_LEN]; /* runtime_dir with %h expanded */
         char restore[MPI_PSTATE_PATHS_LEN]; /* <runtime>/restore */
         char steps[MPI_PSTATE_PATHS_LEN];   /* <runtime>/steps */
         char step[MPI_PSTATE_PATHS_LEN];    /* <runtime>/steps/<job>.<step> */
-        char shm[MPI_PSTATE_PATHS_LEN];     /* /dev/shm/mpi-pstate.<job>.<step> */
+        char shm[MPI_PSTATE_PATHS_LEN];     /* /dev/shm/mpi-pstate.<job>.<step>[.<rand>] */
+        size_t shm_base;                    /* strlen of shm without the suffix */
         char pidfile[MPI_PSTATE_PATHS_LEN]; /* <step>/agent.pid */
         char record[MPI_PSTATE_PATHS_LEN];  /* <step>/agent.json */
         char log[MPI_PSTATE_PATHS_LEN];     /* <step>/agent.log */
@@ -51,5 +58,9 @@ const char *mpi_pstate_paths_step_name(uint32_t step, char *buf, size_t len);
  * 0 or a negative errno. */
 int mpi_pstate_paths_step(const char *runtime_dir, const char *host, uint32_t job, uint32_t step,
                           struct mpi_pstate_paths *out);
+
+/* Appends (or replaces) the random suffix of p->shm: ".%016x" of rnd.
+ * mpi_pstate_paths_step() leaves shm without one. */
+int mpi_pstate_paths_shm_unique(struct mpi_pstate_paths *p, uint64_t rnd);
 
 #endif

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "slot.h"
+
 struct out {
         char *buf;
         size_t len, o;
@@ -119,6 +121,20 @@ int mpi_pstate_steprec_format(const struct mpi_pstate_steprec *r, char *buf, siz
         str(&w, r->preload);
         put(&w, ",\"shm\":");
         str(&w, r->shm);
+        put(&w, ",\"segments\":[");
+        if (r->shm && strrchr(r->shm, '/')) {
+                const char *slash = strrchr(r->shm, '/');
+
+                put(&w, "{\"name\":");
+                str(&w, slash + 1);
+                put(&w, ",\"dir\":\"%.*s\"", (int)(slash - r->shm), r->shm);
+                put(&w, ",\"dev\":%llu,\"ino\":%llu,\"nslots\":%u,\"bytes\":%llu,\"uid\":%u}",
+                    (unsigned long long)r->shm_dev, (unsigned long long)r->shm_ino, r->shm_nslots,
+                    (unsigned long long)MPI_PSTATE_SEG_HEADER_SIZE +
+                        (unsigned long long)r->shm_nslots * MPI_PSTATE_SLOT_SIZE,
+                    r->shm_uid);
+        }
+        put(&w, "]");
         put(&w, ",\"agent\":{\"status\":");
         str(&w, r->agent);
         if (r->agent_pid > 0)

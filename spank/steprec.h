@@ -13,7 +13,15 @@
  *    "domains":[{"policy":"policy0","cpus":"0","status":"set","governor":"userspace",
  *                "min_khz":1200000,"max_khz":3000000}],
  *    "restore":{"state":"pending","restored":0,"foreign":0,"failed":0}}
- * Absent things are null; "driver" is null without cpufreq. */
+ * Absent things are null; "driver" is null without cpufreq.
+ *
+ * Version 2 adds "segments", always present: the segments the plugin made
+ * for the step, each as the plugin saw it through its own fd (root code
+ * trusts a file under /dev/shm only when its (dev, ino) and size match, its
+ * link count is 1, and reads at most nslots slots; docs/security.md):
+ *   "segments":[{"name":"mpi-pstate.J.S.<16 hex>","dir":"/dev/shm","dev":45,
+ *                "ino":123,"nslots":4,"bytes":69632,"uid":1000}]
+ * [] when none was made. */
 #ifndef MPI_PSTATE_SPANK_STEPREC_H
 #define MPI_PSTATE_SPANK_STEPREC_H
 #include <sched.h>
@@ -23,7 +31,7 @@
 
 #include "policy.h"
 
-#define MPI_PSTATE_STEPREC_VERSION 1
+#define MPI_PSTATE_STEPREC_VERSION 2
 
 struct mpi_pstate_steprec {
         uint32_t job, step;
@@ -31,6 +39,9 @@ struct mpi_pstate_steprec {
         bool launcher;
         const char *preload; /* NULL: not injected */
         const char *shm;     /* NULL: no segment */
+        /* The segment the plugin made (with shm): its fstat and slot count. */
+        uint64_t shm_dev, shm_ino;
+        uint32_t shm_nslots, shm_uid;
         const char *agent;   /* started, stopped, killed, exited, absent, failed, none */
         int agent_pid;       /* 0: none */
         const struct mpi_pstate_policy_result *policy; /* NULL: no cpufreq */

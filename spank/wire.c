@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,6 +48,8 @@ static struct {
         bool policy_ok; /* cpufreq found; policy holds the domains */
         struct mpi_pstate_policy_result policy;
         bool shm_ok;
+        struct stat shm_made; /* the segment as the plugin made it (its fd's fstat) */
+        uint32_t shm_nslots;
         const char *preload; /* NULL: not injected */
         const char *agent_state;
         pid_t agent;
@@ -239,6 +242,10 @@ static void write_step_record(const struct mpi_pstate_step *st, bool ended,
             .launcher = w.launcher,
             .preload = w.preload,
             .shm = w.shm_ok ? w.paths.shm : NULL,
+            .shm_dev = (uint64_t)w.shm_made.st_dev,
+            .shm_ino = (uint64_t)w.shm_made.st_ino,
+            .shm_nslots = w.shm_nslots,
+            .shm_uid = (uint32_t)w.shm_made.st_uid,
             .agent = w.agent_state,
             .agent_pid = w.agent > 0 ? (int)w.agent : 0,
             .policy = w.policy_ok ? &w.policy : NULL,
@@ -265,29 +272,44 @@ static void write_step_record(const struct mpi_pstate_step *st, bool ended,
                          STEP_RECORD, strerror(-rc));
 }
 
+/* Tries before giving up on a segment name: an EEXIST means a 2^-64
+ * collision, not a squatter (who cannot guess the suffix). */
+#define SEGMENT_TRIES 4
+
 /* One slot per local task, and at least one per CPU of the step: a
- * launcher's daemon is one task that forks as many ranks as it likes. */
+ * launcher's daemon is one task that forks as many ranks as it likes.  The
+ * name ends in 64 random bits (paths.h), so another user can neither squat
+ * it nor pre-block it; root code finds it through the step record, never by
+ * listing /dev/shm. */
 static int make_segment(const struct mpi_pstate_step *st)
 {
         uint32_t n = st->local_tasks;
-        int rc;
+        int rc = -EEXIST;
 
         if ((uint32_t)CPU_COUNT(&w.cpus) > n)
                 n = (uint32_t)CPU_COUNT(&w.cpus);
         if (n > MPI_PSTATE_SEG_MAX_SLOTS)
                 n = MPI_PSTATE_SEG_MAX_SLOTS;
-        /* A file of that name is stale or planted (the name is predictable);
-         * unlink() never follows a symlink, and root may remove it from the
-         * sticky /dev/shm. */
-        if (unlink(w.paths.shm) == 0)
-                mp_verbose("job %u step %u: removed a stale %s", st->job_id, st->step_id,
-                           w.paths.shm);
-        rc = mpi_pstate_slot_create_segment(w.paths.shm, n ? n : 1, st->uid, st->gid);
+        if (n == 0)
+                n = 1;
+        for (int i = 0; i < SEGMENT_TRIES && rc == -EEXIST; i++) {
+                uint64_t rnd;
+
+                if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+                        rc = -errno;
+                        break;
+                }
+                rc = mpi_pstate_paths_shm_unique(&w.paths, rnd);
+                if (rc == 0)
+                        rc = mpi_pstate_slot_create_segment_stat(w.paths.shm, n, st->uid, st->gid,
+                                                                 &w.shm_made);
+        }
         if (rc) {
                 mp_error("job %u step %u: segment %s: %s; ranks run unmeasured", st->job_id,
                          st->step_id, w.paths.shm, strerror(-rc));
                 return rc;
         }
+        w.shm_nslots = n;
         w.shm_ok = true;
         return 0;
 }
@@ -297,6 +319,7 @@ static void start_agent(const struct mpi_pstate_step *st)
         const struct mpi_pstate_agent_args a = {
             .path = agent_path(st->cfg),
             .shm = w.paths.shm,
+            .nslots = w.shm_nslots,
             .cpus = w.cpulist,
             .mode = st->opt->mode == MPI_PSTATE_MODE_ON ? "on" : "profile",
             .mechanism = w.policy_ok && w.policy.set ? mpi_pstate_cpufreq_mech_name(w.policy.mech)

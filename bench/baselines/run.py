@@ -115,9 +115,13 @@ def syscalls_per_call(pb: ModuleType, build: Path, abi: str, variant: str, kind:
     elif variant == "mpi-pstate":
         argv = pb.launch(abi) + pb.with_lib(build, st + inner)
     else:
-        # -E: the baseline goes into the traced program only, not into strace
+        # -E: the baseline goes into the traced program only, not into strace.
+        # The timer design's cost per call is its arm and disarm; a timeout
+        # far beyond any call keeps a call slowed by strace or by a busy
+        # machine from firing it (its handler's writes are no short call's).
         argv = pb.launch(abi) + st + [
             "-E", f"LD_PRELOAD={baseline_lib(build, variant, abi)}",
+            "-E", "MPI_PSTATE_BASELINE_TIMEOUT=60s",
             "-E", f"MPI_PSTATE_BASELINE_FILE={fake_file}"] + inner
     pb.run(argv, pb.clean_env())
     files = sorted(tmp.glob(prefix.name + ".*"), key=lambda p: int(p.suffix[1:]))

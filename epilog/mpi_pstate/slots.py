@@ -26,7 +26,10 @@ except ImportError:  # in the source tree the reader sits in preload/
 SHM_DIR = "/dev/shm"
 # Segment of job J, step S: /dev/shm/mpi-pstate.J.S (S: Slurm's step id or
 # batch/extern).  Agreed with the plugin/agent (docs/records.md).
-SEG_RE = re.compile(r"mpi-pstate\.([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)")
+# The plugin's names end in 16 random hex digits (spank/paths.h); bare names are
+# earlier releases' and mpi-pstate-agent --create's.
+SEG_RE = re.compile(r"mpi-pstate\.([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)"
+                    r"(?:\.[0-9a-f]{16})?")
 MAX_SEGMENTS = 64  # steps per job and node we read; more are reported
 MAX_SEG_SLOTS = 4096  # slots per segment we read (a node with 4096 ranks)
 # Life-cycle calls frame the application (kind init/finalize/abort in

@@ -35,6 +35,7 @@
 struct agentd_opts {
         const char *shm;    /* segment path */
         uint32_t create;    /* 0: attach; N: create N slots */
+        uint32_t nslots;    /* 0: the header's; N: the creator's figure, enforced */
         cpu_set_t cpus;     /* the step's CPUs: never act outside them */
         uint32_t job, step; /* owner tag of the restore records */
         uid_t uid;          /* segment owner ((uid_t)-1: any when attaching) */

@@ -538,10 +538,16 @@ int mpi_pstate_agentd_segment_open(struct agentd *a, char *err, size_t errlen)
                 if (owner == (uid_t)-1)
                         owner = geteuid();
         }
-        rc = mpi_pstate_slot_map_segment(a->o.shm, 1, owner, &a->seg);
+        /* The creator's slot count when known: the user may rewrite the
+         * header between the plugin's fchown and this mapping, and what we
+         * allocate and record must not follow. */
+        rc = mpi_pstate_slot_map_segment_n(a->o.shm, 1, owner,
+                                           a->o.nslots ? a->o.nslots : a->o.create, &a->seg);
         if (rc) {
                 snprintf(err, errlen, "mapping the segment %s: %s", a->o.shm,
-                         rc == -EPROTO ? "not a segment of this version" : strerror(-rc));
+                         rc == -EPROTO ? "not a segment of this version, or not the slot count "
+                                         "it was made with"
+                                       : strerror(-rc));
                 goto fail;
         }
         a->slots = calloc(a->seg.nslots, sizeof(*a->slots));

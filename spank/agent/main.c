@@ -41,6 +41,8 @@ static const char usage_text[] =
     "\n"
     "  --shm PATH             the step's shared-memory segment (created with --create)\n"
     "  --create N             create the segment with N slots, owned by --uid/--gid\n"
+    "  --nslots N             the segment has N slots (the creator's figure; a header\n"
+    "                         saying otherwise is refused)\n"
     "  --cpus LIST            the step's CPUs (default: the agent's own affinity)\n"
     "  --job J --step S       owner of the restore records\n"
     "  --uid U --gid G        owner of the segment (checked when attaching)\n"
@@ -63,6 +65,7 @@ static const char usage_text[] =
 enum {
         OPT_SHM = 256,
         OPT_CREATE,
+        OPT_NSLOTS,
         OPT_CPUS,
         OPT_JOB,
         OPT_STEP,
@@ -96,6 +99,7 @@ enum {
 static const struct option longopts[] = {
     {"shm", required_argument, NULL, OPT_SHM},
     {"create", required_argument, NULL, OPT_CREATE},
+    {"nslots", required_argument, NULL, OPT_NSLOTS},
     {"cpus", required_argument, NULL, OPT_CPUS},
     {"job", required_argument, NULL, OPT_JOB},
     {"step", required_argument, NULL, OPT_STEP},
@@ -239,6 +243,12 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct agentd_o
                                 return usage_error("--create needs 1..%u slots, not '%s'",
                                                    MPI_PSTATE_SEG_MAX_SLOTS, optarg);
                         o->create = (uint32_t)v;
+                        break;
+                case OPT_NSLOTS:
+                        if (mpi_pstate_parse_u64(optarg, 1, MPI_PSTATE_SEG_MAX_SLOTS, &v))
+                                return usage_error("--nslots needs 1..%u slots, not '%s'",
+                                                   MPI_PSTATE_SEG_MAX_SLOTS, optarg);
+                        o->nslots = (uint32_t)v;
                         break;
                 case OPT_CPUS:
                         if (mpi_pstate_cpufreq_parse_cpulist(optarg, &o->cpus) ||

@@ -62,6 +62,11 @@ START_TEST(step_paths_and_names)
         ck_assert_str_eq(p.log, "/r/n2/steps/42.3/agent.log");
         ck_assert_int_eq(mpi_pstate_paths_step("/r", "n2", 7, 0xfffffffbu, &p), 0);
         ck_assert_str_eq(p.shm, "/dev/shm/mpi-pstate.7.batch");
+        /* The random suffix: appended once, replaced (not stacked) on a retry. */
+        ck_assert_int_eq(mpi_pstate_paths_shm_unique(&p, UINT64_C(0x9f1c2b3a4d5e6f70)), 0);
+        ck_assert_str_eq(p.shm, "/dev/shm/mpi-pstate.7.batch.9f1c2b3a4d5e6f70");
+        ck_assert_int_eq(mpi_pstate_paths_shm_unique(&p, 1), 0);
+        ck_assert_str_eq(p.shm, "/dev/shm/mpi-pstate.7.batch.0000000000000001");
         ck_assert_str_eq(mpi_pstate_paths_step_name(0xfffffffcu, num, sizeof(num)), "extern");
         ck_assert_str_eq(mpi_pstate_paths_step_name(0xfffffffau, num, sizeof(num)), "interactive");
         ck_assert_str_eq(mpi_pstate_paths_step_name(4294967, num, sizeof(num)), "4294967");
@@ -147,6 +152,13 @@ START_TEST(agent_argv)
         int n = mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS);
 
         ck_assert_int_eq(n, 33);
+        a.nslots = 4;
+        ck_assert_int_eq(
+            mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS), 35);
+        joined(argv, line, sizeof(line));
+        ck_assert_ptr_nonnull(strstr(line, "--shm /dev/shm/mpi-pstate.9.1 --nslots 4 --uid"));
+        a.nslots = 0;
+        n = mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS);
         ck_assert_ptr_null(argv[n]);
         joined(argv, line, sizeof(line));
         ck_assert_str_eq(line, "/sbin/mpi-pstate-agent --foreground --keep-shm "
@@ -411,10 +423,11 @@ START_TEST(step_record_format)
         CPU_SET(3, &d[1].cpus);
         ck_assert_int_gt(mpi_pstate_steprec_format(&r, buf, sizeof(buf)), 0);
         ck_assert_str_eq(
-            buf, "{\"version\":1,\"job\":5,\"step\":0,\"node\":\"n\\\"1\",\"mode\":\"on\","
+            buf, "{\"version\":2,\"job\":5,\"step\":0,\"node\":\"n\\\"1\",\"mode\":\"on\","
                  "\"launcher\":false,\"cpus\":\"0-1\",\"governor\":\"keep\",\"mechanism\":"
                  "\"setspeed\",\"driver\":\"acpi-cpufreq\",\"preload\":null,\"shm\":null,"
-                 "\"agent\":{\"status\":\"started\",\"pid\":77},\"domains\":[{\"policy\":"
+                 "\"segments\":[],\"agent\":{\"status\":\"started\",\"pid\":77},\"domains\":[{"
+                 "\"policy\":"
                  "\"policy0\",\"cpus\":\"0\",\"status\":\"set\",\"governor\":\"userspace\","
                  "\"min_khz\":1200000,\"max_khz\":3000000},{\"policy\":\"policy2\",\"cpus\":"
                  "\"2-3\",\"status\":\"shared\",\"governor\":\"performance\",\"min_khz\":0,"
@@ -428,6 +441,17 @@ START_TEST(step_record_format)
         ck_assert_ptr_nonnull(strstr(buf, "\"domains\":[]"));
         ck_assert_ptr_nonnull(strstr(buf, "{\"state\":\"done\",\"restored\":2"));
         ck_assert_int_eq(mpi_pstate_steprec_format(&r, buf, 100), -ENOSPC);
+        /* The segment as the plugin made it: what the epilog trusts. */
+        r.shm = "/dev/shm/mpi-pstate.5.0.00000000000000ff";
+        r.shm_dev = 45;
+        r.shm_ino = 123456;
+        r.shm_nslots = 4;
+        r.shm_uid = 1000;
+        ck_assert_int_gt(mpi_pstate_steprec_format(&r, buf, sizeof(buf)), 0);
+        ck_assert_ptr_nonnull(
+            strstr(buf, "\"shm\":\"/dev/shm/mpi-pstate.5.0.00000000000000ff\",\"segments\":[{"
+                        "\"name\":\"mpi-pstate.5.0.00000000000000ff\",\"dir\":\"/dev/shm\","
+                        "\"dev\":45,\"ino\":123456,\"nslots\":4,\"bytes\":69632,\"uid\":1000}]"));
 }
 END_TEST
 

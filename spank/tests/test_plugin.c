@@ -4,6 +4,7 @@
  * Check forks per test, so every test starts with fresh plugin state. */
 #include <check.h>
 #include <errno.h>
+#include <glob.h>
 #include <ftw.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -222,15 +223,33 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
         return flag == FTW_DP ? rmdir(path) : unlink(path);
 }
 
+/* The step's segment: its name ends in a random suffix, found by pattern. */
+static bool find_shm(uint32_t step, char *out, size_t len)
+{
+        char pat[128];
+        glob_t g;
+        bool ok;
+
+        snprintf(pat, sizeof(pat), "/dev/shm/mpi-pstate.%u.%u.????????????????", job, step);
+        ok = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc == 1 &&
+             (size_t)snprintf(out, len, "%s", g.gl_pathv[0]) < len;
+        globfree(&g);
+        return ok;
+}
+
 static void node_teardown(void)
 {
-        char shm[128];
+        char pat[128];
+        glob_t g;
 
         if (!tmp[0])
                 return;
         for (uint32_t step = 0; step < 4; step++) {
-                snprintf(shm, sizeof(shm), "/dev/shm/mpi-pstate.%u.%u", job, step);
-                unlink(shm);
+                snprintf(pat, sizeof(pat), "/dev/shm/mpi-pstate.%u.%u*", job, step);
+                if (glob(pat, 0, NULL, &g) == 0)
+                        for (size_t i = 0; i < g.gl_pathc; i++)
+                                unlink(g.gl_pathv[i]);
+                globfree(&g);
         }
         fakesys_cleanup(&fs);
         nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
@@ -357,7 +376,7 @@ START_TEST(remote_step_full_cycle)
         ck_assert_ptr_nonnull(strstr(during, "policy1/scaling_governor=powersave"));
         snprintf(path, sizeof(path), "%s/restore/policy0", runtime);
         ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "governor=performance"));
-        snprintf(shm, sizeof(shm), "/dev/shm/mpi-pstate.%u.0", job);
+        ck_assert(find_shm(0, shm, sizeof(shm)));
         ck_assert_int_eq(lstat(shm, &st), 0);
         ck_assert(S_ISREG(st.st_mode));
         ck_assert_uint_eq(st.st_uid, getuid());
@@ -423,6 +442,13 @@ START_TEST(remote_step_full_cycle)
         ck_assert_ptr_nonnull(strstr(buf, "\"status\":\"set\",\"governor\":\"powersave\""));
         ck_assert_ptr_nonnull(strstr(buf, "\"agent\":{\"status\":\"stopped\""));
         ck_assert_ptr_nonnull(strstr(buf, "\"restore\":{\"state\":\"done\",\"restored\":2"));
+        /* The segment as the plugin made it: name, (dev, ino), the slot count. */
+        snprintf(path, sizeof(path),
+                 "\"segments\":[{\"name\":\"%s\",\"dir\":\"/dev/shm\",\"dev\":%llu,\"ino\":%llu,"
+                 "\"nslots\":2,\"bytes\":36864,\"uid\":%u}]",
+                 strrchr(shm, '/') + 1, (unsigned long long)st.st_dev,
+                 (unsigned long long)st.st_ino, (unsigned)getuid());
+        ck_assert_msg(strstr(buf, path) != NULL, "%s", buf);
         ck_assert_int_eq(stub_count("verbose", "2 domain(s): 2 set"), 1);
         ck_assert_int_eq(stub_count("error", ""), 0);
         all_messages_prefixed();
@@ -688,22 +714,26 @@ START_TEST(absent_agent_is_not_fatal)
 }
 END_TEST
 
-/* A file planted under the segment's predictable name (here a symlink to a
- * file of someone else) is removed, never followed; the segment is new. */
+/* A file planted under the name of earlier releases (a symlink to a file of
+ * someone else) neither blocks the step nor is followed: the
+ * segment's name has a suffix nobody can guess. */
 START_TEST(planted_segment_name_replaced)
 {
-        char shm[128], victim[400], buf[16];
+        char planted[128], shm[128], victim[400], buf[16];
         struct stat st;
 
-        snprintf(shm, sizeof(shm), "/dev/shm/mpi-pstate.%u.0", job);
+        snprintf(planted, sizeof(planted), "/dev/shm/mpi-pstate.%u.0", job);
         snprintf(victim, sizeof(victim), "%s/victim", tmp);
         put_file(victim, "keep", 0644);
-        ck_assert_int_eq(symlink(victim, shm), 0);
+        ck_assert_int_eq(symlink(victim, planted), 0);
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
         ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert(find_shm(0, shm, sizeof(shm)));
         ck_assert_int_eq(lstat(shm, &st), 0);
         ck_assert(S_ISREG(st.st_mode));
+        ck_assert_int_eq(lstat(planted, &st), 0);
+        ck_assert(S_ISLNK(st.st_mode));
         ck_assert_str_eq(slurp_file(victim, buf, sizeof(buf)), "keep");
         run_tasks_and_exit();
 }

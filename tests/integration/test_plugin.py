@@ -205,14 +205,14 @@ class PluginCase(unittest.TestCase):
         for r in ranks:
             self.assertEqual(r["ld"].split(":")[0], str(FRONT), out)
             self.assertEqual(r["mode"], mode, out)
-            self.assertRegex(r["shm"], rf"^/dev/shm/mpi-pstate\.{job}\.\d+$", out)
+            self.assertRegex(r["shm"], rf"^/dev/shm/mpi-pstate\.{job}\.\d+\.[0-9a-f]{{16}}$", out)
             self.assertRegex(r["cpus"], r"^\d+$", f"rank not pinned to one CPU:\n{out}")
             if governor:
                 self.assertEqual(r["gov"], governor, out)
         for rank, size, backend, seg, slot, lmode in libs:
             self.assertEqual(backend, abi, out)
             self.assertEqual(int(size), nranks)
-            self.assertRegex(seg, rf"^/dev/shm/mpi-pstate\.{job}\.\d+$", out)
+            self.assertRegex(seg, rf"^/dev/shm/mpi-pstate\.{job}\.\d+\.[0-9a-f]{{16}}$", out)
             self.assertEqual(lmode, mode, out)
         for host in {r["host"] for r in ranks}:
             on = [r for r in ranks if r["host"] == host]
@@ -466,7 +466,7 @@ class Commands(PluginCase):
                         "--mpi=pmix", "./wrap.sh", "./imbalance.openmpi", "10", "40"],
                        cwd=wd, extra_env={"MPI_PSTATE_VERBOSE": "1"}, timeout=150)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        shm = re.search(r"shm=/dev/shm/mpi-pstate\.(\d+)\.0 ", r.stdout)
+        shm = re.search(r"shm=/dev/shm/mpi-pstate\.(\d+)\.0\.[0-9a-f]{16} ", r.stdout)
         self.assertIsNotNone(shm, r.stdout)
         self.check_options(r.stdout + r.stderr, int(shm.group(1)), "0")
 

@@ -61,6 +61,37 @@ START_TEST(create_and_map)
 }
 END_TEST
 
+/* nslots is the creator's: a header rewritten by the user between the
+ * plugin's fchown and the agent's mapping is refused, never followed. */
+START_TEST(map_with_the_creators_nslots)
+{
+        struct mpi_pstate_segment seg;
+        struct stat made, now;
+        uint32_t forged = 16384;
+        int fd;
+
+        ck_assert_int_eq(
+            mpi_pstate_slot_create_segment_stat(seg_path, 2, (uid_t)-1, (gid_t)-1, &made), 0);
+        ck_assert_int_eq(stat(seg_path, &now), 0);
+        ck_assert_uint_eq(made.st_ino, now.st_ino);
+        ck_assert_uint_eq(made.st_dev, now.st_dev);
+        ck_assert_int_eq(made.st_size, 4096 + 2 * 16384);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment_n(seg_path, 1, (uid_t)-1, 2, &seg), 0);
+        ck_assert_uint_eq(seg.nslots, 2);
+        mpi_pstate_slot_unmap_segment(&seg);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment_n(seg_path, 1, (uid_t)-1, 3, &seg), -EPROTO);
+        /* The user grows the file and rewrites nslots to match it. */
+        fd = open(seg_path, O_RDWR);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(ftruncate(fd, (off_t)4096 + (off_t)forged * 16384), 0);
+        ck_assert_int_eq(pwrite(fd, &forged, sizeof(forged), 20), (ssize_t)sizeof(forged));
+        close(fd);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment_n(seg_path, 1, (uid_t)-1, 2, &seg), -EPROTO);
+        ck_assert_int_eq(mpi_pstate_slot_map_segment_n(seg_path, 1, (uid_t)-1, 16385, &seg),
+                         -EINVAL);
+}
+END_TEST
+
 /* Everything a user could plant instead of a segment is refused. */
 START_TEST(map_refuses_hostile_files)
 {
@@ -408,6 +439,7 @@ static Suite *slot_suite(void)
 
         tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
         tcase_add_test(tc, create_and_map);
+        tcase_add_test(tc, map_with_the_creators_nslots);
         tcase_add_test(tc, map_refuses_hostile_files);
         tcase_add_test(tc, attach_claims_and_sets_up);
         tcase_add_test(tc, attach_busy_and_takeover);
