@@ -83,6 +83,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def listening(port: int) -> bool:
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        f = line.split()
+        if f[3] == "0A" and int(f[1].split(":")[1], 16) == port:
+            return True
+    return False
+
+
 def lib_env(build: Path, root: Optional[Path]) -> Dict[str, str]:
     """The environment mpi-pstate-exec --mode on gives a program."""
     exe = build / "preload" / "mpi-pstate-exec"
@@ -124,10 +132,13 @@ def count(build: Path, abi: str, kind: str, n: int, lib: bool, qemu_root: Option
                      f"exec chroot '{qemu_root}' '{prog}' {kind} {n} 1")
             proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", inner], env=qenv,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(2.0)
+            for _ in range(300):  # qemu listens once the program is loaded; its stub
+                if listening(port):  # takes one connection: gdb's, so no probe connects
+                    break
+                time.sleep(0.1)
             genv["STEPCOUNT_REMOTE"] = f"127.0.0.1:{port}"
             args[1:1] = ["-iex", f"set sysroot {qemu_root}", "-iex", "set architecture aarch64"]
-            args += [str(qemu_root) + str(prog)]
+            args += [str(prog)]  # the same file as inside the root (bind-mounted there)
         r = subprocess.run(args, env=genv, capture_output=True, text=True, timeout=3600)
         if proc:
             proc.kill()
