@@ -277,7 +277,8 @@ static void hwmon_open(struct agentd *a)
         a->hwmon = h;
         a->rapl_status = st;
         if (st != MPI_PSTATE_RAPL_OK) {
-                mpi_pstate_agentd_log(LOG_INFO, "energy: hwmon %s", mpi_pstate_rapl_status_name(st));
+                mpi_pstate_agentd_log(LOG_INFO, "energy: hwmon %s",
+                                      mpi_pstate_rapl_status_name(st));
                 return;
         }
         a->rapl_interval_ns = mpi_pstate_hwmon_interval_ns(h, RAPL_MAX_INTERVAL_NS);
