@@ -19,7 +19,7 @@ MAX_TEXT = 200
 AGENT_MAX_BYTES = 256 << 10
 STATUSES = ("ok", "none")
 ENERGY_STATUSES = ("ok", "partial", "absent", "no_access", "unknown", "error")
-METERS = ("rapl", "simulated", "none")
+METERS = ("rapl", "hwmon", "simulated", "none")
 RANK_STATES = ("finalized", "aborted", "exited", "killed", "disabled", "free")
 
 # field -> allowed JSON types (None = null allowed)
@@ -141,11 +141,14 @@ def energy_of(agents: List[Dict[str, Any]], settings: Optional[Dict[str, Any]],
               meter: str = "rapl") -> Dict[str, Any]:
     """Node energy of the job: the sum of the agents' per-step figures.  No
     number is ever made up: without an agent figure the status says why.
-    "meter" labels the joules: "rapl" or "simulated" (absent without any)."""
+    "meter" labels the joules: "rapl", "hwmon" (the agents measured with
+    hwmon: no RAPL on the node) or "simulated" (absent without any)."""
     figures = [a.get("energy") for a in agents]
     known = [f for f in figures if isinstance(f, dict) and f.get("status") == "ok"
              and isinstance(f.get("joules"), (int, float)) and math.isfinite(f["joules"])
              and f["joules"] >= 0]
+    if known and meter == "rapl" and all(f.get("meter") == "hwmon" for f in known):
+        meter = "hwmon"  # the kernel's sysfs, but hwmon's counters or meters, not RAPL
     if agents and len(known) == len(agents):
         return {"status": "ok", "joules": round(sum(f["joules"] for f in known), 3),
                 "source": "agent", "meter": meter}
@@ -200,7 +203,10 @@ def agent_energy(en: Any) -> Dict[str, Any]:
         j = _joules(en.get("joules"))
     if st == "ok" and j is None:
         st = "unknown"
-    return {"status": st, "joules": j if st == "ok" else None}
+    out = {"status": st, "joules": j if st == "ok" else None}
+    if en.get("source") == "hwmon":  # a node without RAPL (common/energy.h)
+        out["meter"] = "hwmon"
+    return out
 
 
 def bounded(obj: Dict[str, Any]) -> Dict[str, Any]:

@@ -22,7 +22,7 @@ CSV_FIELDS = ("job", "job_id", "step", "node", "rank", "local", "cpu", "state", 
               "bytes", "top_function")
 TOP_WAITERS = 5
 # The summary's "energy_src": joules are labelled by what measured them.
-METER_TEXT = {"rapl": "measured: RAPL", "none": "no energy figure",
+METER_TEXT = {"rapl": "measured: RAPL", "hwmon": "measured: hwmon", "none": "no energy figure",
               "simulated": "SIMULATED: powercap is not the kernel's sysfs, not a measurement",
               "mixed": "some nodes measured, some SIMULATED: not a measurement"}
 WALL_SRC = {"sacct": "", "steps": " (sum of the steps; sacct had no Elapsed)"}

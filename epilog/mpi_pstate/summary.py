@@ -22,7 +22,7 @@ MAX_SUMMARY = 1024  # bytes of "mpi-pstate/2:{...}"
 TOP_WAITERS = 3
 MISSING_CHARS = 120
 ADMIN_COMMENT_MAX = 60000  # slurmdbd keeps the comments in TEXT columns (64 KiB)
-METERS = ("rapl", "simulated", "none")  # energy.meter of a node record
+METERS = ("rapl", "hwmon", "simulated", "none")  # energy.meter of a node record
 
 
 def _r(v: Optional[float], nd: int = 3) -> Optional[float]:
@@ -119,7 +119,8 @@ def imbalance(ranks: List[Dict[str, Any]]) -> Optional[float]:
 
 
 def energy_meter(records: Dict[str, Dict[str, Any]]) -> str:
-    """What the joules of a job are: "rapl" (the kernel's powercap),
+    """What the joules of a job are: "rapl" (the kernel's powercap), "hwmon"
+    (hwmon energy counters or power meters, on nodes without RAPL),
     "simulated" (powercap served by something else, e.g. the test cluster's
     FUSE fake), "mixed", "none" (no figure) or "unknown" (records of an
     mpi-pstate that did not say)."""

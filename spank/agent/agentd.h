@@ -22,6 +22,7 @@
 
 #include "agent.h"
 #include "cpufreq.h"
+#include "energy.h"
 #include "rapl.h"
 #include "restore.h"
 #include "slot.h"
@@ -137,8 +138,12 @@ struct agentd {
         /* energy */
         struct mpi_pstate_rapl rapl;
         struct mpi_pstate_rapl_sampler sampler;
-        enum mpi_pstate_rapl_status rapl_status;
+        enum mpi_pstate_rapl_status rapl_status; /* of the source in use */
         uint64_t rapl_interval_ns, rapl_next_ns, rapl_samples;
+        /* Without RAPL zones: hwmon (energy.h), or none.  hwmon is NULL
+         * unless energy_src is HWMON. */
+        enum mpi_pstate_energy_source energy_src;
+        struct mpi_pstate_hwmon *hwmon;
 
         /* liveness watcher */
         int epfd, stopfd;

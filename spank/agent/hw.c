@@ -259,11 +259,47 @@ void mpi_pstate_agentd_hw_finish(struct agentd *a)
         }
 }
 
+/* No RAPL zone at all: hwmon energy counters or power meters, if any. */
+static void hwmon_open(struct agentd *a)
+{
+        struct mpi_pstate_hwmon *h = calloc(1, sizeof(*h));
+        enum mpi_pstate_rapl_status st;
+
+        st = h ? mpi_pstate_hwmon_open(a->o.sysroot, h, mono_ns()) : MPI_PSTATE_RAPL_ERROR;
+        if (st == MPI_PSTATE_RAPL_ABSENT) {
+                free(h);
+                mpi_pstate_agentd_log(LOG_INFO, "energy: no RAPL, no hwmon energy or power");
+                return;
+        }
+        a->energy_src = MPI_PSTATE_ENERGY_HWMON;
+        a->hwmon = h;
+        a->rapl_status = st;
+        if (st != MPI_PSTATE_RAPL_OK) {
+                mpi_pstate_agentd_log(LOG_INFO, "energy: hwmon %s",
+                                      mpi_pstate_rapl_status_name(st));
+                return;
+        }
+        a->rapl_interval_ns = mpi_pstate_hwmon_interval_ns(h, RAPL_MAX_INTERVAL_NS);
+        a->rapl_next_ns = mono_ns() + a->rapl_interval_ns;
+        a->rapl_samples = 1;
+        mpi_pstate_agentd_log(LOG_INFO, "energy: hwmon, %u %s, sampled every %.3f s", h->n,
+                              h->kind == MPI_PSTATE_HWMON_ENERGY ? "energy counters"
+                                                                 : "power meters",
+                              (double)a->rapl_interval_ns / 1e9);
+}
+
 void mpi_pstate_agentd_rapl_open(struct agentd *a)
 {
         uint64_t range = 0, us;
 
+        a->energy_src = MPI_PSTATE_ENERGY_NONE;
         a->rapl_status = mpi_pstate_rapl_discover(a->o.sysroot, &a->rapl);
+        a->sampler.n = 0;
+        if (a->rapl_status == MPI_PSTATE_RAPL_ABSENT) {
+                hwmon_open(a);
+                return;
+        }
+        a->energy_src = MPI_PSTATE_ENERGY_RAPL;
         if (a->rapl_status == MPI_PSTATE_RAPL_OK)
                 a->rapl_status = mpi_pstate_rapl_sampler_open(
                     &a->sampler, &a->rapl,
@@ -291,12 +327,16 @@ void mpi_pstate_agentd_rapl_sample(struct agentd *a)
 {
         enum mpi_pstate_rapl_status st;
 
-        if (!a->sampler.n)
+        if (a->hwmon && a->hwmon->n)
+                st = mpi_pstate_hwmon_sample(a->hwmon, mono_ns());
+        else if (!a->sampler.n)
                 return;
-        st = mpi_pstate_rapl_sampler_sample(&a->sampler);
+        else
+                st = mpi_pstate_rapl_sampler_sample(&a->sampler);
         a->rapl_samples++;
         if (st != MPI_PSTATE_RAPL_OK && a->rapl_status == MPI_PSTATE_RAPL_OK)
-                mpi_pstate_agentd_log(LOG_WARNING, "energy: a RAPL sample failed (%s)",
+                mpi_pstate_agentd_log(LOG_WARNING, "energy: a %s sample failed (%s)",
+                                      mpi_pstate_energy_source_name(a->energy_src),
                                       mpi_pstate_rapl_status_name(st));
         a->rapl_status = st;
         a->rapl_next_ns = mono_ns() + a->rapl_interval_ns;
@@ -306,4 +346,9 @@ void mpi_pstate_agentd_rapl_close(struct agentd *a)
 {
         if (a->sampler.n)
                 mpi_pstate_rapl_sampler_close(&a->sampler);
+        if (a->hwmon) {
+                mpi_pstate_hwmon_close(a->hwmon);
+                free(a->hwmon);
+                a->hwmon = NULL;
+        }
 }

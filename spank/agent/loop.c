@@ -25,9 +25,6 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
 
 #include "agentd.h"
 
@@ -63,8 +60,8 @@ static uint64_t mono_ns(void)
 
 static uint64_t tsc_now(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
-        return __rdtsc();
+#if defined(MPI_PSTATE_HAVE_COUNTER)
+        return mpi_pstate_slot_counter();
 #else
         return 0;
 #endif

@@ -222,6 +222,28 @@ static void put_ranks(struct buf *b, const struct agentd *a)
         put(b, "\n  ],\n");
 }
 
+/* hwmon: one node figure ("joules", what the epilog reads when there is no
+ * package_j) and the channels it adds up. */
+static void put_hwmon(struct buf *b, const struct agentd *a)
+{
+        const struct mpi_pstate_hwmon *h = a->hwmon;
+        bool ok = a->rapl_status == MPI_PSTATE_RAPL_OK && h && h->n > 0;
+
+        put(b, ", \"kind\": \"%s\", \"joules\": ",
+            h && h->kind == MPI_PSTATE_HWMON_POWER ? "power_meter" : "energy_counter");
+        if (ok)
+                put_joules(b, mpi_pstate_hwmon_total_uj(h));
+        else
+                put(b, "null");
+        put(b, ", \"channels\": [");
+        for (unsigned i = 0; ok && i < h->n; i++) {
+                put(b, "%s{\"label\": \"%s\", \"j\": ", i ? ", " : "", h->ch[i].label);
+                put_joules(b, h->ch[i].total_uj);
+                put(b, ", \"resets\": %" PRIu64 "}", h->ch[i].resets);
+        }
+        put(b, "]},\n");
+}
+
 static void put_energy(struct buf *b, const struct agentd *a)
 {
         const struct mpi_pstate_rapl_sampler *s = &a->sampler;
@@ -229,9 +251,16 @@ static void put_energy(struct buf *b, const struct agentd *a)
         int sockets[MPI_PSTATE_RAPL_MAX_ZONES];
         unsigned nsock = 0;
 
-        put(b, "  \"energy\": {\"status\": \"%s\", \"samples\": %" PRIu64 ", \"interval_s\": ",
-            mpi_pstate_rapl_status_name(a->rapl_status), a->rapl_samples);
+        put(b,
+            "  \"energy\": {\"status\": \"%s\", \"source\": \"%s\", \"samples\": %" PRIu64
+            ", \"interval_s\": ",
+            mpi_pstate_rapl_status_name(a->rapl_status),
+            mpi_pstate_energy_source_name(a->energy_src), a->rapl_samples);
         put_secs(b, a->rapl_interval_ns);
+        if (a->energy_src == MPI_PSTATE_ENERGY_HWMON) {
+                put_hwmon(b, a);
+                return;
+        }
         for (int k = MPI_PSTATE_RAPL_PACKAGE; k <= MPI_PSTATE_RAPL_DRAM; k++) {
                 bool have = false;
 

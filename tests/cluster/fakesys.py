@@ -51,7 +51,7 @@ from typing import Any, Optional
 from fusepy import FUSE, FuseOSError, Operations  # Debian python3-fusepy
 
 DEFAULTS: dict[str, Any] = {
-    "driver": "acpi-cpufreq",  # or "intel_pstate"
+    "driver": "acpi-cpufreq",  # or "intel_pstate", or "cppc_cpufreq" (Arm: no frequency table)
     "ncpu": 2,
     "cpus_per_policy": 1,  # 2 = one policy spanning both CPUs (package-wide domain)
     "freqs_khz": [3000000, 2400000, 1800000, 1200000],
@@ -126,7 +126,8 @@ class Policy:
             a["base_frequency"] = (ro, str(self.freqs[len(self.freqs) // 2]))
         else:
             a["cpuinfo_cur_freq"] = (0o400, str(self.cur()))
-            a["scaling_available_frequencies"] = (ro, " ".join(map(str, self.freqs)) + " ")
+            if self.driver != "cppc_cpufreq":  # CPPC: any level between the cpuinfo limits
+                a["scaling_available_frequencies"] = (ro, " ".join(map(str, self.freqs)) + " ")
         return a
 
     def write(self, attr: str, value: str) -> None:

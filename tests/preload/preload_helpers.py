@@ -128,6 +128,8 @@ def launcher(abi: str, n: int = 2, env: Optional[Mapping[str, str]] = None) -> L
 
 def run_mpi(abi: str, argv: List[str], env: Optional[Mapping[str, str]] = None, n: int = 2,
             timeout: float = 120, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+    if os.environ.get("MPI_PSTATE_TEST_EMULATED"):
+        timeout *= 4  # make check-arm64: every rank under qemu-user, on a shared machine
     full_env = dict(os.environ)
     for k in list(full_env):
         if k.startswith("MPI_PSTATE_") and k != "MPI_PSTATE_BUILD":

@@ -141,6 +141,24 @@ class Merge(unittest.TestCase):
         bad = rec("n1", "made-up")  # hostile label: dropped, not passed on
         self.assertNotIn("meter", validated(13, {"n1": bad})["n1"]["energy"])
 
+    def test_meter_hwmon_on_nodes_without_rapl(self) -> None:
+        """An agent that measured with hwmon (common/energy.h) labels its
+        node's joules "hwmon", never "rapl"; a simulated tree stays simulated;
+        the summary and the report say so."""
+        hw = noderec.parse_agent(b'{"step": 0, "energy": {"status": "ok", "source": "hwmon", '
+                                 b'"kind": "power_meter", "joules": 41.5, "channels": []}}', "n1")
+        self.assertEqual(hw["energy"], {"status": "ok", "joules": 41.5, "meter": "hwmon"})
+        self.assertEqual(noderec.energy_of([hw], None, "rapl")["meter"], "hwmon")
+        self.assertEqual(noderec.energy_of([hw], None, "simulated")["meter"], "simulated")
+        ra = noderec.parse_agent(b'{"step": 1, "energy": {"status": "ok", "source": "rapl", '
+                                 b'"package_j": 1.0, "dram_j": 1.0}}', "n1")
+        self.assertEqual(noderec.energy_of([ra], None, "rapl")["meter"], "rapl")
+        self.assertEqual(noderec.energy_of([hw, ra], None, "rapl")["meter"], "rapl")
+        r = fx.node_record(13, "n1", [fx.rank("n1", 0)], joules=41.5)
+        r["energy"]["meter"] = "hwmon"
+        recs = validated(13, {"n1": r})
+        self.assertEqual(summary.merge(13, ["n1"], recs, {})["summary"]["energy_src"], "hwmon")
+
     def test_meter_from_the_powercap_file_system(self) -> None:
         line = "{id} 1 0:{id} / {mp} rw,nosuid - {fs} {src} rw"
         sysfs = line.format(id=20, mp="/sys", fs="sysfs", src="sysfs")
