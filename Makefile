@@ -25,7 +25,13 @@ PYTHON := /usr/bin/python3
 
 B := build
 CC := gcc
-HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection -fcf-protection
+# Control-flow protection is per architecture: CET (endbr64 landing pads,
+# shadow stack) on x86, BTI landing pads + return-address signing on arm64.
+# Other targets get the portable hardening only.
+CF_ARCH := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null)))
+HARDEN_CF_x86_64 := -fcf-protection
+HARDEN_CF_aarch64 := -mbranch-protection=standard
+HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection $(HARDEN_CF_$(CF_ARCH))
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
 CSTD := -std=c11 -D_GNU_SOURCE
 OPT ?= -O2 -g

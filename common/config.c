@@ -74,6 +74,7 @@ EXPORT void mpi_pstate_config_defaults(struct mpi_pstate_config *c)
         mpi_pstate_options_defaults(&c->defaults);
         c->allow_off = true;
         c->governors = ALL_GOVERNORS;
+        c->slurm_governors = ALL_GOVERNORS;
         c->freq_min_khz = 0;
         c->freq_max_khz = 0;
         c->threshold_min_us = 0;
@@ -425,6 +426,28 @@ static enum mpi_pstate_limit clamp_u64(uint64_t *v, uint64_t lo, uint64_t hi, in
         return MPI_PSTATE_LIMIT_ADJUSTED;
 }
 
+/* Slurm's CpuFreqGovernors narrowed by allowed_governors; keep always. */
+static uint32_t allowed_governors(const struct mpi_pstate_config *c)
+{
+        return (c->governors & c->slurm_governors) | GOV_BIT(MPI_PSTATE_GOVERNOR_KEEP);
+}
+
+EXPORT int mpi_pstate_config_slurm(struct mpi_pstate_config *c, uint32_t slurm_governors,
+                                   bool slurm_freq_def, mpi_pstate_config_report_f report,
+                                   void *ctx)
+{
+        char note[512];
+
+        c->slurm_governors = slurm_governors & ALL_GOVERNORS;
+        c->slurm_freq_def = slurm_freq_def;
+        if (mpi_pstate_config_limit(c, &c->defaults, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)) ==
+            MPI_PSTATE_LIMIT_OK)
+                return 0;
+        c->defaults.governor = MPI_PSTATE_GOVERNOR_KEEP;
+        report_f(report, ctx, "%s (default_governor: using keep)", note);
+        return 1;
+}
+
 EXPORT enum mpi_pstate_limit mpi_pstate_config_limit(const struct mpi_pstate_config *c,
                                                      struct mpi_pstate_options *o, int id,
                                                      char *note, size_t notelen)
@@ -453,15 +476,19 @@ EXPORT enum mpi_pstate_limit mpi_pstate_config_limit(const struct mpi_pstate_con
                                  "low frequency", "freq_min", "freq_max", note, notelen);
         case MPI_PSTATE_OPT_GOVERNOR:
                 if ((unsigned)o->governor < MPI_PSTATE_GOVERNOR_COUNT &&
-                    (c->governors & GOV_BIT(o->governor)))
+                    (allowed_governors(c) & GOV_BIT(o->governor)))
                         return MPI_PSTATE_LIMIT_OK;
                 human(o, id, word, sizeof(word));
-                governor_list(c->governors | GOV_BIT(MPI_PSTATE_GOVERNOR_KEEP), list, sizeof(list));
+                governor_list(allowed_governors(c), list, sizeof(list));
                 if (note)
                         snprintf(note, notelen,
                                  PREFIX "governor %s is not allowed on this cluster "
-                                        "(allowed_governors: %s)",
-                                 word, list);
+                                        "(%sallowed_governors: %s)",
+                                 word,
+                                 c->slurm_governors == ALL_GOVERNORS
+                                     ? ""
+                                     : "slurm.conf CpuFreqGovernors narrowed by ",
+                                 list);
                 o->governor = c->defaults.governor;
                 return MPI_PSTATE_LIMIT_REFUSED;
         default:

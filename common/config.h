@@ -32,8 +32,13 @@
 struct mpi_pstate_config {
         /* default_<key>: what a job gets for an option it does not give. */
         struct mpi_pstate_options defaults;
-        bool allow_off;            /* allow_off: may users choose --mpi-pstate=off */
-        uint32_t governors;        /* allowed_governors: bit (1u << governor); keep always */
+        bool allow_off;     /* allow_off: may users choose --mpi-pstate=off */
+        uint32_t governors; /* allowed_governors: bit (1u << governor); keep always */
+        /* From slurm.conf (mpi_pstate_config_slurm): CpuFreqGovernors, which
+         * allowed_governors narrows (all when no slurm.conf was read), and
+         * whether CpuFreqDef makes Slurm set every step's governor. */
+        uint32_t slurm_governors;
+        bool slurm_freq_def;
         uint64_t freq_min_khz;     /* freq_min: floor for --mpi-pstate-low; 0 = none */
         uint64_t freq_max_khz;     /* freq_max: ceiling for every frequency set; 0 = none */
         uint64_t threshold_min_us; /* threshold_min */
@@ -68,6 +73,13 @@ void mpi_pstate_config_defaults(struct mpi_pstate_config *c);
 int mpi_pstate_config_parse(struct mpi_pstate_config *c, int argc, char *const argv[],
                             mpi_pstate_config_report_f report, void *ctx);
 
+/* Takes Slurm's own settings (slurm.conf CpuFreqGovernors as a governor
+ * mask, CpuFreqDef set or not): a job may choose a governor only if both
+ * CpuFreqGovernors and allowed_governors allow it.  A default_governor
+ * outside is reported and becomes keep.  Returns the number of problems. */
+int mpi_pstate_config_slurm(struct mpi_pstate_config *c, uint32_t slurm_governors,
+                            bool slurm_freq_def, mpi_pstate_config_report_f report, void *ctx);
+
 /* Result of mpi_pstate_config_limit(). */
 enum mpi_pstate_limit {
         MPI_PSTATE_LIMIT_OK = 0,       /* within limits, unchanged */
@@ -81,7 +93,7 @@ enum mpi_pstate_limit {
  *   mode      off with allow_off=no becomes profile (adjusted)
  *   threshold clamped into [threshold_min, threshold_max] (adjusted)
  *   low       a frequency clamped into [freq_min, freq_max]; min stays min
- *   governor  not in allowed_governors: refused
+ *   governor  not in allowed_governors or Slurm's CpuFreqGovernors: refused
  *   bind      no limit
  * note (may be NULL) receives a message starting with "mpi-pstate: ". */
 enum mpi_pstate_limit mpi_pstate_config_limit(const struct mpi_pstate_config *c,

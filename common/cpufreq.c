@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "parse.h"
 #include "safeio.h"
 
@@ -666,6 +667,27 @@ EXPORT int mpi_pstate_cpufreq_mech_choose(const struct mpi_pstate_cpufreq_policy
         }
         mpi_pstate_errmsg_set(err, errlen, "invalid mechanism %d", (int)requested);
         return -EINVAL;
+}
+
+EXPORT int mpi_pstate_cpufreq_step_range(const struct mpi_pstate_cpufreq_policy *p,
+                                         const struct mpi_pstate_cpufreq_settings *start,
+                                         enum mpi_pstate_cpufreq_mech mech, uint64_t want_low,
+                                         uint64_t admin_floor, uint32_t *low, uint32_t *high)
+{
+        uint32_t hi = start->max_khz;
+
+        /* Under userspace the step runs at setspeed, which may sit below the
+         * maximum (srun --cpu-freq=<freq>): raising a core to the maximum
+         * would run it faster than the step was set to. */
+        if (mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED && strcmp(start->governor, "userspace") == 0 &&
+            start->setspeed_khz && start->setspeed_khz < hi)
+                hi = start->setspeed_khz;
+        /* scaling_min_freq is the step's floor (srun --cpu-freq=<min>-<max>
+         * sets it; the kernel would not go below it anyway). */
+        *high = hi;
+        *low = mpi_pstate_agent_low_khz(want_low, p->cpuinfo_min_khz, admin_floor, start->min_khz,
+                                        hi, p->freqs, p->nfreqs);
+        return *low ? 0 : -ERANGE;
 }
 
 static bool in_list(const char *list, const char *name)

@@ -122,6 +122,20 @@ int mpi_pstate_cpufreq_mech_choose(const struct mpi_pstate_cpufreq_policy *p,
                                    const char *job_governor, enum mpi_pstate_cpufreq_mech *out,
                                    char *err, size_t errlen);
 
+/* Pure: the two frequencies the agent alternates a domain between, from
+ * the settings it had once the step's frequencies were set (by the resource
+ * manager, e.g. srun --cpu-freq or CpuFreqDef, and by the per-job policy).
+ *   high  what the step was set to run at, never above it: setspeed under
+ *         the userspace governor with mech SETSPEED, else scaling_max_freq;
+ *   low   want_low (0 = the lowest allowed) raised to the floor
+ *         max(cpuinfo_min, admin_floor, scaling_min_freq) and rounded up to
+ *         the frequency table, never above high.
+ * Returns 0, or -ERANGE (*low = 0) when no frequency below high is allowed. */
+int mpi_pstate_cpufreq_step_range(const struct mpi_pstate_cpufreq_policy *p,
+                                  const struct mpi_pstate_cpufreq_settings *start,
+                                  enum mpi_pstate_cpufreq_mech mech, uint64_t want_low,
+                                  uint64_t admin_floor, uint32_t *low, uint32_t *high);
+
 /* ---- per-job policy ---- */
 struct mpi_pstate_cpufreq_limits { /* admin, from plugstack.conf */
         uint32_t floor_khz;        /* lowest min/low allowed; 0 = cpuinfo_min */

@@ -87,7 +87,7 @@ static enum mpi_pstate_rapl_kind kind_of(const char *name)
         return MPI_PSTATE_RAPL_OTHER;
 }
 
-static int read_attr(const char *dir, const char *file, char *buf, size_t len)
+EXPORT int mpi_pstate_rapl_read_attr(const char *dir, const char *file, char *buf, size_t len)
 {
         char path[600];
         int n = snprintf(path, sizeof(path), "%s/%s", dir, file);
@@ -130,7 +130,7 @@ static int load_zone(struct mpi_pstate_rapl_zone *z, const char *base, const cha
         n = snprintf(z->dir, sizeof(z->dir), "%s/%s", base, id);
         if (n < 0 || (size_t)n >= sizeof(z->dir))
                 return -ENAMETOOLONG;
-        rc = read_attr(z->dir, "name", buf, sizeof(buf));
+        rc = mpi_pstate_rapl_read_attr(z->dir, "name", buf, sizeof(buf));
         if (rc)
                 return rc;
         if (strlen(buf) >= sizeof(z->name) ||
@@ -139,7 +139,7 @@ static int load_zone(struct mpi_pstate_rapl_zone *z, const char *base, const cha
         memcpy(z->name, buf, strlen(buf) + 1);
         z->kind = kind_of(z->name);
         z->socket = z->kind == MPI_PSTATE_RAPL_PSYS ? -1 : pkg;
-        rc = read_attr(z->dir, "max_energy_range_uj", buf, sizeof(buf));
+        rc = mpi_pstate_rapl_read_attr(z->dir, "max_energy_range_uj", buf, sizeof(buf));
         if (rc)
                 return rc;
         rc = mpi_pstate_parse_u64(buf, 1, UINT64_MAX, &v);
@@ -225,7 +225,7 @@ EXPORT uint64_t mpi_pstate_rapl_sample_interval_us(uint64_t range_uj, uint64_t m
         return t == UINT64_MAX ? t : t / 2;
 }
 
-static int read_counter(int fd, uint64_t range, uint64_t *out)
+EXPORT int mpi_pstate_rapl_read_counter(int fd, uint64_t range, uint64_t *out)
 {
         char buf[32];
         ssize_t n;
@@ -278,7 +278,7 @@ EXPORT enum mpi_pstate_rapl_status mpi_pstate_rapl_sampler_open(struct mpi_pstat
                 c->kind = z->kind;
                 c->socket = z->socket;
                 c->range_uj = z->max_range_uj;
-                rc = read_counter(c->fd, c->range_uj, &c->last_uj);
+                rc = mpi_pstate_rapl_read_counter(c->fd, c->range_uj, &c->last_uj);
                 if (rc) {
                         s->status = status_of(rc);
                         goto fail;
@@ -300,7 +300,7 @@ EXPORT enum mpi_pstate_rapl_status mpi_pstate_rapl_sampler_sample(struct mpi_pst
         for (unsigned i = 0; i < s->n; i++) {
                 struct mpi_pstate_rapl_counter *c = &s->c[i];
                 uint64_t cur;
-                int rc = read_counter(c->fd, c->range_uj, &cur);
+                int rc = mpi_pstate_rapl_read_counter(c->fd, c->range_uj, &cur);
 
                 if (rc) {
                         st = status_of(rc);

@@ -7,6 +7,7 @@
  * See docs/cpufreq.md ("RAPL"). */
 #ifndef MPI_PSTATE_RAPL_H
 #define MPI_PSTATE_RAPL_H
+#include <stddef.h>
 #include <stdint.h>
 
 enum mpi_pstate_rapl_status {
@@ -101,5 +102,11 @@ uint64_t mpi_pstate_rapl_sampler_total_uj(const struct mpi_pstate_rapl_sampler *
                                           enum mpi_pstate_rapl_kind kind);
 
 void mpi_pstate_rapl_sampler_close(struct mpi_pstate_rapl_sampler *s);
+
+/* Shared with the hwmon source (energy.c): the first line of dir/file into
+ * buf (0 or -errno), and one pread of a decimal counter at offset 0 that
+ * must be <= range (0, -errno, or -EINVAL for a malformed value). */
+int mpi_pstate_rapl_read_attr(const char *dir, const char *file, char *buf, size_t len);
+int mpi_pstate_rapl_read_counter(int fd, uint64_t range, uint64_t *out);
 
 #endif

@@ -399,7 +399,7 @@ EXPORT int mpi_pstate_slot_clock_choose(const char *want, enum mpi_pstate_clock 
                 *clock = MPI_PSTATE_CLOCK_MONOTONIC;
                 return 0;
         }
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(MPI_PSTATE_HAVE_COUNTER)
         if (want && strcmp(want, "tsc") == 0) {
                 *clock = MPI_PSTATE_CLOCK_TSC;
                 return 0;
@@ -408,7 +408,7 @@ EXPORT int mpi_pstate_slot_clock_choose(const char *want, enum mpi_pstate_clock 
         if (want && *want && strcmp(want, "auto") != 0)
                 return -EINVAL;
         *clock = MPI_PSTATE_CLOCK_MONOTONIC;
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(MPI_PSTATE_HAVE_COUNTER)
         fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
                   O_RDONLY | O_CLOEXEC);
         if (fd < 0)
@@ -417,7 +417,12 @@ EXPORT int mpi_pstate_slot_clock_choose(const char *want, enum mpi_pstate_clock 
         close(fd);
         if (n > 0) {
                 buf[n] = '\0';
-                if (strcmp(buf, "tsc\n") == 0 || strcmp(buf, "tsc") == 0)
+                buf[strcspn(buf, "\n")] = '\0';
+#if defined(__aarch64__)
+                if (strcmp(buf, "arch_sys_counter") == 0)
+#else
+                if (strcmp(buf, "tsc") == 0)
+#endif
                         *clock = MPI_PSTATE_CLOCK_TSC;
         }
 #else
@@ -448,6 +453,13 @@ EXPORT uint64_t mpi_pstate_slot_clock_rate(enum mpi_pstate_clock clock,
 
         if (clock != MPI_PSTATE_CLOCK_TSC || !first)
                 return UINT64_C(1000000000);
+#if defined(__aarch64__)
+        uint64_t frq;
+
+        __asm__ volatile("mrs %0, cntfrq_el0" : "=r"(frq));
+        if (frq & UINT64_C(0xffffffff)) /* the register's upper half is RES0 */
+                return frq & UINT64_C(0xffffffff);
+#endif
         mpi_pstate_slot_clock_sample(clock, &second);
         if (second.ns - first->ns < min_ns) {
                 uint64_t left = min_ns - (second.ns - first->ns);

@@ -50,6 +50,12 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #endif
+/* MPI_PSTATE_HAVE_COUNTER: the CPU has a constant-rate counter readable
+ * from user space that the "tsc" clock reads: the TSC on x86, the generic
+ * timer's virtual count (cntvct_el0) on aarch64. */
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+#define MPI_PSTATE_HAVE_COUNTER 1
+#endif
 
 #define MPI_PSTATE_SEG_MAGIC UINT64_C(0x316765737473706d)  /* "mpstseg1" */
 #define MPI_PSTATE_SLOT_MAGIC UINT64_C(0x746f6c737473706d) /* "mpstslot" */
@@ -68,7 +74,10 @@
 /* slot.clock: what the tick values (wait_since, *_ticks) count. */
 enum mpi_pstate_clock {
         MPI_PSTATE_CLOCK_NONE = 0,
-        MPI_PSTATE_CLOCK_TSC = 1,       /* rdtsc; the kernel's clocksource is tsc */
+        /* the CPU's counter (mpi_pstate_slot_counter): rdtsc on x86, where
+         * the kernel's clocksource is tsc; cntvct_el0 on aarch64, where it is
+         * arch_sys_counter.  The word stays "tsc" in options and records. */
+        MPI_PSTATE_CLOCK_TSC = 1,
         MPI_PSTATE_CLOCK_MONOTONIC = 2, /* clock_gettime(CLOCK_MONOTONIC), ns */
 };
 
@@ -287,14 +296,19 @@ int mpi_pstate_slot_setup(struct mpi_pstate_slot *s, uint32_t index, const char 
 int mpi_pstate_slot_snapshot(const struct mpi_pstate_slot *shared, struct mpi_pstate_slot *copy);
 
 /* Chooses the time source: want is "auto", "tsc", "monotonic" or NULL
- * (auto).  auto picks tsc on x86 when the kernel's clocksource is tsc (the
- * kernel then trusts it to be invariant and synchronised across CPUs), else
- * monotonic.  Returns 0 or -EINVAL for an unknown word. */
+ * (auto).  auto picks tsc when the kernel's clocksource is the CPU's
+ * counter: "tsc" on x86 (the kernel then trusts it to be invariant and
+ * synchronised across CPUs), "arch_sys_counter" on aarch64; else monotonic.
+ * "tsc" is refused (-EINVAL) where there is no counter.  Returns 0 or
+ * -EINVAL for an unknown word. */
 int mpi_pstate_slot_clock_choose(const char *want, enum mpi_pstate_clock *clock);
 
-/* Ticks per second of clock: 1e9 for monotonic; for tsc, measured against
- * CLOCK_MONOTONIC_RAW between two samples taken at least min_ns apart
- * (the caller may do useful work in between: pass the first sample in). */
+/* Ticks per second of clock: 1e9 for monotonic; for tsc on x86, measured
+ * against CLOCK_MONOTONIC_RAW between two samples taken at least min_ns
+ * apart (the caller may do useful work in between: pass the first sample
+ * in).  On aarch64 the architecture states the rate (cntfrq_el0, which the
+ * kernel's own timer uses too): it is returned as is, without waiting; a
+ * zero there (firmware that did not set it) falls back to measuring. */
 struct mpi_pstate_clock_sample {
         uint64_t ticks, ns;
 };
@@ -317,11 +331,28 @@ void mpi_pstate_slot_wake_agent(struct mpi_pstate_seg_header *hdr, struct mpi_ps
 
 /* ---- hot path, inline: no system call, no lock, no allocation ---- */
 
+#if defined(MPI_PSTATE_HAVE_COUNTER)
+/* Like rdtsc, the aarch64 read is not ordered against the instructions
+ * around it (no isb): a few cycles of skew are nothing against the
+ * microsecond thresholds, and an isb would cost more than the read. */
+static inline uint64_t mpi_pstate_slot_counter(void)
+{
+#if defined(__aarch64__)
+        uint64_t v;
+
+        __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+        return v;
+#else
+        return __rdtsc();
+#endif
+}
+#endif
+
 static inline uint64_t mpi_pstate_slot_now(enum mpi_pstate_clock clock)
 {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(MPI_PSTATE_HAVE_COUNTER)
         if (__builtin_expect(clock == MPI_PSTATE_CLOCK_TSC, 1))
-                return __rdtsc();
+                return mpi_pstate_slot_counter();
 #endif
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no system call */

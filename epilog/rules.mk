@@ -9,10 +9,17 @@
 #   $(libexecdir)/mpi-pstate/mpi-pstate-dbcomment libslurm: SystemComment writer
 #   $(datadir)/mpi-pstate/python/                 the package + preload's slot reader
 #   $(mandir)/man1/mpi-pstate.1, man8/mpi-pstate-epilog.8
+#   $(systemdunitdir)/mpi-pstate-{flush,prune}.{service,timer}  installed, not enabled
+#   $(datadir)/mpi-pstate/mpi-pstate.cron         cron example (sites without systemd)
 
 EPILOG_DBCOMMENT := $(B)/epilog/mpi-pstate-dbcomment
 EPILOG_PY := $(sort $(wildcard epilog/mpi_pstate/*.py))
 EPILOG_PYDIR = $(datadir)/mpi-pstate/python
+# systemd reads units from /usr/lib/systemd/system and /usr/local/lib/systemd/system
+# (a package installs everything under /usr: tests/py/test_packaging.py).
+systemdunitdir ?= $(prefix)/lib/systemd/system
+EPILOG_UNITS := $(patsubst packaging/systemd/%.in,$(B)/epilog/units/%,$(wildcard packaging/systemd/*.in))
+EPILOG_CRON := $(B)/epilog/mpi-pstate.cron
 EPILOG_SUBST = sed -e 's|@PYDIR@|$(EPILOG_PYDIR)|' -e 's|@BINDIR@|$(bindir)|' \
 	-e 's|@SBINDIR@|$(sbindir)|' -e 's|@LIBEXECDIR@|$(libexecdir)|'
 
@@ -24,10 +31,16 @@ $(EPILOG_DBCOMMENT): epilog/mpi-pstate-dbcomment.c $(COMMON_LIB) common/parse.h 
 	$(CC) $(CSTD) $(OPT) $(WARN) $(HARDEN) -fPIE -Icommon -o $@ $< $(COMMON_LIB) \
 	  $(LDFLAGS_COMMON) -pie -lslurm
 
-.PHONY: epilog install-epilog
-epilog: $(EPILOG_DBCOMMENT)
+$(B)/epilog/units/%: packaging/systemd/%.in | $(B)/epilog
+	mkdir -p $(dir $@) && $(EPILOG_SUBST) $< > $@.tmp && mv -f $@.tmp $@
 
-install-epilog: $(EPILOG_DBCOMMENT)
+$(EPILOG_CRON): packaging/cron/mpi-pstate.cron.in | $(B)/epilog
+	$(EPILOG_SUBST) $< > $@.tmp && mv -f $@.tmp $@
+
+.PHONY: epilog install-epilog
+epilog: $(EPILOG_DBCOMMENT) $(EPILOG_UNITS) $(EPILOG_CRON)
+
+install-epilog: $(EPILOG_DBCOMMENT) $(EPILOG_UNITS) $(EPILOG_CRON)
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(libexecdir)/mpi-pstate \
 	  $(DESTDIR)$(EPILOG_PYDIR)/mpi_pstate $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man8
 	install -m 0755 $(EPILOG_DBCOMMENT) $(DESTDIR)$(libexecdir)/mpi-pstate/
@@ -35,7 +48,9 @@ install-epilog: $(EPILOG_DBCOMMENT)
 	install -m 0644 preload/mpi_pstate_slot.py $(DESTDIR)$(EPILOG_PYDIR)/
 	$(EPILOG_SUBST) epilog/mpi-pstate > $(DESTDIR)$(bindir)/mpi-pstate.tmp
 	chmod 0755 $(DESTDIR)$(bindir)/mpi-pstate.tmp && mv -f $(DESTDIR)$(bindir)/mpi-pstate.tmp $(DESTDIR)$(bindir)/mpi-pstate
-	for e in epilog epilog-slurmctld; do \
+	$(EPILOG_SUBST) epilog/mpi-pstate-epilog.in > $(DESTDIR)$(sbindir)/mpi-pstate-epilog.tmp
+	chmod 0755 $(DESTDIR)$(sbindir)/mpi-pstate-epilog.tmp && mv -f $(DESTDIR)$(sbindir)/mpi-pstate-epilog.tmp $(DESTDIR)$(sbindir)/mpi-pstate-epilog
+	for e in epilog-slurmctld; do \
 	  printf '#!/bin/sh\n# Slurm %s entry point of mpi-pstate (see mpi-pstate-epilog(8)); always exits 0.\nexec %s %s "$$@"\n' \
 	    "$$e" "$(bindir)/mpi-pstate" "$$e" > $(DESTDIR)$(sbindir)/mpi-pstate-$$e.tmp && \
 	  chmod 0755 $(DESTDIR)$(sbindir)/mpi-pstate-$$e.tmp && \
@@ -43,10 +58,14 @@ install-epilog: $(EPILOG_DBCOMMENT)
 	done
 	install -m 0644 man/mpi-pstate.1 $(DESTDIR)$(mandir)/man1/
 	install -m 0644 man/mpi-pstate-epilog.8 $(DESTDIR)$(mandir)/man8/
+	install -d $(DESTDIR)$(systemdunitdir) $(DESTDIR)$(datadir)/mpi-pstate
+	install -m 0644 $(EPILOG_UNITS) $(DESTDIR)$(systemdunitdir)/
+	install -m 0644 $(EPILOG_CRON) $(DESTDIR)$(datadir)/mpi-pstate/
 
-ALL_TARGETS += $(EPILOG_DBCOMMENT)
+ALL_TARGETS += $(EPILOG_DBCOMMENT) $(EPILOG_UNITS) $(EPILOG_CRON)
 INSTALL_TARGETS += install-epilog
 UNINSTALL_FILES += $(bindir)/mpi-pstate $(sbindir)/mpi-pstate-epilog \
 	$(sbindir)/mpi-pstate-epilog-slurmctld $(libexecdir)/mpi-pstate/mpi-pstate-dbcomment \
 	$(addprefix $(EPILOG_PYDIR)/mpi_pstate/,$(notdir $(EPILOG_PY))) \
-	$(EPILOG_PYDIR)/mpi_pstate_slot.py $(mandir)/man1/mpi-pstate.1 $(mandir)/man8/mpi-pstate-epilog.8
+	$(EPILOG_PYDIR)/mpi_pstate_slot.py $(mandir)/man1/mpi-pstate.1 $(mandir)/man8/mpi-pstate-epilog.8 \
+	$(addprefix $(systemdunitdir)/,$(notdir $(EPILOG_UNITS))) $(datadir)/mpi-pstate/mpi-pstate.cron

@@ -5,7 +5,8 @@ Outputs (all into --out, normally $(B)/gen/preload):
   mpi_pstate_fn.h   X-macro table of the wrapped functions (id, name, kind)
   front_syms.h      every exported symbol of the front library, in slot order
   front.S           the front library: one `jmp *slot(%rip)` trampoline per
-                    symbol and one lazy resolver stub per symbol
+                    symbol and one lazy resolver stub per symbol, for x86-64
+                    and (the same list, `adrp; ldr; br x16`) for aarch64
   wrappers.c        the ABI backend: C, Fortran and mpi_f08 entry points, each
                     calling the next definition of its own symbol (a PMPI tool
                     later in the search order, else the MPI: PMPI_X for C),
@@ -413,13 +414,19 @@ FRONT_HEAD = Template("""\
  *
  * The ABI-neutral front library: each exported MPI symbol is one indirect
  * jump through its slot.  A slot first points to the symbol's resolver stub
- * (symbol index in %r11, then the common resolver in front.c's asm helper),
- * which fills the whole table once and jumps on; afterwards the cost of a
- * call is this one jump. */
+ * (symbol index in a scratch register, then the common resolver
+ * mpi_pstate_front_lazy), which fills the whole table once and jumps on;
+ * afterwards the cost of a call is this one jump.  One block per
+ * architecture, each generated from the same symbol list. */
+""")
+
+# x86-64: the index travels in %r11 (call-clobbered, no argument register).
+X86_HEAD = """\
+#if defined(__x86_64__)
 #include <cet.h>
 
         .text
-""")
+"""
 
 TRAMPOLINE = Template("""\
         .p2align 4
@@ -439,7 +446,7 @@ STUB = Template("""\
         jmp mpi_pstate_front_lazy
 """)
 
-FRONT_TAIL = Template("""\
+X86_LAZY = """\
 
 /* Common resolver: keeps every argument register (integer, vector and %al
  * for varargs) and the stack exactly as the caller left them, asks
@@ -457,8 +464,8 @@ mpi_pstate_front_lazy:
         pushq %r9
         pushq %rax
         pushq %r10
-        subq $$128, %rsp
-        andq $$-16, %rsp
+        subq $128, %rsp
+        andq $-16, %rsp
         movdqa %xmm0, 0(%rsp)
         movdqa %xmm1, 16(%rsp)
         movdqa %xmm2, 32(%rsp)
@@ -490,12 +497,113 @@ mpi_pstate_front_lazy:
         popq %rbp
         jmp *%r11
         .size mpi_pstate_front_lazy, .-mpi_pstate_front_lazy
+"""
+
+# aarch64: x16/x17 are the intra-procedure-call scratch registers (what a
+# PLT entry or a linker veneer may clobber), so a trampoline may use them
+# and no argument register is touched.  `hint 34` is `bti c`, a no-op on
+# cores without BTI; a `br x16`/`br x17` may land on it (the PLT reaches
+# the trampoline with `br x17`, the trampoline reaches the stub with br x16).
+A64_HEAD = """\
+#elif defined(__aarch64__)
+
+        .text
+"""
+
+A64_TRAMPOLINE = Template("""\
+        .p2align 4
+        .globl $name
+        .type $name, %function
+$name:
+        hint 34
+        adrp x16, mpi_pstate_front_slots+$offset
+        ldr x16, [x16, #:lo12:mpi_pstate_front_slots+$offset]
+        br x16
+        .size $name, .-$name
+""")
+
+A64_STUB = Template("""\
+        .p2align 3
+.Lstub_$index:
+        hint 34
+        mov w17, #$index
+        b mpi_pstate_front_lazy
+""")
+
+A64_LAZY = """\
+
+/* Common resolver: keeps the argument registers x0-x7, the indirect-result
+ * register x8, v0-v7 (whole q registers) and the stack exactly as the
+ * caller left them, asks mpi_pstate_front_resolve(index) for the target and
+ * jumps there.  Reached only by a direct branch from a stub. */
+        .p2align 4
+        .type mpi_pstate_front_lazy, %function
+mpi_pstate_front_lazy:
+        stp x29, x30, [sp, #-224]!
+        mov x29, sp
+        stp x0, x1, [sp, #16]
+        stp x2, x3, [sp, #32]
+        stp x4, x5, [sp, #48]
+        stp x6, x7, [sp, #64]
+        str x8, [sp, #80]
+        stp q0, q1, [sp, #96]
+        stp q2, q3, [sp, #128]
+        stp q4, q5, [sp, #160]
+        stp q6, q7, [sp, #192]
+        mov w0, w17
+        bl mpi_pstate_front_resolve
+        mov x16, x0
+        ldp q0, q1, [sp, #96]
+        ldp q2, q3, [sp, #128]
+        ldp q4, q5, [sp, #160]
+        ldp q6, q7, [sp, #192]
+        ldp x0, x1, [sp, #16]
+        ldp x2, x3, [sp, #32]
+        ldp x4, x5, [sp, #48]
+        ldp x6, x7, [sp, #64]
+        ldr x8, [sp, #80]
+        ldp x29, x30, [sp], #224
+        br x16
+        .size mpi_pstate_front_lazy, .-mpi_pstate_front_lazy
+
+/* Built with -mbranch-protection: tell the linker that this object has BTI
+ * landing pads and signs no return address it would need to (the lazy
+ * resolver saves x30 only around its own call), so the library keeps the
+ * BTI/PAC marking the C objects give it. */
+#if defined(__ARM_FEATURE_BTI_DEFAULT)
+#define MPI_PSTATE_FRONT_BTI 1
+#else
+#define MPI_PSTATE_FRONT_BTI 0
+#endif
+#if defined(__ARM_FEATURE_PAC_DEFAULT)
+#define MPI_PSTATE_FRONT_PAC 2
+#else
+#define MPI_PSTATE_FRONT_PAC 0
+#endif
+#if MPI_PSTATE_FRONT_BTI || MPI_PSTATE_FRONT_PAC
+        .pushsection .note.gnu.property, "a"
+        .p2align 3
+        .word 4
+        .word 16
+        .word 5
+        .asciz "GNU"
+        .word 0xc0000000
+        .word 4
+        .word MPI_PSTATE_FRONT_BTI + MPI_PSTATE_FRONT_PAC
+        .word 0
+        .popsection
+#endif
+"""
+
+# The slot table and the stub table, the same on every architecture but for
+# the assembler's type prefix ('@' on x86, '%' on aarch64).
+FRONT_DATA = Template("""\
 
         .section .data.rel,"aw"
         .p2align 6
         .globl mpi_pstate_front_slots
         .hidden mpi_pstate_front_slots
-        .type mpi_pstate_front_slots, @object
+        .type mpi_pstate_front_slots, ${t}object
 mpi_pstate_front_slots:
 $slots
         .size mpi_pstate_front_slots, $size
@@ -504,24 +612,33 @@ $slots
         .p2align 3
         .globl mpi_pstate_front_stubs
         .hidden mpi_pstate_front_stubs
-        .type mpi_pstate_front_stubs, @object
+        .type mpi_pstate_front_stubs, ${t}object
 mpi_pstate_front_stubs:
 $slots
         .size mpi_pstate_front_stubs, $size
 
-        .section .note.GNU-stack,"",@progbits
+        .section .note.GNU-stack,"",${t}progbits
 """)
+
+FRONT_TAIL = """\
+#else
+#error "front.S: no trampolines for this architecture (gen_wrappers.py knows x86-64 and aarch64)"
+#endif
+"""
 
 
 def gen_front_s(syms: List[Sym]) -> str:
-    out = [FRONT_HEAD.substitute(banner=BANNER)]
-    for s in syms:
-        out.append(TRAMPOLINE.substitute(name=s.name, offset=8 * s.index))
-    out.append("\n/* resolver stubs, one per symbol */\n")
-    for s in syms:
-        out.append(STUB.substitute(index=s.index))
     slots = "\n".join(f"        .quad .Lstub_{s.index}" for s in syms)
-    out.append(FRONT_TAIL.substitute(slots=slots, size=8 * len(syms)))
+    data = {"slots": slots, "size": 8 * len(syms)}
+    out = [FRONT_HEAD.substitute(banner=BANNER), X86_HEAD]
+    out += [TRAMPOLINE.substitute(name=s.name, offset=8 * s.index) for s in syms]
+    out.append("\n/* resolver stubs, one per symbol */\n")
+    out += [STUB.substitute(index=s.index) for s in syms]
+    out += [X86_LAZY, FRONT_DATA.substitute(data, t="@"), A64_HEAD]
+    out += [A64_TRAMPOLINE.substitute(name=s.name, offset=8 * s.index) for s in syms]
+    out.append("\n/* resolver stubs, one per symbol */\n")
+    out += [A64_STUB.substitute(index=s.index) for s in syms]
+    out += [A64_LAZY, FRONT_DATA.substitute(data, t="%"), FRONT_TAIL]
     return "".join(out)
 
 

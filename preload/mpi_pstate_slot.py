@@ -14,8 +14,6 @@ SlotError; no length or count read from the file is used unchecked.
 tests/py/test_preload_slot.py checks every offset here against the C
 compiler's offsetof() on common/slot.h.
 """
-from __future__ import annotations
-
 import mmap
 import os
 import struct

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -73,6 +74,7 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
             {"--runtime-dir", a->restore_dir},
             {"--record", a->record},
             {"--freq-min", floor},
+            {"--allow-governor", a->no_governor_change ? "no" : NULL},
             {"--log", a->log},
             {"--sysroot", a->sysroot},
         };
@@ -89,6 +91,72 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
         }
         argv[argc] = NULL;
         return (int)argc;
+}
+
+/* One directory or file of a root-run path: root's, and nobody else may
+ * change it.  A group-writable entry is fine when the group is root's; a
+ * world-writable directory only with the sticky bit (/tmp), where nobody
+ * but root can rename or remove root's entries. */
+static int trusted_entry(const char *p, bool dir, char *err, size_t errlen)
+{
+        struct stat st;
+
+        if (stat(p, &st) != 0) {
+                int rc = -errno;
+
+                mpi_pstate_errmsg_set(err, errlen, "%s: %s", p, strerror(-rc));
+                return rc;
+        }
+        if (st.st_uid != 0) {
+                mpi_pstate_errmsg_set(err, errlen, "%s is owned by uid %u, not root", p,
+                                      (unsigned)st.st_uid);
+                return -EPERM;
+        }
+        if (((st.st_mode & S_IWGRP) && st.st_gid != 0) ||
+            ((st.st_mode & S_IWOTH) && !(dir && (st.st_mode & S_ISVTX)))) {
+                mpi_pstate_errmsg_set(err, errlen, "%s is writable by %s (mode %04o)", p,
+                                      (st.st_mode & S_IWOTH) ? "everybody" : "its group",
+                                      (unsigned)(st.st_mode & 07777));
+                return -EPERM;
+        }
+        return 0;
+}
+
+int mpi_pstate_agentctl_trusted(const char *path, char *err, size_t errlen)
+{
+        char buf[PATH_MAX], real[PATH_MAX];
+        const char *const forms[2] = {buf, real};
+        int rc;
+
+        if (!path || path[0] != '/' || strlen(path) >= sizeof(buf)) {
+                mpi_pstate_errmsg_set(err, errlen, "%s: not an absolute path", path ? path : "");
+                return -EINVAL;
+        }
+        if (!realpath(path, real)) {
+                rc = -errno;
+                mpi_pstate_errmsg_set(err, errlen, "%s: %s", path, strerror(-rc));
+                return rc;
+        }
+        snprintf(buf, sizeof(buf), "%s", path);
+        /* Both the path as given (its directories: where a link could be
+         * swapped) and what it resolves to, every component up to "/". */
+        for (int f = 0; f < 2; f++) {
+                char p[PATH_MAX];
+                size_t n = strlen(forms[f]);
+
+                memcpy(p, forms[f], n + 1);
+                rc = f == 1 ? trusted_entry(p, false, err, errlen) : 0;
+                while (rc == 0 && n > 1) {
+                        while (n > 1 && p[n - 1] != '/')
+                                n--;
+                        p[n > 1 ? n - 1 : 1] = '\0';
+                        n = n > 1 ? n - 1 : 1;
+                        rc = trusted_entry(p, true, err, errlen);
+                }
+                if (rc)
+                        return rc;
+        }
+        return 0;
 }
 
 /* In the forked children only async-signal-safe calls: slurmstepd has threads. */
@@ -153,6 +221,10 @@ int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *out,
                 mpi_pstate_errmsg_set(err, errlen, "%s: %s", a->path, strerror(-rc));
                 return rc;
         }
+        /* Run as root: only a file and directories nobody but root can change. */
+        rc = mpi_pstate_agentctl_trusted(a->path, err, errlen);
+        if (rc)
+                return rc == -ENOENT ? -EACCES : rc;
         if (!S_ISREG(st.st_mode) || !(st.st_mode & S_IXUSR)) {
                 mpi_pstate_errmsg_set(err, errlen, "%s: not an executable file", a->path);
                 return -EACCES;
@@ -326,16 +398,23 @@ int mpi_pstate_agentctl_stop(pid_t pid, const char *record, unsigned timeout_ms)
 {
         int pidfd, rc;
 
-        if (!mpi_pstate_agentctl_is_ours(pid, record))
-                return 0;
-        /* Opened after the check: from here on the pidfd names that very
-         * process, whatever happens to the pid. */
+        /* The pidfd first, then the command line, then "still running":
+         * a pid cannot be reused before its process is reaped, so when the
+         * pidfd's process outlives the check, the command line read was its
+         * own, and every signal below goes to that very process. */
         pidfd = mpi_pstate_agentctl_pidfd(pid);
         if (pidfd >= 0) {
-                rc = mpi_pstate_agentctl_stop_pidfd(pidfd, timeout_ms);
+                rc = mpi_pstate_agentctl_is_ours(pid, record) && pidfd_wait(pidfd, 0) == 0
+                         ? mpi_pstate_agentctl_stop_pidfd(pidfd, timeout_ms)
+                         : 0;
                 close(pidfd);
                 return rc;
         }
+        if (pidfd != -ENOSYS && pidfd != -EPERM)
+                return 0; /* ESRCH: gone */
+        if (!mpi_pstate_agentctl_is_ours(pid, record))
+                return 0;
+        /* Linux < 5.3 (or a seccomp'd slurmstepd): kill() after the check. */
         if (kill(pid, SIGTERM) != 0)
                 return errno == ESRCH ? 0 : -errno;
         return stop_polling(pid, record, timeout_ms);

@@ -14,6 +14,7 @@
  * pid is never hit. */
 #ifndef MPI_PSTATE_SPANK_AGENTCTL_H
 #define MPI_PSTATE_SPANK_AGENTCTL_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -34,8 +35,9 @@ struct mpi_pstate_agent_args {
         uid_t uid; /* the segment's owner, the job's user */
         gid_t gid;
         uint64_t threshold_us;
-        uint64_t low_khz;      /* 0: min */
-        uint64_t freq_min_khz; /* the site's floor, 0: none */
+        uint64_t low_khz;        /* 0: min */
+        uint64_t freq_min_khz;   /* the site's floor, 0: none */
+        bool no_governor_change; /* Slurm set the step: --allow-governor no */
 };
 
 #define MPI_PSTATE_AGENT_MAX_ARGS 40
@@ -50,6 +52,13 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
  * checked before forking). */
 int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *pid, char *err,
                               size_t errlen);
+
+/* 0 when path (as given and as resolved) and every directory above it are
+ * root's and writable by nobody else (group root and sticky directories
+ * excepted), or a negative errno with the reason in err.  The plugin runs
+ * the agent as root and preloads the library into every rank: an entry a
+ * user could change would be a way in. */
+int mpi_pstate_agentctl_trusted(const char *path, char *err, size_t errlen);
 
 /* True while pid is alive (not a zombie) and its command line holds the
  * argument `record`. */

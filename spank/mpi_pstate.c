@@ -21,6 +21,7 @@
 #include "config.h"
 #include "log.h"
 #include "options.h"
+#include "slurmfreq.h"
 #include "wire.h"
 
 /* Built with -fvisibility=hidden: what Slurm must find is made visible
@@ -87,6 +88,30 @@ static void fill_spank_options(void)
         }
 }
 
+/* Slurm's CpuFreqGovernors and CpuFreqDef from the slurm.conf this process
+ * uses ($SLURM_CONF; slurmd points its steps at its configless cache).
+ * Without a readable file only allowed_governors limits the governor, and
+ * the login node's check may pass what the node's refuses (logged there). */
+static void slurm_settings(void)
+{
+        struct mpi_pstate_slurmfreq sf;
+        char msg[512];
+        int rc = mpi_pstate_slurmfreq_read(NULL, &sf);
+
+        if (rc == -ENOENT)
+                return;
+        if (rc) {
+                snprintf(msg, sizeof(msg),
+                         "mpi-pstate: slurm.conf: CpuFreqDef/CpuFreqGovernors: %s; using what "
+                         "could be read",
+                         strerror(-rc));
+                report_config(NULL, msg);
+                if (rc != -EINVAL)
+                        return;
+        }
+        mpi_pstate_config_slurm(&cfg, sf.governors, sf.def_set, report_config, NULL);
+}
+
 /* Idempotent: slurm_spank_init (or a job_script hook) does it with the
  * plugstack arguments; the call in opt_cb is only a guard. */
 static void setup(int ac, char **av)
@@ -95,6 +120,7 @@ static void setup(int ac, char **av)
                 return;
         mpi_pstate_config_defaults(&cfg);
         mpi_pstate_config_parse(&cfg, ac, av, report_config, NULL);
+        slurm_settings();
         opt = cfg.defaults;
         fill_spank_options();
         ready = true;
@@ -223,8 +249,9 @@ HOOK int slurm_spank_init(spank_t sp, int ac, char **av)
 
 /* slurm_spank_init_post_opt: after the option callbacks.
  *   remote      slurmstepd, root, once per step per node, before the tasks
- *               are forked: decide whether this step is ours, save and set
- *               the policy, start the agent.
+ *               are forked and before Slurm applies --cpu-freq: decide
+ *               whether this step is ours, save the cores' settings (the
+ *               restore records), create the segment.
  *   others      nothing to do (the callbacks did the checking).
  * Returns 0 always. */
 HOOK int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
@@ -252,8 +279,29 @@ HOOK int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         step_active = true;
         settings_text(settings, sizeof(settings));
         mp_verbose("job %u step %u node %u: %s", st.job_id, st.step_id, st.node_id, settings);
-        check(mpi_pstate_wire_policy_apply(&st), "policy save/set", &st);
-        check(mpi_pstate_wire_agent_start(&st), "agent start", &st);
+        check(mpi_pstate_wire_policy_apply(&st), "policy save", &st);
+        check(mpi_pstate_wire_agent_start(&st), "segment", &st);
+        return 0;
+}
+
+/* slurm_spank_task_post_fork: remote only; slurmstepd, root, once per local
+ * task, after the task was forked and before it may exec.  Slurm's task
+ * plugin has applied --cpu-freq/CpuFreqDef by now (task_p_pre_setuid, before
+ * the first fork): the first call sets the step's policy over Slurm's setting
+ * and starts the agent, which takes the result as the step's "high".
+ * Returns 0 always (non-zero fails the step). */
+HOOK int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
+{
+        static bool started;
+        struct mpi_pstate_step st;
+
+        (void)ac;
+        (void)av;
+        if (spank_context() != S_CTX_REMOTE || !step_active || started)
+                return 0;
+        started = true;
+        gather(sp, &st, false);
+        check(mpi_pstate_wire_step_start(&st), "policy set/agent start", &st);
         return 0;
 }
 

@@ -61,9 +61,18 @@ static void set_one(const struct mpi_pstate_policy_req *req,
                 d->error = rc;
                 return;
         }
+        if (rc == 0 && req->save_only) {
+                d->status = MPI_PSTATE_POLICY_SET;
+                return;
+        }
         if (rc == 0)
-                rc = mpi_pstate_cpufreq_mech_choose(p, req->mechanism, true, req->governor,
-                                                    &d->mech, msg, sizeof(msg));
+                rc = mpi_pstate_cpufreq_mech_choose(p, req->mechanism, !req->keep,
+                                                    req->keep ? NULL : req->governor, &d->mech, msg,
+                                                    sizeof(msg));
+        if (rc == 0 && req->keep) {
+                d->status = MPI_PSTATE_POLICY_SET; /* target: the step's settings as found */
+                return;
+        }
         if (rc == 0)
                 rc = mpi_pstate_cpufreq_plan(p, &lim, &ask, d->mech, &d->target, &d->clamped, msg,
                                              sizeof(msg));

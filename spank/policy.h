@@ -7,7 +7,12 @@
  * A domain is changed only when all of its online CPUs belong to the step
  * (else it is "shared" and left alone: it holds another job's or nobody's
  * CPUs) and when no other step holds its restore record ("busy").  Mode
- * profile changes nothing: the domains are only classified. */
+ * profile changes nothing: the domains are only classified.
+ *
+ * In slurmstepd the policy is applied in two calls around Slurm's own
+ * --cpu-freq handling (docs/cpufreq.md "Slurm's frequency controls"): first
+ * save_only, then, once Slurm has set the step's cores, the set (the save
+ * is then a no-op: the record of the first call stays). */
 #ifndef MPI_PSTATE_SPANK_POLICY_H
 #define MPI_PSTATE_SPANK_POLICY_H
 #include <sched.h>
@@ -45,6 +50,15 @@ struct mpi_pstate_policy_req {
         const char *governor;                   /* NULL: keep the node's */
         uint32_t floor_khz, ceiling_khz;        /* admin freq_min/freq_max, 0 = none */
         enum mpi_pstate_cpufreq_mech mechanism; /* how the agent will clock down */
+        /* Save the restore records only, write nothing: before the resource
+         * manager sets the step's frequencies, so that the records (and the
+         * resource manager's own saved state) hold the settings from before
+         * the step, whichever restores last. */
+        bool save_only;
+        /* The resource manager set the step's governor and frequencies
+         * (Slurm's --cpu-freq or CpuFreqDef): they win.  Nothing is written;
+         * the mechanism is chosen without a governor change. */
+        bool keep;
 };
 
 struct mpi_pstate_policy_result {

@@ -63,7 +63,7 @@ ALL_TARGETS += $(SPANK_SO) $(SPANK_MAN) $(SPANK_CONF) $(SPANK_GEN)
 # leak our symbols into slurmstepd).
 spank-check-exports: $(SPANK_SO)
 	@got=$$(nm -D --defined-only $(SPANK_SO) | awk '{print $$3}' | sort | tr '\n' ' '); \
-	want="plugin_name plugin_type plugin_version slurm_spank_exit slurm_spank_init slurm_spank_init_post_opt slurm_spank_job_epilog slurm_spank_job_prolog slurm_spank_task_exit slurm_spank_task_init slurm_spank_task_init_privileged spank_plugin_version "; \
+	want="plugin_name plugin_type plugin_version slurm_spank_exit slurm_spank_init slurm_spank_init_post_opt slurm_spank_job_epilog slurm_spank_job_prolog slurm_spank_task_exit slurm_spank_task_init slurm_spank_task_init_privileged slurm_spank_task_post_fork spank_plugin_version "; \
 	if [ "$$got" != "$$want" ]; then echo "spank_mpi_pstate.so exports: $$got"; echo "expected: $$want"; exit 1; fi
 CHECK_PREREQS += spank-check-exports
 .PHONY: spank-check-exports

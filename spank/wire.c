@@ -49,6 +49,8 @@ static struct {
         char cpulist[512];
         bool policy_ok; /* cpufreq found; policy holds the domains */
         struct mpi_pstate_policy_result policy;
+        struct mpi_pstate_policy_req policy_req; /* of the save, for the set */
+        bool slurm_set; /* Slurm set the step's frequencies: its setting wins */
         bool shm_ok;
         struct stat shm_made; /* the segment as the plugin made it (its fd's fstat) */
         uint32_t shm_nslots;
@@ -217,6 +219,10 @@ int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st)
         req.floor_khz = (uint32_t)st->cfg->freq_min_khz;
         req.ceiling_khz = (uint32_t)st->cfg->freq_max_khz;
         req.mechanism = mech;
+        /* Only saved here: Slurm reads the cores' settings for its own reset
+         * after this hook (--cpu-freq, CpuFreqDef), and must find them as
+         * they were before the step.  mpi_pstate_wire_step_start() sets. */
+        req.save_only = true;
         rc = mpi_pstate_policy_apply(&req, &w.policy, err, sizeof(err));
         mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_POLICY);
         if (rc == -ENODEV) {
@@ -230,7 +236,8 @@ int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st)
                 return rc;
         }
         w.policy_ok = true;
-        mp_verbose("job %u step %u: cpus %s%s: %u domain(s): %u set, %u shared with other "
+        w.policy_req = req;
+        mp_verbose("job %u step %u: cpus %s%s: %u domain(s): %u saved, %u shared with other "
                    "CPUs (left alone), %u held by another step, %u failed%s%s",
                    st->job_id, st->step_id, w.cpulist, w.launcher ? " (launcher daemon)" : "",
                    w.policy.ndomains, w.policy.set, w.policy.shared, w.policy.busy, w.policy.failed,
@@ -342,7 +349,7 @@ static void start_agent(const struct mpi_pstate_step *st)
             .record = w.paths.record,
             .log = w.paths.log,
             .sysroot = st->cfg->sysroot,
-            .governor = mpi_pstate_options_governor_word(st->opt->governor),
+            .governor = w.slurm_set ? "keep" : mpi_pstate_options_governor_word(st->opt->governor),
             .job = st->job_id,
             .step = st->step_id,
             .uid = st->uid,
@@ -350,6 +357,7 @@ static void start_agent(const struct mpi_pstate_step *st)
             .threshold_us = st->opt->threshold_us,
             .low_khz = st->opt->low_khz,
             .freq_min_khz = st->cfg->freq_min_khz,
+            .no_governor_change = w.slurm_set,
         };
         char err[256] = "";
         int rc;
@@ -377,13 +385,26 @@ static void start_agent(const struct mpi_pstate_step *st)
                    a.mode);
 }
 
-static bool preload_usable(const char *path)
+static bool preload_usable(const struct mpi_pstate_step *st, const char *path)
 {
-        struct stat st;
+        char err[256] = "";
+        struct stat sb;
 
         /* Ranks run as the user: a library they cannot read would make ld.so
          * complain in every process of the step. */
-        return stat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IROTH);
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || !(sb.st_mode & S_IROTH)) {
+                mp_error("job %u step %u: preload library %s is missing or not world-readable: "
+                         "ranks run unmeasured",
+                         st->job_id, st->step_id, path);
+                return false;
+        }
+        /* Loaded into every rank of every job: only root may change it. */
+        if (mpi_pstate_agentctl_trusted(path, err, sizeof(err)) != 0) {
+                mp_error("job %u step %u: preload library not used: %s; ranks run unmeasured",
+                         st->job_id, st->step_id, err);
+                return false;
+        }
+        return true;
 }
 
 /* One debug line per half of the step (steptime.h): where its time went. */
@@ -452,33 +473,81 @@ static void check_container(const struct mpi_pstate_step *st, const char *lib)
         }
 }
 
+/* Slurm set the step's frequencies (srun/sbatch --cpu-freq reach the step
+ * as SLURM_CPU_FREQ_REQ; CpuFreqDef applies to every step without it). */
+static bool slurm_sets_frequencies(const struct mpi_pstate_step *st)
+{
+        char v[64];
+
+        if (st->cfg->slurm_freq_def)
+                return true;
+        return spank_getenv(st->sp, "SLURM_CPU_FREQ_REQ", v, sizeof(v)) != ESPANK_ENV_NOEXIST &&
+               v[0] != '\0';
+}
+
+/* The policy's writes, now that Slurm has set the step's cores: over
+ * Slurm's setting, if any, nothing is written (its controls win). */
+static void policy_set(const struct mpi_pstate_step *st)
+{
+        struct mpi_pstate_policy_req req = w.policy_req;
+        char err[256] = "";
+        int rc;
+
+        if (!w.policy_ok || !req.change)
+                return;
+        req.save_only = false;
+        req.keep = w.slurm_set = slurm_sets_frequencies(st);
+        mpi_pstate_policy_result_free(&w.policy);
+        w.policy_ok = false;
+        rc = mpi_pstate_policy_apply(&req, &w.policy, err, sizeof(err));
+        if (rc) {
+                mp_error("job %u step %u: cpufreq: %s", st->job_id, st->step_id,
+                         err[0] ? err : strerror(-rc));
+                return;
+        }
+        w.policy_ok = true;
+        if (req.keep && req.governor)
+                mp_info("job %u step %u: Slurm set the step's CPU frequencies (--cpu-freq or "
+                        "CpuFreqDef): --mpi-pstate-governor=%s not applied",
+                        st->job_id, st->step_id, req.governor);
+        mp_verbose("job %u step %u: %u domain(s): %u set%s, %u failed%s%s", st->job_id, st->step_id,
+                   w.policy.ndomains, w.policy.set, req.keep ? " (Slurm's setting kept)" : "",
+                   w.policy.failed, err[0] ? ": " : "", err);
+}
+
+int mpi_pstate_wire_step_start(const struct mpi_pstate_step *st)
+{
+        if (!w.paths_ok)
+                return 0; /* logged by mpi_pstate_wire_policy_apply(): nothing saved */
+        mpi_pstate_steptime_begin(&w.time);
+        policy_set(st);
+        mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_POLICY);
+        if (w.shm_ok && CPU_COUNT(&w.cpus) > 0) {
+                start_agent(st);
+                mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_AGENT);
+        }
+        write_step_record(st, false, NULL);
+        mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_RECORD);
+        log_time(st, false);
+        return 0;
+}
+
 int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st)
 {
         const char *lib = preload_path(st->cfg);
 
         mpi_pstate_container_root_id(&w.root);
-        if (preload_usable(lib)) {
+        if (preload_usable(st, lib)) {
                 check_container(st, lib);
                 /* Not injected into a container that lacks it: ld.so would
                  * complain in every process. */
                 if (!w.unmeasured_container)
                         w.preload = lib;
-        } else {
-                mp_error("job %u step %u: preload library %s is missing or not world-readable: "
-                         "ranks run unmeasured",
-                         st->job_id, st->step_id, lib);
         }
         if (!w.paths_ok)
                 return -ENOENT;
-        if (make_segment(st) == 0 && CPU_COUNT(&w.cpus) > 0) {
-                mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_SEGMENT);
-                start_agent(st);
-                mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_AGENT);
-        }
+        (void)make_segment(st);
         mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_SEGMENT);
-        write_step_record(st, false, NULL);
-        mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_RECORD);
-        log_time(st, false);
         return 0;
 }
 

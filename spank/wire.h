@@ -37,18 +37,27 @@ struct mpi_pstate_step {
 };
 
 /* slurm_spank_init_post_opt, remote: slurmstepd, root, once per step per
- * node, before any task is forked.  Finds the step's cores (the job's for an
- * MPI launcher's daemon), prepares pinning, and for mode on saves each
- * frequency domain the step owns alone into the restore records and sets the
- * step's policy (opt->governor within cfg->freq_min_khz/freq_max_khz).
- * Mode profile only classifies the domains. */
+ * node, before any task is forked and before Slurm's task plugin applies
+ * --cpu-freq/CpuFreqDef.  Finds the step's cores (the job's for an MPI
+ * launcher's daemon), prepares pinning, and for mode on saves each frequency
+ * domain the step owns alone into the restore records, writing nothing (the
+ * records, and Slurm's own saved state, must be the settings from before the
+ * step).  Mode profile only classifies the domains. */
 int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st);
 
 /* slurm_spank_init_post_opt, remote, after mpi_pstate_wire_policy_apply():
- * creates the step's slot segment for the job's user and starts the node
- * agent (on or profile; absent agent binary: logged, skipped), then writes
- * the step record. */
+ * checks the preload library and creates the step's slot segment for the
+ * job's user (the forked tasks inherit both). */
 int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st);
+
+/* slurm_spank_task_post_fork, remote, first task only: slurmstepd, root,
+ * after Slurm's task plugin set the step's cores and before any task execs.
+ * Sets the step's policy (opt->governor within cfg->freq_min_khz/
+ * freq_max_khz), or, when Slurm set the step's frequencies (SLURM_CPU_FREQ_REQ
+ * or CpuFreqDef), keeps Slurm's setting and writes nothing; starts the node
+ * agent (on or profile; absent binary: logged, skipped), which takes the
+ * cores' settings as the step's "high"; writes the step record. */
+int mpi_pstate_wire_step_start(const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_init_privileged, remote: the forked task before exec,
  * root, once per local task.  Pins the task (opt->bind) inside the step's

@@ -9,7 +9,9 @@
  * interleaved); the libslurm it calls is the unit tests' stub
  * (spank/tests/spank_stub.c), exported from this executable (-rdynamic).
  * The sequence is slurmstepd's for one step on one node: init and the
- * option callback, init_post_opt, then per task a forked child that runs
+ * option callback, init_post_opt, then per task a forked child, held until
+ * the parent has run task_post_fork for it (slurmstepd's order: the first
+ * one sets the step's policy and starts the agent), that runs
  * task_init_privileged and task_init and execs /bin/true with the plugin's
  * LD_PRELOAD (task_run: fork to reaped), the rest of the task's life
  * (--task-ms, slept), task_exit per task, and exit.  With --plugin none only
@@ -21,6 +23,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,11 +44,11 @@ struct args {
 };
 
 struct hooks {
-        hook_fn *init, *post_opt, *task_priv, *task_init, *task_exit, *exit;
+        hook_fn *init, *post_opt, *post_fork, *task_priv, *task_init, *task_exit, *exit;
 };
 
 struct times {
-        double dlopen, init, post_opt, task_priv, task_init, task_run, task_exit, exit;
+        double dlopen, init, post_opt, post_fork, task_priv, task_init, task_run, task_exit, exit;
 };
 
 static double now_ms(void)
@@ -134,6 +137,8 @@ static int load(const char *path, struct hooks *h, double *ms)
         }
         h->init = (hook_fn *)dlsym(so, "slurm_spank_init");
         h->post_opt = (hook_fn *)dlsym(so, "slurm_spank_init_post_opt");
+        /* optional: builds before issue 12 had none */
+        h->post_fork = (hook_fn *)dlsym(so, "slurm_spank_task_post_fork");
         h->task_priv = (hook_fn *)dlsym(so, "slurm_spank_task_init_privileged");
         h->task_init = (hook_fn *)dlsym(so, "slurm_spank_task_init");
         h->task_exit = (hook_fn *)dlsym(so, "slurm_spank_task_exit");
@@ -171,7 +176,7 @@ static int give_mode(const char *mode)
 
 /* The forked task: both per-task hooks, their times back through the pipe,
  * then the task's program, /bin/true, with the LD_PRELOAD the plugin set. */
-static void run_task(const struct hooks *h, unsigned task, int fd)
+static void run_task(const struct hooks *h, unsigned task, int fd, int go)
 {
         char pre[300];
         const char *lib;
@@ -181,6 +186,9 @@ static void run_task(const struct hooks *h, unsigned task, int fd)
         ssize_t n;
 
         stub.task_id = (int)task;
+        if (read(go, pre, 1) != 1) /* until the parent's task_post_fork */
+                _exit(1);
+        close(go);
         t[0] = timed(h->task_priv, 0, NULL);
         t[1] = timed(h->task_init, 0, NULL);
         n = write(fd, t, sizeof(t));
@@ -200,9 +208,9 @@ static int fork_tasks(const struct hooks *h, const struct args *a, pid_t *pids, 
 {
         for (unsigned i = 0; i < a->tasks; i++) {
                 double ct[2] = {0, 0};
-                int p[2];
+                int p[2], go[2];
 
-                if (pipe(p) != 0)
+                if (pipe(p) != 0 || pipe(go) != 0)
                         return 1;
                 forked[i] = now_ms();
                 pids[i] = fork();
@@ -210,9 +218,17 @@ static int fork_tasks(const struct hooks *h, const struct args *a, pid_t *pids, 
                         return 1;
                 if (pids[i] == 0) {
                         close(p[0]);
-                        run_task(h, i, p[1]);
+                        close(go[1]);
+                        run_task(h, i, p[1], go[0]);
                 }
                 close(p[1]);
+                close(go[0]);
+                stub.task_id = (int)i;
+                t->post_fork += timed(h->post_fork, 0, NULL);
+                stub.task_id = -1;
+                if (write(go[1], "g", 1) != 1)
+                        return 1;
+                close(go[1]);
                 if (read(p[0], ct, sizeof(ct)) != (ssize_t)sizeof(ct))
                         fprintf(stderr, "hooks: task %u reported nothing\n", i);
                 close(p[0]);
@@ -290,11 +306,11 @@ static void json_str(const char *s)
 static void report(const struct times *t)
 {
         printf(
-            "{\"dlopen\":%.3f,\"init\":%.3f,\"init_post_opt\":%.3f,\"task_init_privileged\":%.3f,"
-            "\"task_init\":%.3f,\"task_run\":%.3f,\"task_exit\":%.3f,\"exit\":%.3f,"
-            "\"start_phases\":",
-            t->dlopen, t->init, t->post_opt, t->task_priv, t->task_init, t->task_run, t->task_exit,
-            t->exit);
+            "{\"dlopen\":%.3f,\"init\":%.3f,\"init_post_opt\":%.3f,\"task_post_fork\":%.3f,"
+            "\"task_init_privileged\":%.3f,\"task_init\":%.3f,\"task_run\":%.3f,\"task_exit\":%.3f,"
+            "\"exit\":%.3f,\"start_phases\":",
+            t->dlopen, t->init, t->post_opt, t->post_fork, t->task_priv, t->task_init, t->task_run,
+            t->task_exit, t->exit);
         json_str(log_after("debug", "step start (ms): "));
         printf(",\"end_phases\":");
         json_str(log_after("debug", "step end (ms): "));
@@ -310,6 +326,7 @@ static void report(const struct times *t)
 int main(int argc, char **argv)
 {
         char kv[5][4200], *pargs[5], shm[96];
+        glob_t g;
         struct hooks h;
         struct times t = {0};
         struct args a;
@@ -329,8 +346,13 @@ int main(int argc, char **argv)
         rc = run_step(&h, &a, pargs, 4, &t);
         /* The segment stays for the node epilog in production; here nobody
          * else removes it. */
-        snprintf(shm, sizeof(shm), "/dev/shm/mpi-pstate.%u.0", a.job);
-        unlink(shm);
+        snprintf(shm, sizeof(shm), "/dev/shm/mpi-pstate.%u.0*",
+                 a.job); /* .<random> since issue 13 */
+        if (glob(shm, 0, NULL, &g) == 0) {
+                for (size_t i = 0; i < g.gl_pathc; i++)
+                        unlink(g.gl_pathv[i]);
+                globfree(&g);
+        }
         if (rc == 0)
                 report(&t);
         return rc;

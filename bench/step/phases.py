@@ -45,13 +45,14 @@ from typing import Any, Dict, List, Optional
 
 TOP = Path(__file__).resolve().parents[2]
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-fusepy for the FUSE fake
-HOOKS = ("dlopen", "init", "init_post_opt", "task_init_privileged", "task_init", "task_run",
-         "task_exit", "exit")
+HOOKS = ("dlopen", "init", "init_post_opt", "task_post_fork", "task_init_privileged", "task_init",
+         "task_run", "task_exit", "exit")
 # What a step waits for: everything but the exit hook runs before srun hears
 # that the tasks ended; exit (spank_fini) runs before the step-complete
 # message that frees the step's CPUs for the next step.  All of it counts;
 # the per-task hooks run inside task_run (the child), so they are not
 # added twice.
+# task_post_fork runs while the task it follows waits to exec: inside task_run.
 TOTAL = ("dlopen", "init", "init_post_opt", "task_run", "task_exit", "exit")
 
 

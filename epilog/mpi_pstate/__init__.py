@@ -10,6 +10,8 @@ Modules:
   summary    merging node records, the bounded accounting summary
   slurm      sacct/scontrol/dbcomment wrappers (argument lists, never a shell)
   report     text, JSON, CSV and SVG output of `mpi-pstate report`
+  whatif     `report --what-if`: predicted saving from wait histograms and the node model
+  calibrate  `mpi-pstate calibrate`: the node power model (RAPL + cpufreq)
   log        syslog + stderr
   cli        the subcommands
 

@@ -10,11 +10,9 @@ is written, every value is bounded and parsed strictly (a malformed value is
 reported as such, never guessed).  CPUs with identical settings are grouped
 (cpus="0-63"), so the size grows with the number of distinct settings, not
 with the number of CPUs."""
-from __future__ import annotations
-
 import os
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import parse, safeio
 
@@ -48,7 +46,7 @@ def _word(root: str, rel: str) -> Optional[str]:
     return v if re.fullmatch(r"[A-Za-z0-9_.:+\- ]{1,64}", v) else "<malformed>"
 
 
-def _ls(root: str, rel: str, pattern: str) -> list[str]:
+def _ls(root: str, rel: str, pattern: str) -> List[str]:
     try:
         names = os.listdir(os.path.join(root, rel))
     except OSError:
@@ -58,11 +56,11 @@ def _ls(root: str, rel: str, pattern: str) -> list[str]:
                   key=lambda n: int(re.sub(r"\D", "", n) or 0))
 
 
-def _group(per_cpu: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+def _group(per_cpu: Dict[int, Dict[str, Any]]) -> List[Dict[str, Any]]:
     """CPUs with equal settings -> [{"cpus": "0-3", **settings}], at most
     MAX_GROUPS groups (the rest counted in a final "more" entry)."""
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    first: dict[tuple[Any, ...], dict[str, Any]] = {}
+    groups: Dict[Tuple[Any, ...], List[int]] = {}
+    first: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for cpu in sorted(per_cpu):
         key = tuple(sorted((k, repr(v)) for k, v in per_cpu[cpu].items()))
         groups.setdefault(key, []).append(cpu)
@@ -75,9 +73,9 @@ def _group(per_cpu: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def cpus(root: str) -> dict[str, Any]:
+def cpus(root: str) -> Dict[str, Any]:
     base = "devices/system/cpu"
-    out: dict[str, Any] = {}
+    out: Dict[str, Any] = {}
     for k in ("online", "offline", "present"):
         v = _rd(root, f"{base}/{k}")
         if v is not None:
@@ -88,19 +86,19 @@ def cpus(root: str) -> dict[str, Any]:
     return out
 
 
-def cpufreq(root: str) -> dict[str, Any]:
+def cpufreq(root: str) -> Dict[str, Any]:
     base = "devices/system/cpu/cpufreq"
     pols = _ls(root, base, r"policy[0-9]{1,5}")
-    out: dict[str, Any] = {}
+    out: Dict[str, Any] = {}
     if not pols:
         out["driver"] = None
         out["status"] = "no cpufreq driver"
-    per_cpu: dict[int, dict[str, Any]] = {}
-    drivers: set[str] = set()
-    governors: set[str] = set()
+    per_cpu: Dict[int, Dict[str, Any]] = {}
+    drivers: Set[str] = set()
+    governors: Set[str] = set()
     for p in pols:
         d = f"{base}/{p}"
-        s: dict[str, Any] = {
+        s: Dict[str, Any] = {
             "driver": _word(root, f"{d}/scaling_driver"),
             "governor": _word(root, f"{d}/scaling_governor"),
             "min_khz": _num(root, f"{d}/scaling_min_freq"),
@@ -145,15 +143,15 @@ def cpufreq(root: str) -> dict[str, Any]:
     return out
 
 
-def cstates(root: str) -> dict[str, Any]:
+def cstates(root: str) -> Dict[str, Any]:
     base = "devices/system/cpu"
-    out: dict[str, Any] = {
+    out: Dict[str, Any] = {
         "driver": _word(root, f"{base}/cpuidle/current_driver"),
         "governor": _word(root, f"{base}/cpuidle/current_governor")
         or _word(root, f"{base}/cpuidle/current_governor_ro"),
     }
-    states: dict[str, dict[str, Any]] = {}
-    order: list[str] = []
+    states: Dict[str, Dict[str, Any]] = {}
+    order: List[str] = []
     for cpu in _ls(root, base, r"cpu[0-9]{1,5}")[:MAX_CPUS]:
         n = int(cpu[3:])
         for st in _ls(root, f"{base}/{cpu}/cpuidle", r"state[0-9]{1,2}")[:MAX_STATES]:
@@ -182,11 +180,11 @@ def cstates(root: str) -> dict[str, Any]:
     return out
 
 
-def uncore(root: str) -> list[dict[str, Any]]:
+def uncore(root: str) -> List[Dict[str, Any]]:
     base = "devices/system/cpu/intel_uncore_frequency"
     out = []
     for d in _ls(root, base, r"(package_[0-9]+_die_[0-9]+|uncore[0-9]+)")[:64]:
-        e: dict[str, Any] = {"domain": d}
+        e: Dict[str, Any] = {"domain": d}
         for k in ("min_freq_khz", "max_freq_khz", "initial_min_freq_khz",
                   "initial_max_freq_khz", "current_freq_khz"):
             e[k] = _num(root, f"{base}/{d}/{k}")
@@ -194,9 +192,9 @@ def uncore(root: str) -> list[dict[str, Any]]:
     return out
 
 
-def smt(root: str) -> dict[str, Any]:
+def smt(root: str) -> Dict[str, Any]:
     base = "devices/system/cpu"
-    out: dict[str, Any] = {"control": _word(root, f"{base}/smt/control")}
+    out: Dict[str, Any] = {"control": _word(root, f"{base}/smt/control")}
     active = _num(root, f"{base}/smt/active")
     out["active"] = None if active is None else bool(active)
     widths = set()
@@ -212,10 +210,10 @@ def smt(root: str) -> dict[str, Any]:
     return out
 
 
-def numa(root: str) -> dict[str, Any]:
+def numa(root: str) -> Dict[str, Any]:
     base = "devices/system/node"
     nodes = _ls(root, base, r"node[0-9]{1,4}")
-    out: dict[str, Any] = {"nodes": len(nodes), "cpus": {}, "distances": {}}
+    out: Dict[str, Any] = {"nodes": len(nodes), "cpus": {}, "distances": {}}
     for nd in nodes[:MAX_NUMA]:
         v = _rd(root, f"{base}/{nd}/cpulist")
         try:
@@ -232,7 +230,7 @@ def numa(root: str) -> dict[str, Any]:
     return out
 
 
-def rapl(root: str) -> dict[str, Any]:
+def rapl(root: str) -> Dict[str, Any]:
     base = "class/powercap"
     zones = _ls(root, base, r"intel-rapl:[0-9]+(:[0-9]+)?")
     if not zones:
@@ -249,9 +247,9 @@ def rapl(root: str) -> dict[str, Any]:
     return {"status": "ok" if readable else "no_access", "zones": names}
 
 
-def warnings(s: dict[str, Any]) -> list[str]:
+def warnings(s: Dict[str, Any]) -> List[str]:
     """What in the settings can slow a job down."""
-    w: list[str] = []
+    w: List[str] = []
     cf = s.get("cpufreq", {})
     if not cf.get("driver"):
         w.append("no cpufreq driver: frequencies are the firmware's (check BIOS power settings)")
@@ -280,15 +278,15 @@ def warnings(s: dict[str, Any]) -> list[str]:
     return w
 
 
-SECTIONS: dict[str, Callable[[str], Any]] = {
+SECTIONS: Dict[str, Callable[[str], Any]] = {
     "cpus": cpus, "cpufreq": cpufreq, "cstates": cstates, "uncore": uncore, "smt": smt,
     "numa": numa, "rapl": rapl,
 }
 
 
-def node_settings(sysroot: str = "/sys") -> dict[str, Any]:
+def node_settings(sysroot: str = "/sys") -> Dict[str, Any]:
     """Every section; a section that fails is reported, never fatal."""
-    out: dict[str, Any] = {"version": FORMAT_VERSION}
+    out: Dict[str, Any] = {"version": FORMAT_VERSION}
     for name, fn in SECTIONS.items():
         try:
             out[name] = fn(sysroot)
@@ -298,7 +296,7 @@ def node_settings(sysroot: str = "/sys") -> dict[str, Any]:
     return out
 
 
-def brief(s: dict[str, Any]) -> dict[str, Any]:
+def brief(s: Dict[str, Any]) -> Dict[str, Any]:
     """The few settings the accounting summary shows (fixed size)."""
     cf = s.get("cpufreq", {}) if isinstance(s.get("cpufreq"), dict) else {}
     cs = s.get("cstates", {}) if isinstance(s.get("cstates"), dict) else {}

@@ -8,8 +8,8 @@ import os
 import sys
 from typing import Any, Optional, Sequence
 
-from . import (VERSION, audit, collect, config, ctld, log, node, parse, plugincheck, report, slurm,
-               summary)
+from . import (VERSION, audit, calibrate, collect, config, ctld, log, node, parse, plugincheck,
+               report, rootcli, slurm, summary, whatif)
 
 PROG = "mpi-pstate"
 
@@ -18,21 +18,7 @@ def _dirs(paths: dict[str, str], *keys: str) -> list[str]:
     return [paths[k] for k in keys if paths.get(k)]
 
 
-def tool_dirs(paths: dict[str, str]) -> dict[str, list[str]]:
-    """Where the helper programs are: installed locations first, then the
-    source tree's build directory (MPI_PSTATE_BUILD or ./build)."""
-    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    build = os.environ.get("MPI_PSTATE_BUILD") or os.path.join(top, "build")
-    pkglibexec = os.path.join(paths["libexecdir"], "mpi-pstate") if paths.get("libexecdir") \
-        else ""
-    return {
-        "dbcomment": [pkglibexec, paths.get("here", ""), os.path.join(build, "epilog")],
-        "agent": [pkglibexec, paths.get("sbindir", ""), paths.get("libexecdir", ""),
-                  os.path.join(build, "spank"), os.path.join(build, "agent")],
-        "exec": [paths.get("here", ""), paths.get("bindir", ""), pkglibexec,
-                 os.path.join(build, "preload"), os.path.join(top, "preload")],
-        "bench": [pkglibexec, os.path.join(top, "bench", "eval")],
-    }
+tool_dirs = rootcli.tool_dirs
 
 
 # Subcommands that are whole programs of their own: `mpi-pstate NAME ARGS`
@@ -54,13 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser("report", help="per job, node and rank figures")
-    p.add_argument("jobs", nargs="+", metavar="JOBID", help="4242, 4242_3 or 4242_[1-3]")
+    p.add_argument("jobs", nargs="*", metavar="JOBID", help="4242, 4242_3 or 4242_[1-3]")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="everything as JSON")
     fmt.add_argument("--csv", action="store_true", help="one line per rank")
     fmt.add_argument("--svg", metavar="PATH",
                      help="per-rank chart; several jobs: PATH is a directory or holds %%j")
     _common_dirs(p)
+    report.add_what_if_args(p)
 
     p = sub.add_parser("backfill", help="write summaries the EpilogSlurmctld missed")
     p.add_argument("jobs", nargs="*", metavar="JOBID",
@@ -77,21 +64,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slurm-conf", help="slurm.conf to find plugstack.conf from")
     p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
 
-    p = sub.add_parser("epilog", help="node Epilog (root): restore backstop, node record")
-    _common_dirs(p)
-    p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
-    p.add_argument("--shm-dir", default="/dev/shm", help=argparse.SUPPRESS)
-    p.add_argument("--keep-segments", action="store_true",
-                   help="leave the job's shared-memory segments in place")
-    p.add_argument("--quiet", action="store_true", help="syslog only, nothing on stderr")
+    rootcli.add_parsers(sub)  # epilog, epilog-slurmctld, flush, prune
 
-    p = sub.add_parser("epilog-slurmctld", help="EpilogSlurmctld (SlurmUser): merge, summary")
-    _common_dirs(p)
-    p.add_argument("--wait", type=float, default=30.0,
-                   help="seconds to wait for the node records (default 30)")
-    p.add_argument("--db-wait", type=float, default=30.0,
-                   help="seconds to wait for slurmdbd to have the job's end (default 30)")
-    p.add_argument("--quiet", action="store_true", help="syslog only, nothing on stderr")
+    p = sub.add_parser("calibrate", help="measure this node's power model for `report "
+                       "--what-if` (root, on an idle node)")
+    p.add_argument("--model", metavar="PATH", help="where to store it (default "
+                   f"${whatif.MODEL_ENV}, else {whatif.DEFAULT_MODEL}; '-': print, store nothing)")
+    p.add_argument("--cpu", type=int, help="CPU to measure on (default: the last one allowed)")
+    p.add_argument("--seconds", type=float, default=2.0, help="per point (default 2)")
+    p.add_argument("--reps", type=int, default=2, help="repetitions of every point (default 2)")
+    p.add_argument("--points", type=int, default=3,
+                   help="frequencies measured, both ends included (default 3)")
+    p.add_argument("--json", action="store_true", help="print the model as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
 
     sub.add_parser("exec", help="run a program with the preload library (mpi-pstate-exec)",
                    add_help=False)
@@ -170,16 +156,24 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, 
 def cmd_report(a: argparse.Namespace) -> int:
     try:
         specs = [parse.job_spec(x) for x in a.jobs]
+        wi = report.what_if_options(a)
     except ValueError as e:
         print(f"{PROG} report: {e}", file=sys.stderr)
         return 2
     cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
     config.export_slurm_conf(cfg)
     try:
+        if wi is not None and wi.get("select"):
+            specs += slurm.sacct_select(**wi["select"])
+            if not specs:
+                print(f"{PROG} report: no job matches", file=sys.stderr)
+                return 1
         jobs, missing = load_jobs(specs, cfg)
     except slurm.SlurmError as e:
         print(f"{PROG} report: {e}", file=sys.stderr)
         return 1
+    if wi is not None:
+        return report.what_if_output(jobs, missing, wi, a)
     for m in missing:
         print(f"{PROG} report: job {m} not found in the accounting database", file=sys.stderr)
     if a.json:
@@ -321,18 +315,17 @@ def main(argv: Optional[Sequence[str]] = None, paths: Optional[dict[str, str]] =
             return cmd_report(a)
         if a.cmd == "backfill":
             return cmd_backfill(a, paths)
+        if a.cmd == "calibrate":
+            a.sysroot_given = a.sysroot != "/sys"
+            return calibrate.run(a)
         if a.cmd == "audit":
             pc = plugincheck.check(config.load(a.slurm_conf).plugin, plugincheck.slurm_release())
             s = {"plugin": pc} if a.plugin else dict(audit.node_settings(a.sysroot), plugin=pc)
             sys.stdout.write(json.dumps(s, indent=1) + "\n" if a.json else
                              plugin_text(pc) if a.plugin else audit_text(s) + plugin_text(pc))
             return 1 if a.plugin and not pc["ok"] else 0
-        if a.cmd == "epilog":
-            return node.run(a, tool_dirs(paths))
-        if a.cmd == "epilog-slurmctld":
-            dbt = node.find_tool("mpi-pstate-dbcomment", tool_dirs(paths)["dbcomment"],
-                                 "MPI_PSTATE_DBCOMMENT")
-            return ctld.run(a, dbt)
+        if a.cmd in rootcli.COMMANDS:
+            return rootcli.dispatch(a, paths, tool_dirs(paths))
     except BrokenPipeError:
         return 0
     except ValueError as e:

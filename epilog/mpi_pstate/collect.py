@@ -11,12 +11,10 @@ Node epilogs (root) create the job directory and hand it to the owner of
 collect_dir, so that EpilogSlurmctld (SlurmUser) can write job.json beside
 the node records.  Nothing here follows a symlink; every file read is
 checked for type, owner and size."""
-from __future__ import annotations
-
 import errno
 import os
 import stat
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from . import noderec, parse, safeio
 
@@ -28,13 +26,13 @@ def node_file(node: str) -> str:
     return f"node.{parse.safe_name(node)}.json"
 
 
-def open_collect(path: str, trusted: set[int], create_mode: Optional[int] = None) -> int:
+def open_collect(path: str, trusted: Set[int], create_mode: Optional[int] = None) -> int:
     """collect_dir itself: ancestors root-owned, the directory owned by a uid
     in `trusted` and not writable by group/others."""
     return safeio.open_dir(path, trusted={0}, final_owner=trusted, create_mode=create_mode)
 
 
-def open_job_dir(cfd: int, job: int, trusted: set[int], create: bool = False) -> Optional[int]:
+def open_job_dir(cfd: int, job: int, trusted: Set[int], create: bool = False) -> Optional[int]:
     """The job's directory (None if absent).  With create, make it owned by
     the owner of collect_dir (root hands it over with fchown)."""
     name = str(job)
@@ -71,7 +69,7 @@ def open_job_dir(cfd: int, job: int, trusted: set[int], create: bool = False) ->
         raise
 
 
-def present_nodes(jfd: int) -> set[str]:
+def present_nodes(jfd: int) -> Set[str]:
     out = set()
     for n in os.listdir(jfd):
         if n.startswith("node.") and n.endswith(".json") and not n.startswith(".tmp."):
@@ -79,12 +77,12 @@ def present_nodes(jfd: int) -> set[str]:
     return out
 
 
-def read_node_records(jfd: int, job: int, nodes: list[str], trusted: set[int]
-                      ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def read_node_records(jfd: int, job: int, nodes: List[str], trusted: Set[int]
+                      ) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, str]]:
     """Validated records of `nodes` (plus any other node found), and the
     reasons for the ones refused."""
-    records: dict[str, dict[str, Any]] = {}
-    bad: dict[str, str] = {}
+    records: Dict[str, Dict[str, Any]] = {}
+    bad: Dict[str, str] = {}
     names = list(dict.fromkeys(list(nodes) + sorted(present_nodes(jfd))))
     for n in names:
         try:
@@ -108,7 +106,7 @@ def read_node_records(jfd: int, job: int, nodes: list[str], trusted: set[int]
     return records, bad
 
 
-def read_job_detail(jfd: int, trusted: Optional[set[int]]) -> Optional[dict[str, Any]]:
+def read_job_detail(jfd: int, trusted: Optional[Set[int]]) -> Optional[Dict[str, Any]]:
     try:
         data = safeio.read_file(jfd, JOB_FILE, JOB_MAX_BYTES, owners=trusted)
         obj = noderec.decode(data)
@@ -143,7 +141,7 @@ def remove_job_dir(cfd: int, job: int) -> bool:
         return False
 
 
-def job_dirs(cfd: int) -> list[int]:
+def job_dirs(cfd: int) -> List[int]:
     out = []
     for n in os.listdir(cfd):
         try:

@@ -2,14 +2,11 @@
 plugstack.conf line (one source of truth for the plugin, the agent and the
 epilogs; keys and defaults as in common/config.h), SlurmUser from
 slurm.conf.  Command-line options override both."""
-from __future__ import annotations
-
 import glob
 import os
 import pwd
 import re
-from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import safeio
 
@@ -28,16 +25,24 @@ PLUGIN_MAX_BYTES = 64 << 20
 PLUGIN_DIRS = ("/usr/lib64/slurm", "/usr/lib/slurm")
 
 
-@dataclass
 class Config:
-    collect_dir: str = COLLECT_DIR
-    runtime_dir: str = RUNTIME_DIR
-    slurm_user: str = "root"
-    slurm_conf: str = "/etc/slurm/slurm.conf"
-    agent: Optional[str] = None  # plugstack key agent=: the node agent binary
-    plugstack: Optional[str] = None  # the file holding the plugin line, if found
-    plugin: Optional[str] = None  # the plugin file that line loads
-    problems: list[str] = field(default_factory=list)
+    """Plain class, not a dataclass: the epilogs run on Python 3.6."""
+
+    def __init__(self, collect_dir: str = COLLECT_DIR, runtime_dir: str = RUNTIME_DIR,
+                 slurm_user: str = "root", slurm_conf: str = "/etc/slurm/slurm.conf",
+                 agent: Optional[str] = None, plugstack: Optional[str] = None,
+                 plugin: Optional[str] = None, problems: Optional[List[str]] = None) -> None:
+        self.collect_dir = collect_dir
+        self.runtime_dir = runtime_dir
+        self.slurm_user = slurm_user
+        self.slurm_conf = slurm_conf
+        self.agent = agent  # plugstack key agent=: the node agent binary
+        self.plugstack = plugstack  # the file holding the plugin line, if found
+        self.plugin = plugin  # the plugin file that line loads
+        self.problems = problems if problems is not None else []  # type: List[str]
+        # Files and directories the settings were resolved from (the node
+        # Epilog's fast-path cache is stale once any is newer)
+        self.sources = []  # type: List[str]
 
     @property
     def slurm_uid(self) -> int:
@@ -74,7 +79,7 @@ def _read_text(path: str) -> Optional[str]:
         return None
 
 
-def _conf_lines(text: str) -> list[str]:
+def _conf_lines(text: str) -> List[str]:
     out = []
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
@@ -83,10 +88,10 @@ def _conf_lines(text: str) -> list[str]:
     return out
 
 
-def slurm_conf_values(path: str, keys: tuple[str, ...]) -> dict[str, str]:
+def slurm_conf_values(path: str, keys: Tuple[str, ...]) -> Dict[str, str]:
     """key=value settings of slurm.conf (case-insensitive keys, last wins)."""
     text = _read_text(path)
-    found: dict[str, str] = {}
+    found: Dict[str, str] = {}
     if text is None:
         return found
     want = {k.lower(): k for k in keys}
@@ -98,7 +103,7 @@ def slurm_conf_values(path: str, keys: tuple[str, ...]) -> dict[str, str]:
     return found
 
 
-def _plugin_dirs(slurm_conf: str) -> list[str]:
+def _plugin_dirs(slurm_conf: str) -> List[str]:
     """Where Slurm resolves a relative plugstack path: PluginDir (a colon
     list) or the distribution's default."""
     vals = slurm_conf_values(slurm_conf, ("PluginDir",))
@@ -106,7 +111,7 @@ def _plugin_dirs(slurm_conf: str) -> list[str]:
     return dirs or sorted(glob.glob("/usr/lib/*/slurm-wlm")) + list(PLUGIN_DIRS)
 
 
-def our_plugin(path: str, dirs: list[str]) -> Optional[str]:
+def our_plugin(path: str, dirs: List[str]) -> Optional[str]:
     """The file of a plugstack line if it is mpi-pstate's SPANK plugin (the
     path as written when the file cannot be read here), else None."""
     cands = [path] if path.startswith("/") else [os.path.join(d, path) for d in dirs]
@@ -126,13 +131,16 @@ def our_plugin(path: str, dirs: list[str]) -> Optional[str]:
 PluginLine = Tuple[Optional[str], Optional[List[str]], Optional[str]]
 
 
-def plugin_line(plugstack: str, depth: int = 0, dirs: Optional[list[str]] = None) -> PluginLine:
+def plugin_line(plugstack: str, depth: int = 0, dirs: Optional[List[str]] = None,
+                sources: Optional[List[str]] = None) -> PluginLine:
     """The first plugstack line (following `include` globs) that loads
     mpi-pstate's plugin: the plugin file, its arguments, the file the line
-    is in."""
+    is in.  sources: gets every file read and every include directory."""
     text = _read_text(plugstack)
     if text is None or depth > 4:
         return None, None, None
+    if sources is not None:
+        sources.append(plugstack)
     dirs = dirs if dirs is not None else list(PLUGIN_DIRS)
     for line in _conf_lines(text):
         words = line.split()
@@ -140,8 +148,10 @@ def plugin_line(plugstack: str, depth: int = 0, dirs: Optional[list[str]] = None
             for pattern in words[1:]:
                 if not pattern.startswith("/"):
                     pattern = os.path.join(os.path.dirname(plugstack), pattern)
+                if sources is not None:
+                    sources.append(os.path.dirname(pattern))
                 for f in sorted(glob.glob(pattern)):
-                    found = plugin_line(f, depth + 1, dirs)
+                    found = plugin_line(f, depth + 1, dirs, sources)
                     if found[1] is not None:
                         return found
             continue
@@ -173,7 +183,11 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
     c.slurm_user = vals.get("SlurmUser", "root")
     plugstack = vals.get("PlugStackConfig") or os.path.join(os.path.dirname(c.slurm_conf),
                                                             "plugstack.conf")
-    c.plugin, args, c.plugstack = plugin_line(plugstack, dirs=_plugin_dirs(c.slurm_conf))
+    c.sources = [c.slurm_conf]
+    c.plugin, args, c.plugstack = plugin_line(plugstack, dirs=_plugin_dirs(c.slurm_conf),
+                                              sources=c.sources)
+    if c.plugin:
+        c.sources.append(c.plugin)
     for word in args or []:
         k, sep, v = word.partition("=")
         if k == "agent" and sep:

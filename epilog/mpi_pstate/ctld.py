@@ -1,26 +1,26 @@
 """EpilogSlurmctld (SlurmUser, once per job, on the controller, while the
-job is COMPLETING) and `mpi-pstate backfill`: wait (bounded) for every
-node's record, merge them, keep the per-rank detail beside them (job.json)
-and write the bounded summary into the job's SystemComment, keeping whatever
-else the SystemComment holds.  AdminComment is never touched: jobstats and
-admins own it (docs/records.md, "Where the summary lives").
+job is COMPLETING), the merge behind `mpi-pstate flush` (spool.py) and
+`mpi-pstate backfill`: merge the nodes' records, keep the per-rank detail
+beside them (job.json) and write the bounded summary into the job's
+SystemComment, keeping whatever else the SystemComment holds.  AdminComment
+is never touched: jobstats and admins own it (docs/records.md, "Where the
+summary lives").
 
-Order, and why:
- 1. node records: the node epilogs run concurrently with us;
- 2. slurmctld's view of the job (mpi-pstate-dbcomment --system --show): the
-    base state behind COMPLETING and the current SystemComment (slurmdbd may
-    not have one set moments ago);
- 3. wait until slurmdbd has the job's end (sacct shows a final state):
-    slurmctld's own job-complete message rewrites system_comment when the
-    job has one, so ours must come after it;
- 4. write through libslurm (quotes intact), read back, retry within the
-    deadline.  Whatever is left undone, backfill repairs idempotently."""
-from __future__ import annotations
-
+The EpilogSlurmctld itself only queues the job and starts a flusher: it
+never waits for a node or for slurmdbd (issue 13, item 7).  The flusher
+(spool.process) takes a queued job once
+ 1. every node's record is there, or WAIT_RECORDS_S are over;
+ 2. slurmdbd has the job's end (sacct shows a final state): slurmctld's own
+    job-complete message rewrites system_comment when the job has one, so
+    ours must come after it; slurmctld's view (mpi-pstate-dbcomment
+    --system --show) gives the newest SystemComment while it knows the job;
+ 3. then finish() writes through libslurm (quotes intact) and reads back.
+Whatever is left undone stays queued; backfill repairs idempotently."""
 import argparse
 import os
+import sys
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import collect, config, log, noderec, parse, safeio, slurm, summary
 
@@ -33,7 +33,7 @@ class Deadline:
         return max(0.0, self.end - time.monotonic())
 
 
-def expected_nodes(nodelist: str) -> list[str]:
+def expected_nodes(nodelist: str) -> List[str]:
     if not nodelist or nodelist in ("None", "(null)") or nodelist.startswith("None "):
         return []
     try:
@@ -42,35 +42,15 @@ def expected_nodes(nodelist: str) -> list[str]:
         return slurm.hostnames(nodelist)
 
 
-def wait_records(cfg: config.Config, job: int, nodes: list[str], seconds: float,
-                 trusted: set[int]) -> None:
-    """Until every expected node's record exists, or the time is up."""
-    dl = Deadline(seconds)
-    pause = 0.05
-    while True:
-        try:
-            cfd = collect.open_collect(cfg.collect_dir, trusted)
-            try:
-                jfd = collect.open_job_dir(cfd, job, trusted)
-                if jfd is not None:
-                    try:
-                        if set(nodes) <= collect.present_nodes(jfd):
-                            return
-                    finally:
-                        os.close(jfd)
-            finally:
-                os.close(cfd)
-        except OSError:
-            pass  # a node epilog is creating the directory right now
-        if dl.left() <= 0:
-            return
-        time.sleep(min(pause, dl.left()))
-        pause = min(pause * 1.5, 0.5)
+Accept = Callable[[Dict[str, Any]], Optional[str]]
 
 
-def load_records(cfg: config.Config, job: int, nodes: list[str], trusted: set[int]
-                 ) -> tuple[dict[str, dict[str, Any]], dict[str, str], bool]:
-    """(records, bad, dir_exists)"""
+def load_records(cfg: config.Config, job: int, nodes: List[str], trusted: Set[int],
+                 accept: Optional[Accept] = None
+                 ) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, str], bool]:
+    """(records, bad, dir_exists).  accept(record): why a record is not this
+    job's (a previous job of the same id), or None; such a record is left
+    out, as if absent."""
     cfd = collect.open_collect(cfg.collect_dir, trusted)
     try:
         jfd = collect.open_job_dir(cfd, job, trusted)
@@ -78,6 +58,11 @@ def load_records(cfg: config.Config, job: int, nodes: list[str], trusted: set[in
             return {}, {}, False
         try:
             recs, bad = collect.read_node_records(jfd, job, nodes, trusted)
+            for n in sorted(recs):
+                why = accept(recs[n]) if accept else None
+                if why:
+                    log.warning(f"job {job}: node record of {n} left out: {why}")
+                    del recs[n]
             return recs, bad, True
         finally:
             os.close(jfd)
@@ -85,7 +70,7 @@ def load_records(cfg: config.Config, job: int, nodes: list[str], trusted: set[in
         os.close(cfd)
 
 
-def write_detail(cfg: config.Config, job: int, detail: dict[str, Any], trusted: set[int]) -> None:
+def write_detail(cfg: config.Config, job: int, detail: Dict[str, Any], trusted: Set[int]) -> None:
     cfd = collect.open_collect(cfg.collect_dir, trusted)
     try:
         jfd = collect.open_job_dir(cfd, job, trusted, create=True)
@@ -98,28 +83,12 @@ def write_detail(cfg: config.Config, job: int, detail: dict[str, Any], trusted: 
         os.close(cfd)
 
 
-def drop_job_dir(cfg: config.Config, job: int, trusted: set[int]) -> None:
+def drop_job_dir(cfg: config.Config, job: int, trusted: Set[int]) -> None:
     cfd = collect.open_collect(cfg.collect_dir, trusted)
     try:
         collect.remove_job_dir(cfd, job)
     finally:
         os.close(cfd)
-
-
-def wait_db_final(job: int, dl: Deadline) -> Optional[slurm.SacctJob]:
-    pause = 0.2
-    while True:
-        row = None
-        try:
-            row = slurm.sacct_one(job, timeout=max(5.0, dl.left()))
-        except slurm.SlurmError as e:
-            log.warning(f"sacct: {e}")
-        if row and row.state in slurm.TERMINAL:
-            return row
-        if dl.left() <= 0:
-            return row
-        time.sleep(min(pause, dl.left()))
-        pause = min(pause * 1.5, 2.0)
 
 
 def write_comment(db: slurm.DbTool, job: int, text: str, ours: str, dl: Deadline,
@@ -145,15 +114,16 @@ def write_comment(db: slurm.DbTool, job: int, text: str, ours: str, dl: Deadline
         pause = min(pause * 2, 3.0)
 
 
-def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: list[str],
-           trusted: set[int], dl: Deadline, job_state: Optional[str], exit_code: Optional[str],
+def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: List[str],
+           trusted: Set[int], dl: Deadline, job_state: Optional[str], exit_code: Optional[str],
            current: Optional[str], array: Optional[str], dry_run: bool = False,
-           cluster: Optional[str] = None, elapsed: Optional[str] = None) -> str:
+           cluster: Optional[str] = None, elapsed: Optional[str] = None,
+           accept: Optional[Accept] = None) -> str:
     """Merge, keep the detail, write the summary.  current: the job's
     SystemComment as it is now (None: read it from sacct); elapsed: sacct's
     Elapsed of the job.  Returns what happened (one word for logs and
     backfill's tally)."""
-    records, bad, exists = load_records(cfg, job, nodes, trusted)
+    records, bad, exists = load_records(cfg, job, nodes, trusted, accept)
     for n, why in sorted(bad.items()):
         log.warning(f"node record of {n} refused: {why}")
     if not exists:
@@ -196,7 +166,33 @@ def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: list[str],
     return result
 
 
-def run(a: argparse.Namespace, dbtool: Optional[str]) -> int:
+def spawn_flusher(argv: List[str]) -> None:
+    """Starts `mpi-pstate flush` detached (double fork, its own session,
+    no inherited descriptors): slurmctld waits for the EpilogSlurmctld, not
+    for it."""
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0)
+        return
+    try:  # the child: never return into the caller's code
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.closerange(3, 1024)
+        os.execv(argv[0], argv)
+    finally:
+        os._exit(0)
+
+
+def run(a: argparse.Namespace, dbtool: Optional[str],
+        spawn: Optional[Callable[[List[str]], None]] = spawn_flusher) -> int:
+    """Queues the job and returns (issue 13, item 7: within 1 s whatever
+    slurmdbd or a late node does); the flusher it starts writes the summary
+    (spool.flush)."""
+    from . import spool  # spool uses finish(): imported here, not at the top
     job = None
     try:
         job = parse.job_id(os.environ.get("SLURM_JOB_ID", os.environ.get("SLURM_JOBID", "")))
@@ -215,37 +211,32 @@ def run(a: argparse.Namespace, dbtool: Optional[str]) -> int:
         aj, at = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
         if aj and at and aj.isdigit() and at.isdigit():
             array = f"{aj}_{at}"
+        uid_text = os.environ.get("SLURM_JOB_UID", "")
+        uid = int(uid_text) if uid_text.isdigit() and len(uid_text) < 11 else None
         if not dbtool:
             log.error("mpi-pstate-dbcomment not found: summary cannot be written")
             return 0
-        db = slurm.DbTool(dbtool)
-        wait_records(cfg, job, nodes, a.wait, trusted)
-        t_rec = time.monotonic()
-        shown = None
         try:
-            shown = db.show(job)
-        except slurm.SlurmError as e:
-            log.warning(str(e))
-        state, code, current = shown if shown else (None, None, None)
-        dl = Deadline(a.db_wait)
-        records, _, exists = load_records(cfg, job, nodes, trusted)
-        elapsed = ""  # unknown unless slurmdbd has the job's end
-        if exists and any(r["status"] == "ok" for r in records.values()):
-            row = wait_db_final(job, dl)
-            if row is None:
-                log.warning(f"job {job} not in the accounting database after {a.db_wait} s")
-            else:
-                if row.state in slurm.TERMINAL:
-                    elapsed = row.elapsed
-                if state is None or state in ("PENDING", "RUNNING", "SUSPENDED"):
-                    state, code = row.state, row.exit_code
-        t_db = time.monotonic()
-        result = finish(cfg, db, job, nodes, trusted, dl, state, code, current, array,
-                        elapsed=elapsed)
-        t_end = time.monotonic()
-        log.info(f"job {job}: {result} in {t_end - t0:.2f} s (node records {t_rec - t0:.2f} s, "
-                 f"database {t_db - t_rec:.2f} s, merge and write {t_end - t_db:.2f} s; "
-                 f"nodes {','.join(nodes)[:200]})")
+            qfd = spool.open_queue(cfg, trusted, create=True)
+            assert qfd is not None
+        except FileNotFoundError:
+            log.error(f"{cfg.collect_dir} does not exist yet: job {job} not queued "
+                      "(no node wrote a record)")
+            return 0
+        try:
+            spool.enqueue(qfd, spool.entry_of(job, nodes, uid, array, time.time()))
+        finally:
+            os.close(qfd)
+        if spawn is not None:
+            argv = [sys.executable, "-I", os.path.abspath(sys.argv[0]), "flush", "--quiet",
+                    "--for", str(a.flush_for), "--wait", str(a.wait)]
+            for opt, v in (("--collect-dir", a.collect_dir), ("--runtime-dir", a.runtime_dir),
+                           ("--slurm-conf", cfg.slurm_conf)):
+                if v:
+                    argv += [opt, v]
+            spawn(argv)
+        log.info(f"job {job}: queued in {time.monotonic() - t0:.2f} s "
+                 f"(nodes {','.join(nodes)[:200]})")
     except Exception as e:  # never fail: the job would be marked with an epilog error
         log.error(f"EpilogSlurmctld of job {job} failed: {type(e).__name__}: {e}")
     return 0

@@ -1,17 +1,15 @@
 """One message, two places admins look: syslog (tag with the job id, as
 jobstats does) and stderr, which slurmd/slurmctld copy into their logs.
 Every message starts with "mpi-pstate: "."""
-from __future__ import annotations
-
 import sys
 import syslog
-from typing import TextIO
+from typing import List, Optional, TextIO
 
 _state = {"tag": "mpi-pstate", "open": False, "quiet": False}
-_stream: list[TextIO] = [sys.stderr]
+_stream: List[TextIO] = [sys.stderr]
 
 
-def setup(tag: str, quiet: bool = False, stream: TextIO | None = None) -> None:
+def setup(tag: str, quiet: bool = False, stream: Optional[TextIO] = None) -> None:
     """tag, e.g. "mpi-pstate-epilog[4242]"; quiet: syslog only."""
     _state["tag"] = tag
     _state["quiet"] = quiet

@@ -2,23 +2,23 @@
 its steps): run the restore backstop, then publish the node's record of the
 job into the collection directory.  Always exits 0: a failing Epilog
 drains the node, and nothing here is worth that."""
-from __future__ import annotations
-
 import argparse
+import errno
 import os
+import stat
 import re
 import socket
 import time
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from . import audit, collect, config, log, noderec, parse, safeio, slots, slurm
+from . import audit, collect, config, log, noderec, parse, safeio, slots, slurm, whatif
 
 AGENT_MAX_BYTES = 1 << 20
 MAX_AGENT_RECORDS = 64
 BACKSTOP_TIMEOUT = 30.0
 
 
-def find_tool(name: str, dirs: list[str], env: Optional[str] = None) -> Optional[str]:
+def find_tool(name: str, dirs: List[str], env: Optional[str] = None) -> Optional[str]:
     if env and os.environ.get(env):
         p = os.environ[env]
         return p if os.path.isfile(p) and os.access(p, os.X_OK) else None
@@ -29,7 +29,7 @@ def find_tool(name: str, dirs: list[str], env: Optional[str] = None) -> Optional
     return None
 
 
-def backstop(agent: Optional[str], restore_dir: str, job: int) -> dict[str, Any]:
+def backstop(agent: Optional[str], restore_dir: str, job: int) -> Dict[str, Any]:
     """Every core this job still holds back to its saved state, through the
     agent's own restore code (one implementation of restore)."""
     if not agent:
@@ -52,12 +52,75 @@ STEP_DIR_RE = re.compile(r"([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)
 STEP_FILES = ("agent.json", "plugin.json")
 
 
-def step_records(runtime: str, job: int, node: str) -> tuple[list[dict[str, Any]], list[str]]:
+def job_step_dirs(sfd: int, job: int) -> List[Tuple[str, str]]:
+    """(step, directory name) of this job's step directories, in step order."""
+    dirs = []
+    for n in os.listdir(sfd):
+        m = STEP_DIR_RE.fullmatch(n)
+        if m and int(m.group(1)) == job:
+            dirs.append((m.group(2), n))
+    dirs.sort(key=lambda d: (not d[0].isdigit(), int(d[0]) if d[0].isdigit() else 0, d[0]))
+    return dirs
+
+
+def remove_step_dirs(runtime: str, job: int) -> Tuple[int, List[str]]:
+    """Deletes the job's <runtime>/steps/<job>.<step>/ once read (issue 13,
+    item 3: agent.json and agent.log were left for ever): the files in each
+    (root's directory: root wrote them; no sub-directory is entered, a
+    symlink is unlinked, never followed), then the directory."""
+    problems: List[str] = []
+    n = 0
+    try:
+        sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
+    except OSError as e:
+        return 0, [] if e.errno == errno.ENOENT else [f"{runtime}/steps: {e.strerror}"]
+    try:
+        for _, d in job_step_dirs(sfd, job):
+            try:
+                dfd = os.open(d, safeio.O_DIR, dir_fd=sfd)
+            except OSError as e:
+                problems.append(f"step directory {d}: {e.strerror}")
+                continue
+            try:
+                if os.fstat(dfd).st_uid != 0:
+                    problems.append(f"step directory {d}: not root's, left")
+                    continue
+                for f in os.listdir(dfd)[:4096]:
+                    st = safeio.entry_stat(dfd, f)
+                    if st is not None and not stat.S_ISDIR(st.st_mode):
+                        os.unlink(f, dir_fd=dfd)
+            except OSError as e:
+                problems.append(f"step directory {d}: {e.strerror}")
+            finally:
+                os.close(dfd)
+            try:
+                os.rmdir(d, dir_fd=sfd)
+                n += 1
+            except OSError as e:
+                problems.append(f"step directory {d} not removed: {e.strerror}")
+    finally:
+        os.close(sfd)
+    return n, problems
+
+
+def restore_pending(runtime: str) -> bool:
+    """Whether <runtime>/restore holds any record (the backstop has work):
+    the agent and the plugin remove theirs once restored."""
+    try:
+        return any(not n.startswith(".") for n in os.listdir(os.path.join(runtime, "restore")))
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # cannot tell: let the agent's own checks decide
+
+
+def step_records(runtime: str, job: int, node: str) -> Tuple[List[Dict[str, Any]], List[str]]:
     """What the agent and the plugin left for each step of this job on this
     node: <runtime>/steps/<job>.<step>/{agent,plugin}.json, root-owned
-    (spank/paths.h; docs/agent.md).  Returns [{"step", "agent", "plugin"}]."""
-    out: list[dict[str, Any]] = []
-    problems: list[str] = []
+    (spank/paths.h; docs/agent.md).  Returns [{"step", "agent", "plugin",
+    "segments"}]: segments are the ones the plugin's record lists."""
+    out: List[Dict[str, Any]] = []
+    problems: List[str] = []
     try:
         sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
     except FileNotFoundError:
@@ -65,12 +128,7 @@ def step_records(runtime: str, job: int, node: str) -> tuple[list[dict[str, Any]
     except OSError as e:
         return out, [f"{runtime}/steps: {e.strerror}"]
     try:
-        dirs = []
-        for n in os.listdir(sfd):
-            m = STEP_DIR_RE.fullmatch(n)
-            if m and int(m.group(1)) == job:
-                dirs.append((m.group(2), n))
-        dirs.sort(key=lambda d: (not d[0].isdigit(), int(d[0]) if d[0].isdigit() else 0, d[0]))
+        dirs = job_step_dirs(sfd, job)
         if len(dirs) > MAX_AGENT_RECORDS:
             problems.append(f"{len(dirs)} step directories, {MAX_AGENT_RECORDS} read")
         for step, n in dirs[:MAX_AGENT_RECORDS]:
@@ -82,14 +140,14 @@ def step_records(runtime: str, job: int, node: str) -> tuple[list[dict[str, Any]
     return out, problems
 
 
-def step_dir(sfd: int, n: str, step: str, node: str, problems: list[str]
-             ) -> Optional[dict[str, Any]]:
+def step_dir(sfd: int, n: str, step: str, node: str, problems: List[str]
+             ) -> Optional[Dict[str, Any]]:
     try:
         dfd = os.open(n, safeio.O_DIR, dir_fd=sfd)
     except OSError as e:
         problems.append(f"step directory {n}: {e.strerror}")
         return None
-    info: dict[str, Any] = {"step": step, "agent": None, "plugin": None}
+    info: Dict[str, Any] = {"step": step, "agent": None, "plugin": None, "segments": []}
     try:
         st = os.fstat(dfd)
         if st.st_uid != 0 or st.st_mode & 0o022:
@@ -102,6 +160,9 @@ def step_dir(sfd: int, n: str, step: str, node: str, problems: list[str]
                     info["agent"] = noderec.parse_agent(data, node, default_step=step)
                 else:
                     info["plugin"] = noderec.parse_plugin(data, node)
+                    if info["plugin"] is not None:  # this node's: the segments it lists
+                        info["segments"] = noderec.plugin_segments(noderec.decode(data), step,
+                                                                   problems)
             except FileNotFoundError:
                 continue
             except (OSError, ValueError, UnicodeDecodeError) as e:
@@ -111,12 +172,26 @@ def step_dir(sfd: int, n: str, step: str, node: str, problems: list[str]
     return info if info["agent"] or info["plugin"] else None
 
 
-def job_env() -> tuple[int, str, int, dict[str, Any]]:
+def plugin_ran(runtime: str, job: int) -> bool:
+    """Whether the plugin did anything for this job on this node: a step
+    directory of the job (the plugin makes one for every step it is on
+    for).  Without one the Epilog writes nothing (issue 13, item 8)."""
+    try:
+        sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
+    except OSError:
+        return False
+    try:
+        return bool(job_step_dirs(sfd, job))
+    finally:
+        os.close(sfd)
+
+
+def job_env() -> Tuple[int, str, int, Dict[str, Any]]:
     job = parse.job_id(os.environ.get("SLURM_JOB_ID", os.environ.get("SLURM_JOBID", "")))
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     parse.safe_name(node)
     uid = int(parse.u64(os.environ.get("SLURM_JOB_UID", ""), 0, 0xFFFFFFFE))
-    extra: dict[str, Any] = {}
+    extra: Dict[str, Any] = {}
     for k, env in (("array_job", "SLURM_ARRAY_JOB_ID"), ("array_task", "SLURM_ARRAY_TASK_ID")):
         v = os.environ.get(env)
         if v and v.isdigit() and len(v) < 11:
@@ -124,7 +199,7 @@ def job_env() -> tuple[int, str, int, dict[str, Any]]:
     return job, node, uid, extra
 
 
-def run(a: argparse.Namespace, tools: dict[str, list[str]]) -> int:
+def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
     t0 = time.monotonic()
     job = None
     try:
@@ -142,16 +217,32 @@ def run(a: argparse.Namespace, tools: dict[str, list[str]]) -> int:
         runtime = config.expand_host(cfg.runtime_dir, config.short_host())
         agent = cfg.agent if cfg.agent and os.access(cfg.agent, os.X_OK) else \
             find_tool("mpi-pstate-agent", tools["agent"], "MPI_PSTATE_AGENT")
-        restore = backstop(agent, os.path.join(runtime, "restore"), job)
+        if os.environ.get("MPI_PSTATE_EPILOG_CACHE") and not a.runtime_dir:
+            write_cache(os.environ["MPI_PSTATE_EPILOG_CACHE"], runtime, cfg.sources)
+        ran = plugin_ran(runtime, job)
+        if restore_pending(runtime):
+            restore = backstop(agent, os.path.join(runtime, "restore"), job)
+        else:
+            restore = {"status": "ok", "why": "nothing to restore"}
         if restore["status"] == "failed":
             log.error(f"restore backstop failed: {restore}")
         elif restore["status"] == "skipped":
             log.info(f"restore backstop skipped: {restore['why']}")
-        steps, problems, segs = slots.job_segments(job, uid, a.shm_dir)
-        infos, sprob = step_records(runtime, job, node)
+        if not ran:
+            return 0  # the plugin was off for this job here: nothing to say
+        infos, problems = step_records(runtime, job, node)
+        listed = [s for i in infos for s in i.get("segments", [])]
+        steps, sprob, segs = slots.job_segments(job, uid, listed, a.shm_dir)
         problems += sprob
         has_data = any(s["ranks"] for s in steps) or infos
         settings = audit.node_settings(a.sysroot) if has_data else None
+        if settings is not None:  # `mpi-pstate calibrate`'s model, for report --what-if
+            try:
+                pm = whatif.model_for_record()
+                if pm:
+                    settings["power_model"] = pm
+            except (OSError, ValueError) as e:
+                problems.append(f"power model: {e}")
         rec = noderec.build(job, node, uid, settings=settings, steps=steps, infos=infos,
                             restore=restore, problems=problems, written=time.time(),
                             extra_job=extra or None, meter=meter_here(a.sysroot))
@@ -159,6 +250,10 @@ def run(a: argparse.Namespace, tools: dict[str, list[str]]) -> int:
         publish(cfg, job, node, data)
         if segs and not a.keep_segments:
             slots.remove_segments(job, segs, a.shm_dir)
+        if not a.keep_segments:
+            _, rprob = remove_step_dirs(runtime, job)
+            for p in rprob[:4]:
+                log.warning(p)
         for p in problems[:8]:
             log.warning(p)
         log.info(f"node {node}: record of job {job} published: status {rec['status']}, "
@@ -168,6 +263,29 @@ def run(a: argparse.Namespace, tools: dict[str, list[str]]) -> int:
     except Exception as e:  # never fail the Epilog: it would drain the node
         log.error(f"node epilog of job {job} failed: {type(e).__name__}: {e}")
     return 0
+
+
+def write_cache(path: str, runtime: str, sources: List[str]) -> None:
+    """The fast path's cache (epilog/mpi-pstate-epilog.in): the runtime
+    directory, the SLURM_CONF it was resolved under, the files it was
+    resolved from.  Only in a root-owned directory; never fatal."""
+    try:
+        lines = [runtime, "conf=" + os.environ.get("SLURM_CONF", "")]
+        lines += [s for s in dict.fromkeys(sources) if os.path.exists(s)]
+        if any("\n" in x for x in lines):
+            return
+        dfd = safeio.open_dir(os.path.dirname(path), trusted={0})
+        try:
+            name = os.path.basename(path)
+            safeio.write_atomic(dfd, name, ("\n".join(lines) + "\n").encode(), mode=0o644)
+            # 2 s in the past: a file changed in the same second as this
+            # write still reads as newer in the shell's -nt (whole seconds)
+            t = time.time() - 2
+            os.utime(name, (t, t), dir_fd=dfd, follow_symlinks=False)
+        finally:
+            os.close(dfd)
+    except OSError as e:
+        log.warning(f"{path}: {e}")
 
 
 def meter_here(sysroot: str) -> str:

@@ -1,36 +1,43 @@
 """The node record: what the node Epilog publishes for one job on one node
 (docs/records.md, format "mpi-pstate-node", version 1), and its strict
 validation on the reading side.  Pure: no Slurm, no file system."""
-from __future__ import annotations
-
 import json
 import math
 import re
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 FORMAT = "mpi-pstate-node"
 VERSION = 1
-MAX_BYTES = 32 << 20  # 64 segments x 4096 ranks would exceed it: the epilog bounds both
-MAX_RANKS = 65536
+# Bounds of one node record (docs/security.md, "Epilog side"): build()
+# applies them, validate() refuses more.  16384 ranks (slots.MAX_NODE_RANKS)
+# of about 450 bytes, 4 MiB of embedded step records and the rest fit.
+MAX_BYTES = 16 << 20
+MAX_RANKS = 16384
+MAX_EMBED_BYTES = 4 << 20  # agent.json + plugin.json of all steps together
 MAX_PROBLEMS = 32
 MAX_TEXT = 200
 AGENT_MAX_BYTES = 256 << 10
 STATUSES = ("ok", "none")
 ENERGY_STATUSES = ("ok", "partial", "absent", "no_access", "unknown", "error")
-METERS = ("rapl", "simulated", "none")
+METERS = ("rapl", "hwmon", "simulated", "none")
 RANK_STATES = ("finalized", "aborted", "exited", "killed", "disabled", "free")
 
 # field -> allowed JSON types (None = null allowed)
 _NUM = (int, float, type(None))
 _INT = (int, type(None))
-RANK_FIELDS: dict[str, tuple[type, ...]] = {
+# Counters may be None: a value out of range in the user's slot is dropped
+# (named in "dropped"), never the rank (slots.rank_figures).
+RANK_FIELDS: Dict[str, Tuple[type, ...]] = {
     "step": (str,), "rank": (int,), "size": (int,), "local": (int,), "cpu": (int,),
     "state": (str,), "mode": (str,), "abi": (str,), "threshold_us": _INT,
-    "wall_s": _NUM, "mpi_s": _NUM, "mpi_share": _NUM, "wait_s": _NUM, "long_calls": (int,),
-    "over_s": _NUM, "down_s": _NUM, "transitions": (int,), "calls": (int,), "bytes": (int,),
-    "wakeups": (int,), "top": (list,), "note": (str,),
+    "wall_s": _NUM, "mpi_s": _NUM, "mpi_share": _NUM, "wait_s": _NUM, "long_calls": _INT,
+    "over_s": _NUM, "down_s": _NUM, "transitions": _INT, "calls": _INT, "bytes": _INT,
+    "wakeups": _INT, "top": (list,), "note": (str,), "dropped": (list,), "hist_ns": (list,),
 }
 RANK_REQUIRED = ("step", "rank", "local", "state", "wall_s", "mpi_s", "down_s", "transitions")
+# A bad value of these voids the rank (it cannot be placed); any other bad
+# field is set to None and named in the rank's "dropped".
+RANK_KEYS = ("step", "rank", "local", "state")
 
 
 def clip(text: Any, n: int = MAX_TEXT) -> str:
@@ -39,33 +46,42 @@ def clip(text: Any, n: int = MAX_TEXT) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-def build(job: int, node: str, uid: int, *, settings: Optional[dict[str, Any]],
-          steps: list[dict[str, Any]], infos: list[dict[str, Any]],
-          restore: dict[str, Any], problems: list[str], written: float,
-          extra_job: Optional[dict[str, Any]] = None, meter: str = "rapl"
-          ) -> dict[str, Any]:
+def build(job: int, node: str, uid: int, *, settings: Optional[Dict[str, Any]],
+          steps: List[Dict[str, Any]], infos: List[Dict[str, Any]],
+          restore: Dict[str, Any], problems: List[str], written: float,
+          extra_job: Optional[Dict[str, Any]] = None, meter: str = "rapl"
+          ) -> Dict[str, Any]:
     """steps: from slots.job_segments(); infos: per step {"step", "agent"
     (parse_agent() or None), "plugin" (parse_plugin() or None)}; meter: what
     serves this node's powercap (rapl_meter()), the label of its joules."""
-    by_step: dict[str, dict[str, Any]] = {}
-    ranks: list[dict[str, Any]] = []
+    by_step: Dict[str, Dict[str, Any]] = {}
+    ranks: List[Dict[str, Any]] = []
+    problems = list(problems)
     for st in steps:
+        keep = st["ranks"][:max(0, MAX_RANKS - len(ranks))]
+        if len(keep) < len(st["ranks"]):
+            problems.append(f"step {st['step']}: {len(st['ranks']) - len(keep)} ranks over the "
+                            f"node's {MAX_RANKS} dropped")
         by_step[st["step"]] = {"step": st["step"], "segment": st["segment"],
-                               "slots": st["slots"], "ranks": len(st["ranks"]), "agent": None,
+                               "slots": st["slots"], "ranks": len(keep), "agent": None,
                                "plugin": None}
-        ranks.extend(st["ranks"])
+        ranks.extend(keep)
     agents = []
-    for i in infos:
+    embed = [MAX_EMBED_BYTES]
+    for i in infos[:256]:
         e = by_step.setdefault(str(i["step"]), {"step": str(i["step"]), "segment": None,
                                                 "slots": 0, "ranks": 0, "agent": None,
                                                 "plugin": None})
         if i.get("agent"):
-            e["agent"] = i["agent"]["record"]
+            e["agent"] = _within(i["agent"]["record"], embed)
             agents.append(i["agent"])
         if i.get("plugin"):
-            e["plugin"] = i["plugin"]
+            e["plugin"] = _within(i["plugin"], embed)
+    if embed[0] < 0:
+        problems.append(f"step records over {MAX_EMBED_BYTES} bytes in all: the rest "
+                        "truncated")
     has_data = bool(ranks) or bool(infos)
-    rec: dict[str, Any] = {
+    rec: Dict[str, Any] = {
         "format": FORMAT, "version": VERSION, "job": job, "node": node, "uid": uid,
         "written": round(written, 3), "status": "ok" if has_data else "none",
         "restore": restore, "energy": energy_of(agents, settings, meter),
@@ -81,12 +97,20 @@ def build(job: int, node: str, uid: int, *, settings: Optional[dict[str, Any]],
     return rec
 
 
-def _step_key(s: dict[str, Any]) -> tuple[int, int, str]:
+def _within(obj: Dict[str, Any], budget: List[int]) -> Dict[str, Any]:
+    """obj, or its size only once the node's budget of embedded bytes is
+    spent (budget[0] goes below 0 then)."""
+    n = len(json.dumps(obj, separators=(",", ":")))
+    budget[0] -= n
+    return obj if budget[0] >= 0 else {"truncated": {"bytes": n}}
+
+
+def _step_key(s: Dict[str, Any]) -> Tuple[int, int, str]:
     st = s["step"]
     return (0, int(st), "") if st.isdigit() else (1, 0, st)
 
 
-def parse_mountinfo(text: str) -> list[tuple[str, str]]:
+def parse_mountinfo(text: str) -> List[Tuple[str, str]]:
     """(mount point, file system type) per line of /proc/self/mountinfo."""
     out = []
     for line in text.splitlines()[:100000]:
@@ -104,7 +128,7 @@ def rapl_meter(sysroot: str, mountinfo: str) -> str:
     only the kernel's powercap measures anything.  The last mount on the
     longest mount point above the path is the one that serves it."""
     path = sysroot.rstrip("/") + "/class/powercap"
-    best: Optional[tuple[str, str]] = None
+    best: Optional[Tuple[str, str]] = None
     for mp, fs in parse_mountinfo(mountinfo):
         base = mp.rstrip("/")
         if path == mp or path.startswith(base + "/"):
@@ -113,15 +137,18 @@ def rapl_meter(sysroot: str, mountinfo: str) -> str:
     return "rapl" if best is not None and best[1] == "sysfs" else "simulated"
 
 
-def energy_of(agents: list[dict[str, Any]], settings: Optional[dict[str, Any]],
-              meter: str = "rapl") -> dict[str, Any]:
+def energy_of(agents: List[Dict[str, Any]], settings: Optional[Dict[str, Any]],
+              meter: str = "rapl") -> Dict[str, Any]:
     """Node energy of the job: the sum of the agents' per-step figures.  No
     number is ever made up: without an agent figure the status says why.
-    "meter" labels the joules: "rapl" or "simulated" (absent without any)."""
+    "meter" labels the joules: "rapl", "hwmon" (the agents measured with
+    hwmon: no RAPL on the node) or "simulated" (absent without any)."""
     figures = [a.get("energy") for a in agents]
     known = [f for f in figures if isinstance(f, dict) and f.get("status") == "ok"
              and isinstance(f.get("joules"), (int, float)) and math.isfinite(f["joules"])
              and f["joules"] >= 0]
+    if known and meter == "rapl" and all(f.get("meter") == "hwmon" for f in known):
+        meter = "hwmon"  # the kernel's sysfs, but hwmon's counters or meters, not RAPL
     if agents and len(known) == len(agents):
         return {"status": "ok", "joules": round(sum(f["joules"] for f in known), 3),
                 "source": "agent", "meter": meter}
@@ -136,7 +163,7 @@ def energy_of(agents: list[dict[str, Any]], settings: Optional[dict[str, Any]],
 
 
 def parse_agent(data: bytes, node: str, default_step: Optional[str] = None
-                ) -> Optional[dict[str, Any]]:
+                ) -> Optional[Dict[str, Any]]:
     """An agent record (docs/agent.md, "mpi-pstate-agent" v1) as the sub-object
     of its step.  The epilog reads only the step and the energy from it and
     keeps the rest as it is (bounded).  The step directory's name, when
@@ -161,7 +188,7 @@ def _joules(v: Any) -> Optional[float]:
     return float(v) if ok else None
 
 
-def agent_energy(en: Any) -> dict[str, Any]:
+def agent_energy(en: Any) -> Dict[str, Any]:
     """{"status", "joules"} of an agent record's "energy": package plus DRAM
     (what RAPL measures of a node).  Status as the agent says (ok, absent,
     no_access, error); ok without a figure is "unknown"."""
@@ -176,10 +203,13 @@ def agent_energy(en: Any) -> dict[str, Any]:
         j = _joules(en.get("joules"))
     if st == "ok" and j is None:
         st = "unknown"
-    return {"status": st, "joules": j if st == "ok" else None}
+    out = {"status": st, "joules": j if st == "ok" else None}
+    if en.get("source") == "hwmon":  # a node without RAPL (common/energy.h)
+        out["meter"] = "hwmon"
+    return out
 
 
-def bounded(obj: dict[str, Any]) -> dict[str, Any]:
+def bounded(obj: Dict[str, Any]) -> Dict[str, Any]:
     """A record embedded as is, or without its per-rank and per-domain lists
     (histograms) when larger than AGENT_MAX_BYTES."""
     text = json.dumps(obj, separators=(",", ":"))
@@ -192,7 +222,58 @@ def bounded(obj: dict[str, Any]) -> dict[str, Any]:
     return {"truncated": {"bytes": len(text)}}
 
 
-def parse_plugin(data: bytes, node: str) -> Optional[dict[str, Any]]:
+_SEG_NAME = re.compile(r"mpi-pstate\.[0-9]{1,10}\.([0-9]{1,10}|batch|extern|interactive)"
+                       r"(?:\.[0-9a-f]{16})?")
+MAX_PLUGIN_SLOTS = 16384  # the plugin's own cap (h-secroot's contract)
+
+
+def _uint(v: Any, hi: int) -> Optional[int]:
+    return v if type(v) is int and 0 <= v <= hi else None
+
+
+def plugin_segments(obj: Any, step: str, problems: List[str]) -> List[Dict[str, Any]]:
+    """The segments the plugin made for a step, from its root-owned step
+    record: version 2 lists them ({"name", "dev", "ino", "nslots",
+    "bytes", "uid"}); version 1 has only "shm" (the path), taken without
+    an inode or slot count (slots.read_listed bounds it by size).  Each
+    entry is checked here; a bad one is named in problems and skipped."""
+    out: List[Dict[str, Any]] = []
+    if not isinstance(obj, dict):
+        return out
+    if obj.get("version") == 1:
+        shm = obj.get("shm")
+        if isinstance(shm, str) and shm:
+            name = shm.rsplit("/", 1)[-1]
+            m = _SEG_NAME.fullmatch(name)
+            if m and m.group(1) == step:
+                out.append({"step": step, "name": name, "dev": None, "ino": None,
+                            "nslots": None, "bytes": None})
+            else:
+                problems.append(f"step {step}: plugin.json names segment {clip(shm, 80)}")
+        return out
+    segs = obj.get("segments")
+    if not isinstance(segs, list):
+        problems.append(f"step {step}: plugin.json version {clip(obj.get('version'), 20)} "
+                        "lists no segments")
+        return out
+    for e in segs[:4]:
+        if not isinstance(e, dict):
+            continue
+        name = e.get("name")
+        m = _SEG_NAME.fullmatch(name) if isinstance(name, str) else None
+        dev, ino = _uint(e.get("dev"), (1 << 64) - 1), _uint(e.get("ino"), (1 << 64) - 1)
+        nslots = _uint(e.get("nslots"), MAX_PLUGIN_SLOTS)
+        nbytes = _uint(e.get("bytes"), 4096 + MAX_PLUGIN_SLOTS * 16384)
+        if not m or m.group(1) != step or dev is None or ino is None or not nslots or \
+                nbytes is None or e.get("dir", "/dev/shm") != "/dev/shm":
+            problems.append(f"step {step}: plugin.json has a bad segment entry")
+            continue
+        out.append({"step": step, "name": name, "dev": dev, "ino": ino, "nslots": nslots,
+                    "bytes": nbytes})
+    return out
+
+
+def parse_plugin(data: bytes, node: str) -> Optional[Dict[str, Any]]:
     """The plugin's step record (plugin.json: mode, mechanism, governor,
     domains, restore state), kept as it is when small enough; None when it
     is another node's."""
@@ -221,39 +302,60 @@ _FN_OK = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}").fullmatch
 _LIMIT = 1e19
 
 
-def validate_rank(r: Any) -> dict[str, Any]:
+def validate_rank(r: Any) -> Dict[str, Any]:
     """One rank entry: known keys only, exact JSON types, finite numbers
-    below 1e19, short strings.  Written for speed: 12800 ranks of a 100-node
-    job are validated inside the EpilogSlurmctld's budget."""
+    below 1e19, short strings.  A bad value of a key field (RANK_KEYS)
+    raises ValueError; any other bad field is None, named in "dropped".
+    Written for speed: 12800 ranks of a 100-node job are validated inside
+    the EpilogSlurmctld's budget."""
     _check(type(r) is dict, "rank entry is not an object")
-    out: dict[str, Any] = {}
+    out: Dict[str, Any] = {}
+    dropped: List[str] = []
     for k, v in r.items():
         allowed = _TYPES.get(k)
-        if allowed is None:
+        if allowed is None or k == "dropped":
             continue
         t = type(v)
-        if t not in allowed:
-            raise ValueError(f"rank field {k} has a bad type")
-        if t is float or t is int:
-            if not -_LIMIT < v < _LIMIT:  # NaN fails this too
-                raise ValueError(f"rank field {k} out of range")
-        elif t is str and len(v) > MAX_TEXT:
-            raise ValueError(f"rank field {k} too long")
-        out[k] = v
-    for k in RANK_REQUIRED:
+        ok = t in allowed
+        if ok and (t is float or t is int):
+            ok = -_LIMIT < v < _LIMIT  # NaN fails this too
+        elif ok and t is str:
+            ok = len(v) <= MAX_TEXT
+        if ok:
+            out[k] = v
+        elif k in RANK_KEYS:
+            raise ValueError(f"rank field {k} is bad")
+        else:
+            dropped.append(k)
+            out[k] = None
+    for k in RANK_KEYS:
         _check(k in out, f"rank field {k} missing")
+    for k in RANK_REQUIRED:
+        out.setdefault(k, None)
     _check(_STEP_OK(out["step"]) is not None, "bad step")
     _check(out["state"] in RANK_STATES, "bad rank state")
-    top = out.get("top", [])[:8]
-    for t in top:
-        _check(type(t) is list and len(t) == 3 and type(t[0]) is str and
-               _FN_OK(t[0]) is not None and type(t[1]) in (int, float, type(None)) and
-               type(t[2]) is int, "bad top entry")
-    out["top"] = top
+    top = out.get("top") or []
+    out["top"] = [t for t in top[:8] if type(t) is list and len(t) == 3 and type(t[0]) is str
+                  and _FN_OK(t[0]) is not None and type(t[1]) in (int, float, type(None))
+                  and type(t[2]) is int]
+    if len(out["top"]) < len(top[:8]):
+        dropped.append("top")
+    if "hist_ns" in out:  # [bucket, calls] pairs, bucket 0..63 (common/slot.h)
+        h = out["hist_ns"]
+        if not (len(h) <= 64 and all(
+                type(e) is list and len(e) == 2 and type(e[0]) is int and 0 <= e[0] < 64 and
+                type(e[1]) is int and 0 <= e[1] < _LIMIT for e in h)):
+            del out["hist_ns"]
+            dropped.append("hist_ns")
+    old = r.get("dropped")
+    if type(old) is list:
+        dropped = [d for d in old[:32] if type(d) is str and len(d) <= 32] + dropped
+    if dropped:
+        out["dropped"] = dropped
     return out
 
 
-def validate(rec: Any, job: int, node: str) -> dict[str, Any]:
+def validate(rec: Any, job: int, node: str) -> Dict[str, Any]:
     """A node record as read from the collection directory: exact format,
     version, job and node; every rank entry type-checked.  Returns the record
     with only known keys; ValueError says what is wrong."""
@@ -265,10 +367,16 @@ def validate(rec: Any, job: int, node: str) -> dict[str, Any]:
     _check(rec.get("status") in STATUSES, "bad status")
     ranks = rec.get("ranks", [])
     _check(isinstance(ranks, list) and len(ranks) <= MAX_RANKS, "bad rank list")
+    good, refused = [], []
+    for i, r in enumerate(ranks):
+        try:
+            good.append(validate_rank(r))
+        except ValueError as e:  # that rank only, never the node's record
+            refused.append(f"rank entry {i}: {e}")
     out = {k: rec[k] for k in ("format", "version", "job", "node", "status")}
     out["uid"] = rec.get("uid") if isinstance(rec.get("uid"), int) else None
     out["written"] = rec.get("written") if isinstance(rec.get("written"), (int, float)) else None
-    out["ranks"] = [validate_rank(r) for r in ranks]
+    out["ranks"] = good
     for r in out["ranks"]:
         r["node"] = node
     en = rec.get("energy")
@@ -287,13 +395,15 @@ def validate(rec: Any, job: int, node: str) -> dict[str, Any]:
     probs = rec.get("problems", [])
     out["problems"] = [clip(p) for p in probs[: MAX_PROBLEMS + 1]] if isinstance(probs, list) \
         else []
+    if refused:
+        out["problems"].append(clip(f"{len(refused)} rank entries refused, first: {refused[0]}"))
     for k in ("settings", "restore", "job_info"):
         if isinstance(rec.get(k), dict):
             out[k] = rec[k]
     return out
 
 
-def encode(rec: dict[str, Any]) -> bytes:
+def encode(rec: Dict[str, Any]) -> bytes:
     return (json.dumps(rec, separators=(",", ":"), sort_keys=False) + "\n").encode()
 
 

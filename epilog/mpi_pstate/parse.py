@@ -1,9 +1,8 @@
 """Strict parsers, the Python side of common/parse.h: whole string, decimal
 only, no sign, no hex or octal surprises; a bad value raises ValueError so
 that callers keep their default and say which value was refused."""
-from __future__ import annotations
-
 import re
+from typing import Dict, List, Set, Tuple, Union
 
 _U64 = re.compile(r"[ \t]*([0-9]+)[ \t]*\n?")
 _FREQ = re.compile(r"[ \t]*([0-9]+)(\.[0-9]+)?[ \t]*(khz|mhz|ghz)?[ \t]*\n?", re.IGNORECASE)
@@ -25,7 +24,7 @@ def u64(text: str, lo: int = 0, hi: int = U64_MAX) -> int:
     return v
 
 
-def _scaled(m: re.Match[str], scale: int) -> int:
+def _scaled(m: "re.Match[str]", scale: int) -> int:
     whole, frac = m.group(1), (m.group(2) or ".")[1:]
     digits = len(str(scale)) - 1
     if frac[digits:].strip("0"):
@@ -96,9 +95,9 @@ def safe_name(text: str, maxlen: int = 64) -> str:
     return text
 
 
-def cpu_list(text: str, max_cpu: int = 65535) -> list[int]:
+def cpu_list(text: str, max_cpu: int = 65535) -> List[int]:
     """Kernel CPU/node list "0-3,8,10-11" -> sorted list."""
-    out: set[int] = set()
+    out: Set[int] = set()
     t = text.strip()
     if not t:
         return []
@@ -112,10 +111,10 @@ def cpu_list(text: str, max_cpu: int = 65535) -> list[int]:
     return sorted(out)
 
 
-def compress_list(values: list[int]) -> str:
+def compress_list(values: List[int]) -> str:
     """[0,1,2,3,8] -> "0-3,8" (the kernel's notation)."""
     vs = sorted(set(values))
-    parts: list[str] = []
+    parts: List[str] = []
     i = 0
     while i < len(vs):
         j = i
@@ -130,11 +129,11 @@ _HOSTNAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 MAX_HOSTS = 100000
 
 
-def expand_hostlist(text: str) -> list[str]:
+def expand_hostlist(text: str) -> List[str]:
     """Slurm hostlist "n[1-3,05],login" -> names (what `scontrol show
     hostnames` prints), without running scontrol; ValueError when malformed
     or longer than MAX_HOSTS names."""
-    out: list[str] = []
+    out: List[str] = []
     i, t = 0, text.strip()
     while i < len(t):
         j, depth = i, 0
@@ -152,14 +151,14 @@ def expand_hostlist(text: str) -> list[str]:
     return out
 
 
-def _expand_one(item: str, whole: str) -> list[str]:
+def _expand_one(item: str, whole: str) -> List[str]:
     m = re.fullmatch(r"([^\[\]]*)\[([0-9,\-]+)\]([^\[\]]*)", item)
     if not m:
         if not _HOSTNAME.fullmatch(item):
             raise ValueError(f"bad host name {item!r} in {whole!r}")
         return [item]
     pre, ranges, post = m.groups()
-    names: list[str] = []
+    names: List[str] = []
     for r in ranges.split(","):
         a, sep, b = r.partition("-")
         if not a.isdigit() or (sep and not b.isdigit()):
@@ -175,11 +174,11 @@ def _expand_one(item: str, whole: str) -> list[str]:
     return names
 
 
-def compress_hostlist(names: list[str]) -> str:
+def compress_hostlist(names: List[str]) -> str:
     """["n1","n2","n3","x"] -> "n[1-3],x" (prefix + number runs, same width)."""
-    groups: dict[tuple[str, int], list[int]] = {}
-    plain: list[str] = []
-    order: list[tuple[str, int] | str] = []
+    groups: Dict[Tuple[str, int], List[int]] = {}
+    plain: List[str] = []
+    order: List[Union[Tuple[str, int], str]] = []
     for n in sorted(set(names), key=_natural):
         m = re.fullmatch(r"(.*?)([0-9]+)", n)
         if not m:
@@ -192,7 +191,7 @@ def compress_hostlist(names: list[str]) -> str:
             groups[key] = []
             order.append(key)
         groups[key].append(int(m.group(2)))
-    parts: list[str] = []
+    parts: List[str] = []
     for k in order:
         if isinstance(k, str):
             parts.append(k)
@@ -202,7 +201,7 @@ def compress_hostlist(names: list[str]) -> str:
         if len(nums) == 1:
             parts.append(f"{pre}{nums[0]:0{width}d}")
             continue
-        runs: list[str] = []
+        runs: List[str] = []
         i = 0
         while i < len(nums):
             j = i
@@ -215,6 +214,6 @@ def compress_hostlist(names: list[str]) -> str:
     return ",".join(parts)
 
 
-def _natural(name: str) -> tuple[str, int, str]:
+def _natural(name: str) -> Tuple[str, int, str]:
     m = re.fullmatch(r"(.*?)([0-9]+)", name)
     return (m.group(1), int(m.group(2)), name) if m else (name, -1, name)

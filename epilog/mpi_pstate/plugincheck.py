@@ -8,8 +8,6 @@ against the release of this node's Slurm commands.
 
 Reads at most a bounded number of bytes of one root-owned file; never
 executes or loads it."""
-from __future__ import annotations
-
 import re
 import struct
 import subprocess

@@ -4,20 +4,25 @@ AdminComment (sacct) and the per-rank detail beside it in collect_dir; a job
 whose epilog was missed is merged on the fly from its node records."""
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
-from typing import Any
+import os
+import sys
+from typing import Any, Optional
 from xml.sax.saxutils import escape
 
+from . import parse
 from . import summary as summ
+from . import whatif
 
 CSV_FIELDS = ("job", "job_id", "step", "node", "rank", "local", "cpu", "state", "wall_s",
               "mpi_s", "mpi_share", "wait_s", "long_calls", "down_s", "transitions", "calls",
               "bytes", "top_function")
 TOP_WAITERS = 5
 # The summary's "energy_src": joules are labelled by what measured them.
-METER_TEXT = {"rapl": "measured: RAPL", "none": "no energy figure",
+METER_TEXT = {"rapl": "measured: RAPL", "hwmon": "measured: hwmon", "none": "no energy figure",
               "simulated": "SIMULATED: powercap is not the kernel's sysfs, not a measurement",
               "mixed": "some nodes measured, some SIMULATED: not a measurement"}
 WALL_SRC = {"sacct": "", "steps": " (sum of the steps; sacct had no Elapsed)"}
@@ -130,6 +135,24 @@ def to_json(jobs: list[dict[str, Any]]) -> str:
 
 
 def svg(j: dict[str, Any]) -> str:
+    """The chart, with the what-if's figures under it when there are some."""
+    text = _svg(j)
+    wi = j.get("what_if")
+    if not wi or not wi.get("ranks"):
+        return text
+    head, _, _ = text.rpartition("</svg>")
+    h = int(head.split('height="', 1)[1].split('"', 1)[0])
+    lines = whatif.svg_lines(wi, h + 4)
+    rec = j.get("what_if_recommended")
+    if rec:
+        lines.append(f'<text x="10" y="{h + 20}">recommended threshold '
+                     f'{escape(whatif._us(rec["threshold_us"]))}: saves most with at most 1 % '
+                     'time added under the model</text>')
+    head = head.replace(f'height="{h}"', f'height="{h + 30}"', 1)
+    return head + "\n".join(lines) + "\n</svg>\n"
+
+
+def _svg(j: dict[str, Any]) -> str:
     """Per-rank bars: time computing, time in MPI (long waits darker), and
     time clocked down as a line under each bar."""
     d = j.get("detail") or {}
@@ -188,3 +211,170 @@ def svg(j: dict[str, Any]) -> str:
                  f'{wall_max * k / 4:.3g}</text>')
     o.append("</svg>\n")
     return "\n".join(o)
+
+
+# ---- report --what-if ---------------------------------------------------------
+
+WHATIF_CSV = ("job", "job_id", "threshold_us", "low_khz", "ranks", "saved_j", "saved_j_low",
+              "saved_j_high", "measured_j", "saved_pct", "time_added_s", "time_added_s_high",
+              "time_added_pct", "clocked_down_s", "transitions", "recommended_us")
+
+
+def add_what_if_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("what-if (docs/evaluation.md)")
+    g.add_argument("--what-if", action="store_true",
+                   help="predicted energy saved and time added under --threshold and --low")
+    g.add_argument("--threshold", metavar="T",
+                   help="threshold to predict for (500us, 2ms; default: the one the job ran with)")
+    g.add_argument("--low", metavar="F", help="low frequency (1.2GHz, 1200000 kHz; default: the "
+                   "lowest the model measured)")
+    g.add_argument("--reaction", metavar="D", help="the agent's delay before it lowers a core "
+                   "(default: the wake-up delay the model measured; an on run's agent record "
+                   "shows the real one, drop_late_ns, when its CPU budget spaces its wake-ups)")
+    g.add_argument("--model", metavar="PATH", help="node power model for nodes whose record has "
+                   f"none (default ${whatif.MODEL_ENV}, else {whatif.DEFAULT_MODEL})")
+    g.add_argument("--user", help="every finished job of this user (with --what-if)")
+    g.add_argument("--account", help="every finished job of this account")
+    g.add_argument("--partition", help="every finished job in this partition")
+    g.add_argument("--since", metavar="TIME", help="jobs that ended since (sacct -S; default "
+                   "now-30days when a selection is given)")
+
+
+def what_if_options(a: argparse.Namespace) -> Optional[dict[str, Any]]:
+    """None without --what-if; ValueError for a bad value."""
+    sel = {k: getattr(a, k) for k in ("user", "account", "partition", "since")
+           if getattr(a, k, None)}
+    if not a.what_if:
+        if sel or a.threshold or a.low or a.model or a.reaction:
+            raise ValueError("--threshold, --low, --reaction, --model, --user, --account, "
+                             "--partition and --since go with --what-if")
+        if not a.jobs:
+            raise ValueError("give a JOBID")
+        return None
+    if not a.jobs and not sel:
+        raise ValueError("give a JOBID or a selection (--user, --account, --partition, --since)")
+    for k, v in sel.items():
+        if not 0 < len(v) <= 128 or not v.isprintable() or v.startswith("-"):
+            raise ValueError(f"--{k}: bad value {v!r}")
+    return {"select": sel,
+            "threshold_us": parse.duration_us(a.threshold) if a.threshold else None,
+            "low_khz": parse.freq_khz(a.low) if a.low else None,
+            "reaction_us": parse.duration_us(a.reaction) if a.reaction else None}
+
+
+def _load_model(path: Optional[str]) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+    try:
+        return whatif.load_model(path), None
+    except FileNotFoundError:
+        return None, f"no model file {path or os.environ.get(whatif.MODEL_ENV) or whatif.DEFAULT_MODEL}"
+    except (OSError, ValueError) as e:
+        return None, str(e)
+
+
+def what_if_jobs(jobs: list[dict[str, Any]], wi: dict[str, Any],
+                 model: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Adds "what_if" (and the per-job sweep) to every job with detail;
+    returns those jobs."""
+    done = []
+    for j in jobs:
+        d = j.get("detail")
+        if j.get("status") != "ok" or not d:
+            continue
+        s = j.get("summary") or {}
+        thr = wi["threshold_us"]
+        if thr is None:
+            thr = whatif.run_threshold_us(d)
+        meas = s.get("energy_j") if s.get("energy") == "ok" else None
+        j["what_if"] = whatif.predict(d, model, 500 if thr is None else thr, wi["low_khz"], meas,
+                                      wi["reaction_us"])
+        j["what_if"]["energy_src"] = s.get("energy_src")
+        rows, best = whatif.sweep([d], model, wi["low_khz"], reaction_us=wi["reaction_us"])
+        j["what_if_sweep"], j["what_if_recommended"] = rows, best
+        done.append(j)
+    return done
+
+
+def what_if_output(jobs: list[dict[str, Any]], missing: list[str], wi: dict[str, Any],
+                   a: argparse.Namespace) -> int:
+    model, why = _load_model(a.model)
+    done = what_if_jobs(jobs, wi, model)
+    many = len(done) > 1
+    total = whatif.summarise([j["what_if"] for j in done]) if done else None
+    rows, best = (whatif.sweep([j["detail"] for j in done], model, wi["low_khz"],
+                               reaction_us=wi["reaction_us"]) if many else (None, None))
+    if total is not None:
+        total["model_file"] = model.get("path") if model else why
+        if many:
+            total["sweep"], total["recommended"] = rows, best
+    out = sys.stdout
+    if a.json:
+        out.write(json.dumps({"format": "mpi-pstate-report", "version": 1, "jobs": jobs,
+                              "what_if_total": total}, indent=1) + "\n")
+    elif a.csv:
+        wr = csv.writer(out, lineterminator="\n")
+        wr.writerow(WHATIF_CSV)
+        for j in done:
+            p, rec = j["what_if"], j.get("what_if_recommended")
+            wr.writerow([j["raw"], j["job_id"], p["threshold_us"], p["low_khz"], p["ranks"],
+                         *p["saved_j"], p.get("measured_j"), (p.get("saved_pct") or [None])[0],
+                         p["time_added_s"][0], p["time_added_s"][2], p["time_added_pct"][0],
+                         p["clocked_down_s"][0], p["transitions"][0],
+                         rec["threshold_us"] if rec else ""])
+        if many and total:
+            wr.writerow(["total", "", "", "", total["ranks"], *total["saved_j"],
+                         total["measured_j"], "", total["time_added_s"][0],
+                         total["time_added_s"][2], total["time_added_pct"][0],
+                         total["clocked_down_s"][0], "", best["threshold_us"] if best else ""])
+    elif a.svg:
+        for j in done:
+            path = a.svg.replace("%j", j["raw"]) if "%j" in a.svg else a.svg
+            if a.svg == "-" and not many:
+                out.write(svg(j))
+                continue
+            if os.path.isdir(path):
+                path = os.path.join(path, f"mpi-pstate-{j['raw']}.svg")
+            elif many and "%j" not in a.svg:
+                print("mpi-pstate report: --svg needs a directory or %j for several jobs",
+                      file=sys.stderr)
+                return 2
+            with open(path, "w") as f:
+                f.write(svg(j))
+            print(path)
+    else:
+        if many:
+            out.write("job              saved J (low .. high)            % of measured  "
+                      "time added % (max)\n")
+        for j in jobs:
+            if j in done and many:
+                p = j["what_if"]
+                pct = p.get("saved_pct")
+                out.write(f"{j['job_id']:<14} {whatif.fmt_triple(p['saved_j'], 'J'):<32} "
+                          f"{_f(pct[0] if pct else None, '{:.1f} %'):>13}  "
+                          f"{_f(p['time_added_pct'][2], '{:.2f}'):>18}"
+                          + (f"  ({'; '.join(p['notes'])[:100]})" if p["notes"] else "") + "\n")
+            elif j in done:
+                s = j.get("summary") or {}
+                out.write(f"job {j['job_id']}: {j.get('sacct_state', '?')}, elapsed "
+                          f"{j.get('elapsed', '?')}, {s.get('ranks', '?')} ranks, MPI share "
+                          f"{_pct(s.get('mpi_share'))}, energy "
+                          f"{_f(s.get('energy_j'), '{:.1f} J')} ({s.get('energy')}; "
+                          f"{METER_TEXT.get(s.get('energy_src'), 'source unknown')})\n")
+                out.write(whatif.text(j["what_if"], j["what_if_sweep"],
+                                      j.get("what_if_recommended")))
+            elif not many:
+                out.write(job_text(j))
+        if many and total:
+            out.write(f"\n{total['jobs']} jobs with per-rank figures ({total['ranks']} ranks, "
+                      f"{total['jobs_with_energy']} with energy, "
+                      f"{_f(total['measured_j'], '{:.0f} J')} measured):\n")
+            out.write(f"  energy saved   {whatif.fmt_triple(total['saved_j'], 'J')}\n")
+            out.write(f"  time added     {whatif.fmt_triple(total['time_added_s'], 's', '{:.2f}')}"
+                      f" = {_f(total['time_added_pct'][0], '{:.2f}')} % of their wall time\n")
+            out.write(whatif.text_sweep(rows, best))
+        if not done:
+            out.write("no job with per-rank figures: nothing to predict from\n")
+        if why and not model:
+            out.write(f"note: {why}: nodes whose record carries no model are left out\n")
+    for m in missing:
+        print(f"mpi-pstate report: job {m} not found in the accounting database", file=sys.stderr)
+    return 1 if missing or not done else 0

@@ -11,12 +11,10 @@ user could have planted or written: the rules of common/safeio.h in Python.
 
 Errors are UnsafeFile (an OSError with an errno) so callers can log one line
 and carry on."""
-from __future__ import annotations
-
 import errno
 import os
 import stat
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, List, Optional
 
 O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -114,7 +112,7 @@ def read_file(dirfd: Optional[int], name: str, max_bytes: int,
             raise _fail(errno.EPERM, what, "writable by group or others")
         if not sysfs and st.st_size > max_bytes:
             raise _fail(errno.EFBIG, what, f"{st.st_size} bytes, more than {max_bytes}")
-        chunks: list[bytes] = []
+        chunks: List[bytes] = []
         total = 0
         while True:
             b = os.read(fd, min(1 << 20, max_bytes + 1 - total))
@@ -145,7 +143,7 @@ def read_sysfs(path: str, max_bytes: int = 4096) -> Optional[str]:
     return text.split("\n", 1)[0]
 
 
-def list_dir(dirfd: int) -> list[str]:
+def list_dir(dirfd: int) -> List[str]:
     """Names in a directory opened with open_dir (sorted, no temporaries)."""
     return sorted(n for n in os.listdir(dirfd) if not n.startswith(".tmp."))
 

@@ -2,17 +2,19 @@
 the ranks wrote (layout: common/slot.h, read with preload's
 mpi_pstate_slot.py, which this module imports rather than copies).
 
-Everything in a segment was written by the job's user: the file is taken
-only if it is a regular file (no symlink), owned by the job's user or root,
-within the size bound; each slot is validated by the preload reader, and a
-slot that fails is reported by index, never fatal."""
-from __future__ import annotations
-
+Everything in a segment was written by the job's user: a file is read only
+if the plugin's root-owned step record lists it (name, device and inode),
+it is a regular file (no symlink) with one link, owned by the job's user or
+root, of the size the plugin made; at most the plugin's slot count is read,
+one slot at a time; each slot is validated by the preload reader, and a
+slot that fails is reported by index, never fatal (docs/security.md,
+"Epilog side")."""
+import errno
 import os
 import re
 import stat
 import sys
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from . import safeio
 
@@ -24,19 +26,21 @@ except ImportError:  # in the source tree the reader sits in preload/
     import mpi_pstate_slot as slotlib
 
 SHM_DIR = "/dev/shm"
-# Segment of job J, step S: /dev/shm/mpi-pstate.J.S (S: Slurm's step id or
-# batch/extern).  Agreed with the plugin/agent (docs/records.md).
-# The plugin's names end in 16 random hex digits (spank/paths.h); bare names are
-# earlier releases' and mpi-pstate-agent --create's.
+# The plugin names a segment mpi-pstate.J.S.R, R 16 random hex digits
+# (h-secroot's contract, spank/): a name nobody else can guess and squat.
+# An mpi-pstate before it made mpi-pstate.J.S: still accepted, but only
+# when its root-owned step record names it.
 SEG_RE = re.compile(r"mpi-pstate\.([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)"
                     r"(?:\.[0-9a-f]{16})?")
-MAX_SEGMENTS = 64  # steps per job and node we read; more are reported
-MAX_SEG_SLOTS = 4096  # slots per segment we read (a node with 4096 ranks)
+MAX_SEGMENTS = 64  # segments per job and node we read (one per step); more are reported
+MAX_SEG_SLOTS = 4096  # slots of a version 1 step record's segment (no nslots given)
+MAX_NODE_RANKS = 16384  # slots read per job and node, all steps together (plugin's cap)
 # Life-cycle calls frame the application (kind init/finalize/abort in
 # preload/mpi_functions.def): not "time in MPI".
 FRAME_FUNCS = frozenset({"MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Abort"})
 TOP_FUNCS = 3
 NS_MAX = 10 * 365 * 86400 * 10**9  # a figure above ten years is garbage
+COUNT_MAX = 1 << 53  # a counter above it is garbage (and not exact in JSON readers)
 
 
 def _s(ns: Optional[int]) -> Optional[float]:
@@ -47,19 +51,49 @@ def _ns(v: int) -> Optional[int]:
     return v if 0 <= v <= NS_MAX else None
 
 
-def rank_figures(s: dict[str, Any], step: str) -> dict[str, Any]:
-    """The node-record entry of one validated slot (docs/records.md)."""
+def _bucket(ns: int) -> int:
+    """mpi_pstate_slot_bucket() of common/slot.h."""
+    return min(ns.bit_length(), slotlib.BUCKETS - 1) if ns > 0 else 0
+
+
+def _count(v: int, dropped: List[str], name: str) -> Optional[int]:
+    """A counter as the user's slot gives it, or None (and its name in
+    dropped) when it is beyond any real count: one bad field is dropped,
+    never the rank nor the node's record (issue 13, item 5)."""
+    if 0 <= v <= COUNT_MAX:
+        return v
+    dropped.append(name)
+    return None
+
+
+def _time(v: int, dropped: List[str], name: str) -> Optional[int]:
+    ns = _ns(v)
+    if ns is None and v:
+        dropped.append(name)
+    return ns
+
+
+def rank_figures(s: Dict[str, Any], step: str) -> Dict[str, Any]:
+    """The node-record entry of one validated slot (docs/records.md).
+    Fields out of range are None, named in "dropped"."""
+    dropped: List[str] = []
     tps = s["ticks_per_sec"]
     wall = None
     if tps and s["app_end_ticks"] > s["app_start_ticks"] > 0:
-        wall = _ns((s["app_end_ticks"] - s["app_start_ticks"]) * 10**9 // tps)
+        wall = _time((s["app_end_ticks"] - s["app_start_ticks"]) * 10**9 // tps, dropped,
+                     "wall")
     mpi = calls = nbytes = 0
     top = []
+    hist = list(s["hist_ns"])
     for name, f in s["functions"].items():
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,31}", name):
             continue
         calls += f["calls"]
         nbytes += f["bytes"]
+        if name in FRAME_FUNCS and f["calls"]:
+            # out of the wait histogram too: MPI_Init is no wait to clock down
+            b = _bucket(f["time_ns"] // f["calls"])
+            hist[b] = max(0, hist[b] - f["calls"])
         if name not in FRAME_FUNCS:
             mpi += f["time_ns"]
             if f["calls"]:
@@ -68,85 +102,169 @@ def rank_figures(s: dict[str, Any], step: str) -> dict[str, Any]:
     state = s["state"]
     if state in ("attached", "running"):
         state = "killed"  # the job is over: this rank never reached finalize or exit
-    mpi_ns = _ns(mpi)
+    mpi_ns = _time(mpi, dropped, "mpi")
     r = {
         "step": step, "rank": s["rank"], "size": s["size"], "local": s["local_index"],
         "cpu": s["cpu"], "state": state, "mode": s["mode"], "abi": s["abi"],
         "threshold_us": s["threshold_ns"] // 1000 if _ns(s["threshold_ns"]) else None,
         "wall_s": _s(wall), "mpi_s": _s(mpi_ns),
         "mpi_share": round(mpi_ns / wall, 4) if wall and mpi_ns is not None else None,
-        "wait_s": _s(_ns(s["long_ns"])), "long_calls": s["long_calls"],
-        "over_s": _s(_ns(s["over_ns"])),
-        "down_s": _s(_ns(s["down_ns"])), "transitions": s["transitions"],
-        "calls": calls, "bytes": nbytes, "wakeups": s["wakeups"],
-        "top": [[n, _s(_ns(t)), c] for t, n, c in top[:TOP_FUNCS]],
+        "wait_s": _s(_time(s["long_ns"], dropped, "long_ns")),
+        "long_calls": _count(s["long_calls"], dropped, "long_calls"),
+        "over_s": _s(_time(s["over_ns"], dropped, "over_ns")),
+        "down_s": _s(_time(s["down_ns"], dropped, "down_ns")),
+        "transitions": _count(s["transitions"], dropped, "transitions"),
+        "calls": _count(calls, dropped, "calls"), "bytes": _count(nbytes, dropped, "bytes"),
+        "wakeups": _count(s["wakeups"], dropped, "wakeups"),
+        "top": [[n, _s(_ns(t)), c] for t, n, c in top[:TOP_FUNCS] if 0 <= c <= COUNT_MAX],
+        # [bucket, calls]: durations of its MPI calls, for `report --what-if`
+        "hist_ns": [[b, c] for b, c in enumerate(hist) if 0 < c <= COUNT_MAX],
     }
     if wall is None:
         r["note"] = "no end time (rank killed or never initialised)"
+    if dropped:
+        r["dropped"] = dropped
     return r
 
 
-def read_segment(dirfd: int, name: str, owners: set[int],
-                 max_slots: int = MAX_SEG_SLOTS) -> tuple[dict[str, int], list[Any]]:
-    """Header and slots (dicts, None for free, SlotError for a bad slot)."""
-    limit = slotlib.HEADER_SIZE + max_slots * slotlib.SLOT_SIZE
-    buf = safeio.read_file(dirfd, name, limit, owners=owners, strict_mode=False)
-    hdr = slotlib.parse_header(buf)
-    if len(buf) != slotlib.HEADER_SIZE + hdr["nslots"] * slotlib.SLOT_SIZE:
-        raise slotlib.SlotError(f"size {len(buf)} does not match {hdr['nslots']} slots")
-    out: list[Any] = []
-    for i in range(hdr["nslots"]):
+def _pread_all(fd: int, n: int, off: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        b = os.pread(fd, n - len(out), off + len(out))
+        if not b:
+            break
+        out += b
+    return out
+
+
+def read_listed(dirfd: int, seg: Dict[str, Any], uid: int, budget: List[int],
+                problems: List[str]) -> Optional[Tuple[Dict[str, Any], List[Any]]]:
+    """One segment the plugin listed in its root-owned step record
+    (noderec.plugin_segments): opened without following a symlink and
+    accepted only if it is that very inode (st_dev, st_ino), has one link
+    (a hard link of it under another name cannot count twice), belongs to
+    the job's user or root and has the size the plugin gave it.  Slots are
+    read one at a time (memory: one slot), never more than the plugin's
+    nslots (the header is the user's and may lie) nor than budget[0], the
+    node's remaining rank allowance.  Returns (header, slots) or None with
+    the reason in problems."""
+    name = seg["name"]
+    try:
+        fd = os.open(name, safeio.O_READ, dir_fd=dirfd)
+    except OSError as e:
+        why = "is a symlink" if e.errno == errno.ELOOP else e.strerror
+        problems.append(f"segment {name}: {why}")
+        return None
+    try:
+        st = os.fstat(fd)
+        why = None
+        if not stat.S_ISREG(st.st_mode):
+            why = "not a regular file"
+        elif seg["dev"] is not None and (st.st_dev, st.st_ino) != (seg["dev"], seg["ino"]):
+            why = "not the file the plugin made (device/inode differ)"
+        elif st.st_nlink != 1:
+            why = f"{st.st_nlink} links (hard-linked): refused"
+        elif st.st_uid not in (uid, 0):
+            why = f"owned by uid {st.st_uid}"
+        elif seg["bytes"] is not None and st.st_size != seg["bytes"]:
+            why = f"size {st.st_size}, the plugin made {seg['bytes']}"
+        if why:
+            problems.append(f"segment {name}: {why}")
+            return None
         try:
-            out.append(slotlib.parse_slot(buf, slotlib.HEADER_SIZE + i * slotlib.SLOT_SIZE))
+            hdr = slotlib.parse_header(_pread_all(fd, slotlib.HEADER_SIZE, 0))
         except slotlib.SlotError as e:
-            out.append(e)
-    return hdr, out
+            problems.append(f"segment {name}: {e}")
+            return None
+        nslots = seg["nslots"]
+        if nslots is None:  # a version 1 step record: the header, bounded by the size
+            nslots = min(hdr["nslots"], MAX_SEG_SLOTS,
+                         (st.st_size - slotlib.HEADER_SIZE) // slotlib.SLOT_SIZE)
+        elif hdr["nslots"] != nslots:
+            problems.append(f"segment {name}: header says {hdr['nslots']} slots, the plugin "
+                            f"made {nslots}: {nslots} read")
+        if nslots > budget[0]:
+            problems.append(f"segment {name}: {nslots} slots, {budget[0]} left of the node's "
+                            f"{MAX_NODE_RANKS}: the rest not read")
+            nslots = budget[0]
+        out: List[Any] = []
+        for i in range(nslots):
+            buf = _pread_all(fd, slotlib.SLOT_SIZE, slotlib.HEADER_SIZE + i * slotlib.SLOT_SIZE)
+            try:
+                out.append(slotlib.parse_slot(buf))
+            except slotlib.SlotError as e:
+                out.append(e)
+        budget[0] -= nslots
+        return hdr, out
+    except OSError as e:
+        problems.append(f"segment {name}: {e.strerror}")
+        return None
+    finally:
+        os.close(fd)
 
 
-def job_segments(job_id: int, owner_uid: int, shm_dir: str = SHM_DIR
-                 ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+def job_segments(job_id: int, owner_uid: int, listed: List[Dict[str, Any]],
+                 shm_dir: str = SHM_DIR
+                 ) -> Tuple[List[Dict[str, Any]], List[str], List[str]]:
     """(steps, problems, names): per step {"step", "segment", "slots",
-    "ranks"}; problems are one-line reasons; names are the files read."""
-    steps: list[dict[str, Any]] = []
-    problems: list[str] = []
-    names: list[str] = []
+    "ranks"}; problems are one-line reasons; names are the files read.
+    listed: the segments the plugin made, from its step records
+    ({"step", "name", "dev", "ino", "nslots", "bytes"}); nothing else in
+    shm_dir is looked at, so no other user's file can take a place."""
+    steps: List[Dict[str, Any]] = []
+    problems: List[str] = []
+    names: List[str] = []
+    if not listed:
+        return steps, problems, names
     try:
         dfd = safeio.open_dir(shm_dir, trusted={0}, shared=True)
     except OSError as e:
         return steps, [f"{shm_dir}: {e.strerror}"], names
+    budget = [MAX_NODE_RANKS]
     try:
-        cands = []
-        for n in os.listdir(dfd):
+        for seg in listed[:MAX_SEGMENTS]:
+            n, step = seg["name"], seg["step"]
             m = SEG_RE.fullmatch(n)
-            if m and int(m.group(1)) == job_id:
-                cands.append((m.group(2), n))
-        cands.sort(key=lambda c: (not c[0].isdigit(), int(c[0]) if c[0].isdigit() else 0, c[0]))
-        if len(cands) > MAX_SEGMENTS:
-            problems.append(f"{len(cands)} segments, only the first {MAX_SEGMENTS} read")
-            cands = cands[:MAX_SEGMENTS]
-        for step, n in cands:
-            names.append(n)
-            try:
-                hdr, slots = read_segment(dfd, n, {owner_uid, 0})
-            except (OSError, slotlib.SlotError) as e:
-                problems.append(f"segment {n}: {e.strerror if isinstance(e, OSError) else e}")
+            if not m or int(m.group(1)) != job_id or m.group(2) != step or n in names:
+                problems.append(f"segment {noderec_clip(n)}: not a name of job {job_id} "
+                                f"step {step}")
                 continue
+            if budget[0] <= 0:
+                problems.append(f"segment {n}: not read, the node's {MAX_NODE_RANKS} ranks "
+                                "are reached")
+                continue
+            got = read_listed(dfd, seg, owner_uid, budget, problems)
+            names.append(n)
+            if got is None:
+                continue
+            hdr, slots = got
             ranks = []
             for i, s in enumerate(slots):
                 if isinstance(s, Exception):
                     problems.append(f"segment {n} slot {i}: {s}")
                 elif s is not None:
                     try:
-                        ranks.append(rank_figures(s, step))
+                        r = rank_figures(s, step)
                     except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
                         problems.append(f"segment {n} slot {i}: {type(e).__name__}")
-            steps.append({"step": step, "segment": n, "slots": hdr["nslots"], "ranks": ranks})
+                        continue
+                    if r.get("dropped"):
+                        problems.append(f"segment {n} slot {i}: out of range, dropped: "
+                                        f"{','.join(r['dropped'])}")
+                    ranks.append(r)
+            steps.append({"step": step, "segment": n, "slots": len(slots), "ranks": ranks})
+        if len(listed) > MAX_SEGMENTS:
+            problems.append(f"{len(listed)} segments listed, only the first {MAX_SEGMENTS} read")
     finally:
         os.close(dfd)
     return steps, problems, names
 
 
-def remove_segments(job_id: int, names: list[str], shm_dir: str = SHM_DIR) -> int:
+def noderec_clip(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in str(text))[:80]
+
+
+def remove_segments(job_id: int, names: List[str], shm_dir: str = SHM_DIR) -> int:
     """Unlinks the job's segments once read (unlink never follows a symlink;
     only names of this job's pattern are touched)."""
     n = 0

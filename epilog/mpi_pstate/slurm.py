@@ -1,12 +1,9 @@
 """The Slurm commands mpi-pstate runs: argument lists only (never a shell),
 absolute paths, bounded time, and output parsed strictly."""
-from __future__ import annotations
-
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -25,16 +22,17 @@ def which(cmd: str) -> str:
 
 
 def run(argv: Sequence[str], timeout: float = 30, stdin: Optional[str] = None
-        ) -> subprocess.CompletedProcess[str]:
+        ) -> "subprocess.CompletedProcess[str]":
     try:
-        return subprocess.run(list(argv), input=stdin, capture_output=True, text=True,
+        # Python 3.6: no capture_output= or text= (docs/security.md, "Python 3.6")
+        return subprocess.run(list(argv), input=stdin, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True,
                               timeout=timeout, errors="replace")
     except (OSError, subprocess.TimeoutExpired) as e:
         raise SlurmError(f"{argv[0]}: {e}") from None
 
 
-@dataclass
-class SacctJob:
+class SacctJob(NamedTuple):
     raw: str  # JobIDRaw
     job_id: str  # JobID as printed (4242, 4242_3)
     state: str  # first word: CANCELLED, not "CANCELLED by 0"
@@ -52,7 +50,7 @@ SACCT_FIELDS = ("JobIDRaw", "JobID", "State", "ExitCode", "Elapsed", "NodeList",
 SACCT_DELIM = "\x1f"
 
 
-def parse_sacct(text: str) -> list[SacctJob]:
+def parse_sacct(text: str) -> List[SacctJob]:
     """sacct -P --delimiter SACCT_DELIM -o SACCT_FIELDS output.  AdminComment
     comes last, so a delimiter inside it stays in it; a line that does not
     have every field is skipped."""
@@ -66,7 +64,7 @@ def parse_sacct(text: str) -> list[SacctJob]:
     return out
 
 
-def sacct_jobs(specs: Sequence[str], timeout: float = 60) -> list[SacctJob]:
+def sacct_jobs(specs: Sequence[str], timeout: float = 60) -> List[SacctJob]:
     """Allocation lines (-X) of the given job specs (4242, 4242_3, 4242_[1-2])."""
     r = run([which("sacct"), "-n", "-X", "-P", "--delimiter", SACCT_DELIM, "--duplicates", "-j",
              ",".join(specs), "-o", ",".join(SACCT_FIELDS)], timeout=timeout)
@@ -81,7 +79,7 @@ def sacct_one(job: int, timeout: float = 30) -> Optional[SacctJob]:
     return rows[-1] if rows else None
 
 
-def hostnames(nodelist: str) -> list[str]:
+def hostnames(nodelist: str) -> List[str]:
     """scontrol show hostnames, for hostlists our own parser refuses."""
     r = run([which("scontrol"), "show", "hostnames", nodelist], timeout=30)
     if r.returncode != 0:
@@ -97,7 +95,7 @@ class DbTool:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def show(self, job: int, timeout: float = 30) -> Optional[tuple[str, str, str]]:
+    def show(self, job: int, timeout: float = 30) -> Optional[Tuple[str, str, str]]:
         """(base state, exit code, SystemComment) from slurmctld, or None when
         slurmctld no longer knows the job."""
         r = run([self.path, "--system", "--show", str(job)], timeout=timeout)
@@ -123,3 +121,26 @@ class DbTool:
         if r.returncode in (0, 3):
             return r.returncode
         raise SlurmError(f"{self.path} --set: {r.stderr.strip()[:300]}")
+
+
+def sacct_select(user: Optional[str] = None, account: Optional[str] = None,
+                 partition: Optional[str] = None, since: Optional[str] = None,
+                 limit: int = 5000, timeout: float = 120) -> List[str]:
+    """Raw ids of the finished jobs that match (report --what-if over many
+    jobs), oldest first, at most `limit` (the newest are kept)."""
+    argv = [which("sacct"), "-n", "-X", "-P", "-o", "JobIDRaw,State",
+            "-S", since or "now-30days", "-E", "now"]
+    argv += ["-u", user] if user else ["-a"]
+    if account:
+        argv += ["-A", account]
+    if partition:
+        argv += ["-r", partition]
+    r = run(argv, timeout=timeout)
+    if r.returncode != 0:
+        raise SlurmError(f"sacct: {r.stderr.strip()[:300]}")
+    ids = []
+    for line in r.stdout.splitlines():
+        f = line.split("|")
+        if len(f) == 2 and f[0].isdigit() and (f[1].split() or [""])[0] in TERMINAL:
+            ids.append(f[0])
+    return list(dict.fromkeys(ids))[-limit:]

@@ -6,11 +6,9 @@ version 1 lived in AdminComment and is still read: normalize()).
 The summary's size does not depend on the number of ranks or nodes: every
 list in it is cut to a fixed length and encode() enforces MAX_SUMMARY.
 Pure: no Slurm, no file system."""
-from __future__ import annotations
-
 import json
 import re
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import audit, parse
 
@@ -24,19 +22,19 @@ MAX_SUMMARY = 1024  # bytes of "mpi-pstate/2:{...}"
 TOP_WAITERS = 3
 MISSING_CHARS = 120
 ADMIN_COMMENT_MAX = 60000  # slurmdbd keeps the comments in TEXT columns (64 KiB)
-METERS = ("rapl", "simulated", "none")  # energy.meter of a node record
+METERS = ("rapl", "hwmon", "simulated", "none")  # energy.meter of a node record
 
 
 def _r(v: Optional[float], nd: int = 3) -> Optional[float]:
     return None if v is None else round(v, nd)
 
 
-def _sum(xs: list[Optional[float]]) -> Optional[float]:
+def _sum(xs: List[Optional[float]]) -> Optional[float]:
     v = [x for x in xs if x is not None]
     return sum(v) if v else None
 
 
-def rank_label(r: dict[str, Any], multi_step: bool) -> str:
+def rank_label(r: Dict[str, Any], multi_step: bool) -> str:
     return f"{r['step']}.{r['rank']}" if multi_step else str(r["rank"])
 
 
@@ -51,18 +49,18 @@ def elapsed_seconds(text: Optional[str]) -> Optional[int]:
     return ((d * 24 + h) * 60 + mi) * 60 + sec
 
 
-def merge(job: int, expected: list[str], records: dict[str, dict[str, Any]],
-          bad: dict[str, str], job_state: Optional[str] = None,
+def merge(job: int, expected: List[str], records: Dict[str, Dict[str, Any]],
+          bad: Dict[str, str], job_state: Optional[str] = None,
           exit_code: Optional[str] = None, array: Optional[str] = None,
-          elapsed_s: Optional[float] = None) -> dict[str, Any]:
+          elapsed_s: Optional[float] = None) -> Dict[str, Any]:
     """records: node -> validated node record; bad: node -> why its record
     was refused; elapsed_s: the job's wall time from sacct (Elapsed), when
     known.  Returns the job detail with its "summary"."""
     exp = list(dict.fromkeys(expected)) or sorted(records)
     missing = [n for n in exp if n not in records]
     extra = sorted(n for n in records if n not in exp)
-    ranks: list[dict[str, Any]] = []
-    nodes: dict[str, Any] = {}
+    ranks: List[Dict[str, Any]] = []
+    nodes: Dict[str, Any] = {}
     for n in exp + extra:
         rec = records.get(n)
         if rec is None:
@@ -82,7 +80,7 @@ def merge(job: int, expected: list[str], records: dict[str, dict[str, Any]],
         state = "none" if not missing else "unknown"
     else:
         state = "partial" if missing else "complete"
-    detail: dict[str, Any] = {
+    detail: Dict[str, Any] = {
         "format": JOB_FORMAT, "version": JOB_VERSION, "job": job, "state": state,
         "job_state": job_state, "exit_code": exit_code, "array": array,
         "nodes_expected": parse.compress_hostlist(exp) if exp else "",
@@ -93,17 +91,17 @@ def merge(job: int, expected: list[str], records: dict[str, dict[str, Any]],
     return detail
 
 
-def _step_of(r: dict[str, Any]) -> str:
+def _step_of(r: Dict[str, Any]) -> str:
     return str(r["step"])
 
 
-def imbalance(ranks: list[dict[str, Any]]) -> Optional[float]:
+def imbalance(ranks: List[Dict[str, Any]]) -> Optional[float]:
     """Load imbalance in [0, 1]: per step, (max - mean) / max of the ranks'
     compute time (wall - MPI, never below 0); over several steps the mean
     weighted by each step's longest rank wall time.  0: every rank computes
     as long as the slowest; 1 - 1/N: one of N ranks does all the work.
     None without two figures to compare."""
-    by_step: dict[str, list[tuple[float, float]]] = {}
+    by_step: Dict[str, List[Tuple[float, float]]] = {}
     for r in ranks:
         w, m = r.get("wall_s"), r.get("mpi_s")
         if w and m is not None:
@@ -120,8 +118,9 @@ def imbalance(ranks: list[dict[str, Any]]) -> Optional[float]:
     return min(1.0, max(0.0, num / den)) if den > 0 else None
 
 
-def energy_meter(records: dict[str, dict[str, Any]]) -> str:
-    """What the joules of a job are: "rapl" (the kernel's powercap),
+def energy_meter(records: Dict[str, Dict[str, Any]]) -> str:
+    """What the joules of a job are: "rapl" (the kernel's powercap), "hwmon"
+    (hwmon energy counters or power meters, on nodes without RAPL),
     "simulated" (powercap served by something else, e.g. the test cluster's
     FUSE fake), "mixed", "none" (no figure) or "unknown" (records of an
     mpi-pstate that did not say)."""
@@ -132,7 +131,7 @@ def energy_meter(records: dict[str, dict[str, Any]]) -> str:
     return meters.pop() if len(meters) == 1 else "mixed"
 
 
-def summarize(detail: dict[str, Any], records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
     ranks = detail["ranks"]
     multi = len(detail["steps"]) > 1
     wall = _sum([r.get("wall_s") for r in ranks])
@@ -140,15 +139,15 @@ def summarize(detail: dict[str, Any], records: dict[str, dict[str, Any]]) -> dic
     paired = [(r["wall_s"], r["mpi_s"]) for r in ranks
               if r.get("wall_s") and r.get("mpi_s") is not None]
     pw = sum(w for w, _ in paired)
-    per_step: dict[str, int] = {}
-    step_wall: dict[str, float] = {}
+    per_step: Dict[str, int] = {}
+    step_wall: Dict[str, float] = {}
     for r in ranks:
         st = _step_of(r)
         per_step[st] = per_step.get(st, 0) + 1
         if r.get("wall_s") is not None:
             step_wall[st] = max(step_wall.get(st, 0.0), r["wall_s"])
     elapsed = detail.get("elapsed_s")
-    s: dict[str, Any] = {
+    s: Dict[str, Any] = {
         "v": SUMMARY_VERSION, "state": detail["state"], "job_state": detail["job_state"],
         "nodes": len(detail["nodes"]) - len(detail["missing"]),
         # distinct ranks: the most ranks one step had (8 steps of 4 ranks: 4)
@@ -205,7 +204,7 @@ _OPTIONAL = ("settings", "top_wait", "missing", "array", "imbalance", "warn_node
              "step_wall_s", "wall_src")
 
 
-def encode(summary: dict[str, Any]) -> str:
+def encode(summary: Dict[str, Any]) -> str:
     s = dict(summary)
     text = PREFIX + json.dumps(s, separators=(",", ":"))
     for k in _OPTIONAL:
@@ -223,7 +222,7 @@ def encode(summary: dict[str, Any]) -> str:
 _MARK_RE = re.compile(re.escape(MARKER) + r"([0-9]{1,3}):")
 
 
-def find(text: str) -> tuple[Optional[dict[str, Any]], Optional[tuple[int, int]]]:
+def find(text: str) -> Tuple[Optional[Dict[str, Any]], Optional[Tuple[int, int]]]:
     """Our summary inside an AdminComment and its span, or (None, None).
     Only the first mpi-pstate summary counts; other text is not ours."""
     for m in _MARK_RE.finditer(text or ""):
@@ -236,7 +235,7 @@ def find(text: str) -> tuple[Optional[dict[str, Any]], Optional[tuple[int, int]]
     return None, None
 
 
-def normalize(obj: dict[str, Any]) -> Optional[dict[str, Any]]:
+def normalize(obj: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """A summary of any known version in the current version's terms, or
     None for a version this mpi-pstate does not know (written by a newer
     one).  Version 1 counted rank-steps as "ranks", had the longest rank's
@@ -279,7 +278,7 @@ def combine(existing: str, ours: str) -> Optional[str]:
     return out if len(out.encode()) <= ADMIN_COMMENT_MAX else None
 
 
-def line(summary: dict[str, Any]) -> str:
+def line(summary: Dict[str, Any]) -> str:
     """One human line of a summary (report, logs)."""
     parts = [f"state={summary.get('state')}"]
     for k, fmt in (("job_state", "{}"), ("nodes", "{}"), ("ranks", "{}"), ("rank_steps", "{}"),

@@ -5,6 +5,7 @@
  *   loop.c    the segment, the slot scan, the pidfd watcher, the main loop
  *   record.c  the agent record (JSON, docs/agent.md)
  *   log.c     log file, syslog or stderr
+ *   harden.c  capabilities, no_new_privs, seccomp once set up
  *
  * The decisions themselves live in common/agent.c (pure, unit tested). */
 #ifndef MPI_PSTATE_AGENTD_H
@@ -21,6 +22,7 @@
 
 #include "agent.h"
 #include "cpufreq.h"
+#include "energy.h"
 #include "rapl.h"
 #include "restore.h"
 #include "slot.h"
@@ -48,6 +50,7 @@ struct agentd_opts {
         uint64_t freq_min_khz;    /* admin floor for the low frequency, 0 = none */
         uint64_t scan_us;         /* 0: derived from the threshold */
         uint64_t budget_ppm;      /* CPU budget in millionths of a core, 0 = none */
+        uint64_t cap_ppm;         /* hard CPU ceiling (millionths of a core), 0 = none */
         const char *runtime_dir;
         const char *record;
         const char *sysroot;
@@ -137,8 +140,12 @@ struct agentd {
         /* energy */
         struct mpi_pstate_rapl rapl;
         struct mpi_pstate_rapl_sampler sampler;
-        enum mpi_pstate_rapl_status rapl_status;
+        enum mpi_pstate_rapl_status rapl_status; /* of the source in use */
         uint64_t rapl_interval_ns, rapl_next_ns, rapl_samples;
+        /* Without RAPL zones: hwmon (energy.h), or none.  hwmon is NULL
+         * unless energy_src is HWMON. */
+        enum mpi_pstate_energy_source energy_src;
+        struct mpi_pstate_hwmon *hwmon;
 
         /* liveness watcher */
         int epfd, stopfd;
@@ -147,6 +154,9 @@ struct agentd {
 
         /* the agent's own figures */
         uint64_t wakeups, woken, timeouts, eagain, throttled, full_scans;
+        uint64_t cap_t0, cap_cpu0, capped, capped_ns; /* the hard CPU ceiling (loop.c) */
+        int64_t cap_credit;                           /* CPU ns left in its bucket */
+        uint64_t gone_t0, gone_n, gone_dropped;       /* "is gone" lines per second */
         const char *exit_reason;
 };
 
@@ -165,6 +175,12 @@ const char *mpi_pstate_agentd_dom_status_name(enum agentd_dom_status s);
 
 /* loop.c */
 int mpi_pstate_agentd_segment_open(struct agentd *a, char *err, size_t errlen);
+
+/* harden.c: drops every capability of the calling thread and sets
+ * no_new_privs; installs the seccomp allow-list on every thread.  0 or a
+ * negative errno (the agent logs it and carries on). */
+int mpi_pstate_agentd_drop_caps(void);
+int mpi_pstate_agentd_seccomp(void);
 int mpi_pstate_agentd_core_setup(struct agentd *a);
 int mpi_pstate_agentd_run(struct agentd *a, volatile sig_atomic_t *stop);
 void mpi_pstate_agentd_teardown(struct agentd *a);

@@ -152,12 +152,10 @@ static void setup_one(struct agentd *a, struct agentd_domain *d)
                 unsave(a, d);
                 return;
         }
-        d->high_khz = cur.max_khz;
-        d->low_khz =
-            mpi_pstate_agent_low_khz(a->o.low_khz, p->cpuinfo_min_khz, a->o.freq_min_khz,
-                                     d->mech == MPI_PSTATE_CPUFREQ_MECH_MAXFREQ ? cur.min_khz : 0,
-                                     d->high_khz, p->freqs, p->nfreqs);
-        if (!d->low_khz) {
+        /* cur is the step's setting: the agent starts after Slurm applied
+         * --cpu-freq/CpuFreqDef and the plugin its policy (docs/cpufreq.md). */
+        if (mpi_pstate_cpufreq_step_range(p, &cur, d->mech, a->o.low_khz, a->o.freq_min_khz,
+                                          &d->low_khz, &d->high_khz)) {
                 snprintf(err, sizeof(err), "no frequency below the maximum %u kHz is allowed",
                          d->high_khz);
                 set_status(d, AGENTD_DOM_NO_RANGE, err);
@@ -171,7 +169,7 @@ static void setup_one(struct agentd *a, struct agentd_domain *d)
                 unsave(a, d);
                 return;
         }
-        /* Full speed to start with, whatever setspeed was left at. */
+        /* The step's speed to start with, whatever setspeed was left at. */
         if (d->mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED && cur.setspeed_khz != d->high_khz)
                 mpi_pstate_cpufreq_domain_raise(&d->h);
         set_status(d, AGENTD_DOM_MANAGED, "");
@@ -261,11 +259,47 @@ void mpi_pstate_agentd_hw_finish(struct agentd *a)
         }
 }
 
+/* No RAPL zone at all: hwmon energy counters or power meters, if any. */
+static void hwmon_open(struct agentd *a)
+{
+        struct mpi_pstate_hwmon *h = calloc(1, sizeof(*h));
+        enum mpi_pstate_rapl_status st;
+
+        st = h ? mpi_pstate_hwmon_open(a->o.sysroot, h, mono_ns()) : MPI_PSTATE_RAPL_ERROR;
+        if (st == MPI_PSTATE_RAPL_ABSENT) {
+                free(h);
+                mpi_pstate_agentd_log(LOG_INFO, "energy: no RAPL, no hwmon energy or power");
+                return;
+        }
+        a->energy_src = MPI_PSTATE_ENERGY_HWMON;
+        a->hwmon = h;
+        a->rapl_status = st;
+        if (st != MPI_PSTATE_RAPL_OK) {
+                mpi_pstate_agentd_log(LOG_INFO, "energy: hwmon %s",
+                                      mpi_pstate_rapl_status_name(st));
+                return;
+        }
+        a->rapl_interval_ns = mpi_pstate_hwmon_interval_ns(h, RAPL_MAX_INTERVAL_NS);
+        a->rapl_next_ns = mono_ns() + a->rapl_interval_ns;
+        a->rapl_samples = 1;
+        mpi_pstate_agentd_log(LOG_INFO, "energy: hwmon, %u %s, sampled every %.3f s", h->n,
+                              h->kind == MPI_PSTATE_HWMON_ENERGY ? "energy counters"
+                                                                 : "power meters",
+                              (double)a->rapl_interval_ns / 1e9);
+}
+
 void mpi_pstate_agentd_rapl_open(struct agentd *a)
 {
         uint64_t range = 0, us;
 
+        a->energy_src = MPI_PSTATE_ENERGY_NONE;
         a->rapl_status = mpi_pstate_rapl_discover(a->o.sysroot, &a->rapl);
+        a->sampler.n = 0;
+        if (a->rapl_status == MPI_PSTATE_RAPL_ABSENT) {
+                hwmon_open(a);
+                return;
+        }
+        a->energy_src = MPI_PSTATE_ENERGY_RAPL;
         if (a->rapl_status == MPI_PSTATE_RAPL_OK)
                 a->rapl_status = mpi_pstate_rapl_sampler_open(
                     &a->sampler, &a->rapl,
@@ -293,12 +327,16 @@ void mpi_pstate_agentd_rapl_sample(struct agentd *a)
 {
         enum mpi_pstate_rapl_status st;
 
-        if (!a->sampler.n)
+        if (a->hwmon && a->hwmon->n)
+                st = mpi_pstate_hwmon_sample(a->hwmon, mono_ns());
+        else if (!a->sampler.n)
                 return;
-        st = mpi_pstate_rapl_sampler_sample(&a->sampler);
+        else
+                st = mpi_pstate_rapl_sampler_sample(&a->sampler);
         a->rapl_samples++;
         if (st != MPI_PSTATE_RAPL_OK && a->rapl_status == MPI_PSTATE_RAPL_OK)
-                mpi_pstate_agentd_log(LOG_WARNING, "energy: a RAPL sample failed (%s)",
+                mpi_pstate_agentd_log(LOG_WARNING, "energy: a %s sample failed (%s)",
+                                      mpi_pstate_energy_source_name(a->energy_src),
                                       mpi_pstate_rapl_status_name(st));
         a->rapl_status = st;
         a->rapl_next_ns = mono_ns() + a->rapl_interval_ns;
@@ -308,4 +346,9 @@ void mpi_pstate_agentd_rapl_close(struct agentd *a)
 {
         if (a->sampler.n)
                 mpi_pstate_rapl_sampler_close(&a->sampler);
+        if (a->hwmon) {
+                mpi_pstate_hwmon_close(a->hwmon);
+                free(a->hwmon);
+                a->hwmon = NULL;
+        }
 }

@@ -11,8 +11,15 @@
 
 #include "agentd.h"
 
+/* The log file's size cap: whatever the ranks make the agent say (a flood
+ * of fake pids, invalid slots), its log stays below this.  Errors keep a
+ * reserve beyond it, so that a failed restore at the end is still written. */
+#define LOG_MAX_BYTES (1u << 20)
+#define LOG_ERR_RESERVE (64u << 10)
+
 static struct {
-        int fd; /* -1: syslog */
+        uint64_t size, dropped; /* bytes in the file; messages not written */
+        int fd;                 /* -1: syslog */
         bool is_syslog;
         int verbose;
         char tag[48];
@@ -63,6 +70,7 @@ int mpi_pstate_agentd_log_open(const char *spec, bool foreground, int verbose)
                 return -EINVAL;
         }
         lg.fd = fd;
+        lg.size = (uint64_t)st.st_size;
         lg.is_syslog = false;
         return 0;
 }
@@ -100,6 +108,21 @@ void mpi_pstate_agentd_log(int prio, const char *fmt, ...)
         if ((size_t)n >= sizeof(line)) {
                 n = sizeof(line) - 1;
                 line[n - 1] = '\n';
+        }
+        if (lg.fd >= 0 && lg.fd != STDERR_FILENO) {
+                uint64_t room = LOG_MAX_BYTES + (prio == LOG_ERR ? LOG_ERR_RESERVE : 0);
+
+                if (lg.size + (uint64_t)n > room) {
+                        static const char full[] =
+                            "mpi-pstate-agent: log size cap reached: further messages dropped\n";
+
+                        if (lg.dropped++ == 0 &&
+                            lg.size + sizeof(full) <= LOG_MAX_BYTES + LOG_ERR_RESERVE &&
+                            write(lg.fd, full, sizeof(full) - 1) > 0)
+                                lg.size += sizeof(full) - 1;
+                        return;
+                }
+                lg.size += (uint64_t)n;
         }
         if (lg.fd >= 0) {
                 ssize_t w = write(lg.fd, line, (size_t)n);

@@ -25,9 +25,6 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
 
 #include "agentd.h"
 #include "safeio.h"
@@ -47,7 +44,11 @@
 #define BUDGET_PERIOD_NS NS_PER_S
 #define BUDGET_FIRST_NS (NS_PER_S / 10)
 
+#define CAP_WINDOW_NS (NS_PER_S / 10)
+#define GONE_LINES 8u /* "is gone" lines per second */
+
 static sigjmp_buf bus_jmp;
+static void sleep_until(uint64_t abs_ns);
 static volatile sig_atomic_t in_segment;
 
 static uint64_t mono_ns(void)
@@ -60,8 +61,8 @@ static uint64_t mono_ns(void)
 
 static uint64_t tsc_now(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
-        return __rdtsc();
+#if defined(MPI_PSTATE_HAVE_COUNTER)
+        return mpi_pstate_slot_counter();
 #else
         return 0;
 #endif
@@ -157,6 +158,8 @@ static void *watcher_main(void *arg)
         struct agentd *a = arg;
         struct epoll_event ev[64];
 
+        /* Capabilities are per thread: this one needs none, ever. */
+        (void)mpi_pstate_agentd_drop_caps();
         for (;;) {
                 int n = epoll_wait(a->epfd, ev, 64, -1);
 
@@ -270,9 +273,24 @@ static void liveness(struct agentd *a, unsigned i, uint64_t now)
         if (si->dead && !was) {
                 static const uint64_t none[MPI_PSTATE_AGENT_MASK_WORDS];
 
-                mpi_pstate_agentd_log(LOG_INFO, "slot %u: rank %d (pid %d) is gone%s", i,
-                                      (int)si->rank, (int)si->pid,
-                                      si->state == MPI_PSTATE_SLOT_RUNNING ? " while running" : "");
+                /* A rank can write a new fake pid into its slot as often
+                 * as it likes: at most GONE_LINES lines a second. */
+                if (now - a->gone_t0 >= NS_PER_S) {
+                        if (a->gone_dropped)
+                                mpi_pstate_agentd_log(LOG_INFO,
+                                                      "%llu more \"is gone\" lines not logged",
+                                                      (unsigned long long)a->gone_dropped);
+                        a->gone_t0 = now;
+                        a->gone_n = 0;
+                        a->gone_dropped = 0;
+                }
+                if (a->gone_n++ < GONE_LINES)
+                        mpi_pstate_agentd_log(
+                            LOG_INFO, "slot %u: rank %d (pid %d) is gone%s", i, (int)si->rank,
+                            (int)si->pid,
+                            si->state == MPI_PSTATE_SLOT_RUNNING ? " while running" : "");
+                else
+                        a->gone_dropped++;
                 /* its domains go up at once if it held them down */
                 mpi_pstate_agent_set_domains(&a->core, i, none);
         }
@@ -536,6 +554,46 @@ static void budget_adjust(struct agentd *a, uint64_t now)
         a->budget_timers0 = a->timeouts;
 }
 
+/* The hard ceiling, whatever the ranks write: CPU time (the process's,
+ * watcher thread included), not wake-ups, is metered by a token bucket
+ * that fills at cap_ppm of a core and holds at most one window's worth
+ * (a legitimate burst); when a pass of the loop leaves it in debt, the loop
+ * sleeps, deaf to the futex, until the debt is paid.  A rank toggling its
+ * slot and bumping the futex in a loop therefore costs the node at most
+ * cap_ppm of a core over any window, paid by the step's own CPUs (main.c
+ * confines the agent to them).  What it costs the step: restores wait for
+ * the end of such a sleep.  Normal operation stays far below the cap
+ * (bench/agent: < 1 %), so it never sleeps there. */
+static void cpu_cap(struct agentd *a)
+{
+        const int64_t burst = (int64_t)(CAP_WINDOW_NS / 1000000u * a->o.cap_ppm);
+        uint64_t now, cpu;
+
+        if (!a->o.cap_ppm)
+                return;
+        now = mono_ns();
+        cpu = process_cpu_ns();
+        if (a->cap_t0) {
+                a->cap_credit +=
+                    (int64_t)((unsigned __int128)(now - a->cap_t0) * a->o.cap_ppm / 1000000u);
+                a->cap_credit -= (int64_t)(cpu - a->cap_cpu0);
+                if (a->cap_credit > burst)
+                        a->cap_credit = burst;
+        } else {
+                a->cap_credit = burst;
+        }
+        a->cap_t0 = now;
+        a->cap_cpu0 = cpu;
+        if (a->cap_credit >= 0)
+                return;
+        /* the wall time that refills the debt */
+        uint64_t pay =
+            (uint64_t)((unsigned __int128)(uint64_t)(-a->cap_credit) * 1000000u / a->o.cap_ppm);
+        a->capped++;
+        a->capped_ns += pay;
+        sleep_until(now + pay);
+}
+
 static int futex_wait_until(struct mpi_pstate_seg_header *hdr, uint32_t v, uint64_t abs_ns)
 {
         struct timespec ts = {.tv_sec = (time_t)(abs_ns / NS_PER_S),
@@ -719,6 +777,7 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                         next = wake + KILL_CHECK_NS;
                 if (a->gap_ns && next < last_timer + a->gap_ns)
                         next = last_timer + a->gap_ns;
+                cpu_cap(a);
                 if (*stop)
                         return;
                 rc = futex_wait_until(hdr, v, next);

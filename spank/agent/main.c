@@ -55,6 +55,7 @@ static const char usage_text[] =
     "  --freq-min FREQ --threshold-min D --threshold-max D   admin limits\n"
     "  --scan-interval D      shortest scan interval (default: the threshold)\n"
     "  --cpu-budget PERCENT   stretch the scan interval to stay below this (0.5, 0 = off)\n"
+    "  --cpu-cap PERCENT      never use more, whatever the ranks do (5, 0 = off)\n"
     "  --runtime-dir DIR      restore records (default /run/mpi-pstate/<job>)\n"
     "  --record FILE          write the agent record (JSON) there at exit\n"
     "  --sysroot DIR          sysfs root (/sys)\n"
@@ -91,6 +92,7 @@ enum {
         OPT_KEEP_SHM,
         OPT_RT,
         OPT_BUDGET,
+        OPT_CAP,
         OPT_NODE,
         OPT_RESTORE,
         OPT_VERSION,
@@ -125,6 +127,7 @@ static const struct option longopts[] = {
     {"keep-shm", no_argument, NULL, OPT_KEEP_SHM},
     {"rt-prio", required_argument, NULL, OPT_RT},
     {"cpu-budget", required_argument, NULL, OPT_BUDGET},
+    {"cpu-cap", required_argument, NULL, OPT_CAP},
     {"node", required_argument, NULL, OPT_NODE},
     {"restore", required_argument, NULL, OPT_RESTORE},
     {"verbose", no_argument, NULL, 'v'},
@@ -358,6 +361,12 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct agentd_o
                 case OPT_BUDGET:
                         if (parse_percent(optarg, &o->budget_ppm))
                                 return usage_error("--cpu-budget needs a percentage such as 0.5, "
+                                                   "not '%s'",
+                                                   optarg);
+                        break;
+                case OPT_CAP:
+                        if (parse_percent(optarg, &o->cap_ppm))
+                                return usage_error("--cpu-cap needs a percentage such as 5, "
                                                    "not '%s'",
                                                    optarg);
                         break;
@@ -642,6 +651,12 @@ static int run_agent(struct agentd *a, int ready)
         /* Deadlines are met to the nanosecond the kernel can, not within the
          * default 50 us of timer slack. */
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+        /* Confined to the step's CPUs (threads started later inherit it):
+         * SCHED_FIFO then preempts only the step's own ranks, never another
+         * job, and the CPU ceiling bounds what it takes from them. */
+        if (CPU_COUNT(&a->o.cpus) && sched_setaffinity(0, sizeof(a->o.cpus), &a->o.cpus) != 0)
+                mpi_pstate_agentd_log(LOG_WARNING, "affinity to the step's CPUs: %s",
+                                      strerror(errno));
         mpi_pstate_slot_clock_sample(MPI_PSTATE_CLOCK_TSC, &a->cal);
         rc = mpi_pstate_agentd_segment_open(a, err, sizeof(err));
         if (rc) {
@@ -672,6 +687,15 @@ static int run_agent(struct agentd *a, int ready)
                         mpi_pstate_agentd_log(LOG_WARNING, "SCHED_FIFO %d: %s", a->o.rt_prio,
                                               strerror(errno));
         }
+        /* Everything that needs a capability is done (the user's segment
+         * mapped, SCHED_FIFO set): the loop, the restore and the record need
+         * only the uid that owns their files. */
+        rc = mpi_pstate_agentd_drop_caps();
+        if (rc)
+                mpi_pstate_agentd_log(LOG_WARNING, "dropping capabilities: %s", strerror(-rc));
+        rc = mpi_pstate_agentd_seccomp();
+        if (rc)
+                mpi_pstate_agentd_log(LOG_WARNING, "seccomp allow-list: %s", strerror(-rc));
         mpi_pstate_agentd_log(
             LOG_INFO,
             "running: %u slots in %s, %u domain(s), threshold %lluus, scan %lluus, "
@@ -738,6 +762,7 @@ int main(int argc, char **argv)
         o->sysroot = "/sys";
         o->rt_prio = 1;
         o->budget_ppm = 5000;
+        o->cap_ppm = 50000;
         rc = parse_args(argc, argv, &cl, o);
         if (rc)
                 return rc;

@@ -222,6 +222,28 @@ static void put_ranks(struct buf *b, const struct agentd *a)
         put(b, "\n  ],\n");
 }
 
+/* hwmon: one node figure ("joules", what the epilog reads when there is no
+ * package_j) and the channels it adds up. */
+static void put_hwmon(struct buf *b, const struct agentd *a)
+{
+        const struct mpi_pstate_hwmon *h = a->hwmon;
+        bool ok = a->rapl_status == MPI_PSTATE_RAPL_OK && h && h->n > 0;
+
+        put(b, ", \"kind\": \"%s\", \"joules\": ",
+            h && h->kind == MPI_PSTATE_HWMON_POWER ? "power_meter" : "energy_counter");
+        if (ok)
+                put_joules(b, mpi_pstate_hwmon_total_uj(h));
+        else
+                put(b, "null");
+        put(b, ", \"channels\": [");
+        for (unsigned i = 0; ok && i < h->n; i++) {
+                put(b, "%s{\"label\": \"%s\", \"j\": ", i ? ", " : "", h->ch[i].label);
+                put_joules(b, h->ch[i].total_uj);
+                put(b, ", \"resets\": %" PRIu64 "}", h->ch[i].resets);
+        }
+        put(b, "]},\n");
+}
+
 static void put_energy(struct buf *b, const struct agentd *a)
 {
         const struct mpi_pstate_rapl_sampler *s = &a->sampler;
@@ -229,9 +251,16 @@ static void put_energy(struct buf *b, const struct agentd *a)
         int sockets[MPI_PSTATE_RAPL_MAX_ZONES];
         unsigned nsock = 0;
 
-        put(b, "  \"energy\": {\"status\": \"%s\", \"samples\": %" PRIu64 ", \"interval_s\": ",
-            mpi_pstate_rapl_status_name(a->rapl_status), a->rapl_samples);
+        put(b,
+            "  \"energy\": {\"status\": \"%s\", \"source\": \"%s\", \"samples\": %" PRIu64
+            ", \"interval_s\": ",
+            mpi_pstate_rapl_status_name(a->rapl_status),
+            mpi_pstate_energy_source_name(a->energy_src), a->rapl_samples);
         put_secs(b, a->rapl_interval_ns);
+        if (a->energy_src == MPI_PSTATE_ENERGY_HWMON) {
+                put_hwmon(b, a);
+                return;
+        }
         for (int k = MPI_PSTATE_RAPL_PACKAGE; k <= MPI_PSTATE_RAPL_DRAM; k++) {
                 bool have = false;
 
@@ -297,10 +326,12 @@ static void put_agent(struct buf *b, const struct agentd *a, uint64_t elapsed_ns
             ", \"rewaits\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"lowers\": %" PRIu64
             ", \"raises\": %" PRIu64 ", \"leaves_seen\": %" PRIu64 ", \"rt_prio\": %d"
             ", \"timer_gap_final_us\": %" PRIu64 ", \"timer_gap_max_us\": %" PRIu64
-            ", \"budget_adjusts\": %" PRIu64 ", \"full_scans\": %" PRIu64 ", \"write_ns\": ",
+            ", \"budget_adjusts\": %" PRIu64 ", \"full_scans\": %" PRIu64 ", \"capped\": %" PRIu64
+            ", \"capped_ms\": %" PRIu64 ", \"write_ns\": ",
             a->wakeups, a->woken, a->timeouts, a->eagain, a->throttled, a->core.stats.lowers,
             a->core.stats.raises, a->core.stats.leaves_seen, a->o.rt_prio, a->gap_ns / 1000u,
-            a->gap_max_ns / 1000u, a->budget_adjusts, a->full_scans);
+            a->gap_max_ns / 1000u, a->budget_adjusts, a->full_scans, a->capped,
+            a->capped_ns / 1000000u);
         put_hist(b, &a->core.stats.write_ns);
         put(b, "},\n");
 }
@@ -340,8 +371,8 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
             a->o.profile ? "profile" : "on");
         put(&b,
             "  \"settings\": {\"threshold_us\": %" PRIu64 ", \"scan_interval_us\": %" PRIu64
-            ", \"cpu_budget_ppm\": %" PRIu64 ", \"low\": ",
-            a->thr_ns / 1000u, a->scan_ns / 1000u, a->o.budget_ppm);
+            ", \"cpu_budget_ppm\": %" PRIu64 ", \"cpu_cap_ppm\": %" PRIu64 ", \"low\": ",
+            a->thr_ns / 1000u, a->scan_ns / 1000u, a->o.budget_ppm, a->o.cap_ppm);
         if (a->o.low_khz)
                 put(&b, "%" PRIu64, a->o.low_khz);
         else

@@ -4,6 +4,7 @@
  * trees and the pinning adapter on hwloc XML topologies. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
@@ -345,6 +346,46 @@ START_TEST(agent_missing_or_not_executable)
 }
 END_TEST
 
+/* agent= and preload= are run as root / loaded into every rank: only a file
+ * and directories nobody but root can change are used. */
+START_TEST(trusted_paths)
+{
+        char dir[] = "/tmp/test_trusted.XXXXXX", sub[64], file[96], link[96], err[256];
+        int fd;
+
+        if (geteuid() != 0)
+                return; /* ownership by root is the point */
+        ck_assert(mkdtemp(dir) != NULL);
+        snprintf(sub, sizeof(sub), "%s/d", dir);
+        snprintf(file, sizeof(file), "%s/agent", sub);
+        snprintf(link, sizeof(link), "%s/link", dir);
+        ck_assert_int_eq(mkdir(sub, 0755), 0);
+        fd = open(file, O_CREAT | O_WRONLY, 0755);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        ck_assert_int_eq(mpi_pstate_agentctl_trusted(file, err, sizeof(err)), 0);
+        ck_assert_int_eq(chmod(file, 0757), 0);
+        ck_assert_int_eq(mpi_pstate_agentctl_trusted(file, err, sizeof(err)), -EPERM);
+        ck_assert_ptr_nonnull(strstr(err, "writable by everybody"));
+        ck_assert_int_eq(chmod(file, 0755), 0);
+        ck_assert_int_eq(chown(file, 1000, 0), 0);
+        ck_assert_int_eq(mpi_pstate_agentctl_trusted(file, err, sizeof(err)), -EPERM);
+        ck_assert_ptr_nonnull(strstr(err, "not root"));
+        ck_assert_int_eq(chown(file, 0, 0), 0);
+        /* a directory others may write (no sticky bit), reached through a link */
+        ck_assert_int_eq(chmod(sub, 0777), 0);
+        ck_assert_int_eq(symlink(file, link), 0);
+        ck_assert_int_eq(mpi_pstate_agentctl_trusted(link, err, sizeof(err)), -EPERM);
+        ck_assert_int_eq(chmod(sub, 01777), 0); /* sticky: root's entries stay root's */
+        ck_assert_int_eq(mpi_pstate_agentctl_trusted(link, err, sizeof(err)), 0);
+        ck_assert_int_eq(mpi_pstate_agentctl_trusted("relative", err, sizeof(err)), -EINVAL);
+        unlink(link);
+        unlink(file);
+        rmdir(sub);
+        rmdir(dir);
+}
+END_TEST
+
 START_TEST(pidfile_round_trip_and_hostile)
 {
         char path[512];
@@ -570,6 +611,55 @@ START_TEST(policy_mechanism_follows_the_driver)
         }
         ck_assert_str_eq(val(1, "scaling_governor"), _i == 0 ? "performance" : "powersave");
         mpi_pstate_policy_result_free(&r);
+}
+END_TEST
+
+/* In slurmstepd: save before Slurm applies --cpu-freq (nothing written),
+ * then set over Slurm's setting, which wins: no governor change, nothing
+ * written, a mechanism that needs no governor change; the record still
+ * holds the settings from before either. */
+START_TEST(policy_save_then_keep_slurms_setting)
+{
+        cpu_set_t cpus = cpus_of(0, 1);
+        struct mpi_pstate_policy_req q = req_for(&cpus, true, "powersave");
+        struct mpi_pstate_policy_result r;
+        struct mpi_pstate_restore_summary sum;
+        char err[256], rel[128];
+
+        fakesys_acpi_cpufreq(&fs, 2);
+        q.save_only = true;
+        ck_assert_int_eq(mpi_pstate_policy_apply(&q, &r, err, sizeof(err)), 0);
+        ck_assert_uint_eq(r.set, 2);
+        ck_assert(record_exists("policy0") && record_exists("policy1"));
+        ck_assert_str_eq(val(0, "scaling_governor"), "performance");
+        mpi_pstate_policy_result_free(&r);
+        /* Slurm: --cpu-freq=2400000 on policy0 (userspace), =1800000-2400000 on policy1. */
+        snprintf(rel, sizeof(rel), FAKESYS_CPU "/cpufreq/policy0/scaling_governor");
+        fakesys_put(&fs, rel, 0644, "userspace\n");
+        snprintf(rel, sizeof(rel), FAKESYS_CPU "/cpufreq/policy0/scaling_setspeed");
+        fakesys_put(&fs, rel, 0644, "2400000\n");
+        snprintf(rel, sizeof(rel), FAKESYS_CPU "/cpufreq/policy1/scaling_min_freq");
+        fakesys_put(&fs, rel, 0644, "1800000\n");
+        snprintf(rel, sizeof(rel), FAKESYS_CPU "/cpufreq/policy1/scaling_max_freq");
+        fakesys_put(&fs, rel, 0644, "2400000\n");
+        q.save_only = false;
+        q.keep = true;
+        ck_assert_int_eq(mpi_pstate_policy_apply(&q, &r, err, sizeof(err)), 0);
+        ck_assert_uint_eq(r.set, 2);
+        ck_assert_int_eq(r.domains[0].mech, MPI_PSTATE_CPUFREQ_MECH_SETSPEED);
+        ck_assert_int_eq(r.domains[1].mech, MPI_PSTATE_CPUFREQ_MECH_MAXFREQ);
+        ck_assert_str_eq(val(0, "scaling_governor"), "userspace");
+        ck_assert_str_eq(val(0, "scaling_setspeed"), "2400000");
+        ck_assert_str_eq(val(1, "scaling_governor"), "performance");
+        ck_assert_str_eq(val(1, "scaling_max_freq"), "2400000");
+        ck_assert_str_eq(val(1, "scaling_min_freq"), "1800000");
+        mpi_pstate_policy_result_free(&r);
+        ck_assert_int_eq(mpi_pstate_restore_all(rdir, fs.root, &q.owner, 0, &sum, err, sizeof(err)),
+                         0);
+        ck_assert_uint_eq(sum.restored, 2);
+        ck_assert_str_eq(val(0, "scaling_governor"), "performance");
+        ck_assert_str_eq(val(1, "scaling_max_freq"), "3000000");
+        ck_assert_str_eq(val(1, "scaling_min_freq"), "1200000");
 }
 END_TEST
 
@@ -992,6 +1082,7 @@ static Suite *modules_suite(void)
         tcase_add_test(tc, agent_start_blocked_signals);
         tcase_add_test(tc, agent_missing_or_not_executable);
         tcase_add_test(tc, pidfile_round_trip_and_hostile);
+        tcase_add_test(tc, trusted_paths);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("policy");
@@ -999,6 +1090,7 @@ static Suite *modules_suite(void)
         tcase_add_test(tc, policy_sets_only_the_steps_domains);
         tcase_add_loop_test(tc, policy_mechanism_follows_the_driver, 0, 2);
         tcase_add_test(tc, policy_floor_and_ceiling);
+        tcase_add_test(tc, policy_save_then_keep_slurms_setting);
         tcase_add_test(tc, policy_profile_reads_only);
         tcase_add_test(tc, policy_shared_domain_left_alone);
         tcase_add_test(tc, policy_busy_domain_left_alone);

@@ -22,6 +22,7 @@
 /* The hooks, as slurmstepd and the commands call them. */
 int slurm_spank_init(spank_t sp, int ac, char **av);
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av);
+int slurm_spank_task_post_fork(spank_t sp, int ac, char **av);
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av);
 int slurm_spank_task_init(spank_t sp, int ac, char **av);
 int slurm_spank_task_exit(spank_t sp, int ac, char **av);
@@ -29,6 +30,16 @@ int slurm_spank_exit(spank_t sp, int ac, char **av);
 int slurm_spank_job_prolog(spank_t sp, int ac, char **av);
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av);
 extern const char plugin_name[];
+
+/* slurmstepd up to the tasks' exec: init_post_opt, Slurm's task plugin
+ * (here: nothing of --cpu-freq), then task_post_fork for the first task. */
+static int post_opt_and_fork(spank_t sp, int ac, char **av)
+{
+        int rc = slurm_spank_init_post_opt(sp, ac, av);
+        int rc2 = slurm_spank_task_post_fork(sp, ac, av);
+
+        return rc ? rc : rc2;
+}
 extern const char plugin_type[];
 
 static struct spank_option *opt_named(const char *name)
@@ -171,8 +182,9 @@ static const char fake_agent[] =
     "#!/bin/sh\n"
     "# fake mpi-pstate-agent: keeps its arguments, stops on SIGTERM\n"
     "rec=''; for a in \"$@\"; do [ \"$prev\" = --record ] && rec=$a; prev=$a; done\n"
-    "printf '%s\\n' \"$@\" > \"$rec.args.tmp\" && mv \"$rec.args.tmp\" \"$rec.args\"\n"
+    "# the trap before the arguments the tests wait for: a stop may follow at once\n"
     "trap 'echo term > \"$rec.term\"; exit 0' TERM\n"
+    "printf '%s\\n' \"$@\" > \"$rec.args.tmp\" && mv \"$rec.args.tmp\" \"$rec.args\"\n"
     "echo $$ > \"$rec.started\"\n"
     "while :; do sleep 0.02; done\n";
 
@@ -299,9 +311,34 @@ static bool exists(const char *path)
 
 static bool wait_for(const char *path)
 {
-        for (int i = 0; i < 300 && !exists(path); i++)
+        /* Up to 60 s: a busy machine can take seconds to start a shell. */
+        for (int i = 0; i < 6000 && !exists(path); i++)
                 usleep(10000);
         return exists(path);
+}
+
+/* 1 once process pid has exited (gone, or a zombie nobody reaped yet),
+ * 0 after timeout_ms. */
+static int wait_exited(pid_t pid, unsigned timeout_ms)
+{
+        char path[64], buf[256], *p;
+        unsigned waited;
+
+        for (waited = 0; waited <= timeout_ms; waited += 10) {
+                FILE *f;
+
+                snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+                f = fopen(path, "r");
+                if (!f)
+                        return 1;
+                p = fgets(buf, sizeof(buf), f);
+                fclose(f);
+                p = p ? strrchr(buf, ')') : NULL;
+                if (!p || (p[1] == ' ' && p[2] == 'Z'))
+                        return 1;
+                usleep(10000);
+        }
+        return 0;
 }
 
 static char *slurp_file(const char *path, char *buf, size_t len)
@@ -368,7 +405,7 @@ START_TEST(remote_step_full_cycle)
         ck_assert_int_eq(give("mpi-pstate-threshold", "2ms", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-low", "1.2GHz", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-governor", "powersave", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
 
         /* The step's policy, with the originals saved first. */
         snapshot(during, sizeof(during));
@@ -463,7 +500,7 @@ START_TEST(remote_keep_governor_prepares_setspeed)
 
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         snapshot(during, sizeof(during));
         ck_assert_ptr_nonnull(strstr(during, "policy1/scaling_governor=userspace"));
         ck_assert_ptr_nonnull(strstr(during, "policy1/scaling_setspeed=3000000"));
@@ -472,6 +509,69 @@ START_TEST(remote_keep_governor_prepares_setspeed)
         ck_assert_ptr_nonnull(
             strstr(slurp_file(path, buf, sizeof(buf)), "--mechanism\nsetspeed\n"));
         run_tasks_and_exit();
+}
+END_TEST
+
+/* Slurm set the step's frequencies (srun --cpu-freq reaches the step as
+ * SLURM_CPU_FREQ_REQ; slurm.conf's CpuFreqDef applies to every step): the
+ * plugin saves, writes nothing, does not apply its governor, and hands the
+ * agent a mechanism that needs no governor change. */
+START_TEST(remote_slurm_frequency_setting_wins)
+{
+        char during[2048], before[2048], after[2048], path[512], buf[4096], conf[600];
+        FILE *f;
+
+        if (_i == 1) {
+                snprintf(conf, sizeof(conf), "%s/slurm.conf", tmp);
+                f = fopen(conf, "w");
+                ck_assert_ptr_nonnull(f);
+                fputs("CpuFreqDef=Performance\nCpuFreqGovernors=Performance,PowerSave\n", f);
+                fclose(f);
+                setenv("SLURM_CONF", conf, 1);
+        }
+        snapshot(before, sizeof(before));
+        remote_step(0, NULL, 0);
+        if (_i == 0)
+                stub_env_put("SLURM_CPU_FREQ_REQ", "2000000");
+        ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
+        ck_assert_int_eq(give("mpi-pstate-governor", "powersave", 1), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
+        snapshot(during, sizeof(during));
+        ck_assert_str_eq(during, before);
+        ck_assert_int_eq(stub_count("info", "--mpi-pstate-governor=powersave not applied"), 1);
+        step_path(path, sizeof(path), 0, "agent.json.args");
+        ck_assert(wait_for(path));
+        ck_assert_ptr_nonnull(
+            strstr(slurp_file(path, buf, sizeof(buf)), "--mechanism\nmax_freq\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "--governor\nkeep\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "--allow-governor\nno\n"));
+        run_tasks_and_exit();
+        snapshot(after, sizeof(after));
+        ck_assert_str_eq(after, before);
+}
+END_TEST
+
+/* CpuFreqGovernors, narrowed by allowed_governors, at submit time. */
+START_TEST(local_governors_are_slurms_narrowed)
+{
+        char conf[600], *args[] = {"allowed_governors=performance,ondemand"};
+        FILE *f;
+
+        snprintf(conf, sizeof(conf), "%s/slurm.conf", tmp);
+        f = fopen(conf, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("CpuFreqGovernors=OnDemand,PowerSave\n", f);
+        fclose(f);
+        setenv("SLURM_CONF", conf, 1);
+        stub_reset(S_CTX_LOCAL);
+        ck_assert_int_eq(slurm_spank_init(STUB_SP, 1, args), 0);
+        ck_assert_int_eq(give("mpi-pstate-governor", "ondemand", 0), 0);
+        ck_assert_int_ne(give("mpi-pstate-governor", "powersave", 0), 0);   /* admin's narrowing */
+        ck_assert_int_ne(give("mpi-pstate-governor", "performance", 0), 0); /* not Slurm's */
+        ck_assert_int_eq(give("mpi-pstate-governor", "keep", 0), 0);
+        ck_assert_int_eq(stub_count("error", "CpuFreqGovernors narrowed by allowed_governors: "
+                                             "keep,ondemand"),
+                         2);
 }
 END_TEST
 
@@ -484,7 +584,7 @@ START_TEST(remote_site_limits_bound_the_policy)
         snapshot(before, sizeof(before));
         remote_step(0, extra, 3);
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         snapshot(during, sizeof(during));
         ck_assert_ptr_nonnull(strstr(during, "policy0/scaling_min_freq=1800000"));
         ck_assert_ptr_nonnull(strstr(during, "policy0/scaling_max_freq=2400000"));
@@ -504,7 +604,7 @@ START_TEST(remote_profile_writes_nothing)
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-governor", "powersave", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         snapshot(during, sizeof(during));
         ck_assert_str_eq(during, before);
         snprintf(path, sizeof(path), "%s/restore/policy0", runtime);
@@ -528,7 +628,7 @@ START_TEST(site_defaults_reach_tasks)
         char *args[] = {"default_mode=profile", "default_threshold=1ms", "default_bind=compact"};
 
         remote_step(3, args, 3);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 3, args), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 3, args), 0);
         stub.task_id = 0;
         ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 3, args), 0);
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_MODE"), "profile");
@@ -551,7 +651,7 @@ START_TEST(batch_extern_steps_untouched)
         snapshot(before, sizeof(before));
         remote_step(not_task_steps[_i], NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         stub.task_id = 0;
         ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
         ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
@@ -578,7 +678,7 @@ START_TEST(batch_keeps_users_ompi_setting)
 {
         remote_step(SLURM_BATCH_SCRIPT, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         stub_env_put("OMPI_MCA_ras_base_launch_orted_on_hn", "0");
         stub.task_id = 0;
         ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
@@ -594,7 +694,7 @@ START_TEST(off_step_untouched)
         /* A job step without the option, at the built-in default: off. */
         snapshot(before, sizeof(before));
         remote_step(0, NULL, 0);
-        slurm_spank_init_post_opt(STUB_SP, 0, NULL);
+        post_opt_and_fork(STUB_SP, 0, NULL);
         stub.task_id = 0;
         slurm_spank_task_init_privileged(STUB_SP, 0, NULL);
         slurm_spank_task_init(STUB_SP, 0, NULL);
@@ -621,7 +721,7 @@ START_TEST(launcher_daemon_gets_the_jobs_cores)
         stub.argc = 3;
         stub.argv = argv;
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         step_path(path, sizeof(path), 1, "agent.json.args");
         ck_assert(wait_for(path));
         ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "--cpus\n0-1\n"));
@@ -661,7 +761,7 @@ START_TEST(user_cpu_bind_respected)
                 stub_env_put("SLURM_CPU_BIND_TYPE", types[i]);
                 ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
                 ck_assert_int_eq(give("mpi-pstate-bind", "none", 1), 0);
-                ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+                ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
                 stub.task_id = 0;
                 ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
                 /* What task/affinity did for --cpu-bind=map_cpu:1 */
@@ -694,7 +794,7 @@ START_TEST(profile_never_pins)
                 remote_step(0, by_site ? site : NULL, by_site ? 2 : 0);
                 if (!by_site)
                         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
-                ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+                ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
                 CPU_ZERO(&mine);
                 CPU_SET(1, &mine);
                 ck_assert_int_eq(sched_setaffinity(0, sizeof(mine), &mine), 0);
@@ -732,7 +832,7 @@ START_TEST(oci_container_without_library)
         put_file(path, buf, 0644);
         stub_env_put("SLURM_CONTAINER", bundle);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         stub.task_id = 0;
         ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
         ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
@@ -767,7 +867,7 @@ START_TEST(task_moved_to_root_without_library)
                 return; /* chroot needs root */
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         snprintf(newroot, sizeof(newroot), "%s/newroot", tmp);
         ck_assert_int_eq(mkdir(newroot, 0755), 0);
         pid = fork();
@@ -805,7 +905,7 @@ START_TEST(pinning_survives_the_task_plugin)
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
         ck_assert_int_eq(give("mpi-pstate-bind", "none", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         stub.task_id = 1;
         ck_assert_int_eq(slurm_spank_task_init_privileged(STUB_SP, 0, NULL), 0);
         CPU_ZERO(&set);
@@ -829,7 +929,7 @@ START_TEST(absent_agent_is_not_fatal)
         snapshot(before, sizeof(before));
         remote_step(0, extra, 1);
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         ck_assert_int_eq(stub_count("verbose", "no agent at"), 1);
         run_tasks_and_exit();
         snapshot(after, sizeof(after));
@@ -854,7 +954,7 @@ START_TEST(planted_segment_name_replaced)
         ck_assert_int_eq(symlink(victim, planted), 0);
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         ck_assert(find_shm(0, shm, sizeof(shm)));
         ck_assert_int_eq(lstat(shm, &st), 0);
         ck_assert(S_ISREG(st.st_mode));
@@ -880,7 +980,7 @@ START_TEST(job_epilog_backstop_restores_a_killed_step)
                 remote_step(0, NULL, 0);
                 give("mpi-pstate", "on", 1);
                 give("mpi-pstate-governor", "powersave", 1);
-                slurm_spank_init_post_opt(STUB_SP, 0, NULL);
+                post_opt_and_fork(STUB_SP, 0, NULL);
                 _exit(0); /* no task_exit, no exit hook */
         }
         ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -912,7 +1012,7 @@ START_TEST(unknown_cores_touch_nothing)
         remote_step(0, NULL, 0);
         stub.step_cores = "0-511";
         ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         ck_assert_int_eq(stub_count("error", "allocated cores"), 1);
         snapshot(after, sizeof(after));
         ck_assert_str_eq(after, before);
@@ -936,8 +1036,12 @@ START_TEST(agent_dying_early_is_reported)
         put_file(agent, "#!/bin/sh\nexit 2\n", 0755);
         remote_step(0, NULL, 0);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
-        usleep(200000);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
+        step_path(path, sizeof(path), 0, "agent.pid");
+        /* Until it has exited, however slow a busy machine makes its start
+         * (a fixed 200 ms sleep was not always enough). */
+        ck_assert_msg(wait_exited(atoi(slurp_file(path, buf, sizeof(buf))), 60000),
+                      "the agent never exited");
         run_tasks_and_exit();
         ck_assert_int_eq(stub_count("error", "had exited before the step ended"), 1);
         step_path(path, sizeof(path), 0, "plugin.json");
@@ -958,7 +1062,7 @@ START_TEST(runtime_dir_host_escape)
         host[strcspn(host, ".")] = '\0';
         remote_step(0, extra, 1);
         ck_assert_int_eq(give("mpi-pstate", "profile", 1), 0);
-        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
         snprintf(path, sizeof(path), "%s/%s/run/steps/%u.0/plugin.json", tmp, host, job);
         ck_assert(exists(path));
         run_tasks_and_exit();
@@ -977,7 +1081,7 @@ START_TEST(remote_never_fails_on_values)
         ck_assert_int_eq(give("mpi-pstate-threshold", "abc", 1), 0);
         ck_assert_int_eq(stub_count("error", "governor powersave is not allowed"), 1);
         ck_assert_int_eq(stub_count("error", "invalid value \"abc\""), 1);
-        slurm_spank_init_post_opt(STUB_SP, 2, args);
+        post_opt_and_fork(STUB_SP, 2, args);
         stub.task_id = 0;
         slurm_spank_task_init(STUB_SP, 2, args);
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_GOVERNOR"), "performance");
@@ -1029,6 +1133,8 @@ static Suite *plugin_suite(void)
         tcase_set_timeout(tc, 30);
         tcase_add_test(tc, remote_step_full_cycle);
         tcase_add_test(tc, remote_keep_governor_prepares_setspeed);
+        tcase_add_loop_test(tc, remote_slurm_frequency_setting_wins, 0, 2);
+        tcase_add_test(tc, local_governors_are_slurms_narrowed);
         tcase_add_test(tc, remote_site_limits_bound_the_policy);
         tcase_add_test(tc, remote_profile_writes_nothing);
         tcase_add_test(tc, site_defaults_reach_tasks);
@@ -1060,8 +1166,12 @@ static Suite *plugin_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(plugin_suite());
+        SRunner *sr;
         int failed;
+
+        /* The host's own slurm.conf must not narrow the governors here. */
+        setenv("SLURM_CONF", "/nonexistent/slurm.conf", 1);
+        sr = srunner_create(plugin_suite());
 
         /* The plugin keeps per-process state: every test needs its own process,
          * whatever CK_FORK says. */

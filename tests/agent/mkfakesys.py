@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Builds a plain-file fake sysfs tree for the node agent's tests and benchmarks.
 
-    mkfakesys.py ROOT --cpus 128 [--driver acpi-cpufreq|intel_pstate]
-                 [--cpus-per-policy 1] [--rapl SOCKETS]
+    mkfakesys.py ROOT --cpus 128 [--driver acpi-cpufreq|intel_pstate|cppc_cpufreq|scmi]
+                 [--cpus-per-policy 1] [--rapl SOCKETS] [--hwmon energy|power]
 
 Same layout as tests/unit/fakesys.h: devices/system/cpu/cpufreq/policyN with
 the attributes the backend reads, cpuN/cpufreq symlinks, and optionally
@@ -26,7 +26,7 @@ def put(path: Path, text: str, mode: int = 0o644) -> None:
     os.chmod(path, mode)
 
 
-def build(root: Path, ncpu: int, driver: str, span: int, rapl: int) -> None:
+def build(root: Path, ncpu: int, driver: str, span: int, rapl: int, hwmon: str = "") -> None:
     cpu = root / "devices/system/cpu"
     for first in range(0, ncpu, span):
         cpus = list(range(first, min(ncpu, first + span)))
@@ -34,6 +34,11 @@ def build(root: Path, ncpu: int, driver: str, span: int, rapl: int) -> None:
         lst = " ".join(map(str, cpus)) + "\n"
         if driver == "intel_pstate":
             lo, hi, govs, gov = 800000, 4200000, "performance powersave", "powersave"
+        elif driver == "cppc_cpufreq":  # Arm servers: no table, any level in range
+            lo, hi, govs, gov = 1000000, 3000000, ACPI_GOVS, "schedutil"
+        elif driver == "scmi":  # Arm SCMI firmware: a table, usually per-cluster domains
+            lo, hi, govs, gov = 1300000, 2600000, ACPI_GOVS, "schedutil"
+            put(pol / "scaling_available_frequencies", "2600000 2200000 1700000 1300000 \n")
         else:
             lo, hi, govs, gov = 1200000, 3000000, ACPI_GOVS, "performance"
             put(pol / "scaling_available_frequencies", "3000000 2400000 1800000 1200000 \n")
@@ -63,17 +68,32 @@ def build(root: Path, ncpu: int, driver: str, span: int, rapl: int) -> None:
         put(d / "name", "dram\n", 0o444)
         put(d / "max_energy_range_uj", "65532610987\n", 0o444)
         put(d / "energy_uj", "1000\n", 0o400)
+    # hwmon, the energy source of nodes without RAPL (common/energy.h): two
+    # energy counters as on Ampere Altra, or an ACPI power meter as on Grace.
+    h = root / "class/hwmon/hwmon0"
+    if hwmon == "energy":
+        put(h / "name", "smpro\n", 0o444)
+        for m, label in ((1, "CPU energy"), (2, "IO energy")):
+            put(h / f"energy{m}_input", "1000000\n", 0o444)
+            put(h / f"energy{m}_label", f"{label}\n", 0o444)
+    elif hwmon == "power":
+        put(h / "name", "power_meter\n", 0o444)
+        put(h / "power1_average", "250000000\n", 0o444)
+        put(h / "power1_average_interval", "100\n", 0o444)
+        put(h / "power1_oem_info", "Module Power Socket 0\n", 0o444)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("root")
     ap.add_argument("--cpus", type=int, default=2)
-    ap.add_argument("--driver", default="acpi-cpufreq", choices=["acpi-cpufreq", "intel_pstate"])
+    ap.add_argument("--driver", default="acpi-cpufreq", choices=["acpi-cpufreq", "intel_pstate", "cppc_cpufreq", "scmi"])
     ap.add_argument("--cpus-per-policy", type=int, default=1)
     ap.add_argument("--rapl", type=int, default=0, help="number of sockets with RAPL zones")
+    ap.add_argument("--hwmon", default="", choices=["", "energy", "power"],
+                    help="hwmon energy counters or a power meter (for nodes without RAPL)")
     a = ap.parse_args()
-    build(Path(a.root), a.cpus, a.driver, max(1, a.cpus_per_policy), a.rapl)
+    build(Path(a.root), a.cpus, a.driver, max(1, a.cpus_per_policy), a.rapl, a.hwmon)
 
 
 if __name__ == "__main__":

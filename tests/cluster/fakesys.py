@@ -19,6 +19,18 @@ slurmd.  Rules that hold as on a real kernel:
 * energy_uj advances with a power model driven by the current frequencies and
   wraps at max_energy_range_uj.
 
+Power model (watts, per socket): pkg_idle_w + the sum over its CPUs of
+core_dyn_w * (f / fmax)^2 * busy, plus dram_w on the DRAM zone.  With the
+default "load": "none", busy is 1 for every CPU whatever runs on it (the
+model every test before the what-if validation was written against).  With
+"load": "proc", busy is the share of samples (every load_period_s) in which
+a task of this node (a process in the fake's own mount namespace) was
+running or runnable (state R in /proc/PID/stat) and last ran on that CPU
+(field 39): a computing task and an MPI wait that polls are busy, a task
+blocked in the kernel (an MPI that sleeps, an idle core) draws nothing
+dynamic.  Contention with the machine's other work does not change it: a
+runnable task counts as if it had its own core.
+
 Every accepted write, and every refused one, is appended to the write log as
 "<CLOCK_MONOTONIC seconds> policy<N> <attr>=<value> [EINVAL]" so tests can
 assert the exact sequence of P-state changes.
@@ -34,12 +46,12 @@ import stat
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Optional
 
 from fusepy import FUSE, FuseOSError, Operations  # Debian python3-fusepy
 
 DEFAULTS: dict[str, Any] = {
-    "driver": "acpi-cpufreq",  # or "intel_pstate"
+    "driver": "acpi-cpufreq",  # or "intel_pstate", or "cppc_cpufreq" (Arm: no frequency table)
     "ncpu": 2,
     "cpus_per_policy": 1,  # 2 = one policy spanning both CPUs (package-wide domain)
     "freqs_khz": [3000000, 2400000, 1800000, 1200000],
@@ -50,6 +62,8 @@ DEFAULTS: dict[str, Any] = {
     "pkg_idle_w": 10.0,
     "core_dyn_w": 15.0,  # per CPU at the maximum frequency, scales with (f/fmax)^2
     "dram_w": 3.0,
+    "load": "none",  # or "proc": the CPU's dynamic power only while a task of this node runs there
+    "load_period_s": 0.02,
 }
 
 ACPI_GOVS = ["conservative", "ondemand", "userspace", "powersave", "performance", "schedutil"]
@@ -112,7 +126,8 @@ class Policy:
             a["base_frequency"] = (ro, str(self.freqs[len(self.freqs) // 2]))
         else:
             a["cpuinfo_cur_freq"] = (0o400, str(self.cur()))
-            a["scaling_available_frequencies"] = (ro, " ".join(map(str, self.freqs)) + " ")
+            if self.driver != "cppc_cpufreq":  # CPPC: any level between the cpuinfo limits
+                a["scaling_available_frequencies"] = (ro, " ".join(map(str, self.freqs)) + " ")
         return a
 
     def write(self, attr: str, value: str) -> None:
@@ -144,6 +159,78 @@ class Policy:
             raise FuseOSError(errno.EACCES)
 
 
+class Load:
+    """Per CPU, the share of samples since the last take() in which a task
+    of this mount namespace was running or runnable on it (load "proc").
+    The namespace's processes are listed again every RESCAN_S; between
+    rescans only their /proc/PID/stat is read, a few files per sample."""
+
+    RESCAN_S = 0.1
+
+    def __init__(self, ncpu: int, period: float) -> None:
+        self.ncpu, self.period = ncpu, max(0.002, float(period))
+        self.me = os.getpid()
+        self.ns = os.readlink("/proc/self/ns/mnt")
+        self.mtx = threading.Lock()
+        self.hits = [0] * ncpu
+        self.samples = 0
+        self.pids: list[int] = []
+        self.t_scan = 0.0
+        self.stopped = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _scan(self) -> None:
+        pids = []
+        for d in os.listdir("/proc"):
+            if d.isdigit() and int(d) != self.me:
+                try:
+                    if os.readlink(f"/proc/{d}/ns/mnt") == self.ns:
+                        pids.append(int(d))
+                except OSError:
+                    pass
+        self.pids = pids
+
+    def sample(self) -> list[int]:
+        if now() - self.t_scan > self.RESCAN_S:
+            self._scan()
+            self.t_scan = now()
+        busy = [0] * self.ncpu
+        for pid in self.pids:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    st = f.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            # after "pid (comm)": state is field 3, processor field 39
+            if st[0] == b"R" and len(st) > 36:
+                c = int(st[36])
+                if 0 <= c < self.ncpu:
+                    busy[c] = 1
+        return busy
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.period):
+            b = self.sample()
+            with self.mtx:
+                for c in range(self.ncpu):
+                    self.hits[c] += b[c]
+                self.samples += 1
+
+    def take(self) -> list[float]:
+        """Busy share per CPU since the previous take() (the latest sample's
+        state when no sample fell in between: a write right after another)."""
+        with self.mtx:
+            if self.samples:
+                out = [h / self.samples for h in self.hits]
+                self.hits, self.samples = [0] * self.ncpu, 0
+                self.last = out
+                return out
+            return getattr(self, "last", [0.0] * self.ncpu)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
 class Hardware:
     """State of one node's fake hardware, rebuilt whenever the config changes."""
 
@@ -161,7 +248,10 @@ class Hardware:
                 self.energy[f"intel-rapl:{s}"] = float(cfg["energy_start_uj"])
                 self.energy[f"intel-rapl:{s}:0"] = float(cfg["energy_start_uj"]) / 7
 
-    def power(self) -> dict[str, float]:
+        self.load: Optional[Load] = Load(ncpu, cfg["load_period_s"]) if cfg["load"] == "proc" \
+            else None
+
+    def power(self, busy: Optional[list[float]] = None) -> dict[str, float]:
         cfg, out = self.cfg, {}
         ncpu, nsock = cfg["ncpu"], cfg["sockets"]
         for s in range(nsock):
@@ -169,7 +259,8 @@ class Hardware:
             for p in self.policies.values():
                 for c in p.cpus:
                     if c * nsock // ncpu == s:
-                        watts += cfg["core_dyn_w"] * (p.cur() / p.hw_max) ** 2
+                        watts += cfg["core_dyn_w"] * (p.cur() / p.hw_max) ** 2 * \
+                            (busy[c] if busy is not None else 1.0)
             out[f"intel-rapl:{s}"] = watts
             out[f"intel-rapl:{s}:0"] = cfg["dram_w"]
         return out
@@ -178,9 +269,15 @@ class Hardware:
         """Integrate energy up to now at the power of the state that held since t_last."""
         t = now()
         dt = t - self.t_last
-        for zone, watts in self.power().items():
+        busy = self.load.take() if self.load is not None else None
+        for zone, watts in self.power(busy).items():
             self.energy[zone] += watts * dt * 1e6
         self.t_last = t
+
+    def close(self) -> None:
+        if self.load is not None:
+            self.load.stop()
+
 
     def rapl_attrs(self, zone: str) -> dict[str, tuple[int, str]]:
         rng = int(self.cfg["max_energy_range_uj"])
@@ -215,8 +312,11 @@ class FakeSys(Operations):
             with open(self.cfg_path) as f:
                 cfg.update(json.load(f))
         self.cfg_mtime = mt
+        if getattr(self, "hw", None) is not None:
+            self.hw.close()
         self.hw = Hardware(cfg)
-        self.log.write(f"{now():.6f} reset driver={cfg['driver']} cpus_per_policy={cfg['cpus_per_policy']}\n")
+        self.log.write(f"{now():.6f} reset driver={cfg['driver']} cpus_per_policy={cfg['cpus_per_policy']}"
+                       + (f" load={cfg['load']}" if cfg["load"] != "none" else "") + "\n")
 
     def _resolve(self, path: str) -> tuple[str, Any, str | None]:
         """path -> (kind, object, attr).  kind: root|cpufreq|policy|powercap|zone."""

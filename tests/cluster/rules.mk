@@ -21,3 +21,22 @@ debroot:
 
 debroot-stop:
 	./tests/cluster/debroot stop
+
+# ---- make check-arm64: the aarch64 build, every unit suite and the preload
+# suites (exact call counts, both MPIs, every binding) in a Debian 12 arm64
+# root run under qemu-user (tests/cluster/debroot --arch arm64, cached like
+# the trixie root; created on first use, which installs qemu-user-static and
+# registers it with binfmt_misc).  Builds into BARM (default build-arm64).
+# No cluster runs in it; the root's namespaces are stopped at the end.
+BARM ?= build-arm64
+CHECKARM_LOCK ?= /run/mpi-pstate-arm64.lock
+
+.PHONY: check-arm64 debroot-arm64
+check-arm64: debroot-arm64
+	@t0=$$(date +%s); \
+	flock $(CHECKARM_LOCK) bash -c './tests/cluster/debroot --arch arm64 enter ./tests/cluster/check-arm64 $(BARM); \
+	  rc=$$?; ./tests/cluster/debroot --arch arm64 stop; exit $$rc'; rc=$$?; \
+	echo "---- make check-arm64: exit $$rc after $$(( $$(date +%s) - t0 )) s"; exit $$rc
+
+debroot-arm64:
+	./tests/cluster/debroot --arch arm64 create

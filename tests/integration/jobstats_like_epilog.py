@@ -52,9 +52,12 @@ def main() -> int:
     nodes = subprocess.run(["scontrol", "show", "hostnames",
                             os.environ.get("SLURM_JOB_NODELIST", "")],
                            capture_output=True, text=True, timeout=30).stdout.split()
-    t_end = time.monotonic() + 30  # jobstats sleeps 5 s for the same reason
+    # jobstats sleeps 5 s for the same reason.  The row of the task itself
+    # (an array task's raw id can be its array's id: that row says nothing
+    # of this task); mpi-pstate's part no longer waits before this one runs.
+    t_end = time.monotonic() + 30
     while time.monotonic() < t_end:
-        r = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "State"],
+        r = subprocess.run(["sacct", "-n", "-X", "-P", "-j", target, "-o", "State"],
                            capture_output=True, text=True, timeout=30)
         if (r.stdout.split() or [""])[0] in TERMINAL:
             break

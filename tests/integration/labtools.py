@@ -145,6 +145,19 @@ def job_field(jobid: int, field: str) -> str:
     return rows[0][field] if rows else ""
 
 
+def summary_comment(jobid: int, timeout: float = 60) -> str:
+    """The job's SystemComment once it holds mpi-pstate's summary, waited for
+    at most timeout seconds (0: as it is now): the EpilogSlurmctld only queues
+    the job, the flusher it starts writes the summary just after the job's end
+    (docs/records.md)."""
+    t_end = time.monotonic() + timeout
+    comment = job_field(jobid, "SystemComment")
+    while "mpi-pstate/" not in comment and time.monotonic() < t_end:
+        time.sleep(0.5)
+        comment = job_field(jobid, "SystemComment")
+    return comment
+
+
 def lab(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return root([str(LAB_SCRIPT), *args], check=check, timeout=timeout)
 

@@ -89,14 +89,8 @@ class JobstatsCoexistence(unittest.TestCase):
         self.addCleanup(dest.unlink, missing_ok=True)
 
     def script(self, nodes: int, ntasks: int) -> str:
-        make = (f"import sys; sys.path.insert(0, '{ta.SLOTPY}'); import mpi_pstate_slot as s; "
-                "s.create_segment('$seg', 4)")
-        env = (f"ALL,LD_PRELOAD={ta.FRONT},MPI_PSTATE_MODE=profile,MPI_PSTATE_SHM=$seg,"
-               "MPI_PSTATE_THRESHOLD=1ms")
         return f"""set -u
-seg=/dev/shm/mpi-pstate.$SLURM_JOB_ID.1
-srun -N{nodes} -n{nodes} --ntasks-per-node=1 /usr/bin/python3 -c "{make}"
-srun --mpi={ta.FAMILIES[self.fam][1]} -N{nodes} -n{ntasks} --export={env} {self.prog} 5 5
+srun --mpi={ta.FAMILIES[self.fam][1]} {ta.PLUGIN} -N{nodes} -n{ntasks} {self.prog} 5 5
 """
 
     def submit(self, args: list[str], name: str, nodes: int = 2, ntasks: int = 2) -> int:

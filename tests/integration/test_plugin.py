@@ -115,8 +115,21 @@ def records_of(job: int) -> list[Path]:
     return left
 
 
+def node_step(node: str, job: int, step: str) -> dict:
+    """A step of the node's record of the job: the node Epilog keeps the
+    plugin's and the agent's step records there, then removes the step
+    directory (docs/records.md).  Waited for (bounded): srun and salloc
+    return before the job's Epilog has run."""
+    path = lt.LAB / "records" / str(job) / f"node.{node}.json"
+    t_end = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < t_end:
+        time.sleep(0.2)
+    rec = json.loads(path.read_text())
+    return next(s for s in rec["steps"] if s["step"] == step)
+
+
 def step_record(node: str, job: int, step: str) -> dict:
-    return json.loads((runtime_dir(node) / "steps" / f"{job}.{step}" / "plugin.json").read_text())
+    return node_step(node, job, step)["plugin"]
 
 
 class PluginCase(unittest.TestCase):
@@ -254,8 +267,7 @@ class StepsBothFamilies(PluginCase):
             self.assertEqual(rec["mode"], "on")
             self.assertEqual({d["status"] for d in rec["domains"]}, {"set"}, rec)
             self.assertEqual(rec["agent"]["status"], "stopped", rec)
-            agent = runtime_dir(n) / "steps" / f"{job}.{FIRST}" / "agent.json"
-            self.assertTrue(agent.exists(), f"no agent record on {n}")
+            self.assertTrue(node_step(n, job, FIRST)["agent"], f"no agent record on {n}")
         self.assertEqual(records_of(job), [])
         self.assert_nodes_restored()
 
@@ -387,7 +399,7 @@ class Modes(PluginCase):
         self.assertEqual(writes("n1", t0, t1), [])
         rec = step_record("n1", job, FIRST)
         self.assertEqual({d["status"] for d in rec["domains"]}, {"untouched"}, rec)
-        agent = json.loads((runtime_dir("n1") / "steps" / f"{job}.{FIRST}" / "agent.json").read_text())
+        agent = node_step("n1", job, FIRST)["agent"]
         self.assertEqual(agent.get("mode"), "profile", agent)
         self.assert_nodes_restored(("n1",))
 

@@ -21,6 +21,7 @@ import importlib
 import json
 import os
 import re
+import signal
 import shutil
 import subprocess
 import sys
@@ -128,15 +129,30 @@ def launcher(abi: str, n: int = 2, env: Optional[Mapping[str, str]] = None) -> L
 
 def run_mpi(abi: str, argv: List[str], env: Optional[Mapping[str, str]] = None, n: int = 2,
             timeout: float = 120, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+    if os.environ.get("MPI_PSTATE_TEST_EMULATED"):
+        timeout *= 4  # make check-arm64: every rank under qemu-user, on a shared machine
     full_env = dict(os.environ)
     for k in list(full_env):
         if k.startswith("MPI_PSTATE_") and k != "MPI_PSTATE_BUILD":
             del full_env[k]  # a developer's own settings must not leak into the tests
     full_env.pop("LD_PRELOAD", None)
     full_env.update(env or {})
-    return subprocess.run(launcher(abi, n, env) + [str(a) for a in argv], env=full_env,
-                          capture_output=True, text=True, timeout=timeout,
-                          cwd=str(cwd) if cwd else None)
+    # Its own process group, killed whole on a timeout: killing only the
+    # launcher left a spinning rank behind that hung every later run (seen
+    # with MPICH under qemu-user, make check-arm64).
+    cmd = launcher(abi, n, env) + [str(a) for a in argv]
+    p = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd=str(cwd) if cwd else None, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = p.communicate()
+        raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err)
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def exec_argv(profile: Optional[Path], argv: Iterable, *options: str) -> List[str]:

@@ -4,8 +4,10 @@ synthetic node records.  Holds no test case (named test_epilog_* only to
 live beside the suites that import it)."""
 from __future__ import annotations
 
+import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -132,4 +134,25 @@ def node_record(job: int, node: str, ranks: list[dict[str, Any]], joules: Option
         "cstates": {"states": [{"name": "C6", "exit_latency_us": 133, "enabled_cpus": "0-1"}]},
         "smt": {"threads_per_core": 1}, "numa": {"nodes": 1}, "warnings": []}
     return noderec.build(job, node, 1000, settings=st, steps=steps if ranks else [],
-                         infos=infos, restore={"status": "ok"}, problems=[], written=1.0)
+                         infos=infos, restore={"status": "ok"}, problems=[], written=time.time())
+
+
+def plugin_json(runtime: Path, job: int, step: str, seg: Optional[Path], nslots: int = 0,
+                node: str = "n1", version: int = 2) -> Path:
+    """The plugin's step record <runtime>/steps/<job>.<step>/plugin.json
+    (root's, 0700 directories): version 2 lists the segment it made by name,
+    device and inode (h-secroot's contract); version 1 has only "shm"."""
+    d = runtime / "steps" / f"{job}.{step}"
+    d.mkdir(parents=True, exist_ok=True)
+    rec: dict[str, Any] = {"version": version, "job": job, "node": node, "mode": "on",
+                           "shm": str(seg) if seg else None}
+    if version >= 2:
+        rec["segments"] = []
+        if seg is not None:
+            st = os.stat(seg)
+            rec["segments"].append({"name": seg.name, "dir": "/dev/shm", "dev": st.st_dev,
+                                    "ino": st.st_ino, "nslots": nslots,
+                                    "bytes": slotlib.HEADER_SIZE + nslots * slotlib.SLOT_SIZE,
+                                    "uid": st.st_uid})
+    (d / "plugin.json").write_text(json.dumps(rec))
+    return d

@@ -13,12 +13,13 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 import unittest
 from pathlib import Path
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import collect, config, ctld, log, noderec, slurm, summary
+from mpi_pstate import collect, config, ctld, log, noderec, slurm, spool, summary
 
 BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", fx.TOP / "build"))
 DBCOMMENT = BUILD / "epilog" / "mpi-pstate-dbcomment"
@@ -139,6 +140,24 @@ class Merge(unittest.TestCase):
                          ["summary"]["energy_src"], "unknown")
         bad = rec("n1", "made-up")  # hostile label: dropped, not passed on
         self.assertNotIn("meter", validated(13, {"n1": bad})["n1"]["energy"])
+
+    def test_meter_hwmon_on_nodes_without_rapl(self) -> None:
+        """An agent that measured with hwmon (common/energy.h) labels its
+        node's joules "hwmon", never "rapl"; a simulated tree stays simulated;
+        the summary and the report say so."""
+        hw = noderec.parse_agent(b'{"step": 0, "energy": {"status": "ok", "source": "hwmon", '
+                                 b'"kind": "power_meter", "joules": 41.5, "channels": []}}', "n1")
+        self.assertEqual(hw["energy"], {"status": "ok", "joules": 41.5, "meter": "hwmon"})
+        self.assertEqual(noderec.energy_of([hw], None, "rapl")["meter"], "hwmon")
+        self.assertEqual(noderec.energy_of([hw], None, "simulated")["meter"], "simulated")
+        ra = noderec.parse_agent(b'{"step": 1, "energy": {"status": "ok", "source": "rapl", '
+                                 b'"package_j": 1.0, "dram_j": 1.0}}', "n1")
+        self.assertEqual(noderec.energy_of([ra], None, "rapl")["meter"], "rapl")
+        self.assertEqual(noderec.energy_of([hw, ra], None, "rapl")["meter"], "rapl")
+        r = fx.node_record(13, "n1", [fx.rank("n1", 0)], joules=41.5)
+        r["energy"]["meter"] = "hwmon"
+        recs = validated(13, {"n1": r})
+        self.assertEqual(summary.merge(13, ["n1"], recs, {})["summary"]["energy_src"], "hwmon")
 
     def test_meter_from_the_powercap_file_system(self) -> None:
         line = "{id} 1 0:{id} / {mp} rw,nosuid - {fs} {src} rw"
@@ -296,17 +315,25 @@ class Fakes(unittest.TestCase):
                                   lambda j, timeout=30: self.sacct_hook(j, timeout)),
                 mock.patch.object(log, "_stream", [self.err])]
 
-    def run_ctld(self, job: int, nodelist: str = "n[1-2]", wait: float = 0.5) -> None:
+    def run_ctld(self, job: int, nodelist: str = "n[1-2]", wait: float = 0.5,
+                 flush_for: float = 5.0) -> None:
+        """The EpilogSlurmctld (queues the job), then the flusher it would
+        start, here in this process."""
         a = argparse.Namespace(collect_dir=str(self.collect), runtime_dir=None, slurm_conf=None,
-                               wait=wait, db_wait=1.0, quiet=False)
-        env = {"SLURM_JOB_ID": str(job), "SLURM_JOB_NODELIST": nodelist,
+                               wait=wait, flush_for=flush_for, quiet=False)
+        env = {"SLURM_JOB_ID": str(job), "SLURM_JOB_NODELIST": nodelist, "SLURM_JOB_UID": "1000",
                "SLURM_CONF": str(self.tmp / "none.conf"), "PATH": os.environ["PATH"]}
         ps = self.patches()
+        spawned: list = []
         with mock.patch.dict(os.environ, env, clear=True):
             for p in ps:
                 p.start()
             try:
-                self.assertEqual(ctld.run(a, "/fake/dbcomment"), 0)
+                self.assertEqual(ctld.run(a, "/fake/dbcomment", spawn=spawned.append), 0)
+                self.assertEqual(len(spawned), 1)
+                self.assertIn("flush", spawned[0])
+                spool.flush(self.cfg, slurm.DbTool("/fake"), {0, os.geteuid()}, flush_for,
+                            wait=wait, sleep=lambda t: time.sleep(min(t, 0.05)))
             finally:
                 for p in ps:
                     p.stop()
@@ -332,7 +359,7 @@ class EpilogSlurmctld(Fakes):
         import time
         t0 = time.monotonic()
         self.run_ctld(22, wait=0.6)
-        self.assertLess(time.monotonic() - t0, 3.0)
+        self.assertLess(time.monotonic() - t0, 6.0)
         s, _ = summary.find(self.writes[0])
         self.assertEqual((s["state"], s["missing"]), ("partial", "n2"))
 
@@ -380,7 +407,7 @@ class EpilogSlurmctld(Fakes):
                                wait=0.1, db_wait=0.1, quiet=False)
         with mock.patch.dict(os.environ, {"SLURM_JOB_ID": "x"}, clear=True), \
                 mock.patch.object(log, "_stream", [self.err]):
-            self.assertEqual(ctld.run(a, "/fake"), 0)
+            self.assertEqual(ctld.run(a, "/fake", spawn=None), 0)
         self.assertIn("bad Slurm environment", self.err.getvalue())
 
 

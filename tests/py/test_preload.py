@@ -308,16 +308,6 @@ class Launch(Case):
                 self.assertEqual(ph.calls_bytes(profs[1]), ph.FORTRAN_EXPECTED)
 
 
-def mpich_version() -> tuple[int, int]:
-    """MPICH's version as (major, minor), from mpichversion; (0, 0) if unknown."""
-    try:
-        out = subprocess.run(["mpichversion"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return (0, 0)
-    m = re.search(r"MPICH Version:\s*(\d+)\.(\d+)", out)
-    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-
-
 class Robustness(Case):
     """The library never breaks or slows the job over its own problem."""
 
@@ -367,13 +357,11 @@ class Robustness(Case):
     def test_exit_without_finalize_writes_profile(self) -> None:
         self.need("mpich")
         r, _, profs = self.run_profiled("mpich", "c_calls", "--nofinalize")
-        if mpich_version() >= (4, 2):
-            # MPICH 4.2's hydra kills the other ranks as soon as one exits
-            # without MPI_Finalize, possibly while its exit profile is being
-            # written (docs/preload.md): the first rank to exit always writes.
-            self.assertTrue(set(profs) <= {0, 1} and profs, r.stderr)
-        else:
-            self.assertEqual(sorted(profs), [0, 1], r.stderr)
+        # Hydra kills the other ranks as soon as one exits without
+        # MPI_Finalize (4.2 at once; 4.0 too when the exits are far enough
+        # apart, as on a busy machine), possibly while its exit profile is
+        # being written (docs/preload.md): the first rank to exit always writes.
+        self.assertTrue(set(profs) <= {0, 1} and profs, r.stderr)
         for rank in sorted(profs):
             self.assertEqual(profs[rank]["state"], "exited")
             self.assertEqual(ph.calls(profs[rank]), ph.parse_counts(r.stdout)[rank])

@@ -43,7 +43,8 @@ int main(void) {
 """
 
 libc = ctypes.CDLL(None, use_errno=True)
-SYS_futex, FUTEX_WAIT = 202, 0  # x86-64
+# futex's system call number: x86-64's, else the generic table's (aarch64)
+SYS_futex, FUTEX_WAIT = (202 if os.uname().machine == "x86_64" else 98), 0
 
 
 class Timespec(ctypes.Structure):

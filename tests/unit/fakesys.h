@@ -201,6 +201,47 @@ static inline void fakesys_intel_pstate_hwp(const struct fakesys *fs, unsigned n
         fakesys_put(fs, FAKESYS_CPU "/intel_pstate/hwp_dynamic_boost", 0644, "0\n");
 }
 
+/* cppc_cpufreq (Arm servers: Ampere Altra, NVIDIA Grace, Graviton under
+ * ACPI): one policy per core, the acpi-cpufreq governors, no
+ * scaling_available_frequencies (CPPC takes any performance level between
+ * lowest and highest), 1.0-3.0 GHz as on an Altra Q80-30, schedutil by
+ * default, and the per-CPU acpi_cppc directory the kernel adds. */
+static inline void fakesys_cppc_cpufreq(const struct fakesys *fs, unsigned ncpu)
+{
+        char rel[128];
+
+        for (unsigned c = 0; c < ncpu; c++) {
+                fakesys_policy(fs, c, &c, 1, "cppc_cpufreq",
+                               "conservative ondemand userspace powersave performance schedutil",
+                               "schedutil", NULL, 1000000, 3000000);
+                snprintf(rel, sizeof(rel), FAKESYS_CPU "/cpu%u/acpi_cppc/lowest_freq", c);
+                fakesys_put(fs, rel, 0444, "1000\n"); /* MHz, as ACPI gives it */
+                snprintf(rel, sizeof(rel), FAKESYS_CPU "/cpu%u/acpi_cppc/nominal_freq", c);
+                fakesys_put(fs, rel, 0444, "3000\n");
+        }
+}
+
+/* scmi (Arm SCMI firmware, e.g. Neoverse reference platforms) and
+ * cpufreq-dt (device-tree SoCs): a frequency table and one domain per
+ * cluster of `span` CPUs. */
+#define FAKESYS_FREQS_SCMI "2600000 2200000 1700000 1300000 "
+static inline void fakesys_cluster_driver(const struct fakesys *fs, const char *driver,
+                                          unsigned ncpu, unsigned span)
+{
+        unsigned cpus[64];
+
+        ck_assert(span > 0 && span <= 64);
+        for (unsigned first = 0; first < ncpu; first += span) {
+                unsigned n = 0;
+
+                for (unsigned c = first; c < ncpu && c < first + span; c++)
+                        cpus[n++] = c;
+                fakesys_policy(fs, first, cpus, n, driver,
+                               "conservative ondemand userspace powersave performance schedutil",
+                               "schedutil", FAKESYS_FREQS_SCMI, 1300000, 2600000);
+        }
+}
+
 /* One acpi-cpufreq policy spanning CPUs 0-3 (a package-wide domain). */
 static inline void fakesys_shared_policy(const struct fakesys *fs)
 {
@@ -253,6 +294,44 @@ static inline void fakesys_rapl(const struct fakesys *fs, unsigned nsock, unsign
         /* The control-type directory and the MMIO duplicate are not zones to count. */
         fakesys_mkdirs(fs, "class/powercap/intel-rapl");
         fakesys_put(fs, "class/powercap/intel-rapl-mmio:0/name", 0444, "package-0\n");
+}
+
+/* hwmon energy counters (Ampere Altra's SMpro and the like): class/hwmon/
+ * hwmon<idx> named name with energyM_input (µJ) and energyM_label for M in
+ * 1..n, each starting at start. */
+static inline void fakesys_hwmon_energy(const struct fakesys *fs, unsigned idx, const char *name,
+                                        unsigned n, unsigned long long start)
+{
+        char rel[128];
+
+        snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/name", idx);
+        fakesys_put(fs, rel, 0444, "%s\n", name);
+        for (unsigned m = 1; m <= n; m++) {
+                snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/energy%u_input", idx, m);
+                fakesys_put(fs, rel, 0444, "%llu\n", start);
+                snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/energy%u_label", idx, m);
+                fakesys_put(fs, rel, 0444, "%s energy\n", m == 1 ? "CPU" : "IO");
+        }
+}
+
+/* The ACPI power meter (NVIDIA Grace): power1_average in µW averaged over
+ * power1_average_interval ms, power1_oem_info naming what it measures, and a
+ * power1_input beside it that must not be counted twice. */
+static inline void fakesys_hwmon_power_meter(const struct fakesys *fs, unsigned idx,
+                                             unsigned long long uw, unsigned interval_ms)
+{
+        char rel[128];
+
+        snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/name", idx);
+        fakesys_put(fs, rel, 0444, "power_meter\n");
+        snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/power1_average", idx);
+        fakesys_put(fs, rel, 0444, "%llu\n", uw);
+        snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/power1_input", idx);
+        fakesys_put(fs, rel, 0444, "%llu\n", uw);
+        snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/power1_average_interval", idx);
+        fakesys_put(fs, rel, 0444, "%u\n", interval_ms);
+        snprintf(rel, sizeof(rel), "class/hwmon/hwmon%u/power1_oem_info", idx);
+        fakesys_put(fs, rel, 0444, "Module Power Socket %u\n", idx);
 }
 
 /* inotify on one directory: modifications, opens and closes of its files. */

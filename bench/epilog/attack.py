@@ -1,0 +1,339 @@
+#!/usr/bin/python3
+"""The node Epilog and the EpilogSlurmctld under attack (issue 13), measured
+as the resources of the child process (getrusage: CPU seconds and peak RSS;
+never wall clock: the VM is shared).
+
+Attacks, as the job's user (uid 1000) and as another user (uid 65534):
+  hardlink  one valid segment of SLOTS slots (all in use) hard-linked under
+            NAMES names mpi-pstate.<job>.<n> (the job's user)
+  padded    81 zero-padded names mpi-pstate.<job>.00.. made by another user
+            in front of the victim's one real segment (its step 9)
+  counter   one slot with every counter at 2^64-1 (the job's user)
+  header    the segment's header rewritten to claim 16384 slots (the job's user)
+  swapped   the listed name replaced by another file of the user's (new inode)
+and, for the plain cases, a job that had the plugin off (nothing to do) and
+big: one honest segment of SLOTS slots, all in use (the largest real load).
+
+Run as root (the Epilog is root's):
+    python3 bench/epilog/attack.py [--tree DIR] [--names 16] [--slots 4096] [--json]
+--tree: the source tree whose epilog/ is run (default: this one), to measure
+another commit side by side (`git worktree add /tmp/before <commit>`).
+The library of this tree builds the segments either way."""
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+HERE = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(HERE / "tests" / "py"))
+sys.path.insert(0, str(HERE / "epilog"))
+import test_epilog_fixtures as fx  # noqa: E402
+
+JOB = 4242
+USER = 1000
+OTHER = 65534
+
+
+# Measured from a small intermediate process: a child forked straight from
+# this one would count this process's memory (it built a 64 MiB segment) in
+# its peak RSS, which exec does not reset.
+MEASURE = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execve(sys.argv[1], sys.argv[1:], os.environ)
+_, status, ru = os.wait4(pid, 0)
+print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "cpu_s": ru.ru_utime + ru.ru_stime,
+                  "maxrss_kib": ru.ru_maxrss}))
+"""
+
+
+def child_usage(argv: List[str], env: Dict[str, str]) -> Dict[str, Any]:
+    """CPU seconds and peak RSS (MiB) of one child, from wait4's rusage."""
+    p = subprocess.run([sys.executable, "-I", "-S", "-c", MEASURE] + argv, env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+    u = json.loads(p.stdout.decode().strip().splitlines()[-1])
+    return {"rc": u["rc"], "cpu_s": round(u["cpu_s"], 3),
+            "maxrss_mib": round(u["maxrss_kib"] / 1024, 1),
+            "stderr": p.stderr.decode("utf-8", "replace")[-2000:]}
+
+
+def plugin_json(runtime: Path, step: str, seg: Path, nslots: int, node: str = "n1") -> None:
+    """The plugin's step record (version 2, h-secroot's contract): the
+    segment it made, by name and inode."""
+    d = runtime / "steps" / f"{JOB}.{step}"
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(runtime / "steps", 0o700)
+    os.chmod(d, 0o700)
+    st = seg.stat()
+    rec = {"version": 2, "job": JOB, "step": int(step) if step.isdigit() else step,
+           "node": node, "mode": "on", "shm": str(seg),
+           "segments": [{"name": seg.name, "dir": "/dev/shm", "dev": st.st_dev,
+                         "ino": st.st_ino, "nslots": nslots,
+                         "bytes": 4096 + nslots * 16384, "uid": st.st_uid}]}
+    (d / "plugin.json").write_text(json.dumps(rec))
+
+
+def scenario(tmp: Path, kind: str, names: int, slots: int) -> Path:
+    runtime, shm = tmp / "run", tmp / "shm"
+    for d in (runtime, shm, tmp / "records"):
+        d.mkdir(parents=True, exist_ok=True)
+    os.chmod(shm, 0o1777)
+    if kind == "off":
+        return shm
+    n = slots if kind in ("hardlink", "big") else 4
+    step = "9" if kind == "padded" else "0"  # padded: the victim's 10th step
+    seg = shm / f"mpi-pstate.{JOB}.{step}"
+    fx.segment(seg, [{"rank": i} for i in range(n)], nslots=n)
+    os.chown(seg, USER, -1)
+    if kind == "counter":
+        lib = fx.slotlib.LiveSegment(str(seg))
+        try:
+            for f in ("transitions", "long_calls", "wakeups", "down_ns", "long_ns"):
+                lib.set_slot_field(0, f, (1 << 64) - 1)
+        finally:
+            lib.close()
+    plugin_json(runtime, step, seg, n)
+    if kind == "header":
+        with open(seg, "r+b") as f:
+            f.seek(fx.slotlib.HEADER_FIELDS["nslots"][0])
+            f.write((16384).to_bytes(4, "little"))
+    if kind == "swapped":  # the plugin's inode kept alive elsewhere, so not reused
+        os.link(seg, shm / "kept")
+        new = shm / "new"
+        fx.segment(new, [{"rank": i} for i in range(n)], nslots=n)
+        os.chown(new, USER, -1)
+        os.rename(new, seg)
+    if kind == "hardlink":
+        for i in range(1, names):
+            os.link(seg, shm / f"mpi-pstate.{JOB}.{i}")
+    if kind == "padded":
+        for v in range(9):  # 81 names that sort before the victim's step 9
+            for width in range(2, 11):
+                p = shm / f"mpi-pstate.{JOB}.{v:0{width}d}"
+                fx.segment(p, [{"rank": 0}], nslots=1)
+                os.chown(p, OTHER, -1)
+    return shm
+
+
+def run_one(tree: Path, kind: str, names: int, slots: int) -> Dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="mpi-pstate-attack."))
+    try:
+        shm = scenario(tmp, kind, names, slots)
+        sysroot = fx.fake_sysfs(tmp / "sys")
+        (tmp / "slurm.conf").write_text("SlurmUser=root\n")
+        env = {"SLURM_JOB_ID": str(JOB), "SLURMD_NODENAME": "n1", "SLURM_JOB_UID": str(USER),
+               "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "MPI_PSTATE_AGENT": "/nonexistent"}
+        argv = [sys.executable, "-I", str(tree / "epilog" / "mpi-pstate"), "epilog",
+                "--collect-dir", str(tmp / "records"), "--runtime-dir", str(tmp / "run"),
+                "--slurm-conf", str(tmp / "slurm.conf"), "--shm-dir", str(shm),
+                "--sysroot", str(sysroot)]
+        u = child_usage(argv, env)
+        rec = tmp / "records" / str(JOB) / "node.n1.json"
+        u["record_bytes"] = rec.stat().st_size if rec.exists() else 0
+        if rec.exists():
+            r = json.loads(rec.read_text())
+            u["record_ranks"] = len(r.get("ranks", []))
+            u["record_status"] = r.get("status")
+            u["problems"] = r.get("problems", [])[:4]
+        return u
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+MERGE = """
+import os, sys, time
+sys.path.insert(0, sys.argv[1] + "/epilog"); sys.path.insert(0, sys.argv[1] + "/preload")
+from mpi_pstate import collect, summary
+jfd = os.open(sys.argv[2], os.O_RDONLY | os.O_DIRECTORY)
+recs, bad = collect.read_node_records(jfd, 4242, ["n1"], {0})
+d = summary.merge(4242, ["n1"], recs, bad, "COMPLETED", "0:0")
+print(len(d["ranks"]), summary.encode(d["summary"])[:60], list(bad.values())[:1])
+"""
+
+
+def ctld_merge(tree: Path, nranks: int) -> Dict[str, Any]:
+    """The controller's read, validation and merge of one node record of
+    nranks ranks (the old node Epilog published 65,536 under the hard-link
+    attack), in a child process of the given tree."""
+    tmp = Path(tempfile.mkdtemp(prefix="mpi-pstate-merge."))
+    try:
+        rec = fx.node_record(JOB, "n1", [fx.rank("n1", 0)])
+        one = rec["ranks"][0]
+        rec["ranks"] = [dict(one, rank=i, step=str(i // 4096)) for i in range(nranks)]
+        jd = tmp / str(JOB)
+        jd.mkdir()
+        data = fx.noderec.encode(rec)
+        (jd / "node.n1.json").write_bytes(data)
+        u = child_usage([sys.executable, "-I", "-S", "-c", MERGE, str(tree), str(jd)],
+                        dict(os.environ))
+        u["record_bytes"] = len(data)
+        return u
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ctld_queue(tree: Path) -> Dict[str, Any]:
+    """The EpilogSlurmctld of this tree: queue the job, start the flusher
+    (which finds no record here and stops), return."""
+    tmp = Path(tempfile.mkdtemp(prefix="mpi-pstate-ctld."))
+    try:
+        (tmp / "records").mkdir()
+        os.chmod(tmp, 0o755)
+        (tmp / "slurm.conf").write_text("SlurmUser=root\n")
+        env = {"SLURM_JOB_ID": str(JOB), "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_UID": str(USER),
+               "MPI_PSTATE_DBCOMMENT": "/bin/true", "PATH": "/usr/bin:/bin"}
+        u = child_usage([sys.executable, "-I", str(tree / "epilog" / "mpi-pstate"),
+                         "epilog-slurmctld", "--collect-dir", str(tmp / "records"),
+                         "--slurm-conf", str(tmp / "slurm.conf"), "--flush-for", "0",
+                         "--wait", "0"], env)
+        u["queued"] = (tmp / "records" / ".queue" / f"{JOB}.json").exists()
+        time.sleep(0.5)  # the detached flusher: let it finish before the directory goes
+        return u
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fast_path() -> Dict[str, Any]:
+    """The installed node Epilog for a job the plugin was off for: the
+    shell wrapper with its cache, against the Python run it replaces."""
+    tmp = Path(tempfile.mkdtemp(prefix="mpi-pstate-fast."))
+    node = f"bench{os.getpid()}"
+    cache = Path(f"/run/mpi-pstate-epilog.{node}.cache")
+    try:
+        conf = tmp / "slurm.conf"
+        conf.write_text("SlurmUser=root\n")
+        os.utime(conf, (1, 1))
+        (tmp / "run" / "steps").mkdir(parents=True)
+        wrapper = tmp / "mpi-pstate-epilog"
+        wrapper.write_text((HERE / "epilog" / "mpi-pstate-epilog.in").read_text()
+                           .replace("@BINDIR@", str(HERE / "epilog")))
+        wrapper.chmod(0o755)
+        env = {"SLURM_JOB_ID": str(JOB), "SLURMD_NODENAME": node, "SLURM_CONF": str(conf),
+               "SLURM_JOB_UID": str(USER), "PATH": "/usr/bin:/bin"}
+        cache.write_text(f"{tmp / 'run'}\nconf={conf}\n{conf}\n")
+        os.utime(cache, (100, 100))
+        shell = child_usage(["/bin/sh", str(wrapper)], env)
+        cache.unlink()
+        python = child_usage([sys.executable, "-I", str(HERE / "epilog" / "mpi-pstate"), "epilog",
+                              "--runtime-dir", str(tmp / "run"), "--collect-dir",
+                              str(tmp / "records")], env)
+        return {"shell": shell, "python": python}
+    finally:
+        cache.unlink(missing_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+KIND_TEXT = {
+    "off": "plugin off for the job (Python run)",
+    "big": "honest segment, SLOTS slots (the largest real load)",
+    "counter": "counters at 2^64-1 in one slot (job's user)",
+    "header": "header rewritten to 16384 slots (job's user)",
+    "swapped": "listed name swapped to another inode (job's user)",
+    "padded": "81 zero-padded names (another user)",
+    "hardlink": "one SLOTS-slot segment under NAMES names (job's user)",
+}
+MARK_BEGIN = "<!-- attack.py begin -->"
+MARK_END = "<!-- attack.py end -->"
+
+
+def section(before: Dict[str, Any], after: Dict[str, Any], merges: Dict[str, Any],
+            fast: Dict[str, Any], ctld: Dict[str, Any], a: argparse.Namespace) -> str:
+    def cell(u: Dict[str, Any]) -> str:
+        if not u:
+            return "-"
+        if not u["record_bytes"]:
+            return f"{u['cpu_s']:.2f} s, {u['maxrss_mib']:.0f} MiB, nothing written"
+        return (f"{u['cpu_s']:.2f} s, {u['maxrss_mib']:.0f} MiB, "
+                f"{u.get('record_ranks') if u.get('record_ranks') is not None else 'no'} ranks, "
+                f"record "
+                + (f"{u['record_bytes'] / 1e6:.1f} MB" if u["record_bytes"] >= 1e5 else
+                   f"{u['record_bytes'] / 1e3:.1f} kB"))
+    lines = [MARK_BEGIN, "## Under attack (issue 13): node Epilog and controller merge, "
+             "before and after", "",
+             "CPU seconds and peak RSS of the child process (getrusage: the VM is shared, "
+             "wall clock means nothing), the node record it published (ranks, size). "
+             f"Before: `{a.before_label}`; after: this tree. Reproduce (root):", "",
+             f"    git worktree add /tmp/before {a.before_label}   # or git archive",
+             f"    python3 bench/epilog/attack.py --names {a.names} --slots {a.slots} "
+             "--before /tmp/before --write", "",
+             "| node Epilog, attack | before | after |", "|---|---|---|"]
+    for k in after:
+        lines.append(f"| {KIND_TEXT[k].replace('SLOTS', str(a.slots)).replace('NAMES', str(a.names))}"
+                     f" | {cell(before.get(k, {}))} | {cell(after[k])} |")
+    lines += ["", "Before, the hard-linked segment counted once per name and the padded "
+              "names pushed the victim's segment out of the 64-name window (0 of its 4 "
+              "ranks); a counter of 2^64-1 published fine but made the controller refuse the "
+              "whole node record. After, only the segment the plugin lists is read (inode, "
+              "one link, the plugin's slot count), counters are dropped one by one.", "",
+              "| controller: read, validate and merge one node record | before | after |",
+              "|---|---|---|"]
+    for label, (b, af) in merges.items():
+        lines.append(f"| {label} | {b['cpu_s']:.2f} s, {b['maxrss_mib']:.0f} MiB | "
+                     f"{af['cpu_s']:.2f} s, {af['maxrss_mib']:.0f} MiB"
+                     + (" (refused: over 16 MiB)" if "65536" in label else "") + " |")
+    lines += ["", "| node Epilog of a job the plugin was off for | CPU | peak RSS |",
+              "|---|---:|---:|",
+              f"| installed wrapper, shell fast path (cache fresh) | "
+              f"{fast['shell']['cpu_s'] * 1000:.1f} ms | {fast['shell']['maxrss_mib']:.1f} MiB |",
+              f"| the Python run it replaces | {fast['python']['cpu_s'] * 1000:.0f} ms | "
+              f"{fast['python']['maxrss_mib']:.1f} MiB |", "",
+              "", f"EpilogSlurmctld (queue the job, start the flusher, return): "
+              f"{ctld['cpu_s'] * 1000:.0f} ms CPU, {ctld['maxrss_mib']:.1f} MiB; it waits for "
+              "no node and no slurmdbd, so this is its cost whatever they do (before: it "
+              "waited up to 30 s for the node records and 30 s for slurmdbd, holding the job "
+              "in COMPLETING; issue 13 measured 27.5 s under the hard-link attack). Its time "
+              "on the lab cluster, slurmdbd down: section \"On the lab cluster\".", MARK_END]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tree", default=str(HERE))
+    ap.add_argument("--names", type=int, default=16)
+    ap.add_argument("--slots", type=int, default=4096)
+    ap.add_argument("--kinds", default="off,big,counter,header,swapped,padded,hardlink")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--before", help="a tree of the commit before, for --write")
+    ap.add_argument("--before-label", default="0a01c68", help=argparse.SUPPRESS)
+    ap.add_argument("--write", action="store_true",
+                    help="before and after into bench/epilog/RESULTS.md (needs --before)")
+    a = ap.parse_args()
+    if a.write:
+        if not a.before:
+            ap.error("--write needs --before")
+        kinds = a.kinds.split(",")
+        after = {k: run_one(HERE, k, a.names, a.slots) for k in kinds}
+        before = {k: run_one(Path(a.before), k, a.names, a.slots) for k in kinds}
+        merges = {f"{n} ranks ({'old node Epilog under the hard-link attack' if n == 65536 else 'the most a node record may hold now'})":
+                  (ctld_merge(Path(a.before), n), ctld_merge(HERE, n)) for n in (65536, 16384)}
+        text = section(before, after, merges, fast_path(), ctld_queue(HERE), a)
+        res = HERE / "bench" / "epilog" / "RESULTS.md"
+        old = res.read_text()
+        if MARK_BEGIN in old:
+            old = old[:old.index(MARK_BEGIN)] + old[old.index(MARK_END) + len(MARK_END) + 1:]
+        res.write_text(old.rstrip("\n") + "\n\n" + text)
+        print(text)
+        return 0
+    out = {}
+    for kind in a.kinds.split(","):
+        out[kind] = run_one(Path(a.tree), kind, a.names, a.slots)
+        if not a.json:
+            u = out[kind]
+            print(f"{kind:9s} rc {u['rc']} cpu {u['cpu_s']:.3f} s  maxrss {u['maxrss_mib']} MiB  "
+                  f"record {u['record_bytes']} B, {u.get('record_ranks')} ranks, "
+                  f"status {u.get('record_status')}", flush=True)
+    if a.json:
+        print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

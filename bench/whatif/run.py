@@ -1,0 +1,309 @@
+#!/usr/bin/python3
+"""Validation of `mpi-pstate report --what-if` on the local cluster.
+
+The fake hardware's power model is known (tests/cluster/fakesys.py, load
+"proc": a CPU draws core_dyn_w * (f/fmax)^2 while a task of its node runs
+or waits polling on it).  This script
+
+  1. switches both nodes' fakes to that model,
+  2. runs `mpi-pstate calibrate` inside n1 (the model goes to the default
+     path, where the node Epilogs embed it into their records),
+  3. runs every workload in profile mode and in on mode, alternating
+     (A B A B ...), as the test user,
+  4. predicts each on run from the profile run of the same repetition
+     (`mpi-pstate report PROFILE_JOB --what-if --threshold T --json`) and
+     compares with the measured energy difference of the two runs,
+
+then prints a Markdown table (and --json everything).  Run it as root under
+the lab's lock with this build installed:
+
+  flock -o /run/mpi-pstate-lab.lock bench/whatif/run.py --reps 3
+
+The fakes are put back to their defaults and the model file removed at the
+end (--keep-model keeps it)."""
+from __future__ import annotations
+
+import argparse
+import importlib.machinery
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+TOP = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(TOP / "tests" / "integration"), str(TOP / "epilog")]
+import labtools as lt  # noqa: E402
+from mpi_pstate import summary as summ  # noqa: E402
+from mpi_pstate import whatif  # noqa: E402
+
+MODEL = whatif.DEFAULT_MODEL
+
+
+def fake_load(on: bool, restart: bool = False) -> None:
+    """Both nodes' fakes to load "proc" (or back to their defaults).  A fake
+    started from a checkout without the load model is restarted (--restart)."""
+    for n in ("n1", "n2"):
+        if on:
+            lt.flavour(n, load="proc")
+        else:
+            lt.lab("flavour", n)
+    if not on:
+        return
+    for n in ("n1", "n2"):
+        resets = [l for l in lt.write_log(n) if " reset " in l]
+        if not resets or "load=proc" not in resets[-1]:
+            if not restart:
+                raise SystemExit(f"node {n}'s fake hardware has no load model (started from an "
+                                 "older checkout): give --restart to restart the lab from this "
+                                 "one")
+            lt.lab("restart", timeout=600)
+            return fake_load(True, restart=False)
+
+
+def calibrate(node: str, seconds: float, reps: int, points: int) -> dict[str, Any]:
+    cli = lt.installed().cli
+    r = lt.node_exec(node, f"{cli} calibrate --seconds {seconds} --reps {reps} --points "
+                           f"{points} --quiet --json")
+    return json.loads(r.stdout[:r.stdout.rindex("}") + 1])
+
+
+def submit(wd: Path, mode: str, threshold: Optional[str], command: str, nodes: int,
+           ntasks: int) -> int:
+    opt = [f"--mpi-pstate={mode}"] + ([f"--mpi-pstate-threshold={threshold}"] if threshold else [])
+    return lt.sbatch(["-N", str(nodes), f"--ntasks-per-node={ntasks}", "-t", "10",
+                      "--exclusive", *opt], f"srun --mpi=pmix {command}\n", wd)
+
+
+def figures(job: int, timeout: float = 60) -> dict[str, Any]:
+    """The job's accounting summary, once EpilogSlurmctld wrote it."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        hit = summ.find(lt.job_field(job, "SystemComment"))[0]
+        if hit:
+            s = summ.normalize(hit)
+            # per node: joules and the agent's own interval (what the joules cover)
+            nodes = {}
+            det = json.loads((lt.LAB / "records" / str(job) / "job.json").read_text())
+            for n, v in det["nodes"].items():
+                secs = sum((st.get("agent") or {}).get("elapsed_s") or 0
+                           for st in v.get("steps") or [])
+                nodes[n] = {"joules": (v.get("energy") or {}).get("joules"), "seconds": secs}
+            return {"job": job, "energy_j": s.get("energy_j"), "energy": s.get("energy"),
+                    "wall_s": s.get("wall_s"), "step_wall_s": s.get("step_wall_s"),
+                    "down_s": s.get("down_s"), "transitions": s.get("transitions"),
+                    "mpi_s": s.get("mpi_s"), "nodes": nodes}
+        time.sleep(0.3)
+    raise AssertionError(f"job {job}: no mpi-pstate summary after {timeout} s")
+
+
+def saved_at_equal_time(prof: dict[str, Any], on: dict[str, Any]) -> Optional[float]:
+    """Profile minus on energy, node by node, with the on run's energy scaled
+    to the profile run's duration.  A lowered core on the fake computes as
+    fast as ever, so any difference in duration between the two runs is the
+    shared machine's noise, not the tool's: compare mean power."""
+    tot = 0.0
+    for n, p in prof["nodes"].items():
+        o = on["nodes"].get(n)
+        if not o or not p["joules"] or not o["joules"] or not p["seconds"] or not o["seconds"]:
+            return None
+        tot += p["joules"] - o["joules"] * p["seconds"] / o["seconds"]
+    return tot
+
+
+def predict(job: int, threshold_us: int) -> dict[str, Any]:
+    r = lt.as_user([str(lt.installed().cli), "report", str(job), "--what-if", "--threshold",
+                    f"{threshold_us}us", "--json"], check=True)
+    return json.loads(r.stdout)["jobs"][0]["what_if"]
+
+
+def run_workload(name: str, command: str, thresholds: list[int], reps: int, wd: Path,
+                 nodes: int, ntasks: int, say: Any) -> list[dict[str, Any]]:
+    """Per threshold and repetition: the profile run, the on run, the
+    prediction from that profile run and the measured difference."""
+    out = []
+    for rep in range(reps):
+        order = thresholds if rep % 2 == 0 else list(reversed(thresholds))
+        prof_job = submit(wd, "profile", None, command, nodes, ntasks)
+        state = lt.wait_job(prof_job, 300)
+        prof = figures(prof_job)
+        say(f"{name} rep {rep + 1}: profile job {prof_job} {state}: {prof['energy_j']} J, "
+            f"{prof['step_wall_s']} s")
+        for t in order:
+            on_job = submit(wd, "on", f"{t}us", command, nodes, ntasks)
+            state = lt.wait_job(on_job, 300)
+            on = figures(on_job)
+            p = predict(prof_job, t)
+            raw = prof["energy_j"] - on["energy_j"] if prof["energy_j"] is not None and \
+                on["energy_j"] is not None else None
+            meas = saved_at_equal_time(prof, on)
+            say(f"  on @ {t} us job {on_job} {state}: {on['energy_j']} J, {on['step_wall_s']} s,"
+                f" down {on['down_s']} s; predicted saved {p['saved_j']} J, down "
+                f"{p['clocked_down_s']}; measured {meas} (raw difference {raw})")
+            out.append({"workload": name, "rep": rep, "threshold_us": t, "profile": prof,
+                        "on": on, "predicted": p, "measured_saved_j": meas,
+                        "raw_difference_j": raw})
+            # the next on run compares with a profile run just before it
+            if t != order[-1]:
+                prof_job = submit(wd, "profile", None, command, nodes, ntasks)
+                lt.wait_job(prof_job, 300)
+                prof = figures(prof_job)
+    return out
+
+
+def table(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """One line per workload and threshold: medians over the repetitions."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["workload"], r["threshold_us"]), []).append(r)
+    lines = ["| workload | threshold | runs | predicted saved J (low .. high) | measured saved J "
+             "(min .. max) | error on energy saved | predicted down s | measured down s | "
+             "inside stated range | raw difference J |",
+             "|---|---|---:|---|---|---:|---:|---:|---|---:|"]
+    summ_rows = []
+    for (w, t), rs in groups.items():
+        pe = statistics.median(r["predicted"]["saved_j"][0] for r in rs)
+        plo = statistics.median(r["predicted"]["saved_j"][1] for r in rs)
+        phi = statistics.median(r["predicted"]["saved_j"][2] for r in rs)
+        ms = [r["measured_saved_j"] for r in rs if r["measured_saved_j"] is not None]
+        me = statistics.median(ms) if ms else None
+        inside = sum(1 for r in rs if r["measured_saved_j"] is not None and
+                     r["predicted"]["saved_j"][1] <= r["measured_saved_j"] <=
+                     r["predicted"]["saved_j"][2])
+        err = (pe - me) / me if me else None
+        pd = statistics.median(r["predicted"]["clocked_down_s"][0] for r in rs)
+        md = statistics.median(r["on"]["down_s"] or 0 for r in rs)
+        lines.append(f"| {w} | {whatif._us(t)} | {len(rs)} | {pe:.1f} ({plo:.1f} .. {phi:.1f}) | "
+                     + (f"{me:.1f} ({min(ms):.1f} .. {max(ms):.1f})" if ms else "-") + " | "
+                     + (f"{100 * err:+.1f} %" if err is not None else "-")
+                     + f" | {pd:.2f} | {md:.2f} | {inside}/{len(rs)} | "
+                     + f"{statistics.median(r['raw_difference_j'] or 0 for r in rs):.1f} |")
+        summ_rows.append({"workload": w, "threshold_us": t, "runs": len(rs), "predicted": pe,
+                          "predicted_lo": plo, "predicted_hi": phi, "measured": me,
+                          "error": err, "inside": inside})
+    return "\n".join(lines) + "\n", summ_rows
+
+
+def agent_lateness_us(job: int) -> list[float]:
+    """Per lowered rank of an on run: the median of how late the agent
+    lowered after the deadline (its record's drop_late_ns p50)."""
+    det = json.loads((lt.LAB / "records" / str(job) / "job.json").read_text())
+    out = []
+    for v in det["nodes"].values():
+        for st in v.get("steps") or []:
+            for r in (st.get("agent") or {}).get("ranks") or []:
+                dl = r.get("drop_late_ns") or {}
+                if dl.get("count"):
+                    out.append(dl["sum"] / dl["count"] / 1000)
+    return out
+
+
+def reanalyse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same comparison with the agent's real lateness instead of the
+    model's wake-up delay: taken from the on runs of the first repetition
+    of each workload, applied to the predictions of every repetition (the
+    first one included, so the table keeps its runs)."""
+    from mpi_pstate import whatif as wi
+    late: dict[str, list[float]] = {}
+    for r in rows:
+        if r["rep"] == 0:
+            late.setdefault(r["workload"].split(",")[0], []).extend(
+                agent_lateness_us(r["on"]["job"]))
+    out = []
+    for r in rows:
+        lat = late.get(r["workload"].split(",")[0])
+        if not lat:
+            continue
+        react = statistics.median(lat)
+        d = json.loads((lt.LAB / "records" / str(r["profile"]["job"]) / "job.json").read_text())
+        p = wi.predict(d, None, r["threshold_us"], reaction_us=react)
+        out.append(dict(r, predicted=p, reaction_us=react))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=100, help="imbalance iterations")
+    ap.add_argument("--work-ms", type=float, default=50.0)
+    ap.add_argument("--thresholds", default="500,20000",
+                    help="us, comma-separated, for the imbalanced demo")
+    ap.add_argument("--sweep", default="100,2000,20000,45000",
+                    help="us: the threshold sweep (empty: none)")
+    ap.add_argument("--hpcc-n", type=int, default=0, help="also hpcc with this N (0: no)")
+    ap.add_argument("--ntasks", type=int, default=1, help="ranks per node (the VM has 2 cores "
+                    "for both nodes: more oversubscribes it)")
+    ap.add_argument("--cal-seconds", type=float, default=1.0)
+    ap.add_argument("--restart", action="store_true",
+                    help="restart the lab when its fakes lack the load model")
+    ap.add_argument("--keep-model", action="store_true")
+    ap.add_argument("--json", metavar="PATH", help="write every run as JSON")
+    ap.add_argument("--reanalyse", metavar="JSON", help="no runs: the table of a --json file "
+                    "again, with the agent's lateness measured in the first repetition's on "
+                    "runs as the reaction (the records must still be in the collect dir)")
+    a = ap.parse_args()
+    if a.reanalyse:
+        doc = json.loads(Path(a.reanalyse).read_text())
+        rows = reanalyse(doc["runs"])
+        lat = sorted({round(r["reaction_us"]) for r in rows})
+        print(f"Reaction from the agent's records (median drop lateness of the first "
+              f"repetition's on runs): {lat} us\n")
+        print(table(rows)[0])
+        return 0
+
+    def say(s: str) -> None:
+        print(s, file=sys.stderr, flush=True)
+    wd = lt.workdir("whatif-bench")
+    lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
+    rows: list[dict[str, Any]] = []
+    t0 = time.time()
+    try:
+        fake_load(True, a.restart)
+        model = calibrate("n1", a.cal_seconds, 2, 2)
+        say(f"calibrated: {json.dumps(model['points'])} idle {model['idle_w']} W, noise "
+            f"{model['noise_w']} W, write {model['transition']['write_us']} us")
+        cmd = f"./imbalance.openmpi {a.iters} {a.work_ms:g}"
+        ths = [int(x) for x in a.thresholds.split(",") if x]
+        rows += run_workload(f"imbalance 2x{a.ntasks}", cmd, ths, a.reps, wd, 2, a.ntasks, say)
+        sw = [int(x) for x in a.sweep.split(",") if x]
+        if sw:
+            rows += run_workload(f"imbalance 2x{a.ntasks}, sweep", cmd, sw, max(1, a.reps - 1),
+                                 wd, 2, a.ntasks, say)
+        if a.hpcc_n:
+            loader = importlib.machinery.SourceFileLoader(
+                "bench_eval", str(TOP / "bench" / "eval" / "mpi-pstate-bench"))
+            spec = importlib.util.spec_from_loader("bench_eval", loader)
+            ld = importlib.util.module_from_spec(spec)
+            sys.modules["bench_eval"] = ld  # its dataclasses look their module up
+            loader.exec_module(ld)
+            (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,
+                                                       *ld.process_grid(2 * a.ntasks)))
+            os.chown(wd / "hpccinf.txt", *lt_ids())
+            rows += run_workload(f"hpcc 2x{a.ntasks}", "hpcc", ths, a.reps, wd, 2, a.ntasks, say)
+    finally:
+        fake_load(False)
+        if not a.keep_model:
+            for n in ("n1",):
+                lt.node_exec(n, f"rm -f {MODEL}", check=False)
+    text, summ_rows = table(rows)
+    print(f"Measured {time.strftime('%Y-%m-%d %H:%M', time.gmtime(t0))}-"
+          f"{time.strftime('%H:%M', time.gmtime())} UTC; model: {json.dumps(model['points'])}, "
+          f"idle {model['idle_w']} W, noise {model['noise_w']} W\n")
+    print(text)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"model": model, "runs": rows, "table": summ_rows},
+                                           indent=1))
+    return 0
+
+
+def lt_ids() -> tuple[int, int]:
+    import pwd
+    pw = pwd.getpwnam(lt.TEST_USER)
+    return pw.pw_uid, pw.pw_gid
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""The sub-commands Slurm, cron or systemd run as root or SlurmUser: epilog,
+epilog-slurmctld, flush, prune.  The `mpi-pstate` script dispatches them
+here without importing cli.py (and the report behind it), so that only the
+modules they need must run on Python 3.6 (RHEL 8's python3): the test
+tests/py/test_epilog_py36.py follows this module's imports and checks each
+module it reaches (docs/security.md, "Python 3.6")."""
+import argparse
+import os
+import sys
+from typing import Dict, List, Optional, Sequence
+
+from . import config, ctld, log, node, slurm, spool
+
+COMMANDS = ("epilog", "epilog-slurmctld", "flush", "prune")
+PROG = "mpi-pstate"
+
+
+def _dirs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--collect-dir", help="override collect_dir of the plugstack line")
+    p.add_argument("--runtime-dir", help="override runtime_dir of the plugstack line")
+    p.add_argument("--slurm-conf", help="slurm.conf (default: $SLURM_CONF)")
+
+
+def add_parsers(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("epilog", help="node Epilog (root): restore backstop, node record")
+    _dirs(p)
+    p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
+    p.add_argument("--shm-dir", default="/dev/shm", help=argparse.SUPPRESS)
+    p.add_argument("--keep-segments", action="store_true",
+                   help="leave the job's shared-memory segments and step directories in place")
+    p.add_argument("--quiet", action="store_true", help="syslog only, nothing on stderr")
+
+    p = sub.add_parser("epilog-slurmctld",
+                       help="EpilogSlurmctld (SlurmUser): queue the job, start a flusher")
+    _dirs(p)
+    p.add_argument("--wait", type=float, default=spool.WAIT_RECORDS_S,
+                   help="seconds the flusher waits for the node records (default %(default)s)")
+    p.add_argument("--flush-for", type=float, default=3600.0,
+                   help="seconds the flusher it starts keeps retrying (default %(default)s)")
+    p.add_argument("--db-wait", type=float, default=0.0, help=argparse.SUPPRESS)  # old option
+    p.add_argument("--quiet", action="store_true", help="syslog only, nothing on stderr")
+
+    p = sub.add_parser("flush", help="write the queued summaries (SlurmUser; timer or cron)")
+    _dirs(p)
+    p.add_argument("--for", dest="for_s", type=float, default=0.0,
+                   help="keep retrying this many seconds (default: one pass)")
+    p.add_argument("--wait", type=float, default=spool.WAIT_RECORDS_S,
+                   help="seconds to wait for the node records (default %(default)s)")
+    p.add_argument("--late", type=float, default=spool.LATE_S,
+                   help="seconds a missing node's record is still awaited (default %(default)s)")
+    p.add_argument("--quiet", action="store_true", help="syslog only, nothing on stderr")
+
+    p = sub.add_parser("prune", help="delete records older than --keep-days")
+    _dirs(p)
+    p.add_argument("--keep-days", type=float, default=spool.KEEP_DAYS,
+                   help="days records are kept (default %(default)s)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be deleted")
+
+
+def _dbtool(paths: Dict[str, str], dirs: Dict[str, List[str]]) -> Optional[str]:
+    return node.find_tool("mpi-pstate-dbcomment", dirs["dbcomment"], "MPI_PSTATE_DBCOMMENT")
+
+
+def dispatch(a: argparse.Namespace, paths: Dict[str, str], dirs: Dict[str, List[str]]) -> int:
+    if a.cmd == "epilog":
+        return node.run(a, dirs)
+    if a.cmd == "epilog-slurmctld":
+        return ctld.run(a, _dbtool(paths, dirs))
+    cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+    config.export_slurm_conf(cfg)
+    trusted = {0, cfg.slurm_uid, os.geteuid()}
+    if a.cmd == "flush":
+        log.setup("mpi-pstate-flush", quiet=a.quiet)
+        dbt = _dbtool(paths, dirs)
+        if not dbt:
+            log.error("mpi-pstate-dbcomment not found: nothing flushed")
+            return 1
+        try:
+            tally = spool.flush(cfg, slurm.DbTool(dbt), trusted, a.for_s, a.wait, a.late)
+        except OSError as e:
+            log.error(f"flush: {e}")
+            return 1
+        if not a.quiet:
+            print("; ".join(f"{v} {k}" for k, v in sorted(tally.items())) or "queue empty")
+        return 0
+    if a.cmd == "prune":
+        import time
+        try:
+            gone = spool.prune(cfg, trusted, a.keep_days, time.time(), a.dry_run)
+        except OSError as e:
+            print(f"{PROG} prune: {e}", file=sys.stderr)
+            return 1
+        verb = "would delete" if a.dry_run else "deleted"
+        print(f"{verb} the records of {len(gone)} jobs older than {a.keep_days:g} days"
+              + (f": {' '.join(map(str, gone[:20]))}" + (" ..." if len(gone) > 20 else "")
+                 if gone else ""))
+        return 0
+    return 2
+
+
+def tool_dirs(paths: Dict[str, str]) -> Dict[str, List[str]]:
+    """Where the helper programs are: installed locations first, then the
+    source tree's build directory (MPI_PSTATE_BUILD or ./build)."""
+    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    build = os.environ.get("MPI_PSTATE_BUILD") or os.path.join(top, "build")
+    pkglibexec = os.path.join(paths["libexecdir"], "mpi-pstate") if paths.get("libexecdir") \
+        else ""
+    return {
+        "dbcomment": [pkglibexec, paths.get("here", ""), os.path.join(build, "epilog")],
+        "agent": [pkglibexec, paths.get("sbindir", ""), paths.get("libexecdir", ""),
+                  os.path.join(build, "spank"), os.path.join(build, "agent")],
+        "exec": [paths.get("here", ""), paths.get("bindir", ""), pkglibexec,
+                 os.path.join(build, "preload"), os.path.join(top, "preload")],
+        "bench": [pkglibexec, os.path.join(top, "bench", "eval")],
+    }
+
+
+def main(argv: Sequence[str], paths: Optional[Dict[str, str]] = None) -> int:
+    """`mpi-pstate COMMAND ...` for COMMAND in COMMANDS, without cli.py."""
+    paths = paths or {}
+    ap = argparse.ArgumentParser(prog=PROG)
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+    sub.required = True
+    add_parsers(sub)
+    a = ap.parse_args(list(argv))
+    try:
+        return dispatch(a, paths, tool_dirs(paths))
+    except ValueError as e:
+        print(f"{PROG} {a.cmd}: {e}", file=sys.stderr)
+        return 0 if a.cmd in ("epilog", "epilog-slurmctld") else 2

@@ -1,0 +1,326 @@
+"""Never hold, never lose (issue 13, items 7 and 8): the EpilogSlurmctld
+only queues the job and returns (a job is never held in COMPLETING by a
+late node or a slurmdbd that is down); `mpi-pstate flush` writes every
+queued summary once the node records and slurmdbd are there, with no admin
+action; `mpi-pstate prune` deletes records older than the kept time.
+
+    <collect_dir>/.queue/            SlurmUser's, 0700 (the controller's side)
+        <job>.json                   one queued job (QUEUE_FORMAT)
+        .lock                        one flusher at a time (flock)
+
+Who runs flush: the EpilogSlurmctld starts one in the background (detached,
+its own session) after queueing, which also takes every older queued job;
+sites with systemd add mpi-pstate-flush.timer (packaging/systemd), others
+the cron line of packaging/cron/mpi-pstate (docs/admin.md)."""
+import errno
+import fcntl
+import os
+import stat
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+from . import collect, config, ctld, log, noderec, parse, safeio, slurm
+
+QUEUE = ".queue"
+QUEUE_FORMAT = "mpi-pstate-queue"
+ENTRY_MAX_BYTES = 1 << 20
+MAX_ENTRIES = 10000  # queued jobs looked at per pass; more wait for the next pass
+WAIT_RECORDS_S = 30.0  # node records awaited before a summary without them
+LATE_S = 86400.0  # a missing node's record is still taken this long after the job
+KEEP_DAYS = 30.0  # default of `mpi-pstate prune --keep-days`
+# A node record written this long before its job was queued is a previous
+# job's of the same id (job ids wrap at MaxJobId): never merged.
+STALE_MARGIN_S = 3600.0
+
+
+def open_queue(cfg: config.Config, trusted: Set[int], create: bool = False) -> Optional[int]:
+    """The queue directory, made 0700 by its first writer (SlurmUser)."""
+    cfd = collect.open_collect(cfg.collect_dir, trusted)
+    try:
+        if create:
+            try:
+                os.mkdir(QUEUE, 0o700, dir_fd=cfd)
+            except FileExistsError:
+                pass
+        try:
+            fd = os.open(QUEUE, safeio.O_DIR, dir_fd=cfd)
+        except FileNotFoundError:
+            return None
+        st = os.fstat(fd)
+        if st.st_uid not in trusted or st.st_mode & 0o077:
+            os.close(fd)
+            raise safeio.UnsafeFile(errno.EPERM, f"{cfg.collect_dir}/{QUEUE}: not ours or "
+                                    "open to others")
+        return fd
+    finally:
+        os.close(cfd)
+
+
+def entry_of(job: int, nodes: List[str], uid: Optional[int], array: Optional[str],
+             queued: float, seen: Optional[List[str]] = None) -> Dict[str, Any]:
+    """seen: the nodes whose records the summary last written was made of
+    (a job written without some node waits for a new record, not for
+    slurmdbd)."""
+    e = {"format": QUEUE_FORMAT, "version": 1, "job": job, "nodes": nodes, "uid": uid,
+         "array": array, "queued": round(queued, 3)}  # type: Dict[str, Any]
+    if seen is not None:
+        e["seen"] = seen
+    return e
+
+
+def enqueue(qfd: int, entry: Dict[str, Any]) -> None:
+    safeio.write_atomic(qfd, f"{entry['job']}.json", noderec.encode(entry), mode=0o600)
+
+
+def read_entry(qfd: int, name: str) -> Dict[str, Any]:
+    """A queue entry, strictly: ValueError when it is not one."""
+    obj = noderec.decode(safeio.read_file(qfd, name, ENTRY_MAX_BYTES, owners=None))
+    if not isinstance(obj, dict) or obj.get("format") != QUEUE_FORMAT or \
+            obj.get("version") != 1:
+        raise ValueError("not a queue entry")
+    job = obj.get("job")
+    if type(job) is not int or name != f"{job}.json":
+        raise ValueError("bad job")
+    nodes = obj.get("nodes")
+    if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+        raise ValueError("bad node list")
+    for n in nodes:
+        parse.safe_name(n)
+    q = obj.get("queued")
+    if type(q) not in (int, float) or q < 0:
+        raise ValueError("bad queue time")
+    uid = obj.get("uid")
+    arr = obj.get("array")
+    seen = obj.get("seen")
+    if seen is not None and (not isinstance(seen, list) or
+                             not all(isinstance(n, str) for n in seen)):
+        raise ValueError("bad seen list")
+    return entry_of(job, nodes, uid if type(uid) is int else None,
+                    arr if isinstance(arr, str) and len(arr) < 32 else None, float(q), seen)
+
+
+def entries(qfd: int) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """Queued jobs, oldest first (at most MAX_ENTRIES), and the names of
+    entries that are not valid (removed by the caller)."""
+    out, bad = [], []
+    names = sorted((n for n in os.listdir(qfd) if n.endswith(".json") and n[0].isdigit()),
+                   key=lambda n: (len(n), n))
+    for n in names[:MAX_ENTRIES]:
+        try:
+            out.append(read_entry(qfd, n))
+        except (OSError, ValueError, UnicodeDecodeError):
+            bad.append(n)
+    out.sort(key=lambda e: e["queued"])
+    return out, bad
+
+
+def drop(qfd: int, job: int) -> None:
+    try:
+        os.unlink(f"{job}.json", dir_fd=qfd)
+    except FileNotFoundError:
+        pass
+
+
+def fresh(entry: Dict[str, Any]) -> Callable[[Dict[str, Any]], Optional[str]]:
+    """The check a node record of the queued job must pass: same user,
+    written after (a margin before) the job was queued at its end."""
+    def check(rec: Dict[str, Any]) -> Optional[str]:
+        if entry.get("uid") is not None and rec.get("uid") is not None and \
+                rec["uid"] != entry["uid"]:
+            return f"record of uid {rec['uid']}, the job's is {entry['uid']}"
+        w = rec.get("written")
+        if isinstance(w, (int, float)) and w < entry["queued"] - STALE_MARGIN_S:
+            return "written before the job ran (a previous job of the same id)"
+        return None
+    return check
+
+
+def process(cfg: config.Config, db: slurm.DbTool, e: Dict[str, Any], trusted: Set[int],
+            now: float, wait: float = WAIT_RECORDS_S, late: float = LATE_S) -> Tuple[str, bool]:
+    """One queued job: (what happened, whether it stays queued)."""
+    job, nodes, age = e["job"], e["nodes"], now - e["queued"]
+    present: Set[str] = set()
+    try:
+        cfd = collect.open_collect(cfg.collect_dir, trusted)
+        try:
+            jfd = collect.open_job_dir(cfd, job, trusted)
+            if jfd is not None:
+                try:
+                    present = collect.present_nodes(jfd)
+                finally:
+                    os.close(jfd)
+        finally:
+            os.close(cfd)
+    except OSError as err:
+        return f"collect_dir: {err.strerror or err}", True
+    all_there = set(nodes) <= present
+    if not all_there and age < wait:
+        return "waiting for node records", True
+    if e.get("seen") is not None and e["seen"] == sorted(present):
+        return "waiting for a late node", age < late  # nothing new since the last write
+    if not present:
+        # No node wrote anything: the plugin was off for the job (the node
+        # Epilog writes nothing then), or a crashed node comes later.
+        return "no records", False
+    try:
+        row = slurm.sacct_one(job, timeout=10)
+    except slurm.SlurmError as err:
+        return f"database unreachable: {noderec.clip(err, 120)}", True
+    if row is None or row.state not in slurm.TERMINAL:
+        return "not in the database yet", age < late
+    state, code, current = row.state, row.exit_code, row.system_comment
+    try:
+        shown = db.show(job, timeout=5)
+        if shown is not None:  # slurmctld's comment is newer than slurmdbd's
+            current = shown[2]
+            if shown[0] not in ("PENDING", "RUNNING", "SUSPENDED"):
+                state, code = shown[0], shown[1]
+    except slurm.SlurmError:
+        pass
+    res = ctld.finish(cfg, db, job, nodes, trusted, ctld.Deadline(5), state, code, current,
+                      e["array"], elapsed=row.elapsed, accept=fresh(e))
+    if res in ("written", "up to date"):
+        keep = not all_there and age < late  # a late node's record still counts
+        if keep:
+            e["seen"] = sorted(present)
+        return res, keep
+    if res in ("without mpi-pstate", "no records", "too long"):
+        return res, False
+    return res, age < late
+
+
+def take_lock(qfd: int) -> Optional[int]:
+    fd = os.open(".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                 dir_fd=qfd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd
+    except OSError:
+        os.close(fd)
+        return None
+
+
+def flush(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], for_s: float = 0.0,
+          wait: float = WAIT_RECORDS_S, late: float = LATE_S,
+          sleep: Callable[[float], None] = time.sleep) -> Dict[str, int]:
+    """Passes over the queue until it is empty, or for_s seconds are over
+    (0: one pass).  One flusher at a time: a second one returns at once,
+    and the first looks at the queue again after letting go of the lock,
+    so a job queued meanwhile is never left behind."""
+    tally: Dict[str, int] = {}
+    qfd = open_queue(cfg, trusted)
+    if qfd is None:
+        return tally
+    end = time.monotonic() + for_s
+    try:
+        while True:
+            lock = take_lock(qfd)
+            if lock is None:
+                tally["another flusher runs"] = tally.get("another flusher runs", 0) + 1
+                return tally
+            try:
+                emptied = _passes(cfg, db, trusted, qfd, end, wait, late, sleep, tally)
+            finally:
+                os.close(lock)
+            if not emptied or time.monotonic() >= end or not entries(qfd)[0]:
+                return tally
+    finally:
+        os.close(qfd)
+
+
+def _program_id() -> Tuple[Tuple[int, int, float], ...]:
+    """What this flusher runs: the script and the package (an upgrade
+    replaces them; a flusher of the old code then stops and the next one
+    runs the new)."""
+    out = []
+    for p in (os.path.abspath(sys.argv[0]), os.path.dirname(os.path.abspath(__file__))):
+        try:
+            st = os.stat(p)
+            out.append((st.st_dev, st.st_ino, st.st_mtime))
+        except OSError:
+            out.append((0, 0, 0.0))
+    return tuple(out)
+
+
+def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, end: float,
+            wait: float, late: float, sleep: Callable[[float], None],
+            tally: Dict[str, int]) -> bool:
+    """Until the queue is empty (returns True), time is up, only late nodes
+    are awaited (the next flusher or the timer takes those), or mpi-pstate
+    was upgraded under this flusher (its tools may be gone)."""
+    pause = 1.0
+    me = _program_id()
+    tool = os.path.exists(db.path)
+    while True:
+        es, bad = entries(qfd)
+        for n in bad:
+            log.warning(f"queue entry {n} is not valid: removed")
+            try:
+                os.unlink(n, dir_fd=qfd)
+            except OSError:
+                pass
+        db_down = False
+        idle = True
+        for e in es:
+            if db_down:
+                break
+            res, keep = process(cfg, db, e, trusted, time.time(), wait, late)
+            db_down = res.startswith("database unreachable")
+            idle = idle and res == "waiting for a late node"
+            key = res.split(":")[0]
+            tally[key] = tally.get(key, 0) + 1
+            if keep and e.get("seen") is not None and key in ("written", "up to date"):
+                enqueue(qfd, e)  # remembers which nodes the summary was made of
+            if not keep:
+                drop(qfd, e["job"])
+                lvl = log.info if res in ("written", "up to date", "no records",
+                                          "without mpi-pstate") else log.error
+                lvl(f"job {e['job']}: {res} (queued {time.time() - e['queued']:.0f} s ago)")
+        if not es:
+            return True
+        if idle or time.monotonic() >= end or _program_id() != me or \
+                (tool and not os.path.exists(db.path)):
+            return False
+        sleep(min(pause, max(0.0, end - time.monotonic())))
+        pause = min(pause * 1.5, 10.0)
+
+
+def prune(cfg: config.Config, trusted: Set[int], keep_days: float, now: float,
+          dry_run: bool = False) -> List[int]:
+    """Deletes the job directories of collect_dir (and queue entries) whose
+    newest file is older than keep_days.  Returns the jobs pruned."""
+    limit = now - keep_days * 86400
+    gone = []
+    cfd = collect.open_collect(cfg.collect_dir, trusted)
+    try:
+        for job in collect.job_dirs(cfd):
+            try:
+                jfd = os.open(str(job), safeio.O_DIR, dir_fd=cfd)
+            except OSError:
+                continue
+            try:
+                newest = os.fstat(jfd).st_mtime
+                for n in os.listdir(jfd):
+                    st = safeio.entry_stat(jfd, n)
+                    if st is not None and stat.S_ISREG(st.st_mode):
+                        newest = max(newest, st.st_mtime)
+            finally:
+                os.close(jfd)
+            if newest < limit:
+                gone.append(job)
+                if not dry_run:
+                    collect.remove_job_dir(cfd, job)
+    finally:
+        os.close(cfd)
+    qfd = open_queue(cfg, trusted)
+    if qfd is not None:
+        try:
+            for n in os.listdir(qfd):
+                st = safeio.entry_stat(qfd, n)
+                if n.endswith(".json") and st is not None and st.st_mtime < limit and \
+                        not dry_run:
+                    os.unlink(n, dir_fd=qfd)
+        finally:
+            os.close(qfd)
+    return gone

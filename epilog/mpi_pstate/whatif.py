@@ -1,0 +1,520 @@
+"""`mpi-pstate report --what-if`: the energy a job would have saved, and the
+time it would have added, under a threshold and a low frequency, predicted
+from what a profile (or on) run recorded and the node power model that
+`mpi-pstate calibrate` measured (docs/evaluation.md).
+
+Inputs per rank (node record, docs/records.md): `hist_ns`, the log2
+histogram of the durations of its MPI calls (life-cycle calls removed),
+`mpi_s` (their total), and the blocking-call totals at the threshold the
+run used (`long_calls`, `wait_s`, `over_s`).  A histogram bucket says only
+that a call lasted between 2^(b-1) and 2^b ns; the total time in MPI ties
+the buckets together, so the clocked-down time is bounded by a small linear
+program (greedy: every term is monotone and piecewise linear), and the
+blocking totals bound it again near the run's own threshold.  Every figure
+is a triple (est, lo, hi); lo/hi also carry the model's power noise, the
+agent's reaction time and shared frequency domains.  Pure: no Slurm, no
+file system except load_model()."""
+
+import json
+import math
+import os
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+MODEL_FORMAT = "mpi-pstate-model"
+MODEL_VERSION = 1
+DEFAULT_MODEL = "/var/lib/mpi-pstate/model.json"
+MODEL_ENV = "MPI_PSTATE_MODEL"
+MODEL_MAX_BYTES = 1 << 20
+BUCKETS = 64
+# The agent's reaction after a threshold passes and after a rank leaves a
+# lowered wait, besides the frequency write itself: a timer or futex
+# wake-up on a node whose CPUs are busy.  calibrate measures it (median,
+# p90); these are for models without it (tens of microseconds on an idle
+# node, bench/agent/RESULTS.md).  The bounds: 0 and twice the p90.
+REACTION_US = (50.0, 0.0, 1000.0)  # est, lo, hi
+POWER_SIGMAS = 2.0  # lo/hi of a power difference: +-2 standard errors
+MAX_TIME_ADDED = 0.01  # the recommendation keeps the time added at or below 1 %
+NEAR_BEST = 0.98  # ... and takes the highest threshold within 2 % of the best saving
+SWEEP_US = (0, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
+
+Triple = tuple  # (est, lo, hi)
+
+
+class ModelError(ValueError):
+    pass
+
+
+# ---- the node power model -------------------------------------------------
+
+def _num(v: Any, what: str, lo: float = 0.0, hi: float = 1e9) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+            or not lo <= v <= hi:
+        raise ModelError(f"model: {what} is not a number in [{lo:g}, {hi:g}]")
+    return float(v)
+
+
+def validate_model(m: Any) -> Dict[str, Any]:
+    """A model as calibrate writes it (docs/evaluation.md, "The model file"):
+    exact format and version, every figure a finite number in range, points
+    sorted by frequency.  Returns the figures the prediction uses."""
+    if not isinstance(m, dict) or m.get("format") != MODEL_FORMAT:
+        raise ModelError("not an mpi-pstate node power model")
+    if m.get("version") != MODEL_VERSION:
+        raise ModelError(f"model version {m.get('version')!r} not supported "
+                         f"(this mpi-pstate reads {MODEL_VERSION})")
+    pts = m.get("points")
+    if not isinstance(pts, list) or not 2 <= len(pts) <= 64:
+        raise ModelError("model: points must list 2 to 64 frequencies")
+    points = []
+    for p in pts:
+        if not isinstance(p, dict):
+            raise ModelError("model: a point is not an object")
+        points.append({"khz": int(_num(p.get("khz"), "points.khz", 1, 1e8)),
+                       "busy_w": _num(p.get("busy_w"), "points.busy_w", 0, 1e5),
+                       "poll_w": _num(p.get("poll_w"), "points.poll_w", 0, 1e5)})
+    points.sort(key=lambda p: p["khz"])
+    if len({p["khz"] for p in points}) != len(points):
+        raise ModelError("model: two points at the same frequency")
+    tr = m.get("transition") if isinstance(m.get("transition"), dict) else {}
+    out = {
+        "format": MODEL_FORMAT, "version": MODEL_VERSION,
+        "node": str(m.get("node", "?"))[:64], "cpu_model": str(m.get("cpu_model", "?"))[:100],
+        "driver": str(m.get("driver", "?"))[:40], "method": str(m.get("method", "?"))[:40],
+        "meter": m.get("meter") if m.get("meter") in ("rapl", "simulated", "hwmon") else "unknown",
+        "created": _num(m.get("created", 0), "created", 0, 1e11),
+        "idle_w": _num(m.get("idle_w"), "idle_w", 0, 1e5),
+        "noise_w": _num(m.get("noise_w", 0), "noise_w", 0, 1e5),
+        "domain_cpus": int(_num(m.get("domain_cpus", 1), "domain_cpus", 1, 1e5)),
+        "points": points,
+        "write_us": _num(tr.get("write_us", 0), "transition.write_us", 0, 1e6),
+        "reaction_us": _num(tr.get("reaction_us", REACTION_US[0]), "transition.reaction_us",
+                            0, 1e6),
+        # the high bound: twice the measured p90, or REACTION_US's
+        "reaction_us_hi": 2 * _num(tr["reaction_us_p90"], "transition.reaction_us_p90", 0, 1e6)
+        if "reaction_us_p90" in tr else REACTION_US[2],
+        "transition_uj": _num(tr.get("energy_uj", 0), "transition.energy_uj", -1e6, 1e6),
+    }
+    return out
+
+
+def load_model(path: Optional[str] = None) -> Dict[str, Any]:
+    """The model file (default: $MPI_PSTATE_MODEL, else DEFAULT_MODEL),
+    bounded and strict; ModelError/OSError say why not."""
+    path = path or os.environ.get(MODEL_ENV) or DEFAULT_MODEL
+    with open(path, "rb") as f:
+        data = f.read(MODEL_MAX_BYTES + 1)
+    if len(data) > MODEL_MAX_BYTES:
+        raise ModelError(f"{path}: larger than {MODEL_MAX_BYTES} bytes")
+    try:
+        obj = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ModelError(f"{path}: not JSON ({e})") from None
+    m = validate_model(obj)
+    m["path"] = path
+    return m
+
+
+def model_for_record(path: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """The node's model as the node Epilog embeds it in the record's settings
+    (settings.power_model), or None when there is none; a bad file is a
+    warning for the caller, never a failure of the Epilog."""
+    try:
+        m = load_model(path)
+    except FileNotFoundError:
+        return None
+    m.pop("path", None)
+    return m
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
+
+
+def power_at(m: Dict[str, Any], khz: float, kind: str) -> float:
+    """Package power with one CPU busy/polling at khz (linear between the
+    measured points, clamped at the ends)."""
+    pts = m["points"]
+    if khz <= pts[0]["khz"]:
+        return pts[0][kind]
+    for a, b in zip(pts, pts[1:]):
+        if khz <= b["khz"]:
+            x = (khz - a["khz"]) / (b["khz"] - a["khz"])
+            return a[kind] + x * (b[kind] - a[kind])
+    return pts[-1][kind]
+
+
+def high_khz(m: Dict[str, Any]) -> int:
+    return m["points"][-1]["khz"]
+
+
+def low_khz(m: Dict[str, Any]) -> int:
+    return m["points"][0]["khz"]
+
+
+# ---- one rank -----------------------------------------------------------------
+
+def _bucket_bounds(b: int, cap_ns: float) -> Tuple[float, float]:
+    if b == 0:
+        return 0.0, 0.0
+    lo = float(1 << (b - 1))
+    hi = float(1 << b) if b < BUCKETS - 1 else max(lo, cap_ns)
+    return lo, min(hi, max(lo, cap_ns))
+
+
+def _fill(items: List[Tuple[float, float]], slack: float) -> float:
+    """items: (slope, room); pours slack into the items by
+    decreasing slope order as given; returns the value gained."""
+    gain = 0.0
+    for slope, room in items:
+        take = min(room, slack)
+        gain += slope * take
+        slack -= take
+        if slack <= 0:
+            break
+    return gain
+
+
+def excess_bounds(hist: List[int], total_ns: float, thr_ns: float, cap_ns: float
+                  ) -> Tuple[Triple, Triple]:
+    """((D est, lo, hi), (n est, lo, hi)): D = sum over calls d >= thr of
+    d - thr (ns), n = number of those calls, for any durations consistent
+    with the histogram and the total.  Linear program solved greedily."""
+    bs = []
+    for b, c in enumerate(hist[:BUCKETS]):
+        if c > 0:
+            lo, hi = _bucket_bounds(b, cap_ns)
+            bs.append((b, float(c), lo, hi))
+    sum_lo = sum(c * lo for _, c, lo, _ in bs)
+    sum_hi = sum(c * hi for _, c, _, hi in bs)
+    total = min(max(total_ns, sum_lo), sum_hi)
+    slack = total - sum_lo
+    base_d = 0.0  # D with every call at its bucket's lower bound
+    n_lo = n_hi = n_est = 0.0
+    up, down = [], []  # greedy items for D max / D min
+    for _, c, lo, hi in bs:
+        room = c * (hi - lo)
+        if lo >= thr_ns:
+            base_d += c * (lo - thr_ns)
+            n_lo += c
+            n_hi += c
+            n_est += c
+            up.append((1.0, room))
+            down.append((1.0, room))
+        elif hi <= thr_ns:
+            up.append((0.0, room))
+            down.append((0.0, room))
+        else:  # straddles the threshold
+            n_hi += c
+            n_est += c * (hi - thr_ns) / (hi - lo) if hi > lo else 0
+            up.append(((hi - thr_ns) / (hi - lo), room))
+            # min: spread evenly, nothing above thr until the mean passes it
+            flat = c * (thr_ns - lo)
+            down.append((0.0, flat))
+            down.append((1.0, room - flat))
+    d_hi = base_d + _fill(sorted(up, key=lambda i: -i[0]), slack)
+    d_lo = base_d + _fill(sorted(down, key=lambda i: i[0]), slack)
+    # estimate: every bucket filled in proportion to its room
+    frac = slack / (sum_hi - sum_lo) if sum_hi > sum_lo else 0.0
+    d_est = base_d
+    for _, c, lo, hi in bs:
+        mean = lo + frac * (hi - lo)
+        if lo >= thr_ns:
+            d_est += c * (mean - lo)
+        elif hi > thr_ns:
+            # between the least (all calls at the mean) and the most (calls
+            # at the bucket's ends) this bucket's calls can exceed thr by
+            s = c * mean
+            d_est += (c * max(0.0, mean - thr_ns) + (s - c * lo) / (hi - lo) * (hi - thr_ns)) / 2
+    d_est = min(max(d_est, d_lo), d_hi)
+    return (d_est, d_lo, d_hi), (n_est, n_lo, n_hi)
+
+
+def rank_what_if(r: Dict[str, Any], thr_s: float, react_s: Triple) -> Optional[Dict[str, Any]]:
+    """Clocked-down seconds and transitions (triples) of one rank at
+    threshold thr_s, or None without a histogram."""
+    hist = r.get("hist_ns")
+    if not isinstance(hist, list) or not hist or r.get("mpi_s") is None:
+        return None
+    h = [0] * BUCKETS
+    for b, c in hist:
+        if 0 <= b < BUCKETS and c > 0:
+            h[b] += c
+    wall = r.get("wall_s") or 0.0
+    cap = max(wall, r["mpi_s"]) * 1e9 or float(1 << 62)
+    total = r["mpi_s"] * 1e9
+    outs = []
+    for react in react_s:  # a later lowering shortens every clocked-down wait
+        (d, dlo, dhi), n = excess_bounds(h, total, (thr_s + react) * 1e9, cap)
+        outs.append(((d, dlo, dhi), n))
+    (d, _, _), n = outs[0]
+    dlo = outs[2][0][1]  # slowest reaction, lowest bound
+    dhi = outs[1][0][2]  # instant reaction, highest bound
+    n_est, n_lo, n_hi = n[0], outs[2][1][1], outs[1][1][2]
+    # The blocking totals at the run's own threshold T0 bound the blocking
+    # calls again: lowering the threshold adds excess, raising it removes at
+    # most (T - T0) per long call.  They count only calls the agent acts on.
+    t0 = r.get("threshold_us")
+    over, longs = r.get("over_s"), r.get("long_calls")
+    if isinstance(t0, int) and over is not None and isinstance(longs, int):
+        t0s, over = t0 / 1e6, over * 1e9
+        for react, k in ((react_s[2], "lo"), (react_s[1], "hi"), (react_s[0], "est")):
+            t = thr_s + react
+            if t >= t0s:
+                blk_lo, blk_hi = max(0.0, over - longs * (t - t0s) * 1e9), over
+                if k == "lo":
+                    dlo = max(min(dlo, blk_hi), blk_lo)
+                    n_lo = min(n_lo, longs)
+                elif k == "hi":
+                    dhi = min(dhi, blk_hi)
+                    n_hi = min(n_hi, longs)
+                else:
+                    d = min(max(d, blk_lo), blk_hi)
+                    n_est = min(n_est, longs)
+            elif k == "lo":
+                dlo = max(dlo, over + longs * (t0s - t) * 1e9)
+        dhi = max(dhi, dlo)
+        d = min(max(d, dlo), dhi)
+    return {"down_ns": (d, min(dlo, d), max(dhi, d)),
+            "transitions": (n_est, min(n_lo, n_est), max(n_hi, n_est))}
+
+
+# ---- a job --------------------------------------------------------------------
+
+def _domain_cpus(settings: Any) -> int:
+    try:
+        return max(int(g.get("domain_cpus") or 1) for g in settings["cpufreq"]["groups"]
+                   if isinstance(g, dict) and "cpus" in g)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return 1
+
+
+def node_model(detail: Dict[str, Any], node: str, fallback: Optional[Dict[str, Any]]
+               ) -> Tuple[Optional[Dict[str, Any]], str]:
+    """The model of a node: the one its record carried (settings.power_model,
+    calibrated on that node), else the file given to the report."""
+    st = ((detail.get("nodes") or {}).get(node) or {}).get("settings")
+    pm = st.get("power_model") if isinstance(st, dict) else None
+    if isinstance(pm, dict):
+        try:
+            return validate_model(pm), "node record"
+        except ModelError:
+            pass
+    return fallback, "model file" if fallback else "none"
+
+
+def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_us: float,
+            low: Optional[float] = None, measured_j: Optional[float] = None,
+            reaction_us: Optional[float] = None) -> Dict[str, Any]:
+    """The what-if of one job (its job detail: docs/records.md section 4).
+    reaction_us: the agent's delay before it lowers a core, besides the
+    write, instead of the model's wake-up delay (an on run's agent record
+    shows it: drop_late_ns)."""
+    ranks = detail.get("ranks") or []
+    thr = max(0.0, threshold_us) / 1e6
+    out: Dict[str, Any] = {"threshold_us": threshold_us, "ranks": 0, "notes": []}
+    by_node: Dict[str, List[Dict[str, Any]]] = {}
+    for r in ranks:
+        by_node.setdefault(r.get("node", "?"), []).append(r)
+    saved = [0.0, 0.0, 0.0]
+    down = [0.0, 0.0, 0.0]
+    trans = [0.0, 0.0, 0.0]
+    added_est = added_hi = 0.0
+    crit: List[Tuple[float, float]] = []  # (time in MPI, delay) per rank
+    node_w = 0.0
+    sources, missing_model, no_hist, shared = set(), [], 0, []
+    lowk = highk = None
+    for node, rs in sorted(by_node.items()):
+        m, src = node_model(detail, node, model)
+        if m is None:
+            missing_model.append(node)
+            continue
+        sources.add(src)
+        hk = high_khz(m)
+        lk = float(low) if low else low_khz(m)
+        lk = min(max(lk, low_khz(m)), hk)
+        lowk, highk = lk, hk
+        sig = POWER_SIGMAS * math.sqrt(2) * m["noise_w"]
+        dp = power_at(m, hk, "poll_w") - power_at(m, lk, "poll_w")
+        dps = (dp, max(0.0, dp - sig), dp + sig)
+        w_us = m["write_us"]
+        wake = (m["reaction_us"], 0.0, max(m["reaction_us_hi"], m["reaction_us"]))
+        rx = wake if reaction_us is None else (reaction_us, 0.0, 2 * reaction_us)
+        react = tuple((w_us + x) / 1e6 for x in rx)
+        # Raising is never held back by the agent's CPU budget (a rank
+        # leaving a lowered wait wakes it through the futex): a wake-up.
+        raise_s = tuple((w_us + x) / 1e6 for x in wake)
+        e_tr = m["transition_uj"] / 1e6
+        slow = 1.0 - lk / hk
+        dom = max(m["domain_cpus"], _domain_cpus(
+            ((detail.get("nodes") or {}).get(node) or {}).get("settings")))
+        if dom > 1 and len(rs) > 1:
+            shared.append(node)
+        busy_core = max(0.0, power_at(m, hk, "busy_w") - m["idle_w"])
+        node_w += m["idle_w"] + busy_core * max(0, len(rs) - 1) + busy_core
+        for r in rs:
+            w = rank_what_if(r, thr, react)
+            if w is None:
+                no_hist += 1
+                continue
+            out["ranks"] += 1
+            dn = [x / 1e9 for x in w["down_ns"]]
+            tn = w["transitions"]
+            for i in range(3):
+                down[i] += dn[i]
+                trans[i] += tn[i]
+            saved[0] += dn[0] * dps[0] - tn[0] * e_tr
+            saved[1] += (0.0 if node in shared else dn[1] * dps[1]) - tn[2] * abs(e_tr)
+            saved[2] += dn[2] * dps[2] - tn[1] * min(e_tr, 0.0)
+            # After a lowered wait the rank computes at the low frequency
+            # until the agent has raised it again: compute-bound, that is
+            # (1 - low/high) of the raise delay lost per transition.  A rank
+            # that waits has slack: its delay shortens its next wait.  Only
+            # the rank that waits least (the critical path) delays the job
+            # (estimate); at most, every delay lands on the slowest rank.
+            crit.append((r.get("mpi_s") or 0.0, tn[0] * raise_s[0] * slow))
+            added_hi = max(added_hi, tn[2] * raise_s[2] * slow)
+    wall = detail.get("elapsed_s") or (detail.get("summary") or {}).get("wall_s") or \
+        max((r.get("wall_s") or 0 for r in ranks), default=0)
+    # A longer job keeps every core of its nodes powered for longer.
+    if crit:
+        added_est = min(crit)[1]
+    cost = (added_est * node_w, 0.0, added_hi * node_w)
+    out["saved_j"] = [round(saved[0] - cost[0], 3), round(saved[1] - cost[2], 3),
+                      round(saved[2] - cost[1], 3)]
+    out["clocked_down_s"] = [round(x, 4) for x in down]
+    out["transitions"] = [round(x) for x in trans]
+    out["time_added_s"] = [round(added_est, 4), 0.0, round(added_hi, 4)]
+    out["time_added_pct"] = [round(100 * x / wall, 3) if wall else None
+                             for x in out["time_added_s"]]
+    out["wall_s"] = wall or None
+    out["low_khz"], out["high_khz"] = lowk, highk
+    out["model"] = sorted(sources) or ["none"]
+    if measured_j:
+        out["measured_j"] = measured_j
+        out["saved_pct"] = [round(100 * x / measured_j, 2) for x in out["saved_j"]]
+    notes = out["notes"]
+    if missing_model:
+        notes.append("no power model for " + ",".join(missing_model[:8]) +
+                     ": run `mpi-pstate calibrate` there (or give --model)")
+    if no_hist:
+        notes.append(f"{no_hist} ranks without a wait histogram (records of an older release, "
+                     "or killed before their figures were read)")
+    if shared:
+        notes.append("shared frequency domains on " + ",".join(shared[:8]) +
+                     ": a core is lowered only while every rank of its domain waits; the low "
+                     "bound assumes their waits never overlap")
+    return out
+
+
+def sweep(details: List[Dict[str, Any]], model: Optional[Dict[str, Any]],
+          low: Optional[float] = None, thresholds: Iterable[float] = SWEEP_US,
+          reaction_us: Optional[float] = None
+          ) -> Tuple[List[Dict[str, Any]], Optional[Dict[str, Any]]]:
+    """The what-if of the jobs together at every threshold, and the
+    recommendation: the threshold that saves most (estimate) with at most
+    MAX_TIME_ADDED of their wall time added (upper bound: the promise holds
+    for compute-bound code too)."""
+    rows = []
+    for t in thresholds:
+        ps = [p for p in (predict(d, model, t, low, reaction_us=reaction_us) for d in details)
+              if p["ranks"]]
+        if not ps:
+            continue
+        tot = summarise(ps)
+        rows.append({"threshold_us": t, "saved_j": tot["saved_j"],
+                     "time_added_pct": tot["time_added_pct"],
+                     "transitions": sum(p["transitions"][0] for p in ps)})
+    ok = [r for r in rows if r["time_added_pct"][2] is not None and
+          r["time_added_pct"][2] <= 100 * MAX_TIME_ADDED and r["saved_j"][0] > 0]
+    if not ok:
+        return rows, None
+    # Of the thresholds that save about as much as the best, the highest:
+    # fewer transitions, and the same saving does not hang on short waits.
+    most = max(r["saved_j"][0] for r in ok)
+    return rows, max((r for r in ok if r["saved_j"][0] >= NEAR_BEST * most),
+                     key=lambda r: r["threshold_us"])
+
+
+def run_threshold_us(detail: Dict[str, Any]) -> Optional[int]:
+    """The threshold most of the job's ranks ran with."""
+    seen: Dict[int, int] = {}
+    for r in detail.get("ranks") or []:
+        t = r.get("threshold_us")
+        if isinstance(t, int):
+            seen[t] = seen.get(t, 0) + 1
+    return max(seen, key=lambda t: seen[t]) if seen else None
+
+
+def summarise(preds: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Sum over many jobs: est and bounds add up (the bounds of a sum of
+    independent jobs are narrower; this is the safe side)."""
+    tot: Dict[str, Any] = {"jobs": len(preds), "ranks": sum(p["ranks"] for p in preds)}
+    for k in ("saved_j", "time_added_s", "clocked_down_s"):
+        tot[k] = [round(sum(p[k][i] for p in preds), 3) for i in range(3)]
+    meas = [p["measured_j"] for p in preds if p.get("measured_j")]
+    tot["measured_j"] = round(sum(meas), 1) if meas else None
+    tot["jobs_with_energy"] = len(meas)
+    walls = sum(p["wall_s"] or 0 for p in preds)
+    tot["time_added_pct"] = [round(100 * x / walls, 3) if walls else None
+                             for x in tot["time_added_s"]]
+    return tot
+
+
+def fmt_triple(t: List[float], unit: str, fmt: str = "{:.1f}") -> str:
+    return f"{fmt.format(t[0])} {unit} ({fmt.format(t[1])} .. {fmt.format(t[2])})"
+
+
+def text(p: Dict[str, Any], rows: Optional[List[Dict[str, Any]]] = None,
+         best: Optional[Dict[str, Any]] = None) -> str:
+    low = f"{p['low_khz'] / 1e6:.2f} GHz" if p.get("low_khz") else "?"
+    out = [f"  what-if: threshold {_us(p['threshold_us'])}, low frequency {low} "
+           f"(model: {', '.join(p['model'])})",
+           f"    energy saved   {fmt_triple(p['saved_j'], 'J')}"
+           + (f" = {p['saved_pct'][0]:.1f} % of the {p['measured_j']:.0f} J measured "
+              f"({p['saved_pct'][1]:.1f} .. {p['saved_pct'][2]:.1f} %)"
+              if p.get("saved_pct") else ""),
+           f"    time added     {fmt_triple(p['time_added_s'], 's', '{:.3f}')}"
+           + (f" = {p['time_added_pct'][0]:.2f} % (at most {p['time_added_pct'][2]:.2f} %)"
+              if p["time_added_pct"][0] is not None else ""),
+           f"    clocked down   {fmt_triple(p['clocked_down_s'], 's', '{:.3f}')}, "
+           f"transitions {p['transitions'][0]} ({p['transitions'][1]} .. "
+           f"{p['transitions'][2]})",
+           "    (est (low .. high): histogram buckets, power noise, agent reaction time; "
+           "not: uncore, memory-bound phases; see docs/evaluation.md)"]
+    for n in p["notes"]:
+        out.append(f"    note: {n}")
+    if rows is not None:
+        out.append(text_sweep(rows, best).rstrip("\n"))
+    return "\n".join(out) + "\n"
+
+
+def text_sweep(rows: Optional[List[Dict[str, Any]]], best: Optional[Dict[str, Any]]) -> str:
+    out = []
+    if rows:
+        out.append("    threshold   saved J (low .. high)         time added % (max)  "
+                   "transitions")
+        for r in rows:
+            mark = "  <- recommended" if best is r else ""
+            ta = r["time_added_pct"][2]
+            out.append(f"    {_us(r['threshold_us']):>9}  {r['saved_j'][0]:>8.1f} "
+                       f"({r['saved_j'][1]:>8.1f} .. {r['saved_j'][2]:>8.1f})  "
+                       f"{'-' if ta is None else f'{ta:.2f}':>18}  {r['transitions']:>11}{mark}")
+    out.append("    recommended threshold: " + (
+        f"{_us(best['threshold_us'])} (saves most, within 2 %, with at most 1 % time added "
+        "under the model)" if best else "none saves energy within 1 % time added under the model"))
+    return "\n".join(out) + "\n"
+
+
+def _us(us: float) -> str:
+    if us >= 1000 and us % 1000 == 0:
+        return f"{us / 1000:g}ms"
+    return f"{us:g}us"
+
+
+def svg_lines(p: Dict[str, Any], y: int, x: int = 10) -> List[str]:
+    """Lines of text for the report's SVG (escaped by the caller's rules: only
+    numbers and fixed words here)."""
+    return [f'<text x="{x}" y="{y}">what-if at {_us(p["threshold_us"])}: saved '
+            f'{p["saved_j"][0]:.1f} J ({p["saved_j"][1]:.1f} .. {p["saved_j"][2]:.1f}), '
+            f'time added {p["time_added_s"][0]:.3f} s (at most {p["time_added_s"][2]:.3f})'
+            '</text>']

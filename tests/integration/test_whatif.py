@@ -1,0 +1,104 @@
+"""`mpi-pstate calibrate` and `report --what-if` on the local cluster, against
+the fake hardware whose power model is known (tests/cluster/fakesys.py,
+load "proc"): calibrate refuses a node without RAPL and stores nothing; on a
+node with it, the model it stores reaches the node records; and the saving
+predicted from a profile run of an imbalanced job contains, within its
+stated range, the energy difference measured between that run and the on
+run of the same job (an energy comparison, never a timing)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import unittest
+from pathlib import Path
+
+import labtools as lt
+
+TOP = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("whatif_bench",
+                                               str(TOP / "bench" / "whatif" / "run.py"))
+assert _spec is not None and _spec.loader is not None
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+MODEL = bench.MODEL
+
+
+class WhatIf(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.cli = lt.installed().cli
+        # The fakes in the running lab may come from a checkout without the
+        # load model: restart the lab from this one then (we hold its lock).
+        bench.fake_load(True, restart=True)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        bench.fake_load(False)
+        lt.node_exec("n1", f"rm -f {MODEL}", check=False)
+
+    def test_no_rapl_no_model(self) -> None:
+        lt.flavour("n2", load="proc", rapl=False)
+        try:
+            r = lt.node_exec("n2", f"{self.cli} calibrate --model /run/mpst-test-model.json "
+                                   "--seconds 0.1 --reps 1 --quiet", check=False)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("no RAPL on this node", r.stderr)
+            self.assertIn("nothing stored", r.stderr)
+            self.assertEqual(lt.node_exec("n2", "test -e /run/mpst-test-model.json",
+                                          check=False).returncode, 1)
+        finally:
+            lt.flavour("n2", load="proc")
+
+    def test_prediction_contains_the_measured_saving(self) -> None:
+        model = bench.calibrate("n1", 1.0, 2, 2)
+        self.assertEqual(model["meter"], "simulated")
+        hi = [p for p in model["points"] if p["khz"] == 3000000][0]
+        lo = [p for p in model["points"] if p["khz"] == 1200000][0]
+        # the fake's model: a busy CPU draws core_dyn_w (15 W) * (f/fmax)^2
+        self.assertAlmostEqual(hi["busy_w"] - lo["busy_w"], 15 * (1 - 0.16), delta=1.5)
+        self.assertAlmostEqual(hi["poll_w"] - lo["poll_w"], 15 * (1 - 0.16), delta=1.5)
+        self.assertLess(model["idle_w"], lo["busy_w"])
+
+        wd = lt.workdir("whatif")
+        lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
+        cmd = "./imbalance.openmpi 80 50"
+        # A pilot on run shows how late the agent lowers on this node (its
+        # CPU budget spaces its wake-ups: milliseconds on this VM, more
+        # than a wake-up): the reaction the prediction is given, as a site
+        # would take it from its pilot (docs/evaluation.md).
+        pilot = bench.submit(wd, "on", "2000us", cmd, 2, 1)
+        self.assertEqual(lt.wait_job(pilot, 300), "COMPLETED")
+        bench.figures(pilot)
+        late = sorted(bench.agent_lateness_us(pilot))
+        self.assertTrue(late, "the pilot's agent lowered nothing")
+        react = late[len(late) // 2]
+        # one rank per node: the two nodes share the VM's two cores
+        prof_job = bench.submit(wd, "profile", None, cmd, 2, 1)
+        self.assertEqual(lt.wait_job(prof_job, 300), "COMPLETED")
+        prof = bench.figures(prof_job)
+        on_job = bench.submit(wd, "on", "2000us", cmd, 2, 1)
+        self.assertEqual(lt.wait_job(on_job, 300), "COMPLETED")
+        on = bench.figures(on_job)
+        self.assertEqual((prof["energy"], on["energy"]), ("ok", "ok"))
+
+        r = lt.as_user([str(self.cli), "report", str(prof_job), "--what-if", "--threshold",
+                        "2ms", "--reaction", f"{int(react)}us", "--json"], check=True)
+        job = json.loads(r.stdout)["jobs"][0]
+        p = job["what_if"]
+        self.assertEqual(p["model"], ["node record"])  # the Epilog embedded the model
+        self.assertEqual(p["ranks"], 2)
+        self.assertGreater(p["saved_j"][0], 10)
+        # at equal duration: on the fake a lowered core computes as fast as
+        # ever, so a difference in duration is the shared machine's noise
+        measured = bench.saved_at_equal_time(prof, on)
+        msg = (f"reaction {react:.0f} us: predicted {p['saved_j']} J (clocked down "
+               f"{p['clocked_down_s']} s), measured "
+               f"{measured:.1f} J from {prof['nodes']} and {on['nodes']} (on run clocked "
+               f"down {on['down_s']} s)")
+        self.assertLessEqual(p["saved_j"][1], measured, msg)
+        self.assertLessEqual(measured, p["saved_j"][2], msg)
+        self.assertTrue(job["what_if_recommended"], job.get("what_if_sweep"))
+
+
+if __name__ == "__main__":
+    unittest.main()

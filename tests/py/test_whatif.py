@@ -1,0 +1,349 @@
+"""`report --what-if` and `calibrate` without a cluster: the bounds of the
+histogram prediction hold for random call durations, the blocking totals
+tighten them, the model file is strict, the recommendation keeps the time
+added within 1 %, the report prints it in every format, and calibrate says
+so and stores nothing on a node without RAPL or cpufreq."""
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import random
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
+
+import test_epilog_fixtures as fx
+from mpi_pstate import calibrate, cli, noderec, slots, slurm, summary, whatif
+
+MODEL = {"format": "mpi-pstate-model", "version": 1, "node": "n1", "idle_w": 43.0,
+         "noise_w": 0.1, "domain_cpus": 1, "meter": "simulated",
+         "points": [{"khz": 3000000, "busy_w": 58.0, "poll_w": 58.0},
+                    {"khz": 1200000, "busy_w": 45.4, "poll_w": 45.4}],
+         "transition": {"write_us": 50.0, "energy_uj": 0.0}}
+
+
+def hist_of(durations_ns: list[int]) -> list[list[int]]:
+    h: dict[int, int] = {}
+    for d in durations_ns:
+        b = slots._bucket(d)
+        h[b] = h.get(b, 0) + 1
+    return [[b, c] for b, c in sorted(h.items())]
+
+
+def truth(durations_ns: list[int], thr_ns: float) -> tuple[float, int]:
+    over = [d - thr_ns for d in durations_ns if d >= thr_ns]
+    return sum(over), len(over)
+
+
+def waiting_rank(node: str, r: int, waits: list[int], thr_us: int = 500,
+                 wall: float = 3.0) -> dict[str, Any]:
+    d = fx.rank(node, r, wall=wall, mpi=sum(waits) / 1e9)
+    longs = [w for w in waits if w >= thr_us * 1000]
+    d.update(hist_ns=hist_of(waits), threshold_us=thr_us, long_calls=len(longs),
+             over_s=sum(w - thr_us * 1000 for w in longs) / 1e9, wait_s=sum(longs) / 1e9)
+    return d
+
+
+def imbalanced(node_waits: dict[str, list[list[int]]]) -> dict[str, Any]:
+    ranks = []
+    k = 0
+    for n, per in node_waits.items():
+        for w in per:
+            r = waiting_rank(n, k, w)
+            r["node"] = n
+            ranks.append(r)
+            k += 1
+    return {"ranks": ranks, "nodes": {}, "elapsed_s": 3.0}
+
+
+class Bounds(unittest.TestCase):
+    def test_bounds_hold_for_random_durations(self) -> None:
+        rnd = random.Random(14)
+        for case in range(300):
+            n = rnd.randint(1, 60)
+            kind = case % 3
+            durs = [int(rnd.lognormvariate(rnd.uniform(6, 18), rnd.uniform(0.1, 2.5)))
+                    if kind else rnd.choice([2000, 60_000_000]) + rnd.randint(0, 3000)
+                    for _ in range(n)]
+            h = [0] * 64
+            for b, c in hist_of(durs):
+                h[b] = c
+            for thr in (0, 1000, 100_000, 500_000, 2_000_000, 50_000_000):
+                (d, dlo, dhi), (c, clo, chi) = whatif.excess_bounds(
+                    h, float(sum(durs)), thr, float(max(durs)) * 2 + 1)
+                td, tc = truth(durs, thr)
+                self.assertLessEqual(dlo, td + 1e-3 * max(1, td), (case, thr))
+                self.assertGreaterEqual(dhi, td - 1e-3 * max(1, td), (case, thr))
+                self.assertTrue(dlo <= d <= dhi)
+                self.assertTrue(clo <= tc <= chi, (case, thr, clo, tc, chi))
+
+    def test_total_time_pins_a_bimodal_wait_pattern(self) -> None:
+        # 40 waits of 50 ms and 40 exchanges of 20 us: the histogram alone
+        # says [33.5, 67) ms, the total says 50 ms: the bounds are within 1 %.
+        durs = [50_000_000] * 40 + [20_000] * 40
+        h = [0] * 64
+        for b, c in hist_of(durs):
+            h[b] = c
+        (d, dlo, dhi), _ = whatif.excess_bounds(h, float(sum(durs)), 1_000_000, 3e9)
+        self.assertAlmostEqual(d, truth(durs, 1_000_000)[0], delta=0.01 * d)
+        self.assertLess(dhi - dlo, 0.01 * d)
+
+    def test_blocking_totals_bound_the_run_threshold(self) -> None:
+        waits = [int(x) for x in (3e6, 5e6, 9e6, 17e6)] * 5
+        r = waiting_rank("n1", 0, waits, thr_us=2000)
+        w = whatif.rank_what_if(r, 0.002, (0.0, 0.0, 0.0))
+        est, lo, hi = w["down_ns"]
+        exact = truth(waits, 2e6)[0]
+        self.assertLessEqual(lo, exact)
+        self.assertGreaterEqual(hi, exact)
+        self.assertAlmostEqual(lo, exact, delta=1)  # the run's own threshold: exact
+        self.assertIsNone(whatif.rank_what_if(fx.rank("n1", 0), 0.002, (0, 0, 0)))
+
+
+class Model(unittest.TestCase):
+    def test_strict(self) -> None:
+        m = whatif.validate_model(MODEL)
+        self.assertEqual([p["khz"] for p in m["points"]], [1200000, 3000000])
+        self.assertAlmostEqual(whatif.power_at(m, 2100000, "poll_w"), 51.7)
+        for bad, why in (({"version": 2}, "version 2"), ({"format": "x"}, "not an mpi"),
+                         ({"idle_w": float("nan")}, "idle_w"), ({"idle_w": True}, "idle_w"),
+                         ({"points": MODEL["points"][:1]}, "points"),
+                         ({"points": [MODEL["points"][0]] * 2}, "same frequency")):
+            with self.assertRaisesRegex(ValueError, why):
+                whatif.validate_model(dict(MODEL, **bad))
+
+    def test_load_refuses_non_json_constants(self) -> None:
+        with tempfile.TemporaryDirectory() as td:
+            p = Path(td) / "m.json"
+            p.write_text(json.dumps(MODEL).replace('"idle_w": 43.0', '"idle_w": NaN'))
+            with self.assertRaisesRegex(ValueError, "not JSON"):
+                whatif.load_model(str(p))
+            p.write_text(json.dumps(MODEL))
+            self.assertEqual(whatif.load_model(str(p))["path"], str(p))
+
+
+class Predict(unittest.TestCase):
+    def setUp(self) -> None:
+        self.m = whatif.validate_model(MODEL)
+        w = [50_000_000] * 40 + [20_000] * 40
+        self.d = imbalanced({"n1": [[20_000] * 80], "n2": [w]})
+
+    def test_saving_is_clocked_down_time_times_the_power_difference(self) -> None:
+        p = whatif.predict(self.d, self.m, 500, measured_j=250.0)
+        react = (50 + 50) / 1e6  # write + reaction estimate
+        down = 40 * (0.05 - 0.0005 - react)
+        self.assertAlmostEqual(p["clocked_down_s"][0], down, delta=0.002)
+        self.assertAlmostEqual(p["saved_j"][0], down * 12.6 - p["time_added_s"][0] * (
+            2 * 43 + 2 * 15), delta=0.05)
+        self.assertTrue(p["saved_j"][1] <= p["saved_j"][0] <= p["saved_j"][2])
+        self.assertEqual(p["transitions"][0], 40)
+        # rank 0 (the critical path) never waits long: the waiting rank's
+        # raise delays are absorbed by its slack; at most they add up
+        self.assertEqual(p["time_added_s"][0], 0.0)
+        self.assertGreater(p["time_added_s"][2], 0.0)
+        self.assertAlmostEqual(p["saved_pct"][0], 100 * p["saved_j"][0] / 250, places=1)
+        self.assertEqual(p["low_khz"], 1200000)
+        p3 = whatif.predict(self.d, self.m, 500, reaction_us=10000)  # an agent 10 ms late
+        self.assertAlmostEqual(p3["clocked_down_s"][0], 40 * (0.05 - 0.0005 - 0.01005),
+                               delta=0.002)
+        self.assertLessEqual(p3["clocked_down_s"][1], 40 * (0.05 - 0.0005 - 0.02005) + 0.002)
+        p2 = whatif.predict(self.d, self.m, 500, low=2100000)
+        self.assertAlmostEqual(p2["saved_j"][0] / p["saved_j"][0], 0.5, delta=0.02)
+
+    def test_no_model_and_shared_domains_are_stated(self) -> None:
+        p = whatif.predict(self.d, None, 500)
+        self.assertEqual(p["ranks"], 0)
+        self.assertIn("no power model for n1,n2", p["notes"][0])
+        d = imbalanced({"n1": [[50_000_000] * 40, [20_000] * 40]})
+        d["nodes"] = {"n1": {"settings": {"cpufreq": {"groups": [{"cpus": "0-1",
+                                                                  "domain_cpus": 2}]}}}}
+        p = whatif.predict(d, self.m, 500)
+        self.assertIn("shared frequency domains on n1", " ".join(p["notes"]))
+        self.assertLessEqual(p["saved_j"][1], 0.0)
+        self.assertGreater(p["saved_j"][0], 10)
+
+    def test_model_from_the_node_record_wins(self) -> None:
+        self.d["nodes"] = {"n2": {"settings": {"power_model": dict(MODEL, points=[
+            {"khz": 3000000, "busy_w": 80.0, "poll_w": 80.0},
+            {"khz": 1200000, "busy_w": 45.4, "poll_w": 45.4}])}}}
+        a = whatif.predict(self.d, self.m, 500)
+        self.assertIn("node record", a["model"])
+        self.assertGreater(a["saved_j"][0], 2 * whatif.predict(
+            imbalanced({"n2": [[50_000_000] * 40]}), self.m, 500)["saved_j"][0])
+
+    def test_recommendation_keeps_time_added_within_one_percent(self) -> None:
+        # many short waits of 300 us: a low threshold clocks down in each,
+        # and the raise delay after each one costs more than 1 %
+        w = [300_000] * 4000 + [50_000_000] * 20
+        d = imbalanced({"n1": [w]})
+        d["elapsed_s"] = 3.0
+        rows, best = whatif.sweep([d], self.m)
+        self.assertIsNotNone(best)
+        self.assertLessEqual(best["time_added_pct"][2], 1.0)
+        low = [r for r in rows if r["threshold_us"] == 0][0]
+        self.assertGreater(low["time_added_pct"][2], 1.0)
+        ok = [r for r in rows if r["time_added_pct"][2] <= 1.0]
+        most = max(r["saved_j"][0] for r in ok)
+        self.assertGreaterEqual(best["saved_j"][0], 0.98 * most)
+        self.assertEqual(best["threshold_us"], max(r["threshold_us"] for r in ok
+                                                   if r["saved_j"][0] >= 0.98 * most))
+        self.assertIn("recommended threshold", whatif.text_sweep(rows, best))
+
+
+class RankFigures(unittest.TestCase):
+    def test_life_cycle_calls_leave_the_wait_histogram(self) -> None:
+        s = {"ticks_per_sec": 10**9, "app_start_ticks": 1, "app_end_ticks": 3 * 10**9,
+             "functions": {"MPI_Init": {"calls": 1, "time_ns": 300_000_000, "bytes": 0},
+                           "MPI_Barrier": {"calls": 2, "time_ns": 100_000_000, "bytes": 0},
+                           "MPI_Finalize": {"calls": 1, "time_ns": 1000, "bytes": 0}},
+             "hist_ns": [0] * 64, "state": "finalized", "rank": 0, "size": 1,
+             "local_index": 0, "cpu": 0, "mode": "profile", "abi": "ompi",
+             "threshold_ns": 500000, "long_ns": 10**8, "long_calls": 2, "over_ns": 99 * 10**6,
+             "down_ns": 0, "transitions": 0, "wakeups": 0}
+        for d in (300_000_000, 50_000_000, 50_000_000, 1000):
+            s["hist_ns"][slots._bucket(d)] += 1
+        r = slots.rank_figures(s, "0")
+        self.assertEqual(r["hist_ns"], [[slots._bucket(50_000_000), 2]])
+        self.assertEqual(noderec.validate_rank(r)["hist_ns"], r["hist_ns"])
+        # A bad histogram is dropped and named, like any bad counter: the
+        # rank and the node's record stay (issue 13).
+        for bad in ([[64, 1]], [[1, -1]], [[1, 2, 3]], [["1", 2]], [[1, 1.5]]):
+            v = noderec.validate_rank(dict(r, hist_ns=bad))
+            self.assertNotIn("hist_ns", v, bad)
+            self.assertIn("hist_ns", v["dropped"], bad)
+
+
+class Calibrate(unittest.TestCase):
+    def args(self, root: Path, model: Path, **kw: Any) -> SimpleNamespace:
+        a = dict(sysroot=str(root), sysroot_given=True, cpu=1, seconds=0.02, reps=2, points=2,
+                 model=str(model), json=False, quiet=True)
+        a.update(kw)
+        return SimpleNamespace(**a)
+
+    def run_cal(self, a: SimpleNamespace) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = calibrate.run(a)
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_without_rapl_or_cpufreq_nothing_is_stored(self) -> None:
+        with tempfile.TemporaryDirectory() as td:
+            for kw, why in (({"rapl": False}, "no RAPL on this node"),
+                            ({"driver": ""}, "no cpufreq driver for CPU 1")):
+                root = fx.fake_sysfs(Path(td) / why.replace(" ", "_"), ncpus=2, **kw)
+                model = Path(td) / "model.json"
+                rc, out, err = self.run_cal(self.args(root, model))
+                self.assertEqual(rc, 1)
+                self.assertIn(why, err)
+                self.assertIn("nothing stored", err)
+                self.assertFalse(model.exists())
+
+    def test_stores_a_model_it_can_read_and_restores_the_policy(self) -> None:
+        with tempfile.TemporaryDirectory() as td:
+            root = fx.fake_sysfs(Path(td) / "sys", ncpus=2)
+            fx.write(root, "class/powercap/intel-rapl:0/max_energy_range_uj", "262143328850")
+            pol = root / "devices/system/cpu/cpufreq/policy1"
+            before = {f: (pol / f).read_text() for f in ("scaling_min_freq", "scaling_max_freq",
+                                                          "scaling_governor")}
+            model = Path(td) / "var" / "model.json"
+            rc, out, err = self.run_cal(self.args(root, model))
+            self.assertEqual(rc, 0, err)
+            m = whatif.load_model(str(model))
+            self.assertEqual((m["method"], m["meter"], len(m["points"])),
+                             ("max_freq", "simulated", 2))
+            self.assertIn("model stored in", out)
+            self.assertGreaterEqual(m["reaction_us"], 0.0)  # wake-up delay on a busy node
+            self.assertGreaterEqual(m["reaction_us_hi"], m["reaction_us"])
+            self.assertEqual({f: (pol / f).read_text() for f in before}, before)
+
+
+class ReportWhatIf(unittest.TestCase):
+    def setUp(self) -> None:
+        self._td = tempfile.TemporaryDirectory()
+        self.tmp = Path(self._td.name)
+        os.chmod(self.tmp, 0o755)
+        self.collect = self.tmp / "records"
+        self.collect.mkdir()
+        self.model = self.tmp / "model.json"
+        self.model.write_text(json.dumps(MODEL))
+        self.rows: list[slurm.SacctJob] = []
+        w = [50_000_000] * 40 + [20_000] * 40
+        for raw in (701, 702):
+            nodes = {"n1": [waiting_rank("n1", 0, [20_000] * 80)],
+                     "n2": [waiting_rank("n2", 1, w)]}
+            built = {n: fx.node_record(raw, n, r) for n, r in nodes.items()}
+            recs = {n: noderec.validate(json.loads(json.dumps(r)), raw, n)
+                    for n, r in built.items()}
+            d = self.collect / str(raw)
+            d.mkdir()
+            det = summary.merge(raw, list(nodes), recs, {}, "COMPLETED", "0:0", None, 3)
+            (d / "job.json").write_bytes(noderec.encode(det))
+            self.rows.append(slurm.SacctJob(str(raw), str(raw), "COMPLETED", "0:0", "00:00:03",
+                                            "n[1-2]", admin_comment="",
+                                            system_comment=summary.encode(det["summary"])))
+
+    def tearDown(self) -> None:
+        self._td.cleanup()
+
+    def report(self, *args: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with mock.patch.object(slurm, "sacct_jobs", lambda specs, timeout=60: [
+                r for r in self.rows if r.raw in specs]), \
+                mock.patch.object(slurm, "sacct_select", lambda **kw: ["701", "702"]), \
+                contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = cli.main(["report", "--collect-dir", str(self.collect), "--slurm-conf",
+                           str(self.tmp / "none.conf"), "--model", str(self.model), *args])
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_text_json_csv_svg(self) -> None:
+        rc, out, err = self.report("701", "--what-if")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("what-if: threshold 500us, low frequency 1.20 GHz", out)
+        self.assertIn("recommended threshold:", out)
+        self.assertIn("energy saved", out)
+        rc, out, _ = self.report("701", "--what-if", "--threshold", "2ms", "--json")
+        j = json.loads(out)["jobs"][0]
+        self.assertEqual(j["what_if"]["threshold_us"], 2000)
+        self.assertGreater(j["what_if"]["saved_j"][0], 20)
+        self.assertTrue(j["what_if_recommended"])
+        rc, out, _ = self.report("701", "--what-if", "--csv")
+        rows = list(csv.DictReader(io.StringIO(out)))
+        self.assertEqual((rows[0]["job"], rows[0]["threshold_us"]), ("701", "500"))
+        svgp = self.tmp / "c.svg"
+        rc, out, _ = self.report("701", "--what-if", "--svg", str(svgp))
+        root = ET.parse(svgp).getroot()
+        texts = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+        self.assertIn("what-if at 500us", texts)
+
+    def test_many_jobs_from_accounting(self) -> None:
+        rc, out, err = self.report("--what-if", "--user", "alice", "--since", "now-7days")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("2 jobs with per-rank figures (4 ranks", out)
+        self.assertIn("recommended threshold:", out)
+        rc, out, _ = self.report("--what-if", "--user", "alice", "--json")
+        tot = json.loads(out)["what_if_total"]
+        one = json.loads(self.report("701", "--what-if", "--json")[1])["jobs"][0]["what_if"]
+        self.assertEqual(tot["jobs"], 2)
+        self.assertAlmostEqual(tot["saved_j"][0], 2 * one["saved_j"][0], delta=0.01)
+        self.assertTrue(tot["recommended"])
+
+    def test_usage(self) -> None:
+        self.assertEqual(self.report("--what-if")[0], 2)
+        self.assertEqual(self.report("701", "--threshold", "2ms")[0], 2)
+        self.assertEqual(self.report("701", "--reaction", "2ms")[0], 2)
+        rc, out, _ = self.report("701", "--what-if", "--reaction", "10ms", "--json")
+        self.assertLess(json.loads(out)["jobs"][0]["what_if"]["clocked_down_s"][0], 1.6)
+        self.assertEqual(self.report("701", "--what-if", "--threshold", "2 parsecs")[0], 2)
+        rc, out, err = self.report("701", "--what-if", "--model", str(self.tmp / "none.json"))
+        self.assertIn("no power model for n1,n2", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
