@@ -116,7 +116,7 @@ class FakeRank:
                  mode: int = 1):
         self.seg, self.i = seg, i
         f = seg.set_slot_field
-        for name, v in (("version", 1), ("slot_size", ms.SLOT_SIZE), ("pid", pid or os.getpid()), ("rank", i),
+        for name, v in (("version", ms.VERSION), ("wait_cpu", -1), ("slot_size", ms.SLOT_SIZE), ("pid", pid or os.getpid()), ("rank", i),
                         ("size", 1), ("local_index", i), ("nfuncs", 0), ("clock", 2),
                         ("ticks_per_sec", 10**9), ("threshold_ticks", threshold_us * 1000),
                         ("threshold_ns", threshold_us * 1000), ("mode", mode), ("state", 2), ("cpu", cpu)):
@@ -310,9 +310,9 @@ class AgentDaemon(unittest.TestCase):
             t0 = time.monotonic()
             child.kill()
             child.wait()
-            dt = wait_for(lambda: t.policy(0, "scaling_setspeed") == "3000000", what="raised after the death")
-            self.assertLess(time.monotonic() - t0, 0.1 + dt)
-            self.assertLess(dt, 0.05, "the pidfd watcher should act at once, not at the next scan")
+            # How soon is bench/agent's to measure (the pidfd watcher acts at
+            # once); here, that the death alone brings the core back.
+            wait_for(lambda: t.policy(0, "scaling_setspeed") == "3000000", what="raised after the death")
         finally:
             child.kill()
         rec = a.stop()

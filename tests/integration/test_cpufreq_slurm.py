@@ -26,7 +26,9 @@ NODE = "n1"
 
 
 def agent_domains(job: int, step: str = tp.FIRST) -> dict[str, dict]:
-    rec = json.loads((tp.runtime_dir(NODE) / "steps" / f"{job}.{step}" / "agent.json").read_text())
+    # The node Epilog keeps the agent's record in the node's record and
+    # removes the step directory (docs/records.md).
+    rec = tp.node_step(NODE, job, step)["agent"]
     return {d["policy"]: d for d in rec["domains"]}
 
 
