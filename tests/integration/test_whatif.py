@@ -97,7 +97,16 @@ class WhatIf(unittest.TestCase):
                f"down {on['down_s']} s)")
         self.assertLessEqual(p["saved_j"][1], measured, msg)
         self.assertLessEqual(measured, p["saved_j"][2], msg)
-        self.assertTrue(job["what_if_recommended"], job.get("what_if_sweep"))
+        # A threshold is recommended only if its time added stays within 1 %
+        # at the high bound; which one depends on the machine's raise delay
+        # (none on Debian 13's root at 21:00, every high bound 1.2-2.4 %).
+        sweep = job.get("what_if_sweep") or []
+        ok = [e for e in sweep if e["time_added_pct"][2] is not None
+              and e["time_added_pct"][2] <= 1.0 and e["saved_j"][0] > 0]
+        if ok:
+            self.assertTrue(job["what_if_recommended"], sweep)
+        else:
+            self.assertFalse(job["what_if_recommended"], sweep)
 
 
 if __name__ == "__main__":
