@@ -210,6 +210,23 @@ EXPORT int mpi_pstate_cpufreq_read_settings(const struct mpi_pstate_cpufreq_poli
         return 0;
 }
 
+EXPORT int mpi_pstate_cpufreq_refresh_settings(struct mpi_pstate_cpufreq_node *node, char *err,
+                                               size_t errlen)
+{
+        for (unsigned i = 0; i < node->npolicies; i++) {
+                struct mpi_pstate_cpufreq_policy *p = &node->policies[i];
+                int rc = mpi_pstate_cpufreq_read_settings(p, &p->cur);
+
+                if (rc) {
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "%s/scaling_governor/min/max/setspeed: %s", p->dir,
+                                              strerror(-rc));
+                        return rc;
+                }
+        }
+        return 0;
+}
+
 /* Number in "policy12" / "cpu12" for ordering; legacy per-CPU dirs sort last. */
 static long policy_rank(const char *name)
 {

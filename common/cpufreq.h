@@ -104,6 +104,14 @@ unsigned mpi_pstate_cpufreq_domains_of(const struct mpi_pstate_cpufreq_node *nod
 int mpi_pstate_cpufreq_read_settings(const struct mpi_pstate_cpufreq_policy *p,
                                      struct mpi_pstate_cpufreq_settings *out);
 
+/* Re-reads the settings (governor, scaling_min/max, setspeed) of every
+ * policy of node, keeping the rest of its discovery: the only files a
+ * resource manager writes between two looks at a step's policies (Slurm's
+ * --cpu-freq between init_post_opt and task_post_fork).  On failure node is
+ * left partly refreshed; err names the file. */
+int mpi_pstate_cpufreq_refresh_settings(struct mpi_pstate_cpufreq_node *node, char *err,
+                                        size_t errlen);
+
 bool mpi_pstate_cpufreq_has_governor(const struct mpi_pstate_cpufreq_policy *p, const char *gov);
 
 /* ---- mechanism ---- */

@@ -102,9 +102,18 @@ int mpi_pstate_policy_apply(const struct mpi_pstate_policy_req *req,
                 err[0] = '\0';
         if (!req || !req->sysroot || !req->restore_dir || !req->cpus)
                 return -EINVAL;
-        rc = mpi_pstate_cpufreq_discover_cpus(req->sysroot, req->cpus, &node, err, errlen);
-        if (rc)
-                return rc;
+        if (req->node && *req->node) {
+                node = *req->node;
+                rc = mpi_pstate_cpufreq_refresh_settings(node, err, errlen);
+                if (rc)
+                        return rc;
+        } else {
+                rc = mpi_pstate_cpufreq_discover_cpus(req->sysroot, req->cpus, &node, err, errlen);
+                if (rc)
+                        return rc;
+                if (req->node)
+                        *req->node = node;
+        }
         snprintf(res->driver, sizeof(res->driver), "%s", node->driver);
         idx = calloc(node->npolicies ? node->npolicies : 1, sizeof(*idx));
         if (!idx) {
@@ -154,7 +163,8 @@ int mpi_pstate_policy_apply(const struct mpi_pstate_policy_req *req,
         }
 out:
         free(idx);
-        mpi_pstate_cpufreq_free(node);
+        if (!req->node)
+                mpi_pstate_cpufreq_free(node);
         if (rc)
                 mpi_pstate_policy_result_free(res);
         return rc;

@@ -59,6 +59,12 @@ struct mpi_pstate_policy_req {
          * (Slurm's --cpu-freq or CpuFreqDef): they win.  Nothing is written;
          * the mechanism is chosen without a governor change. */
         bool keep;
+        /* NULL: discover the step's policies and free them.  Else in/out:
+         * *node NULL: the discovery is left there for a later call (freed by
+         * the caller with mpi_pstate_cpufreq_free); *node set: an earlier
+         * call's discovery for the same CPUs, of which only the settings are
+         * read again (what the resource manager may have written since). */
+        struct mpi_pstate_cpufreq_node **node;
 };
 
 struct mpi_pstate_policy_result {

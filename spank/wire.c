@@ -50,6 +50,9 @@ static struct {
         bool policy_ok; /* cpufreq found; policy holds the domains */
         struct mpi_pstate_policy_result policy;
         struct mpi_pstate_policy_req policy_req; /* of the save, for the set */
+        /* The save's discovery of the step's policies: the set reads only
+         * their settings again (each sysfs read counts on a busy node). */
+        struct mpi_pstate_cpufreq_node *cpufreq;
         bool slurm_set; /* Slurm set the step's frequencies: its setting wins */
         bool shm_ok;
         struct stat shm_made; /* the segment as the plugin made it (its fd's fstat) */
@@ -223,6 +226,7 @@ int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st)
          * after this hook (--cpu-freq, CpuFreqDef), and must find them as
          * they were before the step.  mpi_pstate_wire_step_start() sets. */
         req.save_only = true;
+        req.node = &w.cpufreq;
         rc = mpi_pstate_policy_apply(&req, &w.policy, err, sizeof(err));
         mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_POLICY);
         if (rc == -ENODEV) {
@@ -747,6 +751,8 @@ int mpi_pstate_wire_step_restore(const struct mpi_pstate_step *st)
         w.pin_ok = false;
         mpi_pstate_policy_result_free(&w.policy);
         w.policy_ok = false;
+        mpi_pstate_cpufreq_free(w.cpufreq);
+        w.cpufreq = NULL;
         return rc;
 }
 

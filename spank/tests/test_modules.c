@@ -617,22 +617,37 @@ END_TEST
 /* In slurmstepd: save before Slurm applies --cpu-freq (nothing written),
  * then set over Slurm's setting, which wins: no governor change, nothing
  * written, a mechanism that needs no governor change; the record still
- * holds the settings from before either. */
+ * holds the settings from before either.  Loop 1 keeps the save's
+ * discovery for the set, as slurmstepd does: the set reads only the
+ * settings again (a file only discovery reads is gone by then) and sees
+ * every one Slurm wrote. */
 START_TEST(policy_save_then_keep_slurms_setting)
 {
         cpu_set_t cpus = cpus_of(0, 1);
         struct mpi_pstate_policy_req q = req_for(&cpus, true, "powersave");
         struct mpi_pstate_policy_result r;
         struct mpi_pstate_restore_summary sum;
-        char err[256], rel[128];
+        struct mpi_pstate_cpufreq_node *node = NULL;
+        char err[256], rel[128], path[700];
 
         fakesys_acpi_cpufreq(&fs, 2);
         q.save_only = true;
+        if (_i == 1)
+                q.node = &node;
         ck_assert_int_eq(mpi_pstate_policy_apply(&q, &r, err, sizeof(err)), 0);
         ck_assert_uint_eq(r.set, 2);
         ck_assert(record_exists("policy0") && record_exists("policy1"));
         ck_assert_str_eq(val(0, "scaling_governor"), "performance");
         mpi_pstate_policy_result_free(&r);
+        if (_i == 1) {
+                ck_assert_ptr_nonnull(node);
+                for (unsigned pol = 0; pol < 2; pol++) {
+                        snprintf(rel, sizeof(rel), FAKESYS_CPU "/cpufreq/policy%u/related_cpus",
+                                 pol);
+                        fakesys_path(&fs, rel, path, sizeof(path));
+                        ck_assert_int_eq(unlink(path), 0);
+                }
+        }
         /* Slurm: --cpu-freq=2400000 on policy0 (userspace), =1800000-2400000 on policy1. */
         snprintf(rel, sizeof(rel), FAKESYS_CPU "/cpufreq/policy0/scaling_governor");
         fakesys_put(&fs, rel, 0644, "userspace\n");
@@ -660,6 +675,32 @@ START_TEST(policy_save_then_keep_slurms_setting)
         ck_assert_str_eq(val(0, "scaling_governor"), "performance");
         ck_assert_str_eq(val(1, "scaling_max_freq"), "3000000");
         ck_assert_str_eq(val(1, "scaling_min_freq"), "1200000");
+        mpi_pstate_cpufreq_free(node);
+}
+END_TEST
+
+/* A kept discovery whose settings cannot be read again: the call fails
+ * naming the file, and writes nothing. */
+START_TEST(policy_kept_discovery_unreadable)
+{
+        cpu_set_t cpus = cpus_of(0, 0);
+        struct mpi_pstate_policy_req q = req_for(&cpus, true, "powersave");
+        struct mpi_pstate_policy_result r;
+        struct mpi_pstate_cpufreq_node *node = NULL;
+        char err[256] = "", path[700];
+
+        fakesys_acpi_cpufreq(&fs, 1);
+        q.save_only = true;
+        q.node = &node;
+        ck_assert_int_eq(mpi_pstate_policy_apply(&q, &r, err, sizeof(err)), 0);
+        mpi_pstate_policy_result_free(&r);
+        fakesys_path(&fs, FAKESYS_CPU "/cpufreq/policy0/scaling_min_freq", path, sizeof(path));
+        ck_assert_int_eq(unlink(path), 0);
+        q.save_only = false;
+        ck_assert_int_eq(mpi_pstate_policy_apply(&q, &r, err, sizeof(err)), -ENOENT);
+        ck_assert_ptr_nonnull(strstr(err, "policy0/scaling_governor/min/max/setspeed"));
+        ck_assert_str_eq(val(0, "scaling_governor"), "performance");
+        mpi_pstate_cpufreq_free(node);
 }
 END_TEST
 
@@ -1090,7 +1131,8 @@ static Suite *modules_suite(void)
         tcase_add_test(tc, policy_sets_only_the_steps_domains);
         tcase_add_loop_test(tc, policy_mechanism_follows_the_driver, 0, 2);
         tcase_add_test(tc, policy_floor_and_ceiling);
-        tcase_add_test(tc, policy_save_then_keep_slurms_setting);
+        tcase_add_loop_test(tc, policy_save_then_keep_slurms_setting, 0, 2);
+        tcase_add_test(tc, policy_kept_discovery_unreadable);
         tcase_add_test(tc, policy_profile_reads_only);
         tcase_add_test(tc, policy_shared_domain_left_alone);
         tcase_add_test(tc, policy_busy_domain_left_alone);
