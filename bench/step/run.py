@@ -157,19 +157,21 @@ LOG_MARKS = (
     ("launch", "launch task StepId="),
     ("stepd", "task affinity plugin loaded"),
     ("plugin", "mpi-pstate: job "),  # init_post_opt: the settings line
-    ("policy", " domain(s): "),  # after topology, directories and policy
-    ("agent", ": agent "),  # after the segment and the agent's start
+    ("policy", " saved, "),  # init_post_opt's end: topology, directories, policy save
     ("tasks", "starting "),
+    ("set", " set, "),  # first task_post_fork: the policy set (issue 12's order)
+    ("agent", ": agent "),  # then the agent's start
     ("started", ") started "),
     ("exited", ") exited "),
     ("done", "done with job"),
 )
 # Intervals reported, between two marks; the plugin's only exist with it.
 LOG_SPANS = (("stepd start", "launch", "stepd"), ("before tasks", "stepd", "tasks"),
-             ("  plugin: topology+dirs+policy", "plugin", "policy"),
-             ("  plugin: segment+agent start", "policy", "agent"),
-             ("  after agent start", "agent", "tasks"),
-             ("task run", "started", "exited"), ("step end", "exited", "done"),
+             ("  plugin: topology+dirs+policy save", "plugin", "policy"),
+             ("  after init_post_opt", "policy", "tasks"),
+             ("task run", "started", "exited"),
+             ("  plugin: tasks starting to agent started (policy set, agent)", "tasks", "agent"),
+             ("step end", "exited", "done"),
              ("launch to done", "launch", "done"))
 
 
