@@ -14,6 +14,7 @@ PKGS=(
         # fake sysfs and test tools
         fuse3 python3 python3-fusepy util-linux procps iproute2 man-db groff-base valgrind strace
         dpkg-dev lintian rpm  # packaging/: make deb, make deb-lint, make rpm
+        mmdebstrap qemu-user-static binfmt-support  # make check-24 and check-arm64 roots (tests/cluster/debroot)
         runc  # test_containers.py: Slurm's --container (rootless OCI runtime; crun refuses cgroup v1 hybrid)
 )
 missing=()
