@@ -69,7 +69,7 @@ CHECK_PREREQS += spank-check-exports
 .PHONY: spank-check-exports
 
 # The plugin's hooks against a stub libslurm (spank/tests/spank_stub.c).
-$(SPANK_TEST): spank/tests/test_plugin.c spank/tests/spank_stub.c spank/tests/spank_stub.h tests/unit/fakesys.h \
+$(SPANK_TEST): spank/tests/test_plugin.c spank/tests/spank_stub.c spank/tests/spank_stub.h tests/unit/fakesys.h tests/unit/check_main.h \
 		$(SPANK_OBJS) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CSTD) $(OPT) -Wall -Wextra -Werror -Icommon -Ispank -Ispank/tests -Itests/unit $(CHECK_CFLAGS) \
@@ -94,7 +94,7 @@ UNINSTALL_FILES += $(SLURM_PLUGINDIR)/spank_mpi_pstate.so $(mandir)/man8/mpi_pst
 # policy, pinning) on fake sysfs trees and hwloc XML topologies.
 SPANK_MOD_OBJS := $(filter-out $(B)/spank/mpi_pstate.o $(B)/spank/wire.o,$(SPANK_OBJS))
 SPANK_MOD_TEST := $(B)/tests/unit/test_spank_modules
-$(SPANK_MOD_TEST): spank/tests/test_modules.c tests/unit/fakesys.h $(SPANK_MOD_OBJS) $(COMMON_LIB)
+$(SPANK_MOD_TEST): spank/tests/test_modules.c tests/unit/fakesys.h tests/unit/check_main.h $(SPANK_MOD_OBJS) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CSTD) $(OPT) -Wall -Wextra -Werror -Icommon -Ispank -Itests/unit $(HWLOC_CFLAGS) \
 	  $(CHECK_CFLAGS) -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ spank/tests/test_modules.c \
