@@ -11,8 +11,6 @@
 
 #include "parse.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 static const char *const mode_names[] = {
     [MPI_PSTATE_PIN_NONE] = "none",       [MPI_PSTATE_PIN_CORES] = "cores",
     [MPI_PSTATE_PIN_COMPACT] = "compact", [MPI_PSTATE_PIN_SCATTER] = "scatter",
@@ -65,8 +63,8 @@ static int add_core_cpus(hwloc_topology_t topo, hwloc_obj_t core, enum mpi_pstat
         return hwloc_bitmap_set(out, pu->os_index) < 0 ? -ENOMEM : 0;
 }
 
-EXPORT int mpi_pstate_pin_cores_to_cpus(hwloc_topology_t topo, hwloc_const_bitmap_t cores,
-                                        enum mpi_pstate_pin_smt smt, hwloc_bitmap_t cpus)
+int mpi_pstate_pin_cores_to_cpus(hwloc_topology_t topo, hwloc_const_bitmap_t cores,
+                                 enum mpi_pstate_pin_smt smt, hwloc_bitmap_t cpus)
 {
         hwloc_bitmap_t tmp = NULL;
         hwloc_obj_type_t type;
@@ -100,8 +98,8 @@ out:
         return rc;
 }
 
-EXPORT int mpi_pstate_pin_cpus_to_cores(hwloc_topology_t topo, hwloc_const_bitmap_t cpus,
-                                        hwloc_bitmap_t cores)
+int mpi_pstate_pin_cpus_to_cores(hwloc_topology_t topo, hwloc_const_bitmap_t cpus,
+                                 hwloc_bitmap_t cores)
 {
         hwloc_bitmap_t tmp = NULL;
         hwloc_obj_type_t type;
@@ -161,7 +159,7 @@ static void skip_components(hwloc_topology_t topo)
 #endif
 }
 
-EXPORT int mpi_pstate_pin_topology_load(hwloc_topology_t *topo, const char *xml)
+int mpi_pstate_pin_topology_load(hwloc_topology_t *topo, const char *xml)
 {
         static const hwloc_obj_type_t keep[] = {HWLOC_OBJ_PACKAGE, HWLOC_OBJ_CORE};
         int rc = -ENOMEM;
@@ -397,9 +395,9 @@ static int check_req(const struct mpi_pstate_pin_req *req, char *err, size_t err
         return 0;
 }
 
-EXPORT int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
-                                  hwloc_bitmap_t out, struct mpi_pstate_pin_info *info, char *err,
-                                  size_t errlen)
+int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
+                           hwloc_bitmap_t out, struct mpi_pstate_pin_info *info, char *err,
+                           size_t errlen)
 {
         struct mpi_pstate_pin_info inf = {0, MPI_PSTATE_PIN_LEVEL_MACHINE, 1};
         struct layout best = {0}, cur = {0};
@@ -542,7 +540,7 @@ out:
 
 /* ---- names and lists ---------------------------------------------------- */
 
-EXPORT int mpi_pstate_pin_mode_parse(const char *s, enum mpi_pstate_pin_mode *out)
+int mpi_pstate_pin_mode_parse(const char *s, enum mpi_pstate_pin_mode *out)
 {
         int i;
 
@@ -552,12 +550,12 @@ EXPORT int mpi_pstate_pin_mode_parse(const char *s, enum mpi_pstate_pin_mode *ou
         return 0;
 }
 
-EXPORT const char *mpi_pstate_pin_mode_name(enum mpi_pstate_pin_mode mode)
+const char *mpi_pstate_pin_mode_name(enum mpi_pstate_pin_mode mode)
 {
         return (unsigned)mode < NMODES ? mode_names[mode] : "?";
 }
 
-EXPORT int mpi_pstate_pin_smt_parse(const char *s, enum mpi_pstate_pin_smt *out)
+int mpi_pstate_pin_smt_parse(const char *s, enum mpi_pstate_pin_smt *out)
 {
         int i;
 
@@ -567,7 +565,7 @@ EXPORT int mpi_pstate_pin_smt_parse(const char *s, enum mpi_pstate_pin_smt *out)
         return 0;
 }
 
-EXPORT const char *mpi_pstate_pin_smt_name(enum mpi_pstate_pin_smt smt)
+const char *mpi_pstate_pin_smt_name(enum mpi_pstate_pin_smt smt)
 {
         return (unsigned)smt < NSMT ? smt_names[smt] : "?";
 }
@@ -597,7 +595,7 @@ static int parse_index(const char **pp, uint64_t *v)
         return 0;
 }
 
-EXPORT int mpi_pstate_pin_cpulist_parse(const char *s, hwloc_bitmap_t out)
+int mpi_pstate_pin_cpulist_parse(const char *s, hwloc_bitmap_t out)
 {
         hwloc_bitmap_t tmp = NULL;
         const char *p = s;
@@ -646,7 +644,7 @@ out:
         return rc;
 }
 
-EXPORT int mpi_pstate_pin_cpulist_format(hwloc_const_bitmap_t set, char *buf, size_t len)
+int mpi_pstate_pin_cpulist_format(hwloc_const_bitmap_t set, char *buf, size_t len)
 {
         int n;
 
@@ -664,7 +662,7 @@ EXPORT int mpi_pstate_pin_cpulist_format(hwloc_const_bitmap_t set, char *buf, si
         return 0;
 }
 
-EXPORT const char *mpi_pstate_pin_level_name(enum mpi_pstate_pin_level level)
+const char *mpi_pstate_pin_level_name(enum mpi_pstate_pin_level level)
 {
         return (unsigned)level < sizeof(level_names) / sizeof(level_names[0]) ? level_names[level]
                                                                               : "?";

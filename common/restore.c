@@ -14,8 +14,6 @@
 #include "parse.h"
 #include "safeio.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 #define RECORD_UID 0 /* only root writes records; anything else is not ours */
 
 /* "policy<N>" or "cpu<N>", N up to 7 digits: the only names that become paths. */
@@ -32,8 +30,7 @@ static bool valid_policy_name(const char *s)
         return *d && strlen(d) <= 7 && strspn(d, "0123456789") == strlen(d);
 }
 
-EXPORT int mpi_pstate_restore_format(const struct mpi_pstate_restore_record *r, char *buf,
-                                     size_t len)
+int mpi_pstate_restore_format(const struct mpi_pstate_restore_record *r, char *buf, size_t len)
 {
         const struct mpi_pstate_cpufreq_settings *s = &r->saved;
         int n;
@@ -94,7 +91,7 @@ static int strict_u32(const char *s, uint32_t min, uint32_t *out)
         return 0;
 }
 
-EXPORT int mpi_pstate_restore_parse(const char *text, struct mpi_pstate_restore_record *out)
+int mpi_pstate_restore_parse(const char *text, struct mpi_pstate_restore_record *out)
 {
         struct mpi_pstate_restore_record r;
         const char *p = text;
@@ -160,8 +157,8 @@ static int load_at(int dirfd, const char *name, struct mpi_pstate_restore_record
         return 0;
 }
 
-EXPORT int mpi_pstate_restore_load(const char *dir, const char *name,
-                                   struct mpi_pstate_restore_record *out)
+int mpi_pstate_restore_load(const char *dir, const char *name,
+                            struct mpi_pstate_restore_record *out)
 {
         int dirfd, rc;
 
@@ -205,17 +202,16 @@ static int check_existing(int dirfd, const char *dir, const char *name,
         return 0;
 }
 
-EXPORT int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
-                                   const struct mpi_pstate_restore_owner *who, char *err,
-                                   size_t errlen)
+int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
+                            const struct mpi_pstate_restore_owner *who, char *err, size_t errlen)
 {
         return mpi_pstate_restore_save_from(dir, p, NULL, who, err, errlen);
 }
 
-EXPORT int mpi_pstate_restore_save_from(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
-                                        const struct mpi_pstate_cpufreq_settings *known,
-                                        const struct mpi_pstate_restore_owner *who, char *err,
-                                        size_t errlen)
+int mpi_pstate_restore_save_from(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
+                                 const struct mpi_pstate_cpufreq_settings *known,
+                                 const struct mpi_pstate_restore_owner *who, char *err,
+                                 size_t errlen)
 {
         struct mpi_pstate_restore_record r;
         char text[MPI_PSTATE_RESTORE_MAX_BYTES];
@@ -321,9 +317,9 @@ out:
         return rc;
 }
 
-EXPORT int mpi_pstate_restore_policy(const char *dir, const char *sysroot, const char *name,
-                                     const struct mpi_pstate_restore_owner *who, unsigned flags,
-                                     char *err, size_t errlen)
+int mpi_pstate_restore_policy(const char *dir, const char *sysroot, const char *name,
+                              const struct mpi_pstate_restore_owner *who, unsigned flags, char *err,
+                              size_t errlen)
 {
         bool foreign = false;
         int dirfd, rc;
@@ -351,10 +347,9 @@ static void note_failure(struct mpi_pstate_restore_summary *s, const char *name,
         }
 }
 
-EXPORT int mpi_pstate_restore_all(const char *dir, const char *sysroot,
-                                  const struct mpi_pstate_restore_owner *who, unsigned flags,
-                                  struct mpi_pstate_restore_summary *summary, char *err,
-                                  size_t errlen)
+int mpi_pstate_restore_all(const char *dir, const char *sysroot,
+                           const struct mpi_pstate_restore_owner *who, unsigned flags,
+                           struct mpi_pstate_restore_summary *summary, char *err, size_t errlen)
 {
         struct mpi_pstate_restore_summary s;
         char(*names)[NAME_MAX + 1] = NULL;
