@@ -18,8 +18,12 @@ PRELOAD_BACKENDS := $(foreach a,$(PRELOAD_ABIS),$(B)/preload/libmpi-pstate-$(a).
 PRELOAD_EXEC := $(B)/preload/mpi-pstate-exec
 PRELOAD_TARGETS := $(PRELOAD_FRONT) $(PRELOAD_BACKENDS) $(PRELOAD_EXEC)
 
-$(PRELOAD_GEN_FILES) &: preload/mpi_functions.def preload/gen_wrappers.py
+# The generator rewrites only the files whose text changed (so that an edit
+# rebuilds only what it reaches); the stamp records that it ran.
+$(PRELOAD_GEN)/.stamp: preload/mpi_functions.def preload/gen_wrappers.py
 	$(PYTHON) preload/gen_wrappers.py --def preload/mpi_functions.def --out $(PRELOAD_GEN)
+	touch $@
+$(PRELOAD_GEN_FILES): $(PRELOAD_GEN)/.stamp ;
 
 $(B)/preload $(B)/tests/preload $(B)/bench/preload:
 	mkdir -p $@
