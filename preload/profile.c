@@ -152,6 +152,18 @@ static void write_json(struct mpi_pstate_json *j, const struct mpi_pstate_slot *
         mpi_pstate_json_put(j, "\n}\n");
 }
 
+static void write_hist_csv(FILE *f, const char *section, const _Atomic uint64_t *h)
+{
+        for (unsigned b = 0; b < MPI_PSTATE_SLOT_HIST_BUCKETS; b++) {
+                uint64_t lo, hi;
+
+                bucket_range(b, &lo, &hi);
+                if (h[b])
+                        fprintf(f, "%s,%" PRIu64 "-%" PRIu64 ",%" PRIu64 ",,,,\n", section, lo, hi,
+                                (uint64_t)h[b]);
+        }
+}
+
 static void write_csv(FILE *f, const struct mpi_pstate_slot *s,
                       const struct mpi_pstate_profile_meta *m)
 {
@@ -172,22 +184,8 @@ static void write_csv(FILE *f, const struct mpi_pstate_slot *s,
         fprintf(f, "summary,mpi_share,,,,,%.6f\n",
                 t.wall_ns ? (double)t.mpi_ns / (double)t.wall_ns : 0.0);
         fprintf(f, "summary,long_s,,,,,%.9f\n", ns_to_s(s->long_ns));
-        for (unsigned b = 0; b < MPI_PSTATE_SLOT_HIST_BUCKETS; b++) {
-                uint64_t lo, hi;
-
-                bucket_range(b, &lo, &hi);
-                if (s->hist_bytes[b])
-                        fprintf(f, "message_size,%" PRIu64 "-%" PRIu64 ",%" PRIu64 ",,,,\n", lo, hi,
-                                (uint64_t)s->hist_bytes[b]);
-        }
-        for (unsigned b = 0; b < MPI_PSTATE_SLOT_HIST_BUCKETS; b++) {
-                uint64_t lo, hi;
-
-                bucket_range(b, &lo, &hi);
-                if (s->hist_ns[b])
-                        fprintf(f, "duration_ns,%" PRIu64 "-%" PRIu64 ",%" PRIu64 ",,,,\n", lo, hi,
-                                (uint64_t)s->hist_ns[b]);
-        }
+        write_hist_csv(f, "message_size", s->hist_bytes);
+        write_hist_csv(f, "duration_ns", s->hist_ns);
 }
 
 /* Writes dir/name through a temporary file; 0 or -errno. */
