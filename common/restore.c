@@ -347,16 +347,54 @@ static void note_failure(struct mpi_pstate_restore_summary *s, const char *name,
         }
 }
 
+/* The names in dirfd, read before anything is unlinked (unlinking while
+ * readdir() runs may skip entries).  0, or -errno; *names is the caller's
+ * to free either way. */
+static int list_names(int dirfd, char (**names)[NAME_MAX + 1], size_t *count)
+{
+        struct dirent *de;
+        size_t n = 0, cap = 0;
+        int fd2 = dup(dirfd), rc = 0;
+        DIR *d = fd2 >= 0 ? fdopendir(fd2) : NULL;
+
+        *names = NULL;
+        if (!d) {
+                rc = -errno;
+                if (fd2 >= 0)
+                        close(fd2);
+                goto out;
+        }
+        while ((de = readdir(d))) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (n == cap) {
+                        size_t ncap = cap ? 2 * cap : 32;
+                        void *q = realloc(*names, ncap * sizeof(**names));
+
+                        if (!q) {
+                                rc = -ENOMEM;
+                                goto out;
+                        }
+                        *names = q;
+                        cap = ncap;
+                }
+                snprintf((*names)[n++], sizeof((*names)[0]), "%s", de->d_name);
+        }
+out:
+        if (d)
+                closedir(d);
+        *count = n;
+        return rc;
+}
+
 int mpi_pstate_restore_all(const char *dir, const char *sysroot,
                            const struct mpi_pstate_restore_owner *who, unsigned flags,
                            struct mpi_pstate_restore_summary *summary, char *err, size_t errlen)
 {
         struct mpi_pstate_restore_summary s;
         char(*names)[NAME_MAX + 1] = NULL;
-        size_t n = 0, cap = 0;
-        struct dirent *de;
-        DIR *d = NULL;
-        int dirfd = -1, fd2, rc = 0;
+        size_t n = 0;
+        int dirfd = -1, rc = 0;
 
         memset(&s, 0, sizeof(s));
         if (!dir || !sysroot) {
@@ -372,31 +410,11 @@ int mpi_pstate_restore_all(const char *dir, const char *sysroot,
                 note_failure(&s, dir, rc);
                 goto out;
         }
-        fd2 = dup(dirfd);
-        d = fd2 >= 0 ? fdopendir(fd2) : NULL;
-        if (!d) {
-                rc = -errno;
-                if (fd2 >= 0)
-                        close(fd2);
-                note_failure(&s, dir, rc);
+        rc = list_names(dirfd, &names, &n);
+        if (rc) {
+                if (rc != -ENOMEM)
+                        note_failure(&s, dir, rc);
                 goto out;
-        }
-        /* Names first, then act: unlinking while readdir() runs may skip entries. */
-        while ((de = readdir(d))) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                if (n == cap) {
-                        size_t ncap = cap ? 2 * cap : 32;
-                        void *q = realloc(names, ncap * sizeof(*names));
-
-                        if (!q) {
-                                rc = -ENOMEM;
-                                goto out;
-                        }
-                        names = q;
-                        cap = ncap;
-                }
-                snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
         }
         for (size_t i = 0; i < n; i++) {
                 const char *name = names[i];
@@ -422,8 +440,6 @@ int mpi_pstate_restore_all(const char *dir, const char *sysroot,
         }
         rc = s.first_error;
 out:
-        if (d)
-                closedir(d);
         if (dirfd >= 0)
                 close(dirfd);
         free(names);
