@@ -35,7 +35,13 @@ HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
 CSTD := -std=c11 -D_GNU_SOURCE
 OPT ?= -O2 -g
-CFLAGS_COMMON := $(CSTD) $(OPT) $(WARN) $(HARDEN) -fPIC -fvisibility=hidden -Icommon -I$(B)/gen
+# Every C compile writes its header dependencies beside its output (-MMD -MP;
+# read back at the end of this file), so no rule lists headers by hand.
+# Only generated headers are named, so that they exist before the first compile.
+DEPFLAGS := -MMD -MP
+CFLAGS_COMMON := $(CSTD) $(OPT) $(WARN) $(HARDEN) $(DEPFLAGS) -fPIC -fvisibility=hidden -Icommon -I$(B)/gen
+# Test programs: the same language and warnings, without the product's hardening.
+TEST_CFLAGS := $(CSTD) $(OPT) -Wall -Wextra -Werror $(DEPFLAGS)
 LDFLAGS_COMMON := -Wl,-z,relro -Wl,-z,now -Wl,--as-needed
 HWLOC_CFLAGS := $(shell pkg-config --cflags hwloc 2>/dev/null)
 HWLOC_LIBS := $(shell pkg-config --libs hwloc 2>/dev/null)
@@ -53,7 +59,7 @@ COMMON_SRCS := $(sort $(wildcard common/*.c))
 COMMON_OBJS := $(COMMON_SRCS:%.c=$(B)/%.o)
 COMMON_LIB := $(B)/libmpi-pstate-common.a
 
-$(B)/common/%.o: common/%.c $(wildcard common/*.h common/*.def) | $(B)/common
+$(B)/common/%.o: common/%.c | $(B)/common
 	$(CC) $(CFLAGS_COMMON) $(HWLOC_CFLAGS) -c -o $@ $<
 $(COMMON_LIB): $(COMMON_OBJS)
 	rm -f $@ && ar rcs $@ $^
@@ -64,13 +70,14 @@ ALL_TARGETS += $(COMMON_LIB)
 # ---- tests/unit: every tests/unit/test_*.c is one Check suite binary
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/unit/%)
-$(B)/tests/unit/%: tests/unit/%.c $(COMMON_LIB) $(wildcard tests/unit/*.h) | $(B)/tests/unit
-	$(CC) $(CSTD) $(OPT) -Wall -Wextra -Werror -Icommon -I$(B)/gen -Itests/unit $(HWLOC_CFLAGS) $(CHECK_CFLAGS) \
+$(B)/tests/unit/%: tests/unit/%.c $(COMMON_LIB) | $(B)/tests/unit
+	$(CC) $(TEST_CFLAGS) -Icommon -I$(B)/gen -Itests/unit $(HWLOC_CFLAGS) $(CHECK_CFLAGS) \
 	  -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ $< $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS)
 $(B)/tests/unit:
 	mkdir -p $@
 
 -include $(sort $(wildcard */rules.mk */*/rules.mk))
+-include $(shell find $(B) -name '*.d' 2>/dev/null)
 
 .PHONY: all check unit install uninstall demo deps clean format lint cluster-start cluster-stop print-dirs
 all: $(ALL_TARGETS)

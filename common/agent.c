@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EXPORT __attribute__((visibility("default")))
 #define NS_PER_S UINT64_C(1000000000)
 /* A domain whose raise failed is retried at least this often. */
 #define RETRY_NS UINT64_C(1000000)
@@ -19,7 +18,7 @@ static unsigned bucket_of(uint64_t v)
         return b < MPI_PSTATE_AGENT_HIST_BUCKETS ? b : MPI_PSTATE_AGENT_HIST_BUCKETS - 1;
 }
 
-EXPORT void mpi_pstate_agent_hist_add(struct mpi_pstate_agent_hist *h, uint64_t v)
+void mpi_pstate_agent_hist_add(struct mpi_pstate_agent_hist *h, uint64_t v)
 {
         h->count++;
         h->sum = h->sum + v < h->sum ? UINT64_MAX : h->sum + v;
@@ -28,8 +27,7 @@ EXPORT void mpi_pstate_agent_hist_add(struct mpi_pstate_agent_hist *h, uint64_t 
         h->bucket[bucket_of(v)]++;
 }
 
-EXPORT uint64_t mpi_pstate_agent_hist_quantile(const struct mpi_pstate_agent_hist *h,
-                                               unsigned permille)
+uint64_t mpi_pstate_agent_hist_quantile(const struct mpi_pstate_agent_hist *h, unsigned permille)
 {
         uint64_t want, seen = 0;
 
@@ -71,9 +69,8 @@ static int rank_left(const struct mpi_pstate_agent_rank *r)
                r->obs.since != r->marked_since;
 }
 
-EXPORT int mpi_pstate_agent_init(struct mpi_pstate_agent_core *c, unsigned nranks,
-                                 unsigned ndomains, uint64_t scan_ns,
-                                 const struct mpi_pstate_agent_ops *ops)
+int mpi_pstate_agent_init(struct mpi_pstate_agent_core *c, unsigned nranks, unsigned ndomains,
+                          uint64_t scan_ns, const struct mpi_pstate_agent_ops *ops)
 {
         if (!c || !ops || ndomains == 0 || ndomains > MPI_PSTATE_AGENT_MAX_DOMAINS || scan_ns == 0)
                 return -EINVAL;
@@ -98,7 +95,7 @@ EXPORT int mpi_pstate_agent_init(struct mpi_pstate_agent_core *c, unsigned nrank
         return 0;
 }
 
-EXPORT void mpi_pstate_agent_free(struct mpi_pstate_agent_core *c)
+void mpi_pstate_agent_free(struct mpi_pstate_agent_core *c)
 {
         if (!c)
                 return;
@@ -304,8 +301,8 @@ static void aggregate(struct mpi_pstate_agent_core *c)
                 }
 }
 
-EXPORT uint64_t mpi_pstate_agent_step(struct mpi_pstate_agent_core *c,
-                                      const struct mpi_pstate_agent_obs *obs, uint64_t wake_ns)
+uint64_t mpi_pstate_agent_step(struct mpi_pstate_agent_core *c,
+                               const struct mpi_pstate_agent_obs *obs, uint64_t wake_ns)
 {
         uint64_t now, next;
         int retry = 0;
@@ -349,8 +346,7 @@ EXPORT uint64_t mpi_pstate_agent_step(struct mpi_pstate_agent_core *c,
         return next;
 }
 
-EXPORT int mpi_pstate_agent_set_domains(struct mpi_pstate_agent_core *c, unsigned r,
-                                        const uint64_t *mask)
+int mpi_pstate_agent_set_domains(struct mpi_pstate_agent_core *c, unsigned r, const uint64_t *mask)
 {
         struct mpi_pstate_agent_rank *rk;
         uint64_t m[MPI_PSTATE_AGENT_MASK_WORDS] = {0};
@@ -377,7 +373,7 @@ EXPORT int mpi_pstate_agent_set_domains(struct mpi_pstate_agent_core *c, unsigne
         return 0;
 }
 
-EXPORT unsigned mpi_pstate_agent_raise_all(struct mpi_pstate_agent_core *c, int touch_slots)
+unsigned mpi_pstate_agent_raise_all(struct mpi_pstate_agent_core *c, int touch_slots)
 {
         unsigned failed = 0;
 
@@ -387,7 +383,7 @@ EXPORT unsigned mpi_pstate_agent_raise_all(struct mpi_pstate_agent_core *c, int 
         return failed;
 }
 
-EXPORT uint64_t mpi_pstate_agent_ticks_len_ns(uint64_t n, uint64_t ticks_per_sec)
+uint64_t mpi_pstate_agent_ticks_len_ns(uint64_t n, uint64_t ticks_per_sec)
 {
         unsigned __int128 v;
 
@@ -397,8 +393,8 @@ EXPORT uint64_t mpi_pstate_agent_ticks_len_ns(uint64_t n, uint64_t ticks_per_sec
         return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
 }
 
-EXPORT uint64_t mpi_pstate_agent_ticks_to_ns(uint64_t ticks, uint64_t ref_ticks, uint64_t ref_ns,
-                                             uint64_t ticks_per_sec)
+uint64_t mpi_pstate_agent_ticks_to_ns(uint64_t ticks, uint64_t ref_ticks, uint64_t ref_ns,
+                                      uint64_t ticks_per_sec)
 {
         uint64_t d;
 
@@ -410,9 +406,9 @@ EXPORT uint64_t mpi_pstate_agent_ticks_to_ns(uint64_t ticks, uint64_t ref_ticks,
         return ref_ns + d < ref_ns ? UINT64_MAX : ref_ns + d;
 }
 
-EXPORT uint32_t mpi_pstate_agent_low_khz(uint64_t want, uint32_t cpuinfo_min, uint64_t admin_floor,
-                                         uint32_t min_khz, uint32_t high, const uint32_t *table,
-                                         unsigned ntable)
+uint32_t mpi_pstate_agent_low_khz(uint64_t want, uint32_t cpuinfo_min, uint64_t admin_floor,
+                                  uint32_t min_khz, uint32_t high, const uint32_t *table,
+                                  unsigned ntable)
 {
         uint64_t floor = cpuinfo_min, low;
 
@@ -431,7 +427,7 @@ EXPORT uint32_t mpi_pstate_agent_low_khz(uint64_t want, uint32_t cpuinfo_min, ui
         return low < high ? (uint32_t)low : 0;
 }
 
-EXPORT uint64_t mpi_pstate_agent_scan_ns(uint64_t threshold_ns, uint64_t min_ns, uint64_t max_ns)
+uint64_t mpi_pstate_agent_scan_ns(uint64_t threshold_ns, uint64_t min_ns, uint64_t max_ns)
 {
         if (threshold_ns < min_ns)
                 return min_ns;

@@ -8,8 +8,6 @@
 
 #include "parse.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 #define ALL_GOVERNORS ((UINT32_C(1) << MPI_PSTATE_GOVERNOR_COUNT) - 1)
 #define GOV_BIT(g) (UINT32_C(1) << (g))
 
@@ -63,12 +61,12 @@ static const struct key {
 
 static const char *const mechanisms[] = {"auto", "max_freq", "setspeed"};
 
-EXPORT const char *mpi_pstate_config_key(size_t i)
+const char *mpi_pstate_config_key(size_t i)
 {
         return i < NKEYS ? keys[i].name : NULL;
 }
 
-EXPORT void mpi_pstate_config_defaults(struct mpi_pstate_config *c)
+void mpi_pstate_config_defaults(struct mpi_pstate_config *c)
 {
         memset(c, 0, sizeof(*c));
         mpi_pstate_options_defaults(&c->defaults);
@@ -357,8 +355,8 @@ static int limit_defaults(struct mpi_pstate_config *c, mpi_pstate_config_report_
         return problems;
 }
 
-EXPORT int mpi_pstate_config_parse(struct mpi_pstate_config *c, int argc, char *const argv[],
-                                   mpi_pstate_config_report_f report, void *ctx)
+int mpi_pstate_config_parse(struct mpi_pstate_config *c, int argc, char *const argv[],
+                            mpi_pstate_config_report_f report, void *ctx)
 {
         int problems = 0;
 
@@ -432,9 +430,8 @@ static uint32_t allowed_governors(const struct mpi_pstate_config *c)
         return (c->governors & c->slurm_governors) | GOV_BIT(MPI_PSTATE_GOVERNOR_KEEP);
 }
 
-EXPORT int mpi_pstate_config_slurm(struct mpi_pstate_config *c, uint32_t slurm_governors,
-                                   bool slurm_freq_def, mpi_pstate_config_report_f report,
-                                   void *ctx)
+int mpi_pstate_config_slurm(struct mpi_pstate_config *c, uint32_t slurm_governors,
+                            bool slurm_freq_def, mpi_pstate_config_report_f report, void *ctx)
 {
         char note[512];
 
@@ -448,9 +445,9 @@ EXPORT int mpi_pstate_config_slurm(struct mpi_pstate_config *c, uint32_t slurm_g
         return 1;
 }
 
-EXPORT enum mpi_pstate_limit mpi_pstate_config_limit(const struct mpi_pstate_config *c,
-                                                     struct mpi_pstate_options *o, int id,
-                                                     char *note, size_t notelen)
+enum mpi_pstate_limit mpi_pstate_config_limit(const struct mpi_pstate_config *c,
+                                              struct mpi_pstate_options *o, int id, char *note,
+                                              size_t notelen)
 {
         char list[160], word[32];
 

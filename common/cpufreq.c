@@ -14,8 +14,6 @@
 #include "parse.h"
 #include "safeio.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 /* related_cpus of a 1024-CPU package-wide policy is about 4 KiB of text. */
 #define ATTR_BUF 8192
 
@@ -71,7 +69,7 @@ static int read_khz(const char *dir, const char *file, uint32_t *out)
         return 0;
 }
 
-EXPORT bool mpi_pstate_cpufreq_valid_name(const char *s)
+bool mpi_pstate_cpufreq_valid_name(const char *s)
 {
         size_t len;
 
@@ -95,7 +93,7 @@ static int read_name(const char *dir, const char *file, char out[MPI_PSTATE_CPUF
         return 0;
 }
 
-EXPORT int mpi_pstate_cpufreq_parse_cpulist(const char *s, cpu_set_t *out)
+int mpi_pstate_cpufreq_parse_cpulist(const char *s, cpu_set_t *out)
 {
         char buf[ATTR_BUF];
         char *save = NULL, *tok;
@@ -178,8 +176,7 @@ static int parse_freqs(char *buf, struct mpi_pstate_cpufreq_policy *p)
         return 0;
 }
 
-EXPORT bool mpi_pstate_cpufreq_has_governor(const struct mpi_pstate_cpufreq_policy *p,
-                                            const char *gov)
+bool mpi_pstate_cpufreq_has_governor(const struct mpi_pstate_cpufreq_policy *p, const char *gov)
 {
         if (!p || !gov)
                 return false;
@@ -189,8 +186,8 @@ EXPORT bool mpi_pstate_cpufreq_has_governor(const struct mpi_pstate_cpufreq_poli
         return false;
 }
 
-EXPORT int mpi_pstate_cpufreq_read_settings(const struct mpi_pstate_cpufreq_policy *p,
-                                            struct mpi_pstate_cpufreq_settings *out)
+int mpi_pstate_cpufreq_read_settings(const struct mpi_pstate_cpufreq_policy *p,
+                                     struct mpi_pstate_cpufreq_settings *out)
 {
         struct mpi_pstate_cpufreq_settings s;
         int rc;
@@ -485,15 +482,14 @@ static bool setspeed_floor(const char *cpudir, const struct mpi_pstate_cpufreq_n
         return false;
 }
 
-EXPORT int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cpufreq_node **out,
-                                       char *err, size_t errlen)
+int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cpufreq_node **out,
+                                char *err, size_t errlen)
 {
         return mpi_pstate_cpufreq_discover_cpus(sysroot, NULL, out, err, errlen);
 }
 
-EXPORT int mpi_pstate_cpufreq_discover_cpus(const char *sysroot, const cpu_set_t *cpus,
-                                            struct mpi_pstate_cpufreq_node **out, char *err,
-                                            size_t errlen)
+int mpi_pstate_cpufreq_discover_cpus(const char *sysroot, const cpu_set_t *cpus,
+                                     struct mpi_pstate_cpufreq_node **out, char *err, size_t errlen)
 {
         char cpudir[MPI_PSTATE_CPUFREQ_PATH_LEN], pdir[MPI_PSTATE_CPUFREQ_PATH_LEN];
         struct mpi_pstate_cpufreq_node *node = NULL;
@@ -578,7 +574,7 @@ fail:
         return rc;
 }
 
-EXPORT void mpi_pstate_cpufreq_free(struct mpi_pstate_cpufreq_node *node)
+void mpi_pstate_cpufreq_free(struct mpi_pstate_cpufreq_node *node)
 {
         if (!node)
                 return;
@@ -586,7 +582,7 @@ EXPORT void mpi_pstate_cpufreq_free(struct mpi_pstate_cpufreq_node *node)
         free(node);
 }
 
-EXPORT const struct mpi_pstate_cpufreq_policy *
+const struct mpi_pstate_cpufreq_policy *
 mpi_pstate_cpufreq_policy_of(const struct mpi_pstate_cpufreq_node *node, unsigned cpu)
 {
         if (!node || cpu >= CPU_SETSIZE || node->cpu_policy[cpu] < 0)
@@ -594,9 +590,9 @@ mpi_pstate_cpufreq_policy_of(const struct mpi_pstate_cpufreq_node *node, unsigne
         return &node->policies[node->cpu_policy[cpu]];
 }
 
-EXPORT unsigned mpi_pstate_cpufreq_domains_of(const struct mpi_pstate_cpufreq_node *node,
-                                              const cpu_set_t *cpus, unsigned *idx, unsigned max,
-                                              bool *spills)
+unsigned mpi_pstate_cpufreq_domains_of(const struct mpi_pstate_cpufreq_node *node,
+                                       const cpu_set_t *cpus, unsigned *idx, unsigned max,
+                                       bool *spills)
 {
         unsigned n = 0;
         bool spill = false;
@@ -618,14 +614,14 @@ EXPORT unsigned mpi_pstate_cpufreq_domains_of(const struct mpi_pstate_cpufreq_no
         return n;
 }
 
-EXPORT const char *mpi_pstate_cpufreq_mech_name(enum mpi_pstate_cpufreq_mech m)
+const char *mpi_pstate_cpufreq_mech_name(enum mpi_pstate_cpufreq_mech m)
 {
         if ((unsigned)m >= sizeof(mech_names) / sizeof(mech_names[0]))
                 return "invalid";
         return mech_names[m];
 }
 
-EXPORT int mpi_pstate_cpufreq_mech_parse(const char *s, enum mpi_pstate_cpufreq_mech *out)
+int mpi_pstate_cpufreq_mech_parse(const char *s, enum mpi_pstate_cpufreq_mech *out)
 {
         if (!s)
                 return -EINVAL;
@@ -638,11 +634,10 @@ EXPORT int mpi_pstate_cpufreq_mech_parse(const char *s, enum mpi_pstate_cpufreq_
         return -EINVAL;
 }
 
-EXPORT int mpi_pstate_cpufreq_mech_choose(const struct mpi_pstate_cpufreq_policy *p,
-                                          enum mpi_pstate_cpufreq_mech requested,
-                                          bool allow_governor, const char *job_governor,
-                                          enum mpi_pstate_cpufreq_mech *out, char *err,
-                                          size_t errlen)
+int mpi_pstate_cpufreq_mech_choose(const struct mpi_pstate_cpufreq_policy *p,
+                                   enum mpi_pstate_cpufreq_mech requested, bool allow_governor,
+                                   const char *job_governor, enum mpi_pstate_cpufreq_mech *out,
+                                   char *err, size_t errlen)
 {
         bool in_userspace = strcmp(p->cur.governor, "userspace") == 0;
         bool may_switch = allow_governor || in_userspace;
@@ -686,10 +681,10 @@ EXPORT int mpi_pstate_cpufreq_mech_choose(const struct mpi_pstate_cpufreq_policy
         return -EINVAL;
 }
 
-EXPORT int mpi_pstate_cpufreq_step_range(const struct mpi_pstate_cpufreq_policy *p,
-                                         const struct mpi_pstate_cpufreq_settings *start,
-                                         enum mpi_pstate_cpufreq_mech mech, uint64_t want_low,
-                                         uint64_t admin_floor, uint32_t *low, uint32_t *high)
+int mpi_pstate_cpufreq_step_range(const struct mpi_pstate_cpufreq_policy *p,
+                                  const struct mpi_pstate_cpufreq_settings *start,
+                                  enum mpi_pstate_cpufreq_mech mech, uint64_t want_low,
+                                  uint64_t admin_floor, uint32_t *low, uint32_t *high)
 {
         uint32_t hi = start->max_khz;
 
@@ -728,12 +723,12 @@ static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi)
         return v < lo ? lo : v > hi ? hi : v;
 }
 
-EXPORT int mpi_pstate_cpufreq_plan(const struct mpi_pstate_cpufreq_policy *p,
-                                   const struct mpi_pstate_cpufreq_limits *lim,
-                                   const struct mpi_pstate_cpufreq_request *req,
-                                   enum mpi_pstate_cpufreq_mech mech,
-                                   struct mpi_pstate_cpufreq_settings *out, unsigned *clamped,
-                                   char *err, size_t errlen)
+int mpi_pstate_cpufreq_plan(const struct mpi_pstate_cpufreq_policy *p,
+                            const struct mpi_pstate_cpufreq_limits *lim,
+                            const struct mpi_pstate_cpufreq_request *req,
+                            enum mpi_pstate_cpufreq_mech mech,
+                            struct mpi_pstate_cpufreq_settings *out, unsigned *clamped, char *err,
+                            size_t errlen)
 {
         static const struct mpi_pstate_cpufreq_request none;
         struct mpi_pstate_cpufreq_settings s;
@@ -811,7 +806,7 @@ EXPORT int mpi_pstate_cpufreq_plan(const struct mpi_pstate_cpufreq_policy *p,
         return 0;
 }
 
-EXPORT const char *mpi_pstate_cpufreq_attr_file(enum mpi_pstate_cpufreq_attr a)
+const char *mpi_pstate_cpufreq_attr_file(enum mpi_pstate_cpufreq_attr a)
 {
         if ((unsigned)a >= sizeof(attr_files) / sizeof(attr_files[0]))
                 return NULL;
@@ -829,9 +824,9 @@ static void add_write(struct mpi_pstate_cpufreq_write *w, unsigned *n,
         (*n)++;
 }
 
-EXPORT unsigned mpi_pstate_cpufreq_plan_writes(const struct mpi_pstate_cpufreq_settings *cur,
-                                               const struct mpi_pstate_cpufreq_settings *target,
-                                               struct mpi_pstate_cpufreq_write w[4])
+unsigned mpi_pstate_cpufreq_plan_writes(const struct mpi_pstate_cpufreq_settings *cur,
+                                        const struct mpi_pstate_cpufreq_settings *target,
+                                        struct mpi_pstate_cpufreq_write w[4])
 {
         bool min_changes = target->min_khz != cur->min_khz;
         bool max_changes = target->max_khz != cur->max_khz;
@@ -860,17 +855,17 @@ EXPORT unsigned mpi_pstate_cpufreq_plan_writes(const struct mpi_pstate_cpufreq_s
         return n;
 }
 
-EXPORT int mpi_pstate_cpufreq_apply(const struct mpi_pstate_cpufreq_policy *p,
-                                    const struct mpi_pstate_cpufreq_settings *target, char *err,
-                                    size_t errlen)
+int mpi_pstate_cpufreq_apply(const struct mpi_pstate_cpufreq_policy *p,
+                             const struct mpi_pstate_cpufreq_settings *target, char *err,
+                             size_t errlen)
 {
         return mpi_pstate_cpufreq_apply_from(p, NULL, target, err, errlen);
 }
 
-EXPORT int mpi_pstate_cpufreq_apply_from(const struct mpi_pstate_cpufreq_policy *p,
-                                         const struct mpi_pstate_cpufreq_settings *known,
-                                         const struct mpi_pstate_cpufreq_settings *target,
-                                         char *err, size_t errlen)
+int mpi_pstate_cpufreq_apply_from(const struct mpi_pstate_cpufreq_policy *p,
+                                  const struct mpi_pstate_cpufreq_settings *known,
+                                  const struct mpi_pstate_cpufreq_settings *target, char *err,
+                                  size_t errlen)
 {
         struct mpi_pstate_cpufreq_settings cur;
         struct mpi_pstate_cpufreq_write w[4];
@@ -903,21 +898,20 @@ EXPORT int mpi_pstate_cpufreq_apply_from(const struct mpi_pstate_cpufreq_policy 
         return 0;
 }
 
-EXPORT int mpi_pstate_cpufreq_domain_prepare(struct mpi_pstate_cpufreq_domain *d,
-                                             const struct mpi_pstate_cpufreq_policy *p,
-                                             enum mpi_pstate_cpufreq_mech mech, uint32_t low_khz,
-                                             uint32_t high_khz, char *err, size_t errlen)
+int mpi_pstate_cpufreq_domain_prepare(struct mpi_pstate_cpufreq_domain *d,
+                                      const struct mpi_pstate_cpufreq_policy *p,
+                                      enum mpi_pstate_cpufreq_mech mech, uint32_t low_khz,
+                                      uint32_t high_khz, char *err, size_t errlen)
 {
         return mpi_pstate_cpufreq_domain_prepare_from(d, p, NULL, mech, low_khz, high_khz, err,
                                                       errlen);
 }
 
-EXPORT int mpi_pstate_cpufreq_domain_prepare_from(struct mpi_pstate_cpufreq_domain *d,
-                                                  const struct mpi_pstate_cpufreq_policy *p,
-                                                  const struct mpi_pstate_cpufreq_settings *known,
-                                                  enum mpi_pstate_cpufreq_mech mech,
-                                                  uint32_t low_khz, uint32_t high_khz, char *err,
-                                                  size_t errlen)
+int mpi_pstate_cpufreq_domain_prepare_from(struct mpi_pstate_cpufreq_domain *d,
+                                           const struct mpi_pstate_cpufreq_policy *p,
+                                           const struct mpi_pstate_cpufreq_settings *known,
+                                           enum mpi_pstate_cpufreq_mech mech, uint32_t low_khz,
+                                           uint32_t high_khz, char *err, size_t errlen)
 {
         char path[MPI_PSTATE_CPUFREQ_PATH_LEN + 32];
         struct mpi_pstate_cpufreq_settings cur;
@@ -982,21 +976,21 @@ EXPORT int mpi_pstate_cpufreq_domain_prepare_from(struct mpi_pstate_cpufreq_doma
         return 0;
 }
 
-EXPORT int mpi_pstate_cpufreq_domain_lower(const struct mpi_pstate_cpufreq_domain *d)
+int mpi_pstate_cpufreq_domain_lower(const struct mpi_pstate_cpufreq_domain *d)
 {
         ssize_t n = pwrite(d->fd, d->low, d->low_len, 0);
 
         return n == (ssize_t)d->low_len ? 0 : n < 0 ? -errno : -EIO;
 }
 
-EXPORT int mpi_pstate_cpufreq_domain_raise(const struct mpi_pstate_cpufreq_domain *d)
+int mpi_pstate_cpufreq_domain_raise(const struct mpi_pstate_cpufreq_domain *d)
 {
         ssize_t n = pwrite(d->fd, d->high, d->high_len, 0);
 
         return n == (ssize_t)d->high_len ? 0 : n < 0 ? -errno : -EIO;
 }
 
-EXPORT void mpi_pstate_cpufreq_domain_close(struct mpi_pstate_cpufreq_domain *d)
+void mpi_pstate_cpufreq_domain_close(struct mpi_pstate_cpufreq_domain *d)
 {
         if (d && d->fd >= 0) {
                 close(d->fd);

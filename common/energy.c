@@ -11,12 +11,11 @@
 
 #include "safeio.h"
 
-#define EXPORT __attribute__((visibility("default")))
 #define NS_PER_S UINT64_C(1000000000)
 /* Power meters read in µW: 10 MW is no node. */
 #define MAX_POWER_UW UINT64_C(10000000000000)
 
-EXPORT const char *mpi_pstate_energy_source_name(enum mpi_pstate_energy_source s)
+const char *mpi_pstate_energy_source_name(enum mpi_pstate_energy_source s)
 {
         switch (s) {
         case MPI_PSTATE_ENERGY_NONE:
@@ -29,7 +28,7 @@ EXPORT const char *mpi_pstate_energy_source_name(enum mpi_pstate_energy_source s
         return "invalid";
 }
 
-EXPORT uint64_t mpi_pstate_hwmon_counter_delta(uint64_t prev_uj, uint64_t cur_uj, int *reset)
+uint64_t mpi_pstate_hwmon_counter_delta(uint64_t prev_uj, uint64_t cur_uj, int *reset)
 {
         if (reset)
                 *reset = 0;
@@ -42,7 +41,7 @@ EXPORT uint64_t mpi_pstate_hwmon_counter_delta(uint64_t prev_uj, uint64_t cur_uj
         return cur_uj;
 }
 
-EXPORT uint64_t mpi_pstate_hwmon_power_energy(uint64_t p0_uw, uint64_t p1_uw, uint64_t dt_ns)
+uint64_t mpi_pstate_hwmon_power_energy(uint64_t p0_uw, uint64_t p1_uw, uint64_t dt_ns)
 {
         /* µW * ns = 1e-15 J; both powers bounded, so the sum cannot overflow
          * and the product fits 128 bits */
@@ -211,8 +210,8 @@ static uint64_t range_of(const struct mpi_pstate_hwmon_channel *c)
         return c->kind == MPI_PSTATE_HWMON_ENERGY ? UINT64_MAX : MAX_POWER_UW;
 }
 
-EXPORT enum mpi_pstate_rapl_status
-mpi_pstate_hwmon_open(const char *sysroot, struct mpi_pstate_hwmon *h, uint64_t now_ns)
+enum mpi_pstate_rapl_status mpi_pstate_hwmon_open(const char *sysroot, struct mpi_pstate_hwmon *h,
+                                                  uint64_t now_ns)
 {
         int rc;
 
@@ -255,8 +254,7 @@ fail:
         return h->status;
 }
 
-EXPORT enum mpi_pstate_rapl_status mpi_pstate_hwmon_sample(struct mpi_pstate_hwmon *h,
-                                                           uint64_t now_ns)
+enum mpi_pstate_rapl_status mpi_pstate_hwmon_sample(struct mpi_pstate_hwmon *h, uint64_t now_ns)
 {
         enum mpi_pstate_rapl_status st = MPI_PSTATE_RAPL_OK;
 
@@ -288,7 +286,7 @@ EXPORT enum mpi_pstate_rapl_status mpi_pstate_hwmon_sample(struct mpi_pstate_hwm
         return st;
 }
 
-EXPORT uint64_t mpi_pstate_hwmon_total_uj(const struct mpi_pstate_hwmon *h)
+uint64_t mpi_pstate_hwmon_total_uj(const struct mpi_pstate_hwmon *h)
 {
         uint64_t t = 0;
 
@@ -297,7 +295,7 @@ EXPORT uint64_t mpi_pstate_hwmon_total_uj(const struct mpi_pstate_hwmon *h)
         return t;
 }
 
-EXPORT uint64_t mpi_pstate_hwmon_interval_ns(const struct mpi_pstate_hwmon *h, uint64_t max_ns)
+uint64_t mpi_pstate_hwmon_interval_ns(const struct mpi_pstate_hwmon *h, uint64_t max_ns)
 {
         uint64_t ns = 0;
 
@@ -316,7 +314,7 @@ EXPORT uint64_t mpi_pstate_hwmon_interval_ns(const struct mpi_pstate_hwmon *h, u
         return ns < max_ns ? ns : max_ns;
 }
 
-EXPORT void mpi_pstate_hwmon_close(struct mpi_pstate_hwmon *h)
+void mpi_pstate_hwmon_close(struct mpi_pstate_hwmon *h)
 {
         for (unsigned i = 0; i < h->n; i++) {
                 if (h->ch[i].fd >= 0)
@@ -326,7 +324,7 @@ EXPORT void mpi_pstate_hwmon_close(struct mpi_pstate_hwmon *h)
         h->n = 0;
 }
 
-EXPORT enum mpi_pstate_energy_source mpi_pstate_energy_source(const char *sysroot)
+enum mpi_pstate_energy_source mpi_pstate_energy_source(const char *sysroot)
 {
         struct mpi_pstate_rapl *r = malloc(sizeof(*r));
         struct mpi_pstate_hwmon *h = NULL;

@@ -10,8 +10,6 @@
 
 #include "parse.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 enum value_type { TYPE_MODE, TYPE_DURATION, TYPE_FREQ, TYPE_GOVERNOR, TYPE_BIND };
 
 /* Word lists built at compile time as ", a, b, c": the "+ 2" where they are
@@ -93,14 +91,14 @@ static const char *expect_text(size_t id, char *buf, size_t len)
         return buf;
 }
 
-EXPORT const struct mpi_pstate_option_info *mpi_pstate_options_info(int id)
+const struct mpi_pstate_option_info *mpi_pstate_options_info(int id)
 {
         if (id < 0 || (size_t)id >= NOPTIONS)
                 return NULL;
         return &options[id].info;
 }
 
-EXPORT int mpi_pstate_options_find(const char *name)
+int mpi_pstate_options_find(const char *name)
 {
         if (!name)
                 return -1;
@@ -117,22 +115,22 @@ static const char *word_of(const char *const *words, size_t n, int v)
         return words[v];
 }
 
-EXPORT const char *mpi_pstate_options_mode_word(enum mpi_pstate_mode m)
+const char *mpi_pstate_options_mode_word(enum mpi_pstate_mode m)
 {
         return word_of(mode_words, MPI_PSTATE_MODE_COUNT, (int)m);
 }
 
-EXPORT const char *mpi_pstate_options_governor_word(enum mpi_pstate_governor g)
+const char *mpi_pstate_options_governor_word(enum mpi_pstate_governor g)
 {
         return word_of(governor_words, MPI_PSTATE_GOVERNOR_COUNT, (int)g);
 }
 
-EXPORT const char *mpi_pstate_options_bind_word(enum mpi_pstate_bind b)
+const char *mpi_pstate_options_bind_word(enum mpi_pstate_bind b)
 {
         return word_of(bind_words, MPI_PSTATE_BIND_COUNT, (int)b);
 }
 
-EXPORT int mpi_pstate_options_is_bare(const char *value)
+int mpi_pstate_options_is_bare(const char *value)
 {
         return !value || value[0] == '\0' || strcmp(value, "(null)") == 0;
 }
@@ -241,7 +239,7 @@ static int set_value(struct mpi_pstate_options *o, size_t id, const char *value,
         return rc;
 }
 
-EXPORT void mpi_pstate_options_defaults(struct mpi_pstate_options *o)
+void mpi_pstate_options_defaults(struct mpi_pstate_options *o)
 {
         memset(o, 0, sizeof(*o));
         /* The built-in defaults are table strings parsed like user input, so
@@ -251,14 +249,14 @@ EXPORT void mpi_pstate_options_defaults(struct mpi_pstate_options *o)
                 (void)set_value(o, i, options[i].info.def, true, NULL, 0);
 }
 
-EXPORT int mpi_pstate_options_parse(struct mpi_pstate_options *o, int id, const char *value)
+int mpi_pstate_options_parse(struct mpi_pstate_options *o, int id, const char *value)
 {
         if (id < 0 || (size_t)id >= NOPTIONS || !value)
                 return -EINVAL;
         return parse_value(options[id].type, value, (char *)o + options[id].offset);
 }
 
-EXPORT const char *mpi_pstate_options_expect(int id, char *buf, size_t len)
+const char *mpi_pstate_options_expect(int id, char *buf, size_t len)
 {
         if (len == 0)
                 return buf;
@@ -272,8 +270,8 @@ EXPORT const char *mpi_pstate_options_expect(int id, char *buf, size_t len)
         return buf;
 }
 
-EXPORT int mpi_pstate_options_set_id(struct mpi_pstate_options *o, int id, const char *value,
-                                     char *err, size_t errlen)
+int mpi_pstate_options_set_id(struct mpi_pstate_options *o, int id, const char *value, char *err,
+                              size_t errlen)
 {
         if (id < 0 || (size_t)id >= NOPTIONS) {
                 if (err)
@@ -283,8 +281,8 @@ EXPORT int mpi_pstate_options_set_id(struct mpi_pstate_options *o, int id, const
         return set_value(o, (size_t)id, value, false, err, errlen);
 }
 
-EXPORT int mpi_pstate_options_set(struct mpi_pstate_options *o, const char *name, const char *value,
-                                  char *err, size_t errlen)
+int mpi_pstate_options_set(struct mpi_pstate_options *o, const char *name, const char *value,
+                           char *err, size_t errlen)
 {
         int id = mpi_pstate_options_find(name);
 
@@ -354,19 +352,18 @@ static int format_value(const struct mpi_pstate_options *o, int id, bool human, 
         return n;
 }
 
-EXPORT int mpi_pstate_options_format(const struct mpi_pstate_options *o, int id, char *buf,
-                                     size_t len)
+int mpi_pstate_options_format(const struct mpi_pstate_options *o, int id, char *buf, size_t len)
 {
         return format_value(o, id, false, buf, len);
 }
 
-EXPORT int mpi_pstate_options_format_human(const struct mpi_pstate_options *o, int id, char *buf,
-                                           size_t len)
+int mpi_pstate_options_format_human(const struct mpi_pstate_options *o, int id, char *buf,
+                                    size_t len)
 {
         return format_value(o, id, true, buf, len);
 }
 
-EXPORT int mpi_pstate_options_from_env(struct mpi_pstate_options *o, char *err, size_t errlen)
+int mpi_pstate_options_from_env(struct mpi_pstate_options *o, char *err, size_t errlen)
 {
         for (size_t i = 0; i < NOPTIONS; i++) {
                 const char *v = getenv(options[i].info.env);
@@ -381,10 +378,9 @@ EXPORT int mpi_pstate_options_from_env(struct mpi_pstate_options *o, char *err, 
         return 0;
 }
 
-EXPORT int mpi_pstate_options_to_env(const struct mpi_pstate_options *o,
-                                     int (*setenv_cb)(void *ctx, const char *name,
-                                                      const char *value),
-                                     void *ctx)
+int mpi_pstate_options_to_env(const struct mpi_pstate_options *o,
+                              int (*setenv_cb)(void *ctx, const char *name, const char *value),
+                              void *ctx)
 {
         char buf[64];
 

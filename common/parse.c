@@ -6,8 +6,6 @@
 #include <string.h>
 #include <strings.h>
 
-#define EXPORT __attribute__((visibility("default")))
-
 static const char *skip_blank(const char *s)
 {
         while (*s == ' ' || *s == '\t')
@@ -62,7 +60,7 @@ static int parse_fixed(const char *s, unsigned frac_digits, uint64_t *val, const
         return 0;
 }
 
-EXPORT int mpi_pstate_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+int mpi_pstate_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
         char *end = NULL;
         unsigned long long v;
@@ -132,7 +130,7 @@ static int parse_with_units(const char *s, const struct unit *units, size_t nuni
         return 0;
 }
 
-EXPORT int mpi_pstate_parse_freq_khz(const char *s, uint64_t *khz)
+int mpi_pstate_parse_freq_khz(const char *s, uint64_t *khz)
 {
         static const struct unit units[] = {{"khz", 0}, {"mhz", 3}, {"ghz", 6}};
         uint64_t v;
@@ -146,7 +144,7 @@ EXPORT int mpi_pstate_parse_freq_khz(const char *s, uint64_t *khz)
         return 0;
 }
 
-EXPORT int mpi_pstate_parse_duration_us(const char *s, uint64_t *us)
+int mpi_pstate_parse_duration_us(const char *s, uint64_t *us)
 {
         static const struct unit units[] = {{"us", 0}, {"ms", 3}, {"s", 6}};
         uint64_t v;
@@ -160,7 +158,7 @@ EXPORT int mpi_pstate_parse_duration_us(const char *s, uint64_t *us)
         return 0;
 }
 
-EXPORT int mpi_pstate_parse_word(const char *s, const char *const *words, size_t n, int *out)
+int mpi_pstate_parse_word(const char *s, const char *const *words, size_t n, int *out)
 {
         if (!s)
                 return -EINVAL;
@@ -173,7 +171,7 @@ EXPORT int mpi_pstate_parse_word(const char *s, const char *const *words, size_t
         return -EINVAL;
 }
 
-EXPORT int mpi_pstate_parse_bool(const char *s, bool *out)
+int mpi_pstate_parse_bool(const char *s, bool *out)
 {
         static const char *const yes[] = {"yes", "true", "on", "1"};
         static const char *const no[] = {"no", "false", "off", "0"};

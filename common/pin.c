@@ -11,8 +11,6 @@
 
 #include "parse.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 static const char *const mode_names[] = {
     [MPI_PSTATE_PIN_NONE] = "none",       [MPI_PSTATE_PIN_CORES] = "cores",
     [MPI_PSTATE_PIN_COMPACT] = "compact", [MPI_PSTATE_PIN_SCATTER] = "scatter",
@@ -65,8 +63,8 @@ static int add_core_cpus(hwloc_topology_t topo, hwloc_obj_t core, enum mpi_pstat
         return hwloc_bitmap_set(out, pu->os_index) < 0 ? -ENOMEM : 0;
 }
 
-EXPORT int mpi_pstate_pin_cores_to_cpus(hwloc_topology_t topo, hwloc_const_bitmap_t cores,
-                                        enum mpi_pstate_pin_smt smt, hwloc_bitmap_t cpus)
+int mpi_pstate_pin_cores_to_cpus(hwloc_topology_t topo, hwloc_const_bitmap_t cores,
+                                 enum mpi_pstate_pin_smt smt, hwloc_bitmap_t cpus)
 {
         hwloc_bitmap_t tmp = NULL;
         hwloc_obj_type_t type;
@@ -100,8 +98,8 @@ out:
         return rc;
 }
 
-EXPORT int mpi_pstate_pin_cpus_to_cores(hwloc_topology_t topo, hwloc_const_bitmap_t cpus,
-                                        hwloc_bitmap_t cores)
+int mpi_pstate_pin_cpus_to_cores(hwloc_topology_t topo, hwloc_const_bitmap_t cpus,
+                                 hwloc_bitmap_t cores)
 {
         hwloc_bitmap_t tmp = NULL;
         hwloc_obj_type_t type;
@@ -161,7 +159,7 @@ static void skip_components(hwloc_topology_t topo)
 #endif
 }
 
-EXPORT int mpi_pstate_pin_topology_load(hwloc_topology_t *topo, const char *xml)
+int mpi_pstate_pin_topology_load(hwloc_topology_t *topo, const char *xml)
 {
         static const hwloc_obj_type_t keep[] = {HWLOC_OBJ_PACKAGE, HWLOC_OBJ_CORE};
         int rc = -ENOMEM;
@@ -397,96 +395,73 @@ static int check_req(const struct mpi_pstate_pin_req *req, char *err, size_t err
         return 0;
 }
 
-EXPORT int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
-                                  hwloc_bitmap_t out, struct mpi_pstate_pin_info *info, char *err,
-                                  size_t errlen)
+/* The allocated cores as a bitmap of core indexes: the request's, or every
+ * core of the node. */
+static int alloc_cores(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
+                       hwloc_bitmap_t all, char *err, size_t errlen)
 {
-        struct mpi_pstate_pin_info inf = {0, MPI_PSTATE_PIN_LEVEL_MACHINE, 1};
-        struct layout best = {0}, cur = {0};
-        hwloc_bitmap_t all = NULL, tmp = NULL, res = NULL;
-        struct core_ent *cores = NULL;
-        unsigned n, cpt, k, g, j, t;
-        int rc, w;
+        int w;
 
-        if (!topo || !req || !out) {
-                mpi_pstate_errmsg_set(err, errlen, "missing topology, request or output set");
-                return -EINVAL;
-        }
-        rc = check_req(req, err, errlen);
-        if (rc)
-                return rc;
-        cpt = req->cores_per_task ? req->cores_per_task : 1;
-
-        all = hwloc_bitmap_alloc();
-        res = hwloc_bitmap_alloc();
-        if (!all || !res) {
-                rc = -ENOMEM;
-                goto out;
-        }
         if (req->alloc_cores) {
-                rc = check_bounded(req->alloc_cores);
+                int rc = check_bounded(req->alloc_cores);
+
                 if (rc) {
                         mpi_pstate_errmsg_set(err, errlen,
                                               "allocated core list is unbounded or too large");
-                        goto out;
+                        return rc;
                 }
-                rc = hwloc_bitmap_copy(all, req->alloc_cores) < 0 ? -ENOMEM : 0;
-        } else {
-                w = hwloc_get_nbobjs_by_type(topo, core_type(topo));
-                rc = w > 0 && hwloc_bitmap_set_range(all, 0, w - 1) < 0 ? -ENOMEM : 0;
+                return hwloc_bitmap_copy(all, req->alloc_cores) < 0 ? -ENOMEM : 0;
         }
-        if (rc)
-                goto out;
-        w = hwloc_bitmap_weight(all);
-        if (w <= 0) {
-                mpi_pstate_errmsg_set(err, errlen, "empty core allocation");
-                rc = -EINVAL;
-                goto out;
-        }
-        n = (unsigned)w;
-        cores = calloc(n, sizeof(*cores));
-        if (!cores) {
-                rc = -ENOMEM;
-                goto out;
-        }
-        rc = collect_cores(topo, all, cores, n, err, errlen);
-        if (rc)
-                goto out;
+        w = hwloc_get_nbobjs_by_type(topo, core_type(topo));
+        return w > 0 && hwloc_bitmap_set_range(all, 0, w - 1) < 0 ? -ENOMEM : 0;
+}
 
-        if (req->mode == MPI_PSTATE_PIN_NONE || req->mode == MPI_PSTATE_PIN_USER) {
-                for (k = 0; k < n && !rc; k++)
-                        rc = add_core_cpus(topo, cores[k].obj, MPI_PSTATE_PIN_SMT_ALL, res);
-                if (rc || req->mode == MPI_PSTATE_PIN_NONE)
-                        goto out;
-                if (!hwloc_bitmap_isincluded(req->user_cpus, res))
-                        inf.flags |= MPI_PSTATE_PIN_F_MASK_TRIMMED;
-                if (hwloc_bitmap_and(res, res, req->user_cpus) < 0) {
-                        rc = -ENOMEM;
-                        goto out;
-                }
-                if (hwloc_bitmap_iszero(res)) {
-                        char ubuf[96], abuf[96];
-                        tmp = hwloc_bitmap_alloc();
-                        if (!tmp ||
-                            mpi_pstate_pin_cores_to_cpus(topo, all, MPI_PSTATE_PIN_SMT_ALL, tmp) !=
-                                0 ||
-                            mpi_pstate_pin_cpulist_format(tmp, abuf, sizeof(abuf)) != 0)
-                                snprintf(abuf, sizeof(abuf), "(long list)");
-                        if (mpi_pstate_pin_cpulist_format(req->user_cpus, ubuf, sizeof(ubuf)))
-                                snprintf(ubuf, sizeof(ubuf), "(long list)");
-                        mpi_pstate_errmsg_set(
-                            err, errlen,
-                            "task %u: user CPU mask %s has no CPU in the allocation %s", req->task,
-                            ubuf, abuf);
-                        rc = -EINVAL;
-                }
-                goto out;
-        }
+/* Modes none and user: every CPU of the allocation, narrowed to the user's
+ * mask for user. */
+static int pin_unplaced(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
+                        hwloc_const_bitmap_t all, const struct core_ent *cores, unsigned n,
+                        hwloc_bitmap_t res, struct mpi_pstate_pin_info *inf, char *err,
+                        size_t errlen)
+{
+        char ubuf[96], abuf[96];
+        hwloc_bitmap_t tmp;
+        int rc = 0;
 
-        /* cores: plain allocation order.  compact/scatter: the finest level
-         * whose slots hold every task; failing that, the level with the most
-         * slots (finest on a tie) so that oversubscription is as light as it
-         * can be. */
+        for (unsigned k = 0; k < n && !rc; k++)
+                rc = add_core_cpus(topo, cores[k].obj, MPI_PSTATE_PIN_SMT_ALL, res);
+        if (rc || req->mode == MPI_PSTATE_PIN_NONE)
+                return rc;
+        if (!hwloc_bitmap_isincluded(req->user_cpus, res))
+                inf->flags |= MPI_PSTATE_PIN_F_MASK_TRIMMED;
+        if (hwloc_bitmap_and(res, res, req->user_cpus) < 0)
+                return -ENOMEM;
+        if (!hwloc_bitmap_iszero(res))
+                return 0;
+        tmp = hwloc_bitmap_alloc();
+        if (!tmp || mpi_pstate_pin_cores_to_cpus(topo, all, MPI_PSTATE_PIN_SMT_ALL, tmp) != 0 ||
+            mpi_pstate_pin_cpulist_format(tmp, abuf, sizeof(abuf)) != 0)
+                snprintf(abuf, sizeof(abuf), "(long list)");
+        hwloc_bitmap_free(tmp);
+        if (mpi_pstate_pin_cpulist_format(req->user_cpus, ubuf, sizeof(ubuf)))
+                snprintf(ubuf, sizeof(ubuf), "(long list)");
+        mpi_pstate_errmsg_set(err, errlen,
+                              "task %u: user CPU mask %s has no CPU in the allocation %s",
+                              req->task, ubuf, abuf);
+        return -EINVAL;
+}
+
+/* Modes cores, compact, scatter.  cores: plain allocation order.
+ * compact/scatter: the finest level whose slots hold every task; failing
+ * that, the level with the most slots (finest on a tie) so that
+ * oversubscription is as light as it can be. */
+static int pin_placed(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
+                      const struct core_ent *cores, unsigned n, unsigned cpt, hwloc_bitmap_t res,
+                      struct mpi_pstate_pin_info *inf)
+{
+        struct layout best = {0}, cur = {0};
+        unsigned k, g, j, t;
+        int rc = 0;
+
         for (int lv = req->mode == MPI_PSTATE_PIN_CORES ? MPI_PSTATE_PIN_LEVEL_MACHINE
                                                         : MPI_PSTATE_PIN_LEVEL_NUMA;
              lv <= MPI_PSTATE_PIN_LEVEL_MACHINE; lv++) {
@@ -497,16 +472,16 @@ EXPORT int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate
                         layout_free(&best);
                         best = cur;
                         memset(&cur, 0, sizeof(cur));
-                        inf.level = (enum mpi_pstate_pin_level)lv;
+                        inf->level = (enum mpi_pstate_pin_level)lv;
                 } else {
                         layout_free(&cur);
                 }
                 if (best.slots >= req->ntasks)
                         break;
         }
-        inf.slots = best.slots;
+        inf->slots = best.slots;
         if (best.slots < req->ntasks)
-                inf.flags |= MPI_PSTATE_PIN_F_OVERSUBSCRIBED;
+                inf->flags |= MPI_PSTATE_PIN_F_OVERSUBSCRIBED;
         if (best.slots == 0) {
                 /* A task wider than the whole allocation: give it everything. */
                 for (k = 0; k < n && !rc; k++)
@@ -522,19 +497,57 @@ EXPORT int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate
                 rc = add_core_cpus(topo, cores[best.members[best.start[g] + j * cpt + k]].obj,
                                    req->smt, res);
 out:
-        if (rc == 0) {
-                if (hwloc_bitmap_copy(out, res) < 0) {
-                        rc = -ENOMEM;
-                } else if (info) {
-                        *info = inf;
-                }
-        }
-        if (rc == -ENOMEM)
-                mpi_pstate_errmsg_set(err, errlen, "out of memory");
         layout_free(&best);
         layout_free(&cur);
+        return rc;
+}
+
+int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
+                           hwloc_bitmap_t out, struct mpi_pstate_pin_info *info, char *err,
+                           size_t errlen)
+{
+        struct mpi_pstate_pin_info inf = {0, MPI_PSTATE_PIN_LEVEL_MACHINE, 1};
+        hwloc_bitmap_t all = NULL, res = NULL;
+        struct core_ent *cores = NULL;
+        unsigned n;
+        int rc, w;
+
+        if (!topo || !req || !out) {
+                mpi_pstate_errmsg_set(err, errlen, "missing topology, request or output set");
+                return -EINVAL;
+        }
+        rc = check_req(req, err, errlen);
+        if (rc)
+                return rc;
+        all = hwloc_bitmap_alloc();
+        res = hwloc_bitmap_alloc();
+        rc = all && res ? alloc_cores(topo, req, all, err, errlen) : -ENOMEM;
+        if (rc)
+                goto out;
+        w = hwloc_bitmap_weight(all);
+        if (w <= 0) {
+                mpi_pstate_errmsg_set(err, errlen, "empty core allocation");
+                rc = -EINVAL;
+                goto out;
+        }
+        n = (unsigned)w;
+        cores = calloc(n, sizeof(*cores));
+        rc = cores ? collect_cores(topo, all, cores, n, err, errlen) : -ENOMEM;
+        if (rc)
+                goto out;
+        if (req->mode == MPI_PSTATE_PIN_NONE || req->mode == MPI_PSTATE_PIN_USER)
+                rc = pin_unplaced(topo, req, all, cores, n, res, &inf, err, errlen);
+        else
+                rc = pin_placed(topo, req, cores, n, req->cores_per_task ? req->cores_per_task : 1,
+                                res, &inf);
+        if (rc == 0 && hwloc_bitmap_copy(out, res) < 0)
+                rc = -ENOMEM;
+        if (rc == 0 && info)
+                *info = inf;
+out:
+        if (rc == -ENOMEM)
+                mpi_pstate_errmsg_set(err, errlen, "out of memory");
         free(cores);
-        hwloc_bitmap_free(tmp);
         hwloc_bitmap_free(res);
         hwloc_bitmap_free(all);
         return rc;
@@ -542,7 +555,7 @@ out:
 
 /* ---- names and lists ---------------------------------------------------- */
 
-EXPORT int mpi_pstate_pin_mode_parse(const char *s, enum mpi_pstate_pin_mode *out)
+int mpi_pstate_pin_mode_parse(const char *s, enum mpi_pstate_pin_mode *out)
 {
         int i;
 
@@ -552,12 +565,12 @@ EXPORT int mpi_pstate_pin_mode_parse(const char *s, enum mpi_pstate_pin_mode *ou
         return 0;
 }
 
-EXPORT const char *mpi_pstate_pin_mode_name(enum mpi_pstate_pin_mode mode)
+const char *mpi_pstate_pin_mode_name(enum mpi_pstate_pin_mode mode)
 {
         return (unsigned)mode < NMODES ? mode_names[mode] : "?";
 }
 
-EXPORT int mpi_pstate_pin_smt_parse(const char *s, enum mpi_pstate_pin_smt *out)
+int mpi_pstate_pin_smt_parse(const char *s, enum mpi_pstate_pin_smt *out)
 {
         int i;
 
@@ -567,7 +580,7 @@ EXPORT int mpi_pstate_pin_smt_parse(const char *s, enum mpi_pstate_pin_smt *out)
         return 0;
 }
 
-EXPORT const char *mpi_pstate_pin_smt_name(enum mpi_pstate_pin_smt smt)
+const char *mpi_pstate_pin_smt_name(enum mpi_pstate_pin_smt smt)
 {
         return (unsigned)smt < NSMT ? smt_names[smt] : "?";
 }
@@ -597,7 +610,7 @@ static int parse_index(const char **pp, uint64_t *v)
         return 0;
 }
 
-EXPORT int mpi_pstate_pin_cpulist_parse(const char *s, hwloc_bitmap_t out)
+int mpi_pstate_pin_cpulist_parse(const char *s, hwloc_bitmap_t out)
 {
         hwloc_bitmap_t tmp = NULL;
         const char *p = s;
@@ -646,7 +659,7 @@ out:
         return rc;
 }
 
-EXPORT int mpi_pstate_pin_cpulist_format(hwloc_const_bitmap_t set, char *buf, size_t len)
+int mpi_pstate_pin_cpulist_format(hwloc_const_bitmap_t set, char *buf, size_t len)
 {
         int n;
 
@@ -664,7 +677,7 @@ EXPORT int mpi_pstate_pin_cpulist_format(hwloc_const_bitmap_t set, char *buf, si
         return 0;
 }
 
-EXPORT const char *mpi_pstate_pin_level_name(enum mpi_pstate_pin_level level)
+const char *mpi_pstate_pin_level_name(enum mpi_pstate_pin_level level)
 {
         return (unsigned)level < sizeof(level_names) / sizeof(level_names[0]) ? level_names[level]
                                                                               : "?";

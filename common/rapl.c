@@ -12,8 +12,6 @@
 #include "parse.h"
 #include "safeio.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 static const char *const status_names[] = {
     [MPI_PSTATE_RAPL_OK] = "ok",
     [MPI_PSTATE_RAPL_ABSENT] = "absent",
@@ -27,14 +25,14 @@ static const char *const kind_names[] = {
     [MPI_PSTATE_RAPL_PSYS] = "psys",       [MPI_PSTATE_RAPL_OTHER] = "other",
 };
 
-EXPORT const char *mpi_pstate_rapl_status_name(enum mpi_pstate_rapl_status s)
+const char *mpi_pstate_rapl_status_name(enum mpi_pstate_rapl_status s)
 {
         if ((unsigned)s >= sizeof(status_names) / sizeof(status_names[0]))
                 return "invalid";
         return status_names[s];
 }
 
-EXPORT const char *mpi_pstate_rapl_kind_name(enum mpi_pstate_rapl_kind k)
+const char *mpi_pstate_rapl_kind_name(enum mpi_pstate_rapl_kind k)
 {
         if ((unsigned)k >= sizeof(kind_names) / sizeof(kind_names[0]))
                 return "invalid";
@@ -87,7 +85,7 @@ static enum mpi_pstate_rapl_kind kind_of(const char *name)
         return MPI_PSTATE_RAPL_OTHER;
 }
 
-EXPORT int mpi_pstate_rapl_read_attr(const char *dir, const char *file, char *buf, size_t len)
+int mpi_pstate_rapl_read_attr(const char *dir, const char *file, char *buf, size_t len)
 {
         char path[600];
         int n = snprintf(path, sizeof(path), "%s/%s", dir, file);
@@ -149,8 +147,8 @@ static int load_zone(struct mpi_pstate_rapl_zone *z, const char *base, const cha
         return 0;
 }
 
-EXPORT enum mpi_pstate_rapl_status mpi_pstate_rapl_discover(const char *sysroot,
-                                                            struct mpi_pstate_rapl *out)
+enum mpi_pstate_rapl_status mpi_pstate_rapl_discover(const char *sysroot,
+                                                     struct mpi_pstate_rapl *out)
 {
         char base[512], path[600];
         struct dirent *de;
@@ -199,7 +197,7 @@ EXPORT enum mpi_pstate_rapl_status mpi_pstate_rapl_discover(const char *sysroot,
         return out->status;
 }
 
-EXPORT uint64_t mpi_pstate_rapl_delta(uint64_t prev_uj, uint64_t cur_uj, uint64_t range_uj)
+uint64_t mpi_pstate_rapl_delta(uint64_t prev_uj, uint64_t cur_uj, uint64_t range_uj)
 {
         if (cur_uj >= prev_uj)
                 return cur_uj - prev_uj;
@@ -207,7 +205,7 @@ EXPORT uint64_t mpi_pstate_rapl_delta(uint64_t prev_uj, uint64_t cur_uj, uint64_
         return range_uj - prev_uj + cur_uj;
 }
 
-EXPORT uint64_t mpi_pstate_rapl_wrap_period_us(uint64_t range_uj, uint64_t max_power_mw)
+uint64_t mpi_pstate_rapl_wrap_period_us(uint64_t range_uj, uint64_t max_power_mw)
 {
         /* T[s] = range[µJ] / P[µW]; T[µs] = range * 1e6 / (P_mW * 1e3) = range * 1000 / P_mW. */
         unsigned __int128 t;
@@ -218,14 +216,14 @@ EXPORT uint64_t mpi_pstate_rapl_wrap_period_us(uint64_t range_uj, uint64_t max_p
         return t > UINT64_MAX ? UINT64_MAX : (uint64_t)t;
 }
 
-EXPORT uint64_t mpi_pstate_rapl_sample_interval_us(uint64_t range_uj, uint64_t max_power_mw)
+uint64_t mpi_pstate_rapl_sample_interval_us(uint64_t range_uj, uint64_t max_power_mw)
 {
         uint64_t t = mpi_pstate_rapl_wrap_period_us(range_uj, max_power_mw);
 
         return t == UINT64_MAX ? t : t / 2;
 }
 
-EXPORT int mpi_pstate_rapl_read_counter(int fd, uint64_t range, uint64_t *out)
+int mpi_pstate_rapl_read_counter(int fd, uint64_t range, uint64_t *out)
 {
         char buf[32];
         ssize_t n;
@@ -246,9 +244,9 @@ EXPORT int mpi_pstate_rapl_read_counter(int fd, uint64_t range, uint64_t *out)
         return 0;
 }
 
-EXPORT enum mpi_pstate_rapl_status mpi_pstate_rapl_sampler_open(struct mpi_pstate_rapl_sampler *s,
-                                                                const struct mpi_pstate_rapl *r,
-                                                                unsigned kinds)
+enum mpi_pstate_rapl_status mpi_pstate_rapl_sampler_open(struct mpi_pstate_rapl_sampler *s,
+                                                         const struct mpi_pstate_rapl *r,
+                                                         unsigned kinds)
 {
         memset(s, 0, sizeof(*s));
         for (unsigned i = 0; i < MPI_PSTATE_RAPL_MAX_ZONES; i++)
@@ -291,7 +289,7 @@ fail:
         return s->status;
 }
 
-EXPORT enum mpi_pstate_rapl_status mpi_pstate_rapl_sampler_sample(struct mpi_pstate_rapl_sampler *s)
+enum mpi_pstate_rapl_status mpi_pstate_rapl_sampler_sample(struct mpi_pstate_rapl_sampler *s)
 {
         enum mpi_pstate_rapl_status st = MPI_PSTATE_RAPL_OK;
 
@@ -315,8 +313,8 @@ EXPORT enum mpi_pstate_rapl_status mpi_pstate_rapl_sampler_sample(struct mpi_pst
         return st;
 }
 
-EXPORT uint64_t mpi_pstate_rapl_sampler_total_uj(const struct mpi_pstate_rapl_sampler *s,
-                                                 enum mpi_pstate_rapl_kind kind)
+uint64_t mpi_pstate_rapl_sampler_total_uj(const struct mpi_pstate_rapl_sampler *s,
+                                          enum mpi_pstate_rapl_kind kind)
 {
         uint64_t sum = 0;
 
@@ -326,7 +324,7 @@ EXPORT uint64_t mpi_pstate_rapl_sampler_total_uj(const struct mpi_pstate_rapl_sa
         return sum;
 }
 
-EXPORT void mpi_pstate_rapl_sampler_close(struct mpi_pstate_rapl_sampler *s)
+void mpi_pstate_rapl_sampler_close(struct mpi_pstate_rapl_sampler *s)
 {
         for (unsigned i = 0; i < s->n; i++) {
                 if (s->c[i].fd >= 0)

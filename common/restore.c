@@ -14,8 +14,6 @@
 #include "parse.h"
 #include "safeio.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
 #define RECORD_UID 0 /* only root writes records; anything else is not ours */
 
 /* "policy<N>" or "cpu<N>", N up to 7 digits: the only names that become paths. */
@@ -32,8 +30,7 @@ static bool valid_policy_name(const char *s)
         return *d && strlen(d) <= 7 && strspn(d, "0123456789") == strlen(d);
 }
 
-EXPORT int mpi_pstate_restore_format(const struct mpi_pstate_restore_record *r, char *buf,
-                                     size_t len)
+int mpi_pstate_restore_format(const struct mpi_pstate_restore_record *r, char *buf, size_t len)
 {
         const struct mpi_pstate_cpufreq_settings *s = &r->saved;
         int n;
@@ -94,7 +91,7 @@ static int strict_u32(const char *s, uint32_t min, uint32_t *out)
         return 0;
 }
 
-EXPORT int mpi_pstate_restore_parse(const char *text, struct mpi_pstate_restore_record *out)
+int mpi_pstate_restore_parse(const char *text, struct mpi_pstate_restore_record *out)
 {
         struct mpi_pstate_restore_record r;
         const char *p = text;
@@ -160,8 +157,8 @@ static int load_at(int dirfd, const char *name, struct mpi_pstate_restore_record
         return 0;
 }
 
-EXPORT int mpi_pstate_restore_load(const char *dir, const char *name,
-                                   struct mpi_pstate_restore_record *out)
+int mpi_pstate_restore_load(const char *dir, const char *name,
+                            struct mpi_pstate_restore_record *out)
 {
         int dirfd, rc;
 
@@ -205,17 +202,16 @@ static int check_existing(int dirfd, const char *dir, const char *name,
         return 0;
 }
 
-EXPORT int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
-                                   const struct mpi_pstate_restore_owner *who, char *err,
-                                   size_t errlen)
+int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
+                            const struct mpi_pstate_restore_owner *who, char *err, size_t errlen)
 {
         return mpi_pstate_restore_save_from(dir, p, NULL, who, err, errlen);
 }
 
-EXPORT int mpi_pstate_restore_save_from(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
-                                        const struct mpi_pstate_cpufreq_settings *known,
-                                        const struct mpi_pstate_restore_owner *who, char *err,
-                                        size_t errlen)
+int mpi_pstate_restore_save_from(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
+                                 const struct mpi_pstate_cpufreq_settings *known,
+                                 const struct mpi_pstate_restore_owner *who, char *err,
+                                 size_t errlen)
 {
         struct mpi_pstate_restore_record r;
         char text[MPI_PSTATE_RESTORE_MAX_BYTES];
@@ -321,9 +317,9 @@ out:
         return rc;
 }
 
-EXPORT int mpi_pstate_restore_policy(const char *dir, const char *sysroot, const char *name,
-                                     const struct mpi_pstate_restore_owner *who, unsigned flags,
-                                     char *err, size_t errlen)
+int mpi_pstate_restore_policy(const char *dir, const char *sysroot, const char *name,
+                              const struct mpi_pstate_restore_owner *who, unsigned flags, char *err,
+                              size_t errlen)
 {
         bool foreign = false;
         int dirfd, rc;
@@ -351,17 +347,54 @@ static void note_failure(struct mpi_pstate_restore_summary *s, const char *name,
         }
 }
 
-EXPORT int mpi_pstate_restore_all(const char *dir, const char *sysroot,
-                                  const struct mpi_pstate_restore_owner *who, unsigned flags,
-                                  struct mpi_pstate_restore_summary *summary, char *err,
-                                  size_t errlen)
+/* The names in dirfd, read before anything is unlinked (unlinking while
+ * readdir() runs may skip entries).  0, or -errno; *names is the caller's
+ * to free either way. */
+static int list_names(int dirfd, char (**names)[NAME_MAX + 1], size_t *count)
+{
+        struct dirent *de;
+        size_t n = 0, cap = 0;
+        int fd2 = dup(dirfd), rc = 0;
+        DIR *d = fd2 >= 0 ? fdopendir(fd2) : NULL;
+
+        *names = NULL;
+        if (!d) {
+                rc = -errno;
+                if (fd2 >= 0)
+                        close(fd2);
+                goto out;
+        }
+        while ((de = readdir(d))) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (n == cap) {
+                        size_t ncap = cap ? 2 * cap : 32;
+                        void *q = realloc(*names, ncap * sizeof(**names));
+
+                        if (!q) {
+                                rc = -ENOMEM;
+                                goto out;
+                        }
+                        *names = q;
+                        cap = ncap;
+                }
+                snprintf((*names)[n++], sizeof((*names)[0]), "%s", de->d_name);
+        }
+out:
+        if (d)
+                closedir(d);
+        *count = n;
+        return rc;
+}
+
+int mpi_pstate_restore_all(const char *dir, const char *sysroot,
+                           const struct mpi_pstate_restore_owner *who, unsigned flags,
+                           struct mpi_pstate_restore_summary *summary, char *err, size_t errlen)
 {
         struct mpi_pstate_restore_summary s;
         char(*names)[NAME_MAX + 1] = NULL;
-        size_t n = 0, cap = 0;
-        struct dirent *de;
-        DIR *d = NULL;
-        int dirfd = -1, fd2, rc = 0;
+        size_t n = 0;
+        int dirfd = -1, rc = 0;
 
         memset(&s, 0, sizeof(s));
         if (!dir || !sysroot) {
@@ -377,31 +410,11 @@ EXPORT int mpi_pstate_restore_all(const char *dir, const char *sysroot,
                 note_failure(&s, dir, rc);
                 goto out;
         }
-        fd2 = dup(dirfd);
-        d = fd2 >= 0 ? fdopendir(fd2) : NULL;
-        if (!d) {
-                rc = -errno;
-                if (fd2 >= 0)
-                        close(fd2);
-                note_failure(&s, dir, rc);
+        rc = list_names(dirfd, &names, &n);
+        if (rc) {
+                if (rc != -ENOMEM)
+                        note_failure(&s, dir, rc);
                 goto out;
-        }
-        /* Names first, then act: unlinking while readdir() runs may skip entries. */
-        while ((de = readdir(d))) {
-                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                        continue;
-                if (n == cap) {
-                        size_t ncap = cap ? 2 * cap : 32;
-                        void *q = realloc(names, ncap * sizeof(*names));
-
-                        if (!q) {
-                                rc = -ENOMEM;
-                                goto out;
-                        }
-                        names = q;
-                        cap = ncap;
-                }
-                snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
         }
         for (size_t i = 0; i < n; i++) {
                 const char *name = names[i];
@@ -427,8 +440,6 @@ EXPORT int mpi_pstate_restore_all(const char *dir, const char *sysroot,
         }
         rc = s.first_error;
 out:
-        if (d)
-                closedir(d);
         if (dirfd >= 0)
                 close(dirfd);
         free(names);

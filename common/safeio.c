@@ -9,10 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define EXPORT __attribute__((visibility("default")))
-
-EXPORT int mpi_pstate_safeio_read_small(int dirfd, const char *path, char *buf, size_t bufsz,
-                                        int flags, uid_t owner)
+int mpi_pstate_safeio_read_small(int dirfd, const char *path, char *buf, size_t bufsz, int flags,
+                                 uid_t owner)
 {
         struct stat st;
         size_t len = 0;
@@ -85,7 +83,7 @@ out:
         return rc;
 }
 
-EXPORT int mpi_pstate_safeio_write_attr(int dirfd, const char *path, const char *value)
+int mpi_pstate_safeio_write_attr(int dirfd, const char *path, const char *value)
 {
         size_t len;
         ssize_t n;
@@ -110,7 +108,7 @@ EXPORT int mpi_pstate_safeio_write_attr(int dirfd, const char *path, const char 
         return rc;
 }
 
-EXPORT int mpi_pstate_safeio_check_name(const char *name, size_t maxlen)
+int mpi_pstate_safeio_check_name(const char *name, size_t maxlen)
 {
         size_t len;
 
@@ -159,8 +157,8 @@ static int publish(int dirfd, const char *tmp, const char *name, int noreplace)
         return 0;
 }
 
-EXPORT int mpi_pstate_safeio_write_atomic(int dirfd, const char *name, const void *data, size_t len,
-                                          mode_t mode, int flags)
+int mpi_pstate_safeio_write_atomic(int dirfd, const char *name, const void *data, size_t len,
+                                   mode_t mode, int flags)
 {
         const int noreplace = flags & MPI_PSTATE_SAFEIO_NOREPLACE,
                   sync = !(flags & MPI_PSTATE_SAFEIO_NOSYNC);
@@ -229,7 +227,7 @@ static int check_dir(int fd, int last)
         return 0;
 }
 
-EXPORT int mpi_pstate_safeio_open_dir(const char *path, int create, mode_t mode)
+int mpi_pstate_safeio_open_dir(const char *path, int create, mode_t mode)
 {
         char buf[PATH_MAX];
         char *save = NULL, *comp, *next;

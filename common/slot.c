@@ -12,8 +12,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define EXPORT __attribute__((visibility("default")))
-
 static size_t segment_size(uint32_t nslots)
 {
         return (size_t)MPI_PSTATE_SEG_HEADER_SIZE + (size_t)nslots * MPI_PSTATE_SLOT_SIZE;
@@ -112,13 +110,13 @@ fail:
         return rc;
 }
 
-EXPORT int mpi_pstate_slot_create_segment(const char *path, uint32_t nslots, uid_t uid, gid_t gid)
+int mpi_pstate_slot_create_segment(const char *path, uint32_t nslots, uid_t uid, gid_t gid)
 {
         return mpi_pstate_slot_create_segment_stat(path, nslots, uid, gid, NULL);
 }
 
-EXPORT int mpi_pstate_slot_create_segment_stat(const char *path, uint32_t nslots, uid_t uid,
-                                               gid_t gid, struct stat *made)
+int mpi_pstate_slot_create_segment_stat(const char *path, uint32_t nslots, uid_t uid, gid_t gid,
+                                        struct stat *made)
 {
         struct mpi_pstate_seg_header h;
         int fd, rc;
@@ -152,14 +150,14 @@ fail:
         return rc;
 }
 
-EXPORT int mpi_pstate_slot_map_segment(const char *path, int writable, uid_t owner,
-                                       struct mpi_pstate_segment *seg)
+int mpi_pstate_slot_map_segment(const char *path, int writable, uid_t owner,
+                                struct mpi_pstate_segment *seg)
 {
         return mpi_pstate_slot_map_segment_n(path, writable, owner, 0, seg);
 }
 
-EXPORT int mpi_pstate_slot_map_segment_n(const char *path, int writable, uid_t owner,
-                                         uint32_t nslots, struct mpi_pstate_segment *seg)
+int mpi_pstate_slot_map_segment_n(const char *path, int writable, uid_t owner, uint32_t nslots,
+                                  struct mpi_pstate_segment *seg)
 {
         struct mpi_pstate_seg_header h;
         void *base;
@@ -188,7 +186,7 @@ EXPORT int mpi_pstate_slot_map_segment_n(const char *path, int writable, uid_t o
         return 0;
 }
 
-EXPORT void mpi_pstate_slot_unmap_segment(struct mpi_pstate_segment *seg)
+void mpi_pstate_slot_unmap_segment(struct mpi_pstate_segment *seg)
 {
         if (!seg || !seg->hdr)
                 return;
@@ -199,7 +197,7 @@ EXPORT void mpi_pstate_slot_unmap_segment(struct mpi_pstate_segment *seg)
         seg->fd = -1;
 }
 
-EXPORT struct mpi_pstate_slot *mpi_pstate_slot_at(const struct mpi_pstate_segment *seg, uint32_t i)
+struct mpi_pstate_slot *mpi_pstate_slot_at(const struct mpi_pstate_segment *seg, uint32_t i)
 {
         if (!seg || !seg->hdr || i >= seg->nslots)
                 return NULL;
@@ -220,7 +218,7 @@ static int claim(struct mpi_pstate_slot *s)
         return atomic_compare_exchange_strong(&s->pid, &seen, me) ? 0 : -EBUSY;
 }
 
-EXPORT int mpi_pstate_slot_attach(const char *path, uint32_t index, struct mpi_pstate_attach *a)
+int mpi_pstate_slot_attach(const char *path, uint32_t index, struct mpi_pstate_attach *a)
 {
         struct mpi_pstate_seg_header h;
         void *hdr = MAP_FAILED, *slot = MAP_FAILED;
@@ -267,7 +265,7 @@ fail:
         return rc;
 }
 
-EXPORT int mpi_pstate_slot_attach_private(const char *path, struct mpi_pstate_attach *a)
+int mpi_pstate_slot_attach_private(const char *path, struct mpi_pstate_attach *a)
 {
         const size_t len = segment_size(1);
         char *base;
@@ -309,7 +307,7 @@ fail:
         return rc;
 }
 
-EXPORT void mpi_pstate_slot_detach(struct mpi_pstate_attach *a)
+void mpi_pstate_slot_detach(struct mpi_pstate_attach *a)
 {
         if (!a || !a->hdr)
                 return;
@@ -333,8 +331,8 @@ static bool names_match(const struct mpi_pstate_slot *s, const char *const *name
         return true;
 }
 
-EXPORT int mpi_pstate_slot_setup(struct mpi_pstate_slot *s, uint32_t index,
-                                 const char *const *names, uint32_t nfuncs)
+int mpi_pstate_slot_setup(struct mpi_pstate_slot *s, uint32_t index, const char *const *names,
+                          uint32_t nfuncs)
 {
         if (!s || !names || nfuncs > MPI_PSTATE_SLOT_MAX_FUNCS)
                 return -EINVAL;
@@ -368,8 +366,7 @@ EXPORT int mpi_pstate_slot_setup(struct mpi_pstate_slot *s, uint32_t index,
         return 0;
 }
 
-EXPORT int mpi_pstate_slot_snapshot(const struct mpi_pstate_slot *shared,
-                                    struct mpi_pstate_slot *copy)
+int mpi_pstate_slot_snapshot(const struct mpi_pstate_slot *shared, struct mpi_pstate_slot *copy)
 {
         if (!shared || !copy)
                 return -EINVAL;
@@ -389,7 +386,7 @@ EXPORT int mpi_pstate_slot_snapshot(const struct mpi_pstate_slot *shared,
         return 0;
 }
 
-EXPORT int mpi_pstate_slot_clock_choose(const char *want, enum mpi_pstate_clock *clock)
+int mpi_pstate_slot_clock_choose(const char *want, enum mpi_pstate_clock *clock)
 {
         char buf[64];
         ssize_t n;
@@ -433,8 +430,7 @@ EXPORT int mpi_pstate_slot_clock_choose(const char *want, enum mpi_pstate_clock 
         return 0;
 }
 
-EXPORT void mpi_pstate_slot_clock_sample(enum mpi_pstate_clock clock,
-                                         struct mpi_pstate_clock_sample *s)
+void mpi_pstate_slot_clock_sample(enum mpi_pstate_clock clock, struct mpi_pstate_clock_sample *s)
 {
         struct timespec ts;
 
@@ -445,9 +441,8 @@ EXPORT void mpi_pstate_slot_clock_sample(enum mpi_pstate_clock clock,
         s->ns = (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
 }
 
-EXPORT uint64_t mpi_pstate_slot_clock_rate(enum mpi_pstate_clock clock,
-                                           const struct mpi_pstate_clock_sample *first,
-                                           uint64_t min_ns)
+uint64_t mpi_pstate_slot_clock_rate(enum mpi_pstate_clock clock,
+                                    const struct mpi_pstate_clock_sample *first, uint64_t min_ns)
 {
         struct mpi_pstate_clock_sample second;
 
@@ -476,7 +471,7 @@ EXPORT uint64_t mpi_pstate_slot_clock_rate(enum mpi_pstate_clock clock,
                           (second.ns - first->ns));
 }
 
-EXPORT int mpi_pstate_slot_agent_lower(struct mpi_pstate_slot *s, uint64_t since)
+int mpi_pstate_slot_agent_lower(struct mpi_pstate_slot *s, uint64_t since)
 {
         if (!s || since == 0)
                 return 0;
@@ -487,7 +482,7 @@ EXPORT int mpi_pstate_slot_agent_lower(struct mpi_pstate_slot *s, uint64_t since
         return 0;
 }
 
-EXPORT int mpi_pstate_slot_agent_still_waiting(struct mpi_pstate_slot *s, uint64_t since)
+int mpi_pstate_slot_agent_still_waiting(struct mpi_pstate_slot *s, uint64_t since)
 {
         if (!s || since == 0)
                 return 0;
@@ -495,7 +490,7 @@ EXPORT int mpi_pstate_slot_agent_still_waiting(struct mpi_pstate_slot *s, uint64
         return atomic_load(&s->wait_since) == since;
 }
 
-EXPORT void mpi_pstate_slot_agent_raise(struct mpi_pstate_slot *s, uint64_t down_ns)
+void mpi_pstate_slot_agent_raise(struct mpi_pstate_slot *s, uint64_t down_ns)
 {
         if (!s)
                 return;
@@ -504,7 +499,7 @@ EXPORT void mpi_pstate_slot_agent_raise(struct mpi_pstate_slot *s, uint64_t down
         atomic_fetch_add_explicit(&s->transitions, 1, memory_order_relaxed);
 }
 
-EXPORT void mpi_pstate_slot_wake_agent(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s)
+void mpi_pstate_slot_wake_agent(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s)
 {
         if (!hdr)
                 return;

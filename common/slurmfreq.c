@@ -9,10 +9,9 @@
 
 #include "options.h"
 
-#define EXPORT __attribute__((visibility("default")))
 #define GOV_BIT(g) (UINT32_C(1) << (g))
 
-EXPORT void mpi_pstate_slurmfreq_defaults(struct mpi_pstate_slurmfreq *sf)
+void mpi_pstate_slurmfreq_defaults(struct mpi_pstate_slurmfreq *sf)
 {
         memset(sf, 0, sizeof(*sf));
         sf->governors = GOV_BIT(MPI_PSTATE_GOVERNOR_ONDEMAND) |
@@ -64,7 +63,7 @@ static int governor_list(const char *v, size_t n, uint32_t *out)
         return 0;
 }
 
-EXPORT int mpi_pstate_slurmfreq_line(struct mpi_pstate_slurmfreq *sf, const char *line)
+int mpi_pstate_slurmfreq_line(struct mpi_pstate_slurmfreq *sf, const char *line)
 {
         const char *p = line;
         int rc = 0;
@@ -105,7 +104,7 @@ EXPORT int mpi_pstate_slurmfreq_line(struct mpi_pstate_slurmfreq *sf, const char
         }
 }
 
-EXPORT int mpi_pstate_slurmfreq_read(const char *path, struct mpi_pstate_slurmfreq *sf)
+int mpi_pstate_slurmfreq_read(const char *path, struct mpi_pstate_slurmfreq *sf)
 {
         char line[1024];
         FILE *f;

@@ -48,10 +48,10 @@ typedef List db_list;
 /* Base job states by enum job_states value, spelled as Slurm prints them
  * (sacct, squeue): libslurm's own table is not in its public headers. */
 static const char *const STATE_NAMES[] = {
-        [JOB_PENDING] = "PENDING",     [JOB_RUNNING] = "RUNNING",     [JOB_SUSPENDED] = "SUSPENDED",
-        [JOB_COMPLETE] = "COMPLETED",  [JOB_CANCELLED] = "CANCELLED", [JOB_FAILED] = "FAILED",
-        [JOB_TIMEOUT] = "TIMEOUT",     [JOB_NODE_FAIL] = "NODE_FAIL", [JOB_PREEMPTED] = "PREEMPTED",
-        [JOB_BOOT_FAIL] = "BOOT_FAIL", [JOB_DEADLINE] = "DEADLINE",   [JOB_OOM] = "OUT_OF_MEMORY",
+    [JOB_PENDING] = "PENDING",     [JOB_RUNNING] = "RUNNING",     [JOB_SUSPENDED] = "SUSPENDED",
+    [JOB_COMPLETE] = "COMPLETED",  [JOB_CANCELLED] = "CANCELLED", [JOB_FAILED] = "FAILED",
+    [JOB_TIMEOUT] = "TIMEOUT",     [JOB_NODE_FAIL] = "NODE_FAIL", [JOB_PREEMPTED] = "PREEMPTED",
+    [JOB_BOOT_FAIL] = "BOOT_FAIL", [JOB_DEADLINE] = "DEADLINE",   [JOB_OOM] = "OUT_OF_MEMORY",
 };
 _Static_assert(sizeof(STATE_NAMES) / sizeof(STATE_NAMES[0]) == JOB_END, "a job state has no name");
 
@@ -133,34 +133,17 @@ static int show(uint32_t job_id)
  * libslurm's slurm_addto_step_list() / slurmdb_create_job_rec(), which are
  * not public API: both stay ours (malloc'd, freed by us), libslurm only
  * packs them for slurmdbd. */
-static int set(uint32_t job_id, uint32_t task, const char *cluster_arg, char *text)
+/* The condition that selects the job: its step list (one step that owns
+ * nothing but the ids) and its cluster list.  0, or -1 out of memory. */
+static int make_cond(slurmdb_job_cond_t *cond, uint32_t job_id, uint32_t task, const char *cluster)
 {
-        slurmdb_job_cond_t cond;
-        slurmdb_job_rec_t *job = NULL;
-        slurm_selected_step_t *step = NULL;
-        slurm_conf_t *conf = NULL;
-        void *db = NULL;
-        db_list ret = NULL;
-        const char *cluster = cluster_arg;
-        int rc = 1, e;
+        slurm_selected_step_t *step = calloc(1, sizeof(*step));
 
-        memset(&cond, 0, sizeof(cond));
-        if (!cluster) {
-                errno = 0;
-                if (slurm_load_ctl_conf((time_t)0, &conf) != SLURM_SUCCESS || !conf->cluster_name) {
-                        fprintf(stderr, "mpi-pstate-dbcomment: cluster name unknown: %s\n",
-                                errno ? slurm_strerror(errno) : "no ClusterName");
-                        goto out;
-                }
-                cluster = conf->cluster_name;
-        }
-        step = calloc(1, sizeof(*step));
-        job = calloc(1, sizeof(*job));
-        cond.step_list = slurm_list_create(free);
-        cond.cluster_list = slurm_list_create(NULL);
-        if (!step || !job || !cond.step_list || !cond.cluster_list) {
-                fprintf(stderr, "mpi-pstate-dbcomment: out of memory\n");
-                goto out;
+        cond->step_list = slurm_list_create(free);
+        cond->cluster_list = slurm_list_create(NULL);
+        if (!step || !cond->step_list || !cond->cluster_list) {
+                free(step);
+                return -1;
         }
         /* As sacctmgr's "jobid=J" or "jobid=J_T" selects it: the whole job,
          * no particular step or het component. */
@@ -169,27 +152,32 @@ static int set(uint32_t job_id, uint32_t task, const char *cluster_arg, char *te
         step->step_id.job_id = job_id;
         step->step_id.step_id = NO_VAL;
         step->step_id.step_het_comp = NO_VAL;
-        slurm_list_append(cond.step_list, step);
-        step = NULL; /* the list's now */
-        slurm_list_append(cond.cluster_list, (void *)cluster);
+        slurm_list_append(cond->step_list, step); /* the list's now */
+        slurm_list_append(cond->cluster_list, (void *)cluster);
         /* Without these the modify matches nothing ("Request didn't affect
          * anything"), measured on 22.05. */
-        cond.db_flags = SLURMDB_JOB_FLAG_NOTSET;
-        cond.flags = JOBCOND_FLAG_NO_DEFAULT_USAGE;
-        job->derived_ec = NO_VAL; /* leave the exit code alone */
-        if (use_system)
-                job->system_comment = text;
-        else
-                job->admin_comment = text;
+        cond->db_flags = SLURMDB_JOB_FLAG_NOTSET;
+        cond->flags = JOBCOND_FLAG_NO_DEFAULT_USAGE;
+        return 0;
+}
+
+/* One modify through slurmdbd, committed only when it changed the job:
+ * 0, 3 (slurmdbd does not have the job) or 1. */
+static int modify(slurmdb_job_cond_t *cond, slurmdb_job_rec_t *job, uint32_t job_id)
+{
+        void *db;
+        db_list ret;
+        int rc, e;
+
         errno = 0;
         db = slurmdb_connection_get(NULL);
         if (!db) {
                 fprintf(stderr, "mpi-pstate-dbcomment: no connection to slurmdbd: %s\n",
                         slurm_strerror(errno));
-                goto out;
+                return 1;
         }
         errno = 0;
-        ret = slurmdb_job_modify(db, &cond, job);
+        ret = slurmdb_job_modify(db, cond, job);
         e = errno;
         if (ret && slurm_list_count(ret) > 0) {
                 rc = 0;
@@ -202,18 +190,56 @@ static int set(uint32_t job_id, uint32_t task, const char *cluster_arg, char *te
                 rc = ret || e == SLURM_NO_CHANGE_IN_DATA ? 3 : 1;
         }
         slurmdb_connection_commit(db, rc == 0);
-out:
         if (ret)
                 slurm_list_destroy(ret);
-        if (db)
-                slurmdb_connection_close(&db);
+        slurmdb_connection_close(&db);
+        return rc;
+}
+
+/* task == NO_VAL: a plain job id.  slurmdbd reads a plain id as "this job
+ * or the array it heads", so for the array task that keeps the array's own
+ * id, only JOBID_TASK selects that one task and spares its siblings.
+ *
+ * The condition's step and the job record are built here rather than with
+ * libslurm's slurm_addto_step_list() / slurmdb_create_job_rec(), which are
+ * not public API: both stay ours (malloc'd, freed by us), libslurm only
+ * packs them for slurmdbd. */
+static int set(uint32_t job_id, uint32_t task, const char *cluster_arg, char *text)
+{
+        slurmdb_job_cond_t cond;
+        slurmdb_job_rec_t *job = NULL;
+        slurm_conf_t *conf = NULL;
+        const char *cluster = cluster_arg;
+        int rc = 1;
+
+        memset(&cond, 0, sizeof(cond));
+        if (!cluster) {
+                errno = 0;
+                if (slurm_load_ctl_conf((time_t)0, &conf) != SLURM_SUCCESS || !conf->cluster_name) {
+                        fprintf(stderr, "mpi-pstate-dbcomment: cluster name unknown: %s\n",
+                                errno ? slurm_strerror(errno) : "no ClusterName");
+                        goto out;
+                }
+                cluster = conf->cluster_name;
+        }
+        job = calloc(1, sizeof(*job));
+        if (!job || make_cond(&cond, job_id, task, cluster) != 0) {
+                fprintf(stderr, "mpi-pstate-dbcomment: out of memory\n");
+                goto out;
+        }
+        job->derived_ec = NO_VAL; /* leave the exit code alone */
+        if (use_system)
+                job->system_comment = text;
+        else
+                job->admin_comment = text;
+        rc = modify(&cond, job, job_id);
+out:
         if (cond.step_list)
                 slurm_list_destroy(cond.step_list);
         if (cond.cluster_list)
                 slurm_list_destroy(cond.cluster_list);
         if (conf)
                 slurm_free_ctl_conf(conf);
-        free(step);
         free(job); /* admin_comment / system_comment are the caller's */
         return rc;
 }

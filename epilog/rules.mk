@@ -27,8 +27,8 @@ $(B)/epilog:
 	mkdir -p $@
 
 # Slurm headers are not ours to warn about; libslurm is the only extra library.
-$(EPILOG_DBCOMMENT): epilog/mpi-pstate-dbcomment.c $(COMMON_LIB) common/parse.h | $(B)/epilog
-	$(CC) $(CSTD) $(OPT) $(WARN) $(HARDEN) -fPIE -Icommon -o $@ $< $(COMMON_LIB) \
+$(EPILOG_DBCOMMENT): epilog/mpi-pstate-dbcomment.c $(COMMON_LIB) | $(B)/epilog
+	$(CC) $(CSTD) $(OPT) $(WARN) $(HARDEN) $(DEPFLAGS) -fPIE -Icommon -o $@ $< $(COMMON_LIB) \
 	  $(LDFLAGS_COMMON) -pie -lslurm
 
 $(B)/epilog/units/%: packaging/systemd/%.in | $(B)/epilog

@@ -44,6 +44,7 @@
 #include "backend.h"
 #include "contract.h"
 #include "front_syms.h"
+#include "say.h"
 
 #define HIDDEN __attribute__((visibility("hidden")))
 
@@ -58,7 +59,7 @@ static const char *const sym_pmpi[MPI_PSTATE_NSYMS] = {MPI_PSTATE_SYM_PMPI};
 static void *next_defs[MPI_PSTATE_NSYMS];
 static const struct mpi_pstate_backend *backend;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int resolved; /* the whole table was filled with an MPI loaded */
+static int resolved;   /* the whole table was filled with an MPI loaded */
 static void *mpi_base; /* load address of the MPI library (the object defining PMPI_Init) */
 
 /* Rank 0 or unknown: the front runs before MPI knows ranks. */
@@ -80,22 +81,13 @@ __attribute__((format(printf, 2, 3))) static void say(int level, const char *fmt
 {
         const char *v = getenv(MPI_PSTATE_ENV_VERBOSE);
         int verbose = v ? atoi(v) : 0;
-        char buf[768];
         va_list ap;
-        int n;
 
         if (level > verbose || (level == 0 && !first_rank()))
                 return;
         va_start(ap, fmt);
-        n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+        mp_vsay(fmt, ap);
         va_end(ap);
-        if (n < 0)
-                return;
-        if ((size_t)n > sizeof(buf) - 2)
-                n = sizeof(buf) - 2;
-        buf[n++] = '\n';
-        ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
-        (void)w;
 }
 
 struct found {

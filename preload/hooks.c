@@ -24,6 +24,7 @@
 #include "hooks.h"
 #include "mpi_pstate_fn.h"
 #include "profile.h"
+#include "say.h"
 
 MP_HIDDEN struct mpi_pstate_rt mpi_pstate_rt;
 MP_HIDDEN __thread struct mpi_pstate_tls mpi_pstate_tls __attribute__((tls_model("initial-exec")));
@@ -49,23 +50,13 @@ static struct {
         int rank;
 } st = {.rank = -1};
 
-/* One line on stderr, written with one write() so ranks do not interleave. */
 __attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
 {
-        char buf[1024];
         va_list ap;
-        int n;
 
         va_start(ap, fmt);
-        n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+        mp_vsay(fmt, ap);
         va_end(ap);
-        if (n < 0)
-                return;
-        if ((size_t)n > sizeof(buf) - 2)
-                n = sizeof(buf) - 2;
-        buf[n++] = '\n';
-        ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
-        (void)w;
 }
 
 int mpi_pstate_hook_attach(void *const *next, const char *mpi_lib)

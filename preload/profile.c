@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "json.h"
+
 static const char *const thread_levels[] = {"single", "funneled", "serialized", "multiple"};
 static const char *const clocks[] = {"none", "tsc", "monotonic"};
 
@@ -32,23 +34,6 @@ int mpi_pstate_profile_mkdirs(const char *dir)
         if (mkdir(p, 0777) != 0 && errno != EEXIST)
                 return -errno;
         return 0;
-}
-
-/* JSON string body: the library version is the only text not ours. */
-static void json_str(FILE *f, const char *s)
-{
-        fputc('"', f);
-        for (; s && *s; s++) {
-                unsigned char c = (unsigned char)*s;
-
-                if (c == '"' || c == '\\')
-                        fprintf(f, "\\%c", c);
-                else if (c < 0x20 || c >= 0x7f)
-                        fprintf(f, "\\u%04x", c);
-                else
-                        fputc(c, f);
-        }
-        fputc('"', f);
 }
 
 static double ns_to_s(uint64_t ns)
@@ -91,76 +76,92 @@ static struct totals totals_of(const struct mpi_pstate_slot *s,
         return t;
 }
 
-static void write_hist_json(FILE *f, const char *key, const _Atomic uint64_t *h)
+static void write_hist_json(struct mpi_pstate_json *j, const char *key, const _Atomic uint64_t *h)
 {
         int first = 1;
 
-        fprintf(f, "  \"%s\": [", key);
+        mpi_pstate_json_put(j, "  \"%s\": [", key);
         for (unsigned b = 0; b < MPI_PSTATE_SLOT_HIST_BUCKETS; b++) {
                 uint64_t lo, hi, n = h[b];
 
                 if (!n)
                         continue;
                 bucket_range(b, &lo, &hi);
-                fprintf(
-                    f, "%s\n    {\"lo\": %" PRIu64 ", \"hi\": %" PRIu64 ", \"count\": %" PRIu64 "}",
+                mpi_pstate_json_put(
+                    j, "%s\n    {\"lo\": %" PRIu64 ", \"hi\": %" PRIu64 ", \"count\": %" PRIu64 "}",
                     first ? "" : ",", lo, hi, n);
                 first = 0;
         }
-        fprintf(f, "%s]", first ? "" : "\n  ");
+        mpi_pstate_json_put(j, "%s]", first ? "" : "\n  ");
 }
 
-static void write_json(FILE *f, const struct mpi_pstate_slot *s,
+static void write_json(struct mpi_pstate_json *j, const struct mpi_pstate_slot *s,
                        const struct mpi_pstate_profile_meta *m, const char *host)
 {
         struct totals t = totals_of(s, m);
         int first = 1;
 
-        fprintf(f, "{\n  \"format\": \"mpi-pstate-profile\",\n  \"version\": 1,\n");
-        fprintf(f, "  \"rank\": %d,\n  \"size\": %d,\n  \"local_rank\": %u,\n  \"pid\": %d,\n",
-                s->rank, s->size, s->local_index, (int)s->pid);
-        fprintf(f, "  \"host\": ");
-        json_str(f, host);
-        fprintf(f, ",\n  \"abi\": ");
-        json_str(f, m->abi);
-        fprintf(f, ",\n  \"mpi_library\": ");
-        json_str(f, m->mpi_library);
-        fprintf(f, ",\n  \"state\": ");
-        json_str(f, m->state);
-        fprintf(f, ",\n  \"thread_level\": \"%s\",\n", thread_levels[s->thread_level & 3]);
-        fprintf(f, "  \"clock\": \"%s\",\n  \"ticks_per_sec\": %" PRIu64 ",\n",
-                clocks[s->clock <= 2 ? s->clock : 0], s->ticks_per_sec);
-        fprintf(f, "  \"threshold_us\": %" PRIu64 ",\n  \"cpu\": %d,\n", s->threshold_ns / 1000,
-                s->cpu);
-        fprintf(f, "  \"start_time\": %.6f,\n", ns_to_s(s->start_ns));
-        fprintf(f, "  \"wall_s\": %.9f,\n  \"mpi_s\": %.9f,\n  \"mpi_share\": %.6f,\n",
-                ns_to_s(t.wall_ns), ns_to_s(t.mpi_ns),
-                t.wall_ns ? (double)t.mpi_ns / (double)t.wall_ns : 0.0);
-        fprintf(f, "  \"calls\": %" PRIu64 ",\n  \"bytes\": %" PRIu64 ",\n", t.calls, t.bytes);
-        fprintf(f, "  \"long_calls\": %" PRIu64 ",\n  \"long_s\": %.9f,\n", (uint64_t)s->long_calls,
-                ns_to_s(s->long_ns));
-        fprintf(f, "  \"over_threshold_s\": %.9f,\n  \"wakeups\": %" PRIu64 ",\n",
-                ns_to_s(s->over_ns), (uint64_t)s->wakeups);
-        fprintf(f, "  \"clocked_down_s\": %.9f,\n  \"transitions\": %" PRIu64 ",\n",
-                ns_to_s(s->down_ns), (uint64_t)s->transitions);
-        fprintf(f, "  \"functions\": [");
+        mpi_pstate_json_put(j, "{\n  \"format\": \"mpi-pstate-profile\",\n  \"version\": 1,\n");
+        mpi_pstate_json_put(
+            j, "  \"rank\": %d,\n  \"size\": %d,\n  \"local_rank\": %u,\n  \"pid\": %d,\n", s->rank,
+            s->size, s->local_index, (int)s->pid);
+        mpi_pstate_json_put(j, "  \"host\": ");
+        mpi_pstate_json_str(j, host ? host : "");
+        mpi_pstate_json_put(j, ",\n  \"abi\": ");
+        mpi_pstate_json_str(j, m->abi ? m->abi : "");
+        mpi_pstate_json_put(j, ",\n  \"mpi_library\": ");
+        mpi_pstate_json_str(j, m->mpi_library ? m->mpi_library : "");
+        mpi_pstate_json_put(j, ",\n  \"state\": ");
+        mpi_pstate_json_str(j, m->state ? m->state : "");
+        mpi_pstate_json_put(j, ",\n  \"thread_level\": \"%s\",\n",
+                            thread_levels[s->thread_level & 3]);
+        mpi_pstate_json_put(j, "  \"clock\": \"%s\",\n  \"ticks_per_sec\": %" PRIu64 ",\n",
+                            clocks[s->clock <= 2 ? s->clock : 0], s->ticks_per_sec);
+        mpi_pstate_json_put(j, "  \"threshold_us\": %" PRIu64 ",\n  \"cpu\": %d,\n",
+                            s->threshold_ns / 1000, s->cpu);
+        mpi_pstate_json_put(j, "  \"start_time\": %.6f,\n", ns_to_s(s->start_ns));
+        mpi_pstate_json_put(j, "  \"wall_s\": %.9f,\n  \"mpi_s\": %.9f,\n  \"mpi_share\": %.6f,\n",
+                            ns_to_s(t.wall_ns), ns_to_s(t.mpi_ns),
+                            t.wall_ns ? (double)t.mpi_ns / (double)t.wall_ns : 0.0);
+        mpi_pstate_json_put(j, "  \"calls\": %" PRIu64 ",\n  \"bytes\": %" PRIu64 ",\n", t.calls,
+                            t.bytes);
+        mpi_pstate_json_put(j, "  \"long_calls\": %" PRIu64 ",\n  \"long_s\": %.9f,\n",
+                            (uint64_t)s->long_calls, ns_to_s(s->long_ns));
+        mpi_pstate_json_put(j, "  \"over_threshold_s\": %.9f,\n  \"wakeups\": %" PRIu64 ",\n",
+                            ns_to_s(s->over_ns), (uint64_t)s->wakeups);
+        mpi_pstate_json_put(j, "  \"clocked_down_s\": %.9f,\n  \"transitions\": %" PRIu64 ",\n",
+                            ns_to_s(s->down_ns), (uint64_t)s->transitions);
+        mpi_pstate_json_put(j, "  \"functions\": [");
         for (uint32_t i = 0; i < s->nfuncs; i++) {
                 const struct mpi_pstate_fn_stats *fn = &s->fn[i];
 
                 if (!fn->calls)
                         continue;
-                fprintf(f,
-                        "%s\n    {\"name\": \"%s\", \"id\": %u, \"calls\": %" PRIu64
-                        ", \"time_s\": %.9f, \"bytes\": %" PRIu64 ", \"long_calls\": %" PRIu64 "}",
-                        first ? "" : ",", fn->name, i, (uint64_t)fn->calls, ns_to_s(fn->time_ns),
-                        (uint64_t)fn->bytes, (uint64_t)fn->long_calls);
+                mpi_pstate_json_put(
+                    j,
+                    "%s\n    {\"name\": \"%s\", \"id\": %u, \"calls\": %" PRIu64
+                    ", \"time_s\": %.9f, \"bytes\": %" PRIu64 ", \"long_calls\": %" PRIu64 "}",
+                    first ? "" : ",", fn->name, i, (uint64_t)fn->calls, ns_to_s(fn->time_ns),
+                    (uint64_t)fn->bytes, (uint64_t)fn->long_calls);
                 first = 0;
         }
-        fprintf(f, "%s],\n", first ? "" : "\n  ");
-        write_hist_json(f, "message_sizes", s->hist_bytes);
-        fprintf(f, ",\n");
-        write_hist_json(f, "durations_ns", s->hist_ns);
-        fprintf(f, "\n}\n");
+        mpi_pstate_json_put(j, "%s],\n", first ? "" : "\n  ");
+        write_hist_json(j, "message_sizes", s->hist_bytes);
+        mpi_pstate_json_put(j, ",\n");
+        write_hist_json(j, "durations_ns", s->hist_ns);
+        mpi_pstate_json_put(j, "\n}\n");
+}
+
+static void write_hist_csv(FILE *f, const char *section, const _Atomic uint64_t *h)
+{
+        for (unsigned b = 0; b < MPI_PSTATE_SLOT_HIST_BUCKETS; b++) {
+                uint64_t lo, hi;
+
+                bucket_range(b, &lo, &hi);
+                if (h[b])
+                        fprintf(f, "%s,%" PRIu64 "-%" PRIu64 ",%" PRIu64 ",,,,\n", section, lo, hi,
+                                (uint64_t)h[b]);
+        }
 }
 
 static void write_csv(FILE *f, const struct mpi_pstate_slot *s,
@@ -183,22 +184,8 @@ static void write_csv(FILE *f, const struct mpi_pstate_slot *s,
         fprintf(f, "summary,mpi_share,,,,,%.6f\n",
                 t.wall_ns ? (double)t.mpi_ns / (double)t.wall_ns : 0.0);
         fprintf(f, "summary,long_s,,,,,%.9f\n", ns_to_s(s->long_ns));
-        for (unsigned b = 0; b < MPI_PSTATE_SLOT_HIST_BUCKETS; b++) {
-                uint64_t lo, hi;
-
-                bucket_range(b, &lo, &hi);
-                if (s->hist_bytes[b])
-                        fprintf(f, "message_size,%" PRIu64 "-%" PRIu64 ",%" PRIu64 ",,,,\n", lo, hi,
-                                (uint64_t)s->hist_bytes[b]);
-        }
-        for (unsigned b = 0; b < MPI_PSTATE_SLOT_HIST_BUCKETS; b++) {
-                uint64_t lo, hi;
-
-                bucket_range(b, &lo, &hi);
-                if (s->hist_ns[b])
-                        fprintf(f, "duration_ns,%" PRIu64 "-%" PRIu64 ",%" PRIu64 ",,,,\n", lo, hi,
-                                (uint64_t)s->hist_ns[b]);
-        }
+        write_hist_csv(f, "message_size", s->hist_bytes);
+        write_hist_csv(f, "duration_ns", s->hist_ns);
 }
 
 /* Writes dir/name through a temporary file; 0 or -errno. */
@@ -221,11 +208,19 @@ static int write_file(const char *dir, const char *name, const struct mpi_pstate
                 close(fd);
                 goto out;
         }
-        if (json)
-                write_json(f, s, m, host);
-        else
+        if (json) {
+                struct mpi_pstate_json j = {0};
+
+                write_json(&j, s, m, host);
+                if (j.failed)
+                        rc = -ENOMEM;
+                else
+                        fwrite(j.p, 1, j.len, f);
+                free(j.p);
+        } else {
                 write_csv(f, s, m);
-        if (ferror(f))
+        }
+        if (ferror(f) && !rc)
                 rc = -EIO;
         if (fclose(f) != 0 && !rc)
                 rc = -errno;

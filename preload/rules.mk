@@ -6,7 +6,6 @@
 
 PRELOAD_GEN := $(B)/gen/preload
 PRELOAD_GEN_FILES := $(addprefix $(PRELOAD_GEN)/,mpi_pstate_fn.h front_syms.h front.S wrappers.c)
-PRELOAD_HDRS := $(wildcard preload/*.h) common/slot.h common/contract.h common/options.h common/options.def
 PRELOAD_PKG_ompi := ompi-c
 PRELOAD_PKG_mpich := mpich
 PRELOAD_ABIS := $(foreach a,ompi mpich,$(if $(shell pkg-config --exists $(PRELOAD_PKG_$(a)) && echo y),$(a)))
@@ -19,18 +18,24 @@ PRELOAD_BACKENDS := $(foreach a,$(PRELOAD_ABIS),$(B)/preload/libmpi-pstate-$(a).
 PRELOAD_EXEC := $(B)/preload/mpi-pstate-exec
 PRELOAD_TARGETS := $(PRELOAD_FRONT) $(PRELOAD_BACKENDS) $(PRELOAD_EXEC)
 
-$(PRELOAD_GEN_FILES) &: preload/mpi_functions.def preload/gen_wrappers.py
+# The generator rewrites only the files whose text changed (so that an edit
+# rebuilds only what it reaches); the stamp records that it ran.
+$(PRELOAD_GEN)/.stamp: preload/mpi_functions.def preload/gen_wrappers.py
 	$(PYTHON) preload/gen_wrappers.py --def preload/mpi_functions.def --out $(PRELOAD_GEN)
+	touch $@
+$(PRELOAD_GEN_FILES): $(PRELOAD_GEN)/.stamp ;
 
 $(B)/preload $(B)/tests/preload $(B)/bench/preload:
 	mkdir -p $@
 
 # The front knows no MPI: plain compiler, no MPI headers.
-$(PRELOAD_FRONT): preload/front.c $(PRELOAD_GEN)/front.S $(PRELOAD_GEN)/front_syms.h $(PRELOAD_HDRS) | $(B)/preload
+# Two sources in one compile: -MMD keeps the last one's (front.S), so front.c's
+# headers are named.
+$(PRELOAD_FRONT): preload/front.c $(PRELOAD_GEN)/front.S $(PRELOAD_GEN)/front_syms.h $(wildcard preload/*.h common/*.h) | $(B)/preload
 	$(CC) $(PRELOAD_CFLAGS) -shared -o $@ preload/front.c $(PRELOAD_GEN)/front.S $(LDFLAGS_COMMON) -ldl -lpthread
 
 # MPI-free backend parts, compiled once.
-$(B)/preload/config.o $(B)/preload/profile.o: $(B)/preload/%.o: preload/%.c $(PRELOAD_HDRS) | $(B)/preload
+$(B)/preload/config.o $(B)/preload/profile.o: $(B)/preload/%.o: preload/%.c | $(B)/preload
 	$(CC) $(PRELOAD_CFLAGS) -c -o $@ $<
 
 # Per ABI: hooks and wrappers against that MPI's mpi.h.  No -lmpi: the PMPI
@@ -39,9 +44,9 @@ $(B)/preload/config.o $(B)/preload/profile.o: $(B)/preload/%.o: preload/%.c $(PR
 define PRELOAD_BACKEND_RULES
 $(B)/preload/$(1):
 	mkdir -p $$@
-$(B)/preload/$(1)/hooks.o: preload/hooks.c $(PRELOAD_HDRS) $(PRELOAD_GEN)/mpi_pstate_fn.h | $(B)/preload/$(1)
+$(B)/preload/$(1)/hooks.o: preload/hooks.c $(PRELOAD_GEN)/mpi_pstate_fn.h | $(B)/preload/$(1)
 	$(CC) $(PRELOAD_CFLAGS) $(call PRELOAD_MPI_CFLAGS,$(1)) -c -o $$@ $$<
-$(B)/preload/$(1)/wrappers.o: $(PRELOAD_GEN)/wrappers.c $(PRELOAD_HDRS) $(PRELOAD_GEN_FILES) | $(B)/preload/$(1)
+$(B)/preload/$(1)/wrappers.o: $(PRELOAD_GEN)/wrappers.c $(PRELOAD_GEN_FILES) | $(B)/preload/$(1)
 	$(CC) $(PRELOAD_CFLAGS) $(call PRELOAD_MPI_CFLAGS,$(1)) -c -o $$@ $$<
 $(B)/preload/libmpi-pstate-$(1).so: $(B)/preload/$(1)/hooks.o $(B)/preload/$(1)/wrappers.o $(B)/preload/config.o $(B)/preload/profile.o $(COMMON_LIB) preload/backend.map
 	$(CC) -shared -o $$@ $(B)/preload/$(1)/hooks.o $(B)/preload/$(1)/wrappers.o $(B)/preload/config.o $(B)/preload/profile.o $(COMMON_LIB) $(LDFLAGS_COMMON) -Wl,--version-script=preload/backend.map

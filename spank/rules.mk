@@ -9,11 +9,6 @@ SPANK_CONF := $(B)/spank/plugstack.conf.example
 SPANK_GEN := $(B)/gen/options.stamp
 SPANK_TEST := $(B)/tests/unit/test_spank_plugin
 
-# options.h includes options.def: every object built from a file that
-# includes options.h must be rebuilt when the table changes, which the
-# top-level header wildcard (common/*.h) does not cover.
-$(B)/common/options.o $(B)/common/config.o: common/options.def
-
 # Where `make install` puts the library and the agent: the plugin's defaults
 # for the plugstack keys preload= and agent=.  Written when make reads this
 # file and replaced only when a path changed, so that `make install
@@ -27,7 +22,7 @@ $(shell mkdir -p $(B)/gen && printf '$(SPANK_PATHS_TEXT)' >$(SPANK_PATHS_H).tmp 
     mv -f $(SPANK_PATHS_H).tmp $(SPANK_PATHS_H); })
 
 # Static pattern: only the plugin's own objects (spank/agent/ has its own rules).
-$(SPANK_OBJS): $(B)/spank/%.o: spank/%.c $(wildcard spank/*.h) $(wildcard common/*.h) common/options.def $(SPANK_PATHS_H)
+$(SPANK_OBJS): $(B)/spank/%.o: spank/%.c $(SPANK_PATHS_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) $(HWLOC_CFLAGS) -Ispank -c -o $@ $<
 
@@ -69,10 +64,12 @@ CHECK_PREREQS += spank-check-exports
 .PHONY: spank-check-exports
 
 # The plugin's hooks against a stub libslurm (spank/tests/spank_stub.c).
-$(SPANK_TEST): spank/tests/test_plugin.c spank/tests/spank_stub.c spank/tests/spank_stub.h tests/unit/fakesys.h \
+# Two sources in one compile: -MMD keeps only the last one's headers, so the
+# first one's are named.
+$(SPANK_TEST): spank/tests/test_plugin.c spank/tests/spank_stub.c spank/tests/spank_stub.h tests/unit/fakesys.h tests/unit/check_main.h \
 		$(SPANK_OBJS) $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CSTD) $(OPT) -Wall -Wextra -Werror -Icommon -Ispank -Ispank/tests -Itests/unit $(CHECK_CFLAGS) \
+	$(CC) $(TEST_CFLAGS) -Icommon -Ispank -Ispank/tests -Itests/unit $(CHECK_CFLAGS) \
 	  -o $@ spank/tests/test_plugin.c spank/tests/spank_stub.c $(SPANK_OBJS) $(COMMON_LIB) \
 	  $(CHECK_LIBS) $(COMMON_LIBS)
 UNIT_BINS += $(SPANK_TEST)
@@ -94,9 +91,9 @@ UNINSTALL_FILES += $(SLURM_PLUGINDIR)/spank_mpi_pstate.so $(mandir)/man8/mpi_pst
 # policy, pinning) on fake sysfs trees and hwloc XML topologies.
 SPANK_MOD_OBJS := $(filter-out $(B)/spank/mpi_pstate.o $(B)/spank/wire.o,$(SPANK_OBJS))
 SPANK_MOD_TEST := $(B)/tests/unit/test_spank_modules
-$(SPANK_MOD_TEST): spank/tests/test_modules.c tests/unit/fakesys.h $(SPANK_MOD_OBJS) $(COMMON_LIB)
+$(SPANK_MOD_TEST): spank/tests/test_modules.c $(SPANK_MOD_OBJS) $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CSTD) $(OPT) -Wall -Wextra -Werror -Icommon -Ispank -Itests/unit $(HWLOC_CFLAGS) \
+	$(CC) $(TEST_CFLAGS) -Icommon -Ispank -Itests/unit $(HWLOC_CFLAGS) \
 	  $(CHECK_CFLAGS) -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ spank/tests/test_modules.c \
 	  $(SPANK_MOD_OBJS) $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS)
 UNIT_BINS += $(SPANK_MOD_TEST)

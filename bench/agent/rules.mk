@@ -1,9 +1,9 @@
 # bench/agent/: the node agent's budgets (bench/agent/run.py writes
 # bench/agent/RESULTS.md).  `make agent-bench` builds everything and runs it.
 AGENT_BENCH_BASELINE := $(B)/bench/agent/baseline
-$(AGENT_BENCH_BASELINE): bench/agent/baseline.c $(COMMON_LIB) common/agent.h
+$(AGENT_BENCH_BASELINE): bench/agent/baseline.c $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CSTD) $(OPT) -Wall -Wextra -Werror -Icommon -o $@ $< $(COMMON_LIB) $(COMMON_LIBS)
+	$(CC) $(TEST_CFLAGS) -Icommon -o $@ $< $(COMMON_LIB) $(COMMON_LIBS)
 
 agent-bench: $(AGENT_BENCH_BASELINE) $(AGENT_BIN) agent-helpers $(PRELOAD_TARGETS)
 	$(PYTHON) bench/agent/run.py --build $(B)

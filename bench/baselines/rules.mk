@@ -22,8 +22,8 @@ $(B)/bench/baselines:
 # The MPI wrapper compiler links libmpi, so PMPI_* resolve at load; parse.o
 # is the only member of the common archive pulled in.
 define BASELINE_RULES
-$(B)/bench/baselines/libmpst-baseline-$(1).$(2).so: bench/baselines/percall.c bench/baselines/percall.map common/parse.h $(COMMON_LIB) | $(B)/bench/baselines
-	$(BASELINE_MPICC_$(2)) $(CSTD) $(OPT) $(WARN) $(HARDEN) -fPIC -fvisibility=hidden -Icommon $(BASELINE_DEFINE_$(1)) \
+$(B)/bench/baselines/libmpst-baseline-$(1).$(2).so: bench/baselines/percall.c bench/baselines/percall.map $(COMMON_LIB) | $(B)/bench/baselines
+	$(BASELINE_MPICC_$(2)) $(CSTD) $(OPT) $(WARN) $(HARDEN) $(DEPFLAGS) -fPIC -fvisibility=hidden -Icommon $(BASELINE_DEFINE_$(1)) \
 	  -shared -o $$@ $$< $(COMMON_LIB) $(LDFLAGS_COMMON) -Wl,--version-script=bench/baselines/percall.map
 endef
 $(foreach d,$(BASELINE_DESIGNS),$(foreach a,$(BASELINE_ABIS),$(eval $(call BASELINE_RULES,$(d),$(a)))))

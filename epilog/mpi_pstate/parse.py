@@ -33,28 +33,27 @@ def _scaled(m: "re.Match[str]", scale: int) -> int:
     return int(whole) * scale + (int(frac) if frac else 0)
 
 
+def _quantity(rx: "re.Pattern[str]", text: str, what: str, units: "dict[str, int]", plain: str,
+              limit: int, too_big: str) -> int:
+    m = rx.fullmatch(text)
+    if not m:
+        raise ValueError(f"not a {what}: {text!r}")
+    v = _scaled(m, units[(m.group(3) or plain).lower()])
+    if v > limit:
+        raise ValueError(too_big)
+    return v
+
+
 def freq_khz(text: str) -> int:
     """"1200000" (kHz), "1200000kHz", "1200MHz", "1.2GHz" -> kHz."""
-    m = _FREQ.fullmatch(text)
-    if not m:
-        raise ValueError(f"not a frequency: {text!r}")
-    unit = (m.group(3) or "khz").lower()
-    v = _scaled(m, {"khz": 1, "mhz": 1000, "ghz": 1000000}[unit])
-    if v > U64_MAX:
-        raise ValueError("frequency out of range")
-    return v
+    return _quantity(_FREQ, text, "frequency", {"khz": 1, "mhz": 1000, "ghz": 1000000}, "khz",
+                     U64_MAX, "frequency out of range")
 
 
 def duration_us(text: str) -> int:
     """"500" (us), "500us", "2ms", "1.5ms", "1s" -> microseconds (at most a day)."""
-    m = _DUR.fullmatch(text)
-    if not m:
-        raise ValueError(f"not a duration: {text!r}")
-    unit = (m.group(3) or "us").lower()
-    v = _scaled(m, {"us": 1, "ms": 1000, "s": 1000000}[unit])
-    if v > 86400000000:
-        raise ValueError("duration longer than a day")
-    return v
+    return _quantity(_DUR, text, "duration", {"us": 1, "ms": 1000, "s": 1000000}, "us",
+                     86400000000, "duration longer than a day")
 
 
 def boolean(text: str) -> bool:

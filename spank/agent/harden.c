@@ -57,93 +57,101 @@ int mpi_pstate_agentd_drop_caps(void)
 }
 
 #ifdef AUDIT_ARCH_SELF
-#define ALLOW(nr)                                                                                  \
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1),                                           \
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
+/* Every system call the agent makes once it is running; anything else fails
+ * with EPERM.  One table for every architecture: the #ifdefs add the calls
+ * that exist only on some of them. */
+static const unsigned allowed[] = {
+    /* the loop: the futex, clocks, slots' pidfds, frequency writes */
+    __NR_futex,
+    __NR_clock_gettime,
+    __NR_clock_nanosleep,
+    __NR_nanosleep,
+    __NR_gettimeofday,
+    __NR_pwrite64,
+    __NR_pread64,
+    __NR_write,
+    __NR_read,
+    __NR_lseek,
+    __NR_pidfd_open,
+    __NR_epoll_ctl,
+    __NR_epoll_pwait,
+    __NR_kill,
+    __NR_tgkill,
+    __NR_getpid,
+    __NR_gettid,
+    __NR_geteuid,
+    __NR_getuid,
+    __NR_getrusage,
+    __NR_sched_yield,
+    __NR_restart_syscall,
+    __NR_rt_sigreturn,
+    __NR_rt_sigprocmask,
+    __NR_rt_sigaction,
+    __NR_eventfd2,
+    /* files: restore records, the record (atomic write), the log, RAPL */
+    __NR_openat,
+    __NR_close,
+    __NR_newfstatat,
+    __NR_fstat,
+    __NR_statx,
+    __NR_fcntl,
+    __NR_fsync,
+    __NR_fdatasync,
+    __NR_fchmod,
+    __NR_ftruncate,
+    __NR_unlinkat,
+    __NR_renameat,
+    __NR_renameat2,
+    __NR_readlinkat,
+    __NR_getdents64,
+    __NR_mkdirat,
+    __NR_getrandom,
+    /* memory, threads, exit */
+    __NR_mmap,
+    __NR_munmap,
+    __NR_mprotect,
+    __NR_madvise,
+    __NR_brk,
+    __NR_exit,
+    __NR_exit_group,
+    /* syslog(3), when the log is syslog */
+    __NR_socket,
+    __NR_connect,
+    __NR_sendto,
+    __NR_sendmsg,
+#ifdef __NR_epoll_wait
+    __NR_epoll_wait,
+#endif
+#ifdef __NR_unlink
+    __NR_unlink,
+    __NR_rename,
+    __NR_readlink,
+    __NR_open,
+    __NR_stat,
+    __NR_lstat,
+#endif
+#ifdef __NR_clock_gettime64
+    __NR_clock_gettime64,
+#endif
+};
 
 int mpi_pstate_agentd_seccomp(void)
 {
-        struct sock_filter f[] = {
+        enum { HEAD = 4, NALLOWED = sizeof(allowed) / sizeof(allowed[0]) };
+        struct sock_filter f[HEAD + 2 * NALLOWED + 1] = {
             BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
             BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_SELF, 1, 0),
             BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
             BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-            /* the loop: the futex, clocks, slots' pidfds, frequency writes */
-            ALLOW(__NR_futex),
-            ALLOW(__NR_clock_gettime),
-            ALLOW(__NR_clock_nanosleep),
-            ALLOW(__NR_nanosleep),
-            ALLOW(__NR_gettimeofday),
-            ALLOW(__NR_pwrite64),
-            ALLOW(__NR_pread64),
-            ALLOW(__NR_write),
-            ALLOW(__NR_read),
-            ALLOW(__NR_lseek),
-            ALLOW(__NR_pidfd_open),
-            ALLOW(__NR_epoll_ctl),
-            ALLOW(__NR_epoll_pwait),
-            ALLOW(__NR_kill),
-            ALLOW(__NR_tgkill),
-            ALLOW(__NR_getpid),
-            ALLOW(__NR_gettid),
-            ALLOW(__NR_geteuid),
-            ALLOW(__NR_getuid),
-            ALLOW(__NR_getrusage),
-            ALLOW(__NR_sched_yield),
-            ALLOW(__NR_restart_syscall),
-            ALLOW(__NR_rt_sigreturn),
-            ALLOW(__NR_rt_sigprocmask),
-            ALLOW(__NR_rt_sigaction),
-            ALLOW(__NR_eventfd2),
-            /* files: restore records, the record (atomic write), the log, RAPL */
-            ALLOW(__NR_openat),
-            ALLOW(__NR_close),
-            ALLOW(__NR_newfstatat),
-            ALLOW(__NR_fstat),
-            ALLOW(__NR_statx),
-            ALLOW(__NR_fcntl),
-            ALLOW(__NR_fsync),
-            ALLOW(__NR_fdatasync),
-            ALLOW(__NR_fchmod),
-            ALLOW(__NR_ftruncate),
-            ALLOW(__NR_unlinkat),
-            ALLOW(__NR_renameat),
-            ALLOW(__NR_renameat2),
-            ALLOW(__NR_readlinkat),
-            ALLOW(__NR_getdents64),
-            ALLOW(__NR_mkdirat),
-            ALLOW(__NR_getrandom),
-            /* memory, threads, exit */
-            ALLOW(__NR_mmap),
-            ALLOW(__NR_munmap),
-            ALLOW(__NR_mprotect),
-            ALLOW(__NR_madvise),
-            ALLOW(__NR_brk),
-            ALLOW(__NR_exit),
-            ALLOW(__NR_exit_group),
-            /* syslog(3), when the log is syslog */
-            ALLOW(__NR_socket),
-            ALLOW(__NR_connect),
-            ALLOW(__NR_sendto),
-            ALLOW(__NR_sendmsg),
-#ifdef __NR_epoll_wait
-            ALLOW(__NR_epoll_wait),
-#endif
-#ifdef __NR_unlink
-            ALLOW(__NR_unlink),
-            ALLOW(__NR_rename),
-            ALLOW(__NR_readlink),
-            ALLOW(__NR_open),
-            ALLOW(__NR_stat),
-            ALLOW(__NR_lstat),
-#endif
-#ifdef __NR_clock_gettime64
-            ALLOW(__NR_clock_gettime64),
-#endif
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
         };
         struct sock_fprog prog = {.len = (unsigned short)(sizeof(f) / sizeof(f[0])), .filter = f};
+        unsigned k = HEAD;
 
+        for (size_t i = 0; i < NALLOWED; i++) {
+                f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, allowed[i], 0, 1);
+                f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+        }
+        f[k] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
         /* TSYNC: the watcher thread gets the same filter. */
         if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0)
                 return -errno;

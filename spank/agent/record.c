@@ -11,105 +11,43 @@
 #include <unistd.h>
 
 #include "agentd.h"
+#include "json.h"
 #include "safeio.h"
 
-struct buf {
-        char *p;
-        size_t len, cap;
-        bool oom;
-};
-
-__attribute__((format(printf, 2, 3))) static void put(struct buf *b, const char *fmt, ...)
+static void put_secs(struct mpi_pstate_json *b, uint64_t ns)
 {
-        va_list ap;
-        int n;
-
-        if (b->oom)
-                return;
-        for (;;) {
-                va_start(ap, fmt);
-                n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-                va_end(ap);
-                if (n < 0) {
-                        b->oom = true;
-                        return;
-                }
-                if ((size_t)n < b->cap - b->len) {
-                        b->len += (size_t)n;
-                        return;
-                }
-                size_t cap = b->cap * 2 + (size_t)n + 1;
-                char *p = realloc(b->p, cap);
-
-                if (!p) {
-                        b->oom = true;
-                        return;
-                }
-                b->p = p;
-                b->cap = cap;
-        }
+        mpi_pstate_json_put(b, "%" PRIu64 ".%06" PRIu64, ns / 1000000000u,
+                            (ns % 1000000000u) / 1000u);
 }
 
-/* A JSON string; the text may come from a user (a host name). */
-static void put_str(struct buf *b, const char *s)
+static void put_joules(struct mpi_pstate_json *b, uint64_t uj)
 {
-        put(b, "\"");
-        for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-                if (*c == '"' || *c == '\\')
-                        put(b, "\\%c", *c);
-                else if (*c < 0x20 || *c >= 0x7f)
-                        put(b, "\\u%04x", *c);
-                else
-                        put(b, "%c", *c);
-        }
-        put(b, "\"");
+        mpi_pstate_json_put(b, "%" PRIu64 ".%06" PRIu64, uj / 1000000u, uj % 1000000u);
 }
 
-static void put_secs(struct buf *b, uint64_t ns)
-{
-        put(b, "%" PRIu64 ".%06" PRIu64, ns / 1000000000u, (ns % 1000000000u) / 1000u);
-}
-
-static void put_joules(struct buf *b, uint64_t uj)
-{
-        put(b, "%" PRIu64 ".%06" PRIu64, uj / 1000000u, uj % 1000000u);
-}
-
-static void put_hist(struct buf *b, const struct mpi_pstate_agent_hist *h)
+static void put_hist(struct mpi_pstate_json *b, const struct mpi_pstate_agent_hist *h)
 {
         bool first = true;
 
-        put(b,
-            "{\"count\": %" PRIu64 ", \"sum\": %" PRIu64 ", \"max\": %" PRIu64 ", \"p50\": %" PRIu64
-            ", \"p99\": %" PRIu64 ", \"log2\": [",
-            h->count, h->sum, h->max, mpi_pstate_agent_hist_quantile(h, 500),
-            mpi_pstate_agent_hist_quantile(h, 990));
+        mpi_pstate_json_put(b,
+                            "{\"count\": %" PRIu64 ", \"sum\": %" PRIu64 ", \"max\": %" PRIu64
+                            ", \"p50\": %" PRIu64 ", \"p99\": %" PRIu64 ", \"log2\": [",
+                            h->count, h->sum, h->max, mpi_pstate_agent_hist_quantile(h, 500),
+                            mpi_pstate_agent_hist_quantile(h, 990));
         for (unsigned i = 0; i < MPI_PSTATE_AGENT_HIST_BUCKETS; i++) {
                 if (!h->bucket[i])
                         continue;
-                put(b, "%s[%u, %" PRIu64 "]", first ? "" : ", ", i, h->bucket[i]);
+                mpi_pstate_json_put(b, "%s[%u, %" PRIu64 "]", first ? "" : ", ", i, h->bucket[i]);
                 first = false;
         }
-        put(b, "]}");
+        mpi_pstate_json_put(b, "]}");
 }
 
-static void put_cpus(struct buf *b, const cpu_set_t *set)
+static void put_cpus(struct mpi_pstate_json *b, const cpu_set_t *set)
 {
-        int first = 1;
-
-        put(b, "\"");
-        for (int c = 0; c < CPU_SETSIZE; c++) {
-                int e = c;
-
-                if (!CPU_ISSET(c, set))
-                        continue;
-                while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
-                        e++;
-                put(b, e > c ? "%s%d-%d" : "%s%d", first ? "" : ",", c, e);
-                first = 0;
-                c = e;
-        }
-        put(b, "\"");
+        mpi_pstate_json_put(b, "\"");
+        mpi_pstate_json_cpulist(b, set);
+        mpi_pstate_json_put(b, "\"");
 }
 
 static const char *state_name(const struct agentd_slot *si)
@@ -141,50 +79,52 @@ static const char *overall_mech(const struct agentd *a)
         return m ? m : "none";
 }
 
-static void put_domains(struct buf *b, const struct agentd *a)
+static void put_domains(struct mpi_pstate_json *b, const struct agentd *a)
 {
-        put(b, "  \"domains\": [");
+        mpi_pstate_json_put(b, "  \"domains\": [");
         for (unsigned d = 0; d < a->ndom; d++) {
                 const struct agentd_domain *dm = &a->dom[d];
                 const struct mpi_pstate_agent_domain *cd = &a->core.domains[d];
                 bool managed = dm->status == AGENTD_DOM_MANAGED, first = true;
 
-                put(b, "%s\n    {\"policy\": ", d ? "," : "");
-                put_str(b, dm->name);
-                put(b, ", \"cpus\": ");
+                mpi_pstate_json_put(b, "%s\n    {\"policy\": ", d ? "," : "");
+                mpi_pstate_json_str(b, dm->name);
+                mpi_pstate_json_put(b, ", \"cpus\": ");
                 put_cpus(b, &dm->related);
-                put(b, ", \"shared\": %s, \"status\": \"%s\", \"reason\": ",
-                    CPU_COUNT(&dm->related) > 1 ? "true" : "false",
-                    mpi_pstate_agentd_dom_status_name(dm->status));
-                put_str(b, dm->why);
+                mpi_pstate_json_put(b, ", \"shared\": %s, \"status\": \"%s\", \"reason\": ",
+                                    CPU_COUNT(&dm->related) > 1 ? "true" : "false",
+                                    mpi_pstate_agentd_dom_status_name(dm->status));
+                mpi_pstate_json_str(b, dm->why);
                 if (managed)
-                        put(b, ", \"mechanism\": \"%s\", \"low_khz\": %u, \"high_khz\": %u",
+                        mpi_pstate_json_put(
+                            b, ", \"mechanism\": \"%s\", \"low_khz\": %u, \"high_khz\": %u",
                             mpi_pstate_cpufreq_mech_name(dm->mech), dm->low_khz, dm->high_khz);
-                put(b, ", \"ranks\": [");
+                mpi_pstate_json_put(b, ", \"ranks\": [");
                 for (unsigned r = 0; r < a->seg.nslots; r++) {
                         if (!((a->slots[r].ever_mask[d / 64] >> (d % 64)) & 1u))
                                 continue;
-                        put(b, "%s%u", first ? "" : ", ", r);
+                        mpi_pstate_json_put(b, "%s%u", first ? "" : ", ", r);
                         first = false;
                 }
-                put(b, "], \"transitions\": %" PRIu64 ", \"down_s\": ", cd->transitions);
+                mpi_pstate_json_put(
+                    b, "], \"transitions\": %" PRIu64 ", \"down_s\": ", cd->transitions);
                 put_secs(b, cd->down_ns);
-                put(b,
-                    ", \"aborted\": %" PRIu64 ", \"write_errors\": %" PRIu64
-                    ", \"disabled\": %s, \"restore\": \"%s\"}",
-                    cd->aborted, cd->write_errors, cd->disabled ? "true" : "false",
-                    dm->restore_rc < 0    ? "failed"
-                    : dm->restore_rc == 1 ? "restored"
-                                          : "none");
+                mpi_pstate_json_put(b,
+                                    ", \"aborted\": %" PRIu64 ", \"write_errors\": %" PRIu64
+                                    ", \"disabled\": %s, \"restore\": \"%s\"}",
+                                    cd->aborted, cd->write_errors, cd->disabled ? "true" : "false",
+                                    dm->restore_rc < 0    ? "failed"
+                                    : dm->restore_rc == 1 ? "restored"
+                                                          : "none");
         }
-        put(b, "\n  ],\n");
+        mpi_pstate_json_put(b, "\n  ],\n");
 }
 
-static void put_ranks(struct buf *b, const struct agentd *a)
+static void put_ranks(struct mpi_pstate_json *b, const struct agentd *a)
 {
         bool any = false;
 
-        put(b, "  \"ranks\": [");
+        mpi_pstate_json_put(b, "  \"ranks\": [");
         for (unsigned r = 0; r < a->seg.nslots; r++) {
                 const struct agentd_slot *si = &a->slots[r];
                 const struct mpi_pstate_agent_rank *cr = &a->core.ranks[r];
@@ -192,7 +132,8 @@ static void put_ranks(struct buf *b, const struct agentd *a)
 
                 if (!si->seen)
                         continue;
-                put(b,
+                mpi_pstate_json_put(
+                    b,
                     "%s\n    {\"slot\": %u, \"rank\": %d, \"pid\": %d, \"cpu\": %d, \"state\": "
                     "\"%s\", "
                     "\"alive\": %s, \"domains\": [",
@@ -202,56 +143,60 @@ static void put_ranks(struct buf *b, const struct agentd *a)
                 for (unsigned d = 0; d < a->ndom; d++) {
                         if (!((si->ever_mask[d / 64] >> (d % 64)) & 1u))
                                 continue;
-                        put(b, "%s", first ? "" : ", ");
-                        put_str(b, a->dom[d].name);
+                        mpi_pstate_json_put(b, "%s", first ? "" : ", ");
+                        mpi_pstate_json_str(b, a->dom[d].name);
                         first = false;
                 }
-                put(b, "], \"transitions\": %" PRIu64 ", \"down_s\": ", cr->transitions);
+                mpi_pstate_json_put(
+                    b, "], \"transitions\": %" PRIu64 ", \"down_s\": ", cr->transitions);
                 put_secs(b, cr->down_ns);
-                put(b, ", \"drops\": %" PRIu64 ", \"drop_late_ns\": ", cr->drops);
+                mpi_pstate_json_put(b, ", \"drops\": %" PRIu64 ", \"drop_late_ns\": ", cr->drops);
                 put_hist(b, &cr->drop_late_ns);
-                put(b, ", \"restore_ns\": ");
+                mpi_pstate_json_put(b, ", \"restore_ns\": ");
                 put_hist(b, &cr->restore_ns);
-                put(b,
-                    ", \"reported\": {\"long_calls\": %" PRIu64 ", \"long_s\": ", si->long_calls);
+                mpi_pstate_json_put(b, ", \"reported\": {\"long_calls\": %" PRIu64 ", \"long_s\": ",
+                                    si->long_calls);
                 put_secs(b, si->long_ns);
-                put(b, ", \"wakeups\": %" PRIu64 ", \"down_s\": ", si->wakeups);
+                mpi_pstate_json_put(b, ", \"wakeups\": %" PRIu64 ", \"down_s\": ", si->wakeups);
                 put_secs(b, si->slot_down_ns);
-                put(b, ", \"transitions\": %" PRIu64 "}}", si->slot_transitions);
+                mpi_pstate_json_put(b, ", \"transitions\": %" PRIu64 "}}", si->slot_transitions);
         }
-        put(b, "\n  ],\n");
+        mpi_pstate_json_put(b, "\n  ],\n");
 }
 
 /* hwmon: one node figure ("joules", what the epilog reads when there is no
  * package_j) and the channels it adds up. */
-static void put_hwmon(struct buf *b, const struct agentd *a)
+static void put_hwmon(struct mpi_pstate_json *b, const struct agentd *a)
 {
         const struct mpi_pstate_hwmon *h = a->hwmon;
         bool ok = a->rapl_status == MPI_PSTATE_RAPL_OK && h && h->n > 0;
 
-        put(b, ", \"kind\": \"%s\", \"joules\": ",
-            h && h->kind == MPI_PSTATE_HWMON_POWER ? "power_meter" : "energy_counter");
+        mpi_pstate_json_put(b, ", \"kind\": \"%s\", \"joules\": ",
+                            h && h->kind == MPI_PSTATE_HWMON_POWER ? "power_meter"
+                                                                   : "energy_counter");
         if (ok)
                 put_joules(b, mpi_pstate_hwmon_total_uj(h));
         else
-                put(b, "null");
-        put(b, ", \"channels\": [");
+                mpi_pstate_json_put(b, "null");
+        mpi_pstate_json_put(b, ", \"channels\": [");
         for (unsigned i = 0; ok && i < h->n; i++) {
-                put(b, "%s{\"label\": \"%s\", \"j\": ", i ? ", " : "", h->ch[i].label);
+                mpi_pstate_json_put(b, "%s{\"label\": \"%s\", \"j\": ", i ? ", " : "",
+                                    h->ch[i].label);
                 put_joules(b, h->ch[i].total_uj);
-                put(b, ", \"resets\": %" PRIu64 "}", h->ch[i].resets);
+                mpi_pstate_json_put(b, ", \"resets\": %" PRIu64 "}", h->ch[i].resets);
         }
-        put(b, "]},\n");
+        mpi_pstate_json_put(b, "]},\n");
 }
 
-static void put_energy(struct buf *b, const struct agentd *a)
+static void put_energy(struct mpi_pstate_json *b, const struct agentd *a)
 {
         const struct mpi_pstate_rapl_sampler *s = &a->sampler;
         bool ok = a->rapl_status == MPI_PSTATE_RAPL_OK && s->n > 0;
         int sockets[MPI_PSTATE_RAPL_MAX_ZONES];
         unsigned nsock = 0;
 
-        put(b,
+        mpi_pstate_json_put(
+            b,
             "  \"energy\": {\"status\": \"%s\", \"source\": \"%s\", \"samples\": %" PRIu64
             ", \"interval_s\": ",
             mpi_pstate_rapl_status_name(a->rapl_status),
@@ -266,13 +211,14 @@ static void put_energy(struct buf *b, const struct agentd *a)
 
                 for (unsigned i = 0; ok && i < s->n; i++)
                         have = have || s->c[i].kind == (enum mpi_pstate_rapl_kind)k;
-                put(b, ", \"%s_j\": ", k == MPI_PSTATE_RAPL_PACKAGE ? "package" : "dram");
+                mpi_pstate_json_put(
+                    b, ", \"%s_j\": ", k == MPI_PSTATE_RAPL_PACKAGE ? "package" : "dram");
                 if (have)
                         put_joules(b, mpi_pstate_rapl_sampler_total_uj(s, k));
                 else
-                        put(b, "null");
+                        mpi_pstate_json_put(b, "null");
         }
-        put(b, ", \"sockets\": [");
+        mpi_pstate_json_put(b, ", \"sockets\": [");
         for (unsigned i = 0; ok && i < s->n; i++) {
                 bool known = false;
 
@@ -282,7 +228,7 @@ static void put_energy(struct buf *b, const struct agentd *a)
                         sockets[nsock++] = s->c[i].socket;
         }
         for (unsigned j = 0; j < nsock; j++) {
-                put(b, "%s{\"socket\": %d", j ? ", " : "", sockets[j]);
+                mpi_pstate_json_put(b, "%s{\"socket\": %d", j ? ", " : "", sockets[j]);
                 for (int k = MPI_PSTATE_RAPL_PACKAGE; k <= MPI_PSTATE_RAPL_DRAM; k++) {
                         uint64_t sum = 0;
                         bool have = false;
@@ -293,18 +239,19 @@ static void put_energy(struct buf *b, const struct agentd *a)
                                         sum += s->c[i].total_uj;
                                         have = true;
                                 }
-                        put(b, ", \"%s_j\": ", k == MPI_PSTATE_RAPL_PACKAGE ? "package" : "dram");
+                        mpi_pstate_json_put(
+                            b, ", \"%s_j\": ", k == MPI_PSTATE_RAPL_PACKAGE ? "package" : "dram");
                         if (have)
                                 put_joules(b, sum);
                         else
-                                put(b, "null");
+                                mpi_pstate_json_put(b, "null");
                 }
-                put(b, "}");
+                mpi_pstate_json_put(b, "}");
         }
-        put(b, "]},\n");
+        mpi_pstate_json_put(b, "]},\n");
 }
 
-static void put_agent(struct buf *b, const struct agentd *a, uint64_t elapsed_ns)
+static void put_agent(struct mpi_pstate_json *b, const struct agentd *a, uint64_t elapsed_ns)
 {
         struct rusage ru;
         uint64_t user_ns, sys_ns;
@@ -313,15 +260,16 @@ static void put_agent(struct buf *b, const struct agentd *a, uint64_t elapsed_ns
         user_ns =
             (uint64_t)ru.ru_utime.tv_sec * 1000000000u + (uint64_t)ru.ru_utime.tv_usec * 1000u;
         sys_ns = (uint64_t)ru.ru_stime.tv_sec * 1000000000u + (uint64_t)ru.ru_stime.tv_usec * 1000u;
-        put(b, "  \"agent\": {\"pid\": %ld, \"cpu_s\": ", (long)getpid());
+        mpi_pstate_json_put(b, "  \"agent\": {\"pid\": %ld, \"cpu_s\": ", (long)getpid());
         put_secs(b, user_ns + sys_ns);
-        put(b, ", \"user_s\": ");
+        mpi_pstate_json_put(b, ", \"user_s\": ");
         put_secs(b, user_ns);
-        put(b, ", \"sys_s\": ");
+        mpi_pstate_json_put(b, ", \"sys_s\": ");
         put_secs(b, sys_ns);
-        put(b, ", \"cpu_share\": %.6f",
-            elapsed_ns ? (double)(user_ns + sys_ns) / (double)elapsed_ns : 0.0);
-        put(b,
+        mpi_pstate_json_put(b, ", \"cpu_share\": %.6f",
+                            elapsed_ns ? (double)(user_ns + sys_ns) / (double)elapsed_ns : 0.0);
+        mpi_pstate_json_put(
+            b,
             ", \"wakeups\": %" PRIu64 ", \"futex_wakeups\": %" PRIu64 ", \"timeouts\": %" PRIu64
             ", \"rewaits\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"lowers\": %" PRIu64
             ", \"raises\": %" PRIu64 ", \"leaves_seen\": %" PRIu64 ", \"rt_prio\": %d"
@@ -333,12 +281,12 @@ static void put_agent(struct buf *b, const struct agentd *a, uint64_t elapsed_ns
             a->gap_max_ns / 1000u, a->budget_adjusts, a->full_scans, a->capped,
             a->capped_ns / 1000000u);
         put_hist(b, &a->core.stats.write_ns);
-        put(b, "},\n");
+        mpi_pstate_json_put(b, "},\n");
 }
 
 int mpi_pstate_agentd_record_write(struct agentd *a)
 {
-        struct buf b = {0};
+        struct mpi_pstate_json b = {0};
         char dir[4096], name[256];
         const char *slash;
         uint64_t elapsed =
@@ -355,52 +303,51 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
         dir[slash - a->o.record] = '\0';
         snprintf(name, sizeof(name), "%s", slash + 1);
 
-        b.cap = 16384;
-        b.p = malloc(b.cap);
-        if (!b.p)
-                return -ENOMEM;
-        put(&b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"node\": ", AGENTD_RECORD_FORMAT,
-            AGENTD_RECORD_VERSION);
-        put_str(&b, a->host);
-        put(&b,
-            ",\n  \"job\": %u,\n  \"step\": %u,\n  \"start_ns\": %" PRIu64
-            ",\n  \"end_ns\": %" PRIu64 ",\n  \"elapsed_s\": ",
-            a->o.job, a->o.step, a->start_real_ns, a->end_real_ns);
+        mpi_pstate_json_put(&b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"node\": ",
+                            AGENTD_RECORD_FORMAT, AGENTD_RECORD_VERSION);
+        mpi_pstate_json_str(&b, a->host);
+        mpi_pstate_json_put(&b,
+                            ",\n  \"job\": %u,\n  \"step\": %u,\n  \"start_ns\": %" PRIu64
+                            ",\n  \"end_ns\": %" PRIu64 ",\n  \"elapsed_s\": ",
+                            a->o.job, a->o.step, a->start_real_ns, a->end_real_ns);
         put_secs(&b, elapsed);
-        put(&b, ",\n  \"exit_reason\": \"%s\",\n  \"mode\": \"%s\",\n", a->exit_reason,
-            a->o.profile ? "profile" : "on");
-        put(&b,
-            "  \"settings\": {\"threshold_us\": %" PRIu64 ", \"scan_interval_us\": %" PRIu64
-            ", \"cpu_budget_ppm\": %" PRIu64 ", \"cpu_cap_ppm\": %" PRIu64 ", \"low\": ",
-            a->thr_ns / 1000u, a->scan_ns / 1000u, a->o.budget_ppm, a->o.cap_ppm);
+        mpi_pstate_json_put(&b, ",\n  \"exit_reason\": \"%s\",\n  \"mode\": \"%s\",\n",
+                            a->exit_reason, a->o.profile ? "profile" : "on");
+        mpi_pstate_json_put(&b,
+                            "  \"settings\": {\"threshold_us\": %" PRIu64
+                            ", \"scan_interval_us\": %" PRIu64 ", \"cpu_budget_ppm\": %" PRIu64
+                            ", \"cpu_cap_ppm\": %" PRIu64 ", \"low\": ",
+                            a->thr_ns / 1000u, a->scan_ns / 1000u, a->o.budget_ppm, a->o.cap_ppm);
         if (a->o.low_khz)
-                put(&b, "%" PRIu64, a->o.low_khz);
+                mpi_pstate_json_put(&b, "%" PRIu64, a->o.low_khz);
         else
-                put(&b, "\"min\"");
-        put(&b,
+                mpi_pstate_json_put(&b, "\"min\"");
+        mpi_pstate_json_put(
+            &b,
             ", \"mechanism_requested\": \"%s\", \"allow_governor\": %s, \"freq_min_khz\": %" PRIu64
             ", \"cpus\": ",
             mpi_pstate_cpufreq_mech_name(a->o.mech), a->o.allow_governor ? "true" : "false",
             a->o.freq_min_khz);
         put_cpus(&b, &a->o.cpus);
-        put(&b, ", \"segment\": ");
-        put_str(&b, a->o.shm);
-        put(&b, ", \"slots\": %u, \"created\": %s},\n", a->seg.nslots,
-            a->created ? "true" : "false");
-        put(&b, "  \"cpufreq\": {\"status\": \"%s\", \"error\": ", a->cpufreq_status);
-        put_str(&b, a->cpufreq_err);
-        put(&b, ", \"driver\": ");
-        put_str(&b, a->node ? a->node->driver : "");
-        put(&b, ", \"mechanism\": \"%s\"},\n", overall_mech(a));
+        mpi_pstate_json_put(&b, ", \"segment\": ");
+        mpi_pstate_json_str(&b, a->o.shm);
+        mpi_pstate_json_put(&b, ", \"slots\": %u, \"created\": %s},\n", a->seg.nslots,
+                            a->created ? "true" : "false");
+        mpi_pstate_json_put(&b,
+                            "  \"cpufreq\": {\"status\": \"%s\", \"error\": ", a->cpufreq_status);
+        mpi_pstate_json_str(&b, a->cpufreq_err);
+        mpi_pstate_json_put(&b, ", \"driver\": ");
+        mpi_pstate_json_str(&b, a->node ? a->node->driver : "");
+        mpi_pstate_json_put(&b, ", \"mechanism\": \"%s\"},\n", overall_mech(a));
         put_domains(&b, a);
         put_ranks(&b, a);
         put_energy(&b, a);
         put_agent(&b, a, elapsed);
-        put(&b, "  \"restore\": {\"restored\": %u, \"failed\": %u}\n}\n", a->restored,
-            a->restore_failed);
-        if (b.oom) {
-                free(b.p);
-                return -ENOMEM;
+        mpi_pstate_json_put(&b, "  \"restore\": {\"restored\": %u, \"failed\": %u}\n}\n",
+                            a->restored, a->restore_failed);
+        if (b.failed) {
+                rc = -ENOMEM;
+                goto out;
         }
         dfd = mpi_pstate_safeio_open_dir(dir, 1, 0755);
         if (dfd < 0) {

@@ -8,7 +8,7 @@ AGENT_OBJS := $(AGENT_SRCS:%.c=$(B)/%.o)
 AGENT_BIN := $(B)/spank/agent/mpi-pstate-agent
 AGENT_MAN := man/mpi-pstate-agent.8
 
-$(B)/spank/agent/%.o: spank/agent/%.c spank/agent/agentd.h $(wildcard common/*.h) common/options.def
+$(B)/spank/agent/%.o: spank/agent/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -DMPI_PSTATE_VERSION='"$(VERSION)"' -Ispank/agent -c -o $@ $<
 
@@ -21,9 +21,9 @@ $(AGENT_BIN): $(AGENT_OBJS) $(COMMON_LIB)
 # common/slot.h, and a fake-sysfs tree builder.
 AGENT_TEST_DIR := $(B)/tests/agent
 AGENT_HELPERS := $(patsubst tests/agent/%.c,$(AGENT_TEST_DIR)/%,$(wildcard tests/agent/*.c))
-$(AGENT_TEST_DIR)/%: tests/agent/%.c $(COMMON_LIB) $(wildcard common/*.h)
+$(AGENT_TEST_DIR)/%: tests/agent/%.c $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CSTD) $(OPT) -Wall -Wextra -Werror -Icommon -o $@ $< $(COMMON_LIB) $(COMMON_LIBS) -lpthread
+	$(CC) $(TEST_CFLAGS) -Icommon -o $@ $< $(COMMON_LIB) $(COMMON_LIBS) -lpthread
 
 ALL_TARGETS += $(AGENT_BIN)
 CHECK_PREREQS += $(AGENT_HELPERS)

@@ -23,6 +23,7 @@
 #include "policy.h"
 #include "steprec.h"
 #include "steptime.h"
+#include "check_main.h"
 
 /* ---- paths */
 
@@ -1156,12 +1157,5 @@ static Suite *modules_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(modules_suite());
-        int failed;
-
-        srunner_set_fork_status(sr, CK_FORK);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return mpi_pstate_check_main(modules_suite(), true);
 }

@@ -18,6 +18,7 @@
 
 #include "fakesys.h"
 #include "spank_stub.h"
+#include "check_main.h"
 
 /* The hooks, as slurmstepd and the commands call them. */
 int slurm_spank_init(spank_t sp, int ac, char **av);
@@ -1166,18 +1167,8 @@ static Suite *plugin_suite(void)
 
 int main(void)
 {
-        SRunner *sr;
-        int failed;
-
         /* The host's own slurm.conf must not narrow the governors here. */
         setenv("SLURM_CONF", "/nonexistent/slurm.conf", 1);
-        sr = srunner_create(plugin_suite());
-
-        /* The plugin keeps per-process state: every test needs its own process,
-         * whatever CK_FORK says. */
-        srunner_set_fork_status(sr, CK_FORK);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        /* The plugin keeps per-process state. */
+        return mpi_pstate_check_main(plugin_suite(), true);
 }

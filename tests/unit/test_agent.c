@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "check_main.h"
 
 #define MAXR 128
 
@@ -795,11 +796,5 @@ static Suite *agent_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(agent_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return mpi_pstate_check_main(agent_suite(), false);
 }

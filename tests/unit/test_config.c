@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "check_main.h"
 
 struct reports {
         int n;
@@ -444,11 +445,5 @@ static Suite *config_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(config_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return mpi_pstate_check_main(config_suite(), false);
 }

@@ -16,6 +16,7 @@
 #include "agent.h"
 #include "cpufreq.h"
 #include "fakesys.h"
+#include "check_main.h"
 
 static struct fakesys fs;
 static char err[256];
@@ -1168,11 +1169,5 @@ static Suite *cpufreq_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(cpufreq_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return mpi_pstate_check_main(cpufreq_suite(), false);
 }

@@ -9,6 +9,7 @@
 
 #include "energy.h"
 #include "fakesys.h"
+#include "check_main.h"
 
 #define S_NS UINT64_C(1000000000)
 
@@ -184,11 +185,5 @@ static Suite *energy_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(energy_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return mpi_pstate_check_main(energy_suite(), false);
 }

@@ -13,6 +13,7 @@
 #include "cpufreq.h"
 #include "fakesys.h"
 #include "slurmfreq.h"
+#include "check_main.h"
 
 #define GOV(g) (UINT32_C(1) << MPI_PSTATE_GOVERNOR_##g)
 
@@ -255,11 +256,5 @@ static Suite *freqlimits_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(freqlimits_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return mpi_pstate_check_main(freqlimits_suite(), false);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "options.h"
+#include "check_main.h"
 
 static const char *const env_names[] = {"MPI_PSTATE_MODE", "MPI_PSTATE_THRESHOLD", "MPI_PSTATE_LOW",
                                         "MPI_PSTATE_GOVERNOR", "MPI_PSTATE_BIND"};
@@ -454,11 +455,5 @@ static Suite *options_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(options_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return mpi_pstate_check_main(options_suite(), false);
 }

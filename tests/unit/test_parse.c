@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "parse.h"
+#include "check_main.h"
 
 START_TEST(u64_strict)
 {
@@ -96,19 +97,21 @@ START_TEST(bools)
 }
 END_TEST
 
-int main(void)
+static Suite *parse_suite(void)
 {
         Suite *s = suite_create("parse");
         TCase *tc = tcase_create("core");
+
         tcase_add_test(tc, u64_strict);
         tcase_add_test(tc, freq_units);
         tcase_add_test(tc, duration_units);
         tcase_add_test(tc, words);
         tcase_add_test(tc, bools);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int nf = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+        return s;
+}
+
+int main(void)
+{
+        return mpi_pstate_check_main(parse_suite(), false);
 }

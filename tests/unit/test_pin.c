@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "pin.h"
+#include "check_main.h"
 
 #define SNC_SMT "2s-snc2-smt.xml"
 #define SNC_NOSMT "2s-snc2-nosmt.xml"
@@ -740,7 +741,7 @@ START_TEST(names)
 }
 END_TEST
 
-int main(void)
+static Suite *pin_suite(void)
 {
         Suite *s = suite_create("pin");
         TCase *tg = tcase_create("golden");
@@ -764,9 +765,10 @@ int main(void)
         suite_add_tcase(s, tg);
         suite_add_tcase(s, tp);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int nf = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+        return s;
+}
+
+int main(void)
+{
+        return mpi_pstate_check_main(pin_suite(), false);
 }

@@ -9,6 +9,7 @@
 
 #include "fakesys.h"
 #include "rapl.h"
+#include "check_main.h"
 
 #define NOBODY 65534
 #define PKG_DRAM                                                                                   \
@@ -261,11 +262,5 @@ static Suite *rapl_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(rapl_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return mpi_pstate_check_main(rapl_suite(), false);
 }

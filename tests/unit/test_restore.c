@@ -13,6 +13,7 @@
 #include "fakesys.h"
 #include "restore.h"
 #include "safeio.h"
+#include "check_main.h"
 
 #define NOBODY 65534
 #define POL0 FAKESYS_CPU "/cpufreq/policy0"
@@ -772,18 +773,11 @@ static Suite *restore_suite(void)
 
 int main(void)
 {
-        SRunner *sr;
-        int failed;
-
-        sr = srunner_create(restore_suite());
         /* Records must be root-owned and the hostile cases chown(): as a user
          * only the pure record cases can run. */
         if (geteuid() != 0) {
                 printf("test_restore: not root, running the record cases only\n");
                 setenv("CK_RUN_CASE", "record", 1);
         }
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return mpi_pstate_check_main(restore_suite(), false);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "slot.h"
+#include "check_main.h"
 
 static char dir[] = "/tmp/test_slot.XXXXXX";
 static char seg_path[512];
@@ -459,11 +460,5 @@ static Suite *slot_suite(void)
 
 int main(void)
 {
-        SRunner *sr = srunner_create(slot_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return mpi_pstate_check_main(slot_suite(), false);
 }

@@ -7,6 +7,7 @@
 
 #include "contract.h"
 #include "options.h"
+#include "check_main.h"
 
 struct entry {
         int id;
@@ -78,20 +79,19 @@ START_TEST(local_rank_order)
 }
 END_TEST
 
-int main(void)
+static Suite *slot_contract_suite(void)
 {
         Suite *s = suite_create("slot_contract");
         TCase *tc = tcase_create("contract");
-        SRunner *sr;
-        int failed;
 
         tcase_add_test(tc, every_option_is_in_the_contract);
         tcase_add_test(tc, macros_match_the_table);
         tcase_add_test(tc, local_rank_order);
         suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return s;
+}
+
+int main(void)
+{
+        return mpi_pstate_check_main(slot_contract_suite(), false);
 }

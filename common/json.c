@@ -1,0 +1,81 @@
+#include "json.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void mpi_pstate_json_fixed(struct mpi_pstate_json *j, char *buf, size_t cap)
+{
+        *j = (struct mpi_pstate_json){.p = buf, .cap = cap, .fixed = true, .failed = cap == 0};
+        if (cap)
+                buf[0] = '\0';
+}
+
+void mpi_pstate_json_put(struct mpi_pstate_json *j, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        if (j->failed)
+                return;
+        for (;;) {
+                size_t room = j->cap - j->len;
+
+                va_start(ap, fmt);
+                n = vsnprintf(room ? j->p + j->len : NULL, room, fmt, ap);
+                va_end(ap);
+                if (n < 0)
+                        break;
+                if ((size_t)n < room) {
+                        j->len += (size_t)n;
+                        return;
+                }
+                if (j->fixed)
+                        break;
+                /* Grown geometrically: a record of N writes costs O(N) copies. */
+                size_t cap = j->cap * 2 + (size_t)n + 1;
+                char *p = realloc(j->p, cap);
+
+                if (!p)
+                        break;
+                j->p = p;
+                j->cap = cap;
+        }
+        j->failed = true;
+}
+
+void mpi_pstate_json_str(struct mpi_pstate_json *j, const char *s)
+{
+        if (!s) {
+                mpi_pstate_json_put(j, "null");
+                return;
+        }
+        mpi_pstate_json_put(j, "\"");
+        for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+                if (*c == '"' || *c == '\\')
+                        mpi_pstate_json_put(j, "\\%c", *c);
+                else if (*c < 0x20 || *c >= 0x7f)
+                        mpi_pstate_json_put(j, "\\u%04x", *c);
+                else
+                        mpi_pstate_json_put(j, "%c", *c);
+        }
+        mpi_pstate_json_put(j, "\"");
+}
+
+void mpi_pstate_json_cpulist(struct mpi_pstate_json *j, const cpu_set_t *set)
+{
+        bool first = true;
+
+        mpi_pstate_json_put(j, "%s", "");
+        for (int c = 0; c < CPU_SETSIZE; c++) {
+                int e = c;
+
+                if (!CPU_ISSET(c, set))
+                        continue;
+                while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
+                        e++;
+                mpi_pstate_json_put(j, e > c ? "%s%d-%d" : "%s%d", first ? "" : ",", c, e);
+                first = false;
+                c = e;
+        }
+}

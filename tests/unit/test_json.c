@@ -1,0 +1,96 @@
+/* common/json.c: the one JSON writer of the C components. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "json.h"
+
+START_TEST(escapes_every_byte_a_user_controls)
+{
+        struct mpi_pstate_json j = {0};
+
+        mpi_pstate_json_str(&j, "a\"b\\c\n\x01\x7f\xc3\xa9");
+        mpi_pstate_json_put(&j, ",");
+        mpi_pstate_json_str(&j, NULL);
+        ck_assert(!j.failed);
+        ck_assert_str_eq(j.p, "\"a\\\"b\\\\c\\u000a\\u0001\\u007f\\u00c3\\u00a9\",null");
+        ck_assert_uint_eq(j.len, strlen(j.p));
+        free(j.p);
+}
+END_TEST
+
+START_TEST(grows_past_any_first_size)
+{
+        struct mpi_pstate_json j = {0};
+
+        for (int i = 0; i < 10000; i++)
+                mpi_pstate_json_put(&j, "%d,", i % 10);
+        ck_assert(!j.failed);
+        ck_assert_uint_eq(j.len, 20000);
+        ck_assert_uint_eq(strlen(j.p), 20000);
+        ck_assert(j.cap > j.len);
+        free(j.p);
+}
+END_TEST
+
+START_TEST(fixed_buffer_fails_instead_of_truncating_silently)
+{
+        char buf[8];
+        struct mpi_pstate_json j;
+
+        mpi_pstate_json_fixed(&j, buf, sizeof(buf));
+        mpi_pstate_json_put(&j, "1234567");
+        ck_assert(!j.failed);
+        ck_assert_str_eq(buf, "1234567");
+        mpi_pstate_json_put(&j, "8");
+        ck_assert(j.failed);
+        ck_assert_uint_eq(j.len, 7);
+        /* Every later write is a no-op, even one that would fit. */
+        mpi_pstate_json_put(&j, "%s", "");
+        ck_assert(j.failed);
+        ck_assert(buf == j.p);
+
+        mpi_pstate_json_fixed(&j, buf, 0);
+        ck_assert(j.failed);
+}
+END_TEST
+
+START_TEST(cpulist_ranges)
+{
+        static const int cpus[] = {0, 1, 2, 3, 5, 8, 9, CPU_SETSIZE - 1};
+        char buf[64];
+        struct mpi_pstate_json j;
+        cpu_set_t s;
+
+        CPU_ZERO(&s);
+        mpi_pstate_json_fixed(&j, buf, sizeof(buf));
+        mpi_pstate_json_cpulist(&j, &s);
+        ck_assert(!j.failed);
+        ck_assert_str_eq(buf, "");
+        for (size_t i = 0; i < sizeof(cpus) / sizeof(cpus[0]); i++)
+                CPU_SET(cpus[i], &s);
+        mpi_pstate_json_fixed(&j, buf, sizeof(buf));
+        mpi_pstate_json_cpulist(&j, &s);
+        ck_assert(!j.failed);
+        ck_assert_str_eq(buf, "0-3,5,8-9,1023");
+}
+END_TEST
+
+static Suite *json_suite(void)
+{
+        Suite *s = suite_create("json");
+        TCase *tc = tcase_create("writer");
+
+        tcase_add_test(tc, escapes_every_byte_a_user_controls);
+        tcase_add_test(tc, grows_past_any_first_size);
+        tcase_add_test(tc, fixed_buffer_fails_instead_of_truncating_silently);
+        tcase_add_test(tc, cpulist_ranges);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        return mpi_pstate_check_main(json_suite(), false);
+}
