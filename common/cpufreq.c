@@ -207,8 +207,8 @@ int mpi_pstate_cpufreq_read_settings(const struct mpi_pstate_cpufreq_policy *p,
         return 0;
 }
 
-EXPORT int mpi_pstate_cpufreq_refresh_settings(struct mpi_pstate_cpufreq_node *node, char *err,
-                                               size_t errlen)
+int mpi_pstate_cpufreq_refresh_settings(struct mpi_pstate_cpufreq_node *node, char *err,
+                                        size_t errlen)
 {
         for (unsigned i = 0; i < node->npolicies; i++) {
                 struct mpi_pstate_cpufreq_policy *p = &node->policies[i];
