@@ -163,7 +163,7 @@ LOG_MARKS = (
     ("agent", ": agent "),  # then the agent's start
     ("started", ") started "),
     ("exited", ") exited "),
-    ("done", "done with job"),
+    ("done", "done with "),  # "job" on 22.05, "step" on 24.11
 )
 # Intervals reported, between two marks; the plugin's only exist with it.
 LOG_SPANS = (("stepd start", "launch", "stepd"), ("before tasks", "stepd", "tasks"),
