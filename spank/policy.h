@@ -12,7 +12,8 @@
  * In slurmstepd the policy is applied in two calls around Slurm's own
  * --cpu-freq handling (docs/cpufreq.md "Slurm's frequency controls"): first
  * save_only, then, once Slurm has set the step's cores, the set (the save
- * is then a no-op: the record of the first call stays). */
+ * is then a no-op: the record of the first call stays), which reuses the
+ * first call's discovery and reads only the settings again (req.node). */
 #ifndef MPI_PSTATE_SPANK_POLICY_H
 #define MPI_PSTATE_SPANK_POLICY_H
 #include <sched.h>
