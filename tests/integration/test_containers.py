@@ -3,9 +3,12 @@ beside the lab's slurm.conf) with the plugin active: where the bundle's root
 lacks the preload library the job runs with no ld.so message and the step
 record says it is not measured (container); where the bundle bind-mounts the
 library's directory (a site's line, docs/admin.md "Containers") the step
-record keeps the library, and the rank is measured where Slurm passes the
-task's environment into the container (22.05.8 does not: skipped, naming
-what was seen).
+record keeps the library and the rank is measured: its slot is used and
+finalized.  Slurm 22.05 writes the container's config.json, environment
+included, when slurmstepd sets the step up, before any SPANK hook: task_init's
+LD_PRELOAD never reaches the container there, so that release skips the
+measured part (naming it); 24.11 writes a config.json per task after
+task_init and must measure.
 
 The bundle's root is an empty directory with the host's /usr (a tmpfs over
 /usr/local, where the lab installs mpi-pstate), /etc and the /lib* links: a
@@ -20,6 +23,7 @@ import pwd
 import re
 import shutil
 import unittest
+from functools import lru_cache
 from pathlib import Path
 
 import labtools as lt
@@ -36,6 +40,16 @@ RunTimeRun="runc --rootless=true --root=/tmp/runc-%u run %n.%u.%j.%s.%t -b %b"
 RunTimeKill="runc --rootless=true --root=/tmp/runc-%u kill -a %n.%u.%j.%s.%t"
 RunTimeDelete="runc --rootless=true --root=/tmp/runc-%u delete --force %n.%u.%j.%s.%t"
 """
+
+
+@lru_cache(maxsize=None)
+def slurm_release() -> tuple[int, int]:
+    """(major, minor) of the lab's Slurm: "slurm 22.05.8" -> (22, 5)."""
+    out = lt.root(["srun", "--version"]).stdout
+    m = re.match(r"slurm(?:-wlm)? (\d+)\.(\d+)", out)
+    if not m:
+        raise AssertionError(f"srun --version: {out!r}")
+    return int(m.group(1)), int(m.group(2))
 
 
 def bind(src: str, dst: str | None = None) -> dict:
@@ -100,12 +114,6 @@ class Container(unittest.TestCase):
         job = lt.sbatch(["-t", "2", "-w", NODE, "-N1", "-n1", "--mpi-pstate=profile"], script, wd)
         state = lt.wait_job(job, timeout=150)
         out = (wd / f"slurm-{job}.out").read_text()
-        if state != "COMPLETED" and "failed to unshare user namespace" in out:
-            # tests/cluster/debroot's Debian 13 root runs the nodes in
-            # namespaces where rootless runc may not make its own user
-            # namespace (seen 2026-11-23): the lab's limit, not the product's.
-            self.skipTest("rootless runc cannot create a user namespace in this lab "
-                          "(Debian 13 root): 'failed to unshare user namespace'")
         self.assertEqual(state, "COMPLETED", out)
         return job, out
 
@@ -113,6 +121,12 @@ class Container(unittest.TestCase):
         # The node Epilog keeps the plugin's step record in the node's
         # record and removes the step directory (docs/records.md).
         return tp.step_record(NODE, job, "0")
+
+    def ranks_seen(self, job: int) -> list[tuple[int, int, str]]:
+        """(slot, rank, state) of every rank the agent found in the step's
+        segment: what the library wrote from inside the container."""
+        step = tp.node_step(NODE, job, "0")
+        return [(r["slot"], r["rank"], r["state"]) for r in step["agent"]["ranks"]]
 
     def test_root_without_library(self) -> None:
         wd = lt.workdir("container-missing")
@@ -124,6 +138,7 @@ class Container(unittest.TestCase):
         self.assertIn("RAN-OK", out)
         rec = self.step_record(job)
         self.assertEqual((rec["container"], rec["unmeasured"], rec["preload"]), ("oci", "container", None), rec)
+        self.assertEqual(self.ranks_seen(job), [])
 
     def test_site_bind_mount_is_measured(self) -> None:
         wd = lt.workdir("container-bound")
@@ -136,16 +151,22 @@ class Container(unittest.TestCase):
         rec = self.step_record(job)
         self.assertEqual((rec["container"], rec["unmeasured"], rec["preload"]), ("oci", None, str(self.front)),
                          rec)
-        if "LD= " in out:
-            # Seen on Slurm 22.05.8 with runc: the variables the plugin sets in
-            # task_init (LD_PRELOAD, MPI_PSTATE_*) reach the runtime's process
-            # but not the container's, whose environment Slurm wrote into the
-            # bundle before: nothing is preloaded in the container at all.
-            self.skipTest("Slurm's --container does not pass task_init's environment into the "
-                          f"container (seen: {out.splitlines()[0]!r}); measured only where it does")
+        if slurm_release() < (23, 2) and "LD= " in out:
+            # Slurm 22.05 (seen on 22.05.8 with runc) writes the container's
+            # config.json, its process.env taken from the step's environment,
+            # in slurmstepd's step setup (setup_container), before any SPANK
+            # hook runs; the variables the plugin sets in task_init
+            # (LD_PRELOAD, MPI_PSTATE_*) reach only the runtime's own process.
+            # 24.11 writes a config.json per task when it starts the task,
+            # after task_init (tested); the per-task config.json came with
+            # 23.02 (NEWS: "create per task spool directory"), hence the bound.
+            self.skipTest("Slurm %d.%02d --container" % slurm_release() + " writes the container's "
+                          "environment (config.json process.env) at step setup, before SPANK task_init sets "
+                          f"LD_PRELOAD: nothing is preloaded in the container (seen: {out.splitlines()[0]!r})")
         # the library ran in the container and used the step's segment
         self.assertIn(f"LD={self.front} UNMEASURED=", out)
         self.assertRegex(out, rf"mpi-pstate: rank 0/1: mpich backend, /dev/shm/mpi-pstate\.{job}\.0\.[0-9a-f]{{16}} slot 0")
+        self.assertEqual(self.ranks_seen(job), [(0, 0, "finalized")])
 
 
 if __name__ == "__main__":
