@@ -17,9 +17,11 @@ PKGS=(
         runc  # test_containers.py: Slurm's --container (rootless OCI runtime; crun refuses cgroup v1 hybrid)
 )
 # The host's own tools for the Debian 13 and arm64 roots (tests/cluster/debroot);
-# kept out of PKGS, which is also the roots' package list (and their cache key).
+# kept out of PKGS, which is also the roots' package list (and their cache key),
+# and not wanted inside a root (debroot sets MPI_PSTATE_DEBROOT there; a root
+# has no network to fetch them).
 HOST_PKGS=(mmdebstrap qemu-user-static binfmt-support)
-PKGS+=("${HOST_PKGS[@]}")
+[ -n "${MPI_PSTATE_DEBROOT:-}" ] || PKGS+=("${HOST_PKGS[@]}")
 missing=()
 for p in "${PKGS[@]}"; do
         dpkg-query -W -f='${db:Status-Status}\n' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
