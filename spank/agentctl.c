@@ -31,46 +31,47 @@ static char *num(char *buf, size_t buflen, size_t *used, uint64_t v)
         return s;
 }
 
+/* Appends "flag value" (value NULL: the flag alone) to argv. */
+static int push(char **argv, size_t max, size_t *argc, const char *flag, const char *value)
+{
+        if (*argc + 1 + (value != NULL) >= max)
+                return -ENOSPC;
+        argv[(*argc)++] = (char *)flag;
+        if (value)
+                argv[(*argc)++] = (char *)value;
+        return 0;
+}
+
 int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
                              char **argv, size_t max)
 {
-        const char *job, *step, *uid, *gid, *thr, *low, *floor = NULL, *nslots = NULL;
+        const char *job, *step, *uid, *gid, *floor = NULL, *nslots = NULL;
         size_t used = 0, argc = 0;
+        int rc = 0;
 
-        if (!a || !a->path || !a->shm || !a->cpus || !a->mode || !a->mechanism || !a->restore_dir ||
-            !a->record || !a->governor || !buf || !argv)
+        if (!a || !a->path || !a->shm || !a->cpus || !a->mechanism || !a->restore_dir ||
+            !a->record || !buf || !argv || max == 0)
                 return -EINVAL;
         job = num(buf, buflen, &used, a->job);
         step = job ? num(buf, buflen, &used, a->step) : NULL;
         uid = step ? num(buf, buflen, &used, (uint64_t)a->uid) : NULL;
         gid = uid ? num(buf, buflen, &used, (uint64_t)a->gid) : NULL;
-        thr = gid ? num(buf, buflen, &used, a->threshold_us) : NULL;
-        low = !thr ? NULL : a->low_khz ? num(buf, buflen, &used, a->low_khz) : "min";
-        if (low && a->freq_min_khz && !(floor = num(buf, buflen, &used, a->freq_min_khz)))
-                low = NULL;
-        if (low && a->nslots && !(nslots = num(buf, buflen, &used, a->nslots)))
-                low = NULL;
-        if (!low)
+        if (gid && a->freq_min_khz && !(floor = num(buf, buflen, &used, a->freq_min_khz)))
+                gid = NULL;
+        if (gid && a->nslots && !(nslots = num(buf, buflen, &used, a->nslots)))
+                gid = NULL;
+        if (!gid)
                 return -ENOSPC;
         /* --foreground: detached by us already, so the pid we record is the
          * agent's.  --keep-shm: the segment is the plugin's and stays for the
          * node epilog.  Optional pairs have a NULL value when absent. */
-        const char *const words[][2] = {
-            {a->path, NULL},
-            {"--foreground", NULL},
-            {"--keep-shm", NULL},
-            {"--shm", a->shm},
-            {"--nslots", nslots},
-            {"--uid", uid},
-            {"--gid", gid},
-            {"--cpus", a->cpus},
-            {"--job", job},
-            {"--step", step},
-            {"--mode", a->mode},
-            {"--threshold", thr},
-            {"--low", low},
+        const char *const head[][2] = {
+            {"--foreground", NULL}, {"--keep-shm", NULL}, {"--shm", a->shm},
+            {"--nslots", nslots},   {"--uid", uid},       {"--gid", gid},
+            {"--cpus", a->cpus},    {"--job", job},       {"--step", step},
+        };
+        const char *const tail[][2] = {
             {"--mechanism", a->mechanism},
-            {"--governor", a->governor},
             {"--runtime-dir", a->restore_dir},
             {"--record", a->record},
             {"--freq-min", floor},
@@ -78,17 +79,34 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
             {"--log", a->log},
             {"--sysroot", a->sysroot},
         };
-        for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-                bool pair = i > 2;
+        argv[argc++] = (char *)a->path;
+        for (size_t i = 0; i < sizeof(head) / sizeof(head[0]) && !rc; i++)
+                if (i < 2 || head[i][1])
+                        rc = push(argv, max, &argc, head[i][0], head[i][1]);
+        /* The job's options, one generic pair each: a new entry of
+         * options.def reaches the agent with no code here. */
+        for (int id = 0; !rc && id < MPI_PSTATE_OPT_COUNT; id++) {
+                /* Formatted, not a "--" literal per entry: the linker would
+                 * merge the option names into those, and the epilogs find
+                 * the plugin by the names as SPANK registers them. */
+                char *flag = buf + used, *value;
+                int n = snprintf(flag, buflen - used, "--%s", mpi_pstate_options_info(id)->name);
 
-                if (pair && !words[i][1])
-                        continue;
-                if (argc + 1 + pair >= max)
+                if (n < 0 || (size_t)n + 1 >= buflen - used)
                         return -ENOSPC;
-                argv[argc++] = (char *)words[i][0];
-                if (pair)
-                        argv[argc++] = (char *)words[i][1];
+                used += (size_t)n + 1;
+                value = buf + used;
+                n = mpi_pstate_options_format(&a->opt, id, value, buflen - used);
+                if (n < 0)
+                        return -ENOSPC;
+                used += (size_t)n + 1;
+                rc = push(argv, max, &argc, flag, value);
         }
+        for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]) && !rc; i++)
+                if (tail[i][1])
+                        rc = push(argv, max, &argc, tail[i][0], tail[i][1]);
+        if (rc)
+                return rc;
         argv[argc] = NULL;
         return (int)argc;
 }
@@ -203,7 +221,7 @@ int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *out,
                               size_t errlen)
 {
         static char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", NULL};
-        char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[256];
+        char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[512];
         int p[2] = {-1, -1}, status, rc;
         pid_t pid, agent = -1;
         struct stat st;

@@ -19,28 +19,29 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "options.h"
+
 struct mpi_pstate_agent_args {
         const char *path;        /* the agent binary (plugstack key agent=) */
         const char *shm;         /* the step's segment */
         uint32_t nslots;         /* the slots the plugin made it with; 0: the header's */
         const char *cpus;        /* the step's CPUs, list syntax */
-        const char *mode;        /* "on" or "profile" */
         const char *mechanism;   /* "auto", "max_freq" or "setspeed" */
         const char *restore_dir; /* restore records (<runtime_dir>/restore) */
         const char *record;      /* agent record, also what identifies the process */
         const char *log;         /* the agent's log file */
         const char *sysroot;     /* "/sys" */
-        const char *governor;    /* the step's governor word ("keep": the node's) */
         uint32_t job, step;
         uid_t uid; /* the segment's owner, the job's user */
         gid_t gid;
-        uint64_t threshold_us;
-        uint64_t low_khz;        /* 0: min */
+        /* The step's options, the site's limits applied; every entry of
+         * options.def reaches the agent as --<srun name> <canonical value>. */
+        struct mpi_pstate_options opt;
         uint64_t freq_min_khz;   /* the site's floor, 0: none */
         bool no_governor_change; /* Slurm set the step: --allow-governor no */
 };
 
-#define MPI_PSTATE_AGENT_MAX_ARGS 40
+#define MPI_PSTATE_AGENT_MAX_ARGS (32 + 2 * MPI_PSTATE_OPT_COUNT)
 
 /* Pure: the agent's argv (NULL-terminated) into argv[max], the strings of
  * numbers formatted into buf.  Returns argc or -ENOSPC / -EINVAL. */

@@ -25,6 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEF_FILE = os.path.join(ROOT, "common", "options.def")
 MAN_FILE = os.path.join(ROOT, "man", "mpi_pstate.8.in")
 MD_FILE = os.path.join(ROOT, "docs", "options.md")
+AGENT_MAN_FILE = os.path.join(ROOT, "man", "mpi-pstate-agent.8")
+AGENT_MD_FILE = os.path.join(ROOT, "docs", "agent.md")
 
 OPTION_ARGS = ["ID", "field", "TYPE", "name", "bare", "arginfo", "key", "env", "default",
                "usage", "doc"]
@@ -255,6 +257,38 @@ def md_options(options: list[Option]) -> list[str]:
     return out
 
 
+# ---- the agent's command line (spank/agent/main.c takes every entry under its
+# srun name and its key; the plugin writes the srun names)
+
+def plain_usage(o: Option) -> str:
+    return o.usage[len("[mpi-pstate] "):] if o.usage.startswith("[mpi-pstate] ") else o.usage
+
+
+def agent_default(o: Option) -> str:
+    return "on" if o.ID == "MODE" else o.default
+
+
+def agent_man_options(options: list[Option]) -> list[str]:
+    out: list[str] = []
+    for o in options:
+        out.append(".TP")
+        out.append(f"\\fB\\-\\-{dash(o.name)}\\fR, \\fB\\-\\-{dash(o.key)}\\fR "
+                   f"\\fI{dash(o.arginfo)}\\fR")
+        out += roff_lines(roff_escape(plain_usage(o)[:1].upper() + plain_usage(o)[1:] + "."))
+        out.append(f"Default \\fB{dash(agent_default(o))}\\fR, or \\fB{o.env}\\fR "
+                   "from the environment.")
+    return out
+
+
+def agent_md_options(options: list[Option]) -> list[str]:
+    out: list[str] = ["| option | meaning |", "|---|---|"]
+    for o in options:
+        u = plain_usage(o).replace("|", "\\|")
+        out.append(f"| `--{o.name} {o.arginfo}`, `--{o.key}` | {u}; default `{agent_default(o)}` "
+                   f"or `{o.env}` |".replace("freq|min", "freq\\|min"))
+    return out
+
+
 # ---- markers
 
 SECTIONS = {
@@ -265,9 +299,14 @@ SECTIONS = {
                              r'.\" END GENERATED ENVIRONMENT', man_environment),
     ("md", "options"): ("<!-- BEGIN GENERATED OPTIONS -->", "<!-- END GENERATED OPTIONS -->",
                         md_options),
+    ("agentman", "agent-options"): (r'.\" BEGIN GENERATED OPTIONS', r'.\" END GENERATED OPTIONS',
+                                    agent_man_options),
+    ("agentmd", "agent-options"): ("<!-- BEGIN GENERATED OPTIONS -->",
+                                   "<!-- END GENERATED OPTIONS -->", agent_md_options),
 }
 NOTE = {"man": r'.\" generated from common/options.def by spank/gen_options.py: do not edit',
         "md": "<!-- generated from common/options.def by spank/gen_options.py: do not edit -->"}
+NOTE["agentman"], NOTE["agentmd"] = NOTE["man"], NOTE["md"]
 
 
 def splice(text: str, kind: str, options: list[Option], path: str) -> str:
@@ -285,8 +324,8 @@ def splice(text: str, kind: str, options: list[Option], path: str) -> str:
     return text
 
 
-def targets(man: str, md: str) -> list[tuple[str, str]]:
-    return [(man, "man"), (md, "md")]
+def targets(man: str, md: str, agent_man: str, agent_md: str) -> list[tuple[str, str]]:
+    return [(man, "man"), (md, "md"), (agent_man, "agentman"), (agent_md, "agentmd")]
 
 
 def main(argv: list[str]) -> int:
@@ -294,6 +333,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--def", dest="deffile", default=DEF_FILE)
     ap.add_argument("--man", default=MAN_FILE)
     ap.add_argument("--md", default=MD_FILE)
+    ap.add_argument("--agent-man", default=AGENT_MAN_FILE)
+    ap.add_argument("--agent-md", default=AGENT_MD_FILE)
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true")
     mode.add_argument("--update", action="store_true")
@@ -317,7 +358,7 @@ def main(argv: list[str]) -> int:
                 os.replace(out + ".tmp", out)
             return 0
         stale = 0
-        for path, kind in targets(args.man, args.md):
+        for path, kind in targets(args.man, args.md, args.agent_man, args.agent_md):
             with open(path, encoding="utf-8") as f:
                 old = f.read()
             new = splice(old, kind, options, path)

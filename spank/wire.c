@@ -341,31 +341,31 @@ static int make_segment(const struct mpi_pstate_step *st)
 
 static void start_agent(const struct mpi_pstate_step *st)
 {
-        const struct mpi_pstate_agent_args a = {
+        struct mpi_pstate_agent_args a = {
             .path = agent_path(st->cfg),
             .shm = w.paths.shm,
             .nslots = w.shm_nslots,
             .cpus = w.cpulist,
-            .mode = st->opt->mode == MPI_PSTATE_MODE_ON ? "on" : "profile",
             .mechanism = w.policy_ok && w.policy.set ? mpi_pstate_cpufreq_mech_name(w.policy.mech)
                                                      : st->cfg->mechanism,
             .restore_dir = w.paths.restore,
             .record = w.paths.record,
             .log = w.paths.log,
             .sysroot = st->cfg->sysroot,
-            .governor = w.slurm_set ? "keep" : mpi_pstate_options_governor_word(st->opt->governor),
             .job = st->job_id,
             .step = st->step_id,
             .uid = st->uid,
             .gid = st->gid,
-            .threshold_us = st->opt->threshold_us,
-            .low_khz = st->opt->low_khz,
+            .opt = *st->opt,
             .freq_min_khz = st->cfg->freq_min_khz,
             .no_governor_change = w.slurm_set,
         };
         char err[256] = "";
         int rc;
 
+        /* Slurm set the step's frequencies: its governor stands, ours is kept. */
+        if (w.slurm_set)
+                a.opt.governor = MPI_PSTATE_GOVERNOR_KEEP;
         rc = mpi_pstate_agentctl_start(&a, &w.agent, err, sizeof(err));
         if (rc == -ENOENT) {
                 w.agent_state = "absent";
@@ -386,7 +386,7 @@ static void start_agent(const struct mpi_pstate_step *st)
                 mp_error("job %u step %u: %s: %s", st->job_id, st->step_id, w.paths.pidfile,
                          strerror(-rc));
         mp_verbose("job %u step %u: agent %d started (%s)", st->job_id, st->step_id, (int)w.agent,
-                   a.mode);
+                   mpi_pstate_options_mode_word(a.opt.mode));
 }
 
 static bool preload_usable(const struct mpi_pstate_step *st, const char *path)

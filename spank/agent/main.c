@@ -46,13 +46,9 @@ static const char usage_text[] =
     "  --cpus LIST            the step's CPUs (default: the agent's own affinity)\n"
     "  --job J --step S       owner of the restore records\n"
     "  --uid U --gid G        owner of the segment (checked when attaching)\n"
-    "  --threshold DURATION   clock down after this long in one call (default 500us)\n"
-    "  --low min|FREQ         frequency of a waiting rank's core (default min)\n"
     "  --mechanism auto|max_freq|setspeed\n"
-    "  --governor NAME        the job's governor (keep), for the mechanism choice\n"
-    "  --mode on|profile      profile: measure, never change a frequency\n"
     "  --allow-governor BOOL  may switch a policy to userspace for setspeed (yes)\n"
-    "  --freq-min FREQ --threshold-min D --threshold-max D   admin limits\n"
+    "  --freq-min FREQ        the site's floor (freq_min): \"min\" is never below it\n"
     "  --scan-interval D      shortest scan interval (default: the threshold)\n"
     "  --cpu-budget PERCENT   stretch the scan interval to stay below this (0.5, 0 = off)\n"
     "  --cpu-cap PERCENT      never use more, whatever the ranks do (5, 0 = off)\n"
@@ -61,7 +57,11 @@ static const char usage_text[] =
     "  --sysroot DIR          sysfs root (/sys)\n"
     "  --node NAME            node name in the record (default: the short host name)\n"
     "  --log FILE|syslog|stderr --pidfile FILE --foreground --exit-when-done\n"
-    "  --keep-shm --rt-prio N (1; 0 = normal scheduling) -v --version --help\n";
+    "  --keep-shm --rt-prio N (1; 0 = normal scheduling) -v --version --help\n"
+    "\n"
+    "The job's options, as srun names them or by their short key (common/options.def;\n"
+    "the mode defaults to on, the others to the MPI_PSTATE_* variables, then the\n"
+    "built-in defaults; the plugin passes them with the site's limits applied):\n";
 
 enum {
         OPT_SHM = 256,
@@ -72,15 +72,9 @@ enum {
         OPT_STEP,
         OPT_UID,
         OPT_GID,
-        OPT_THRESHOLD,
-        OPT_LOW,
         OPT_MECH,
-        OPT_GOVERNOR,
-        OPT_MODE,
         OPT_ALLOW_GOV,
         OPT_FREQ_MIN,
-        OPT_THR_MIN,
-        OPT_THR_MAX,
         OPT_SCAN,
         OPT_RUNTIME,
         OPT_RECORD,
@@ -96,6 +90,7 @@ enum {
         OPT_NODE,
         OPT_RESTORE,
         OPT_VERSION,
+        OPT_TABLE, /* + MPI_PSTATE_OPT_<ID>: the entries of options.def */
 };
 
 static const struct option longopts[] = {
@@ -107,15 +102,9 @@ static const struct option longopts[] = {
     {"step", required_argument, NULL, OPT_STEP},
     {"uid", required_argument, NULL, OPT_UID},
     {"gid", required_argument, NULL, OPT_GID},
-    {"threshold", required_argument, NULL, OPT_THRESHOLD},
-    {"low", required_argument, NULL, OPT_LOW},
     {"mechanism", required_argument, NULL, OPT_MECH},
-    {"governor", required_argument, NULL, OPT_GOVERNOR},
-    {"mode", required_argument, NULL, OPT_MODE},
     {"allow-governor", required_argument, NULL, OPT_ALLOW_GOV},
     {"freq-min", required_argument, NULL, OPT_FREQ_MIN},
-    {"threshold-min", required_argument, NULL, OPT_THR_MIN},
-    {"threshold-max", required_argument, NULL, OPT_THR_MAX},
     {"scan-interval", required_argument, NULL, OPT_SCAN},
     {"runtime-dir", required_argument, NULL, OPT_RUNTIME},
     {"record", required_argument, NULL, OPT_RECORD},
@@ -133,14 +122,19 @@ static const struct option longopts[] = {
     {"verbose", no_argument, NULL, 'v'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, 'h'},
+/* Every user option under its srun name and its short key; the plugin
+ * writes the srun names (mpi_pstate_agentctl_argv). */
+#define MPI_PSTATE_OPTION(ID, field, TYPE, name, bare, arginfo, key, env, def, usage, doc)         \
+        {name, required_argument, NULL, OPT_TABLE + MPI_PSTATE_OPT_##ID},                          \
+            {key, required_argument, NULL, OPT_TABLE + MPI_PSTATE_OPT_##ID},
+#include "options.def"
     {NULL, 0, NULL, 0},
 };
 
 /* Everything the command line says, before it becomes agentd_opts. */
 struct cmdline {
-        struct mpi_pstate_options opt; /* threshold, low, mode, governor */
-        struct mpi_pstate_config cfg;  /* admin limits */
-        bool have_cpus, have_job, have_step, mode_given;
+        struct mpi_pstate_options opt; /* the job's options (options.def) */
+        bool have_cpus, have_job, have_step;
         const char *restore_dir;
         char runtime_buf[MPI_PSTATE_CONFIG_PATH_MAX + 16];
 };
@@ -216,15 +210,32 @@ static int parse_percent(const char *s, uint64_t *ppm)
         return 0;
 }
 
-static int set_option(struct cmdline *cl, const char *name, const char *value)
+static int set_option(struct cmdline *cl, int id, const char *value)
 {
         char err[256];
 
-        if (mpi_pstate_options_set(&cl->opt, name, value, err, sizeof(err)) != 0) {
+        if (mpi_pstate_options_set_id(&cl->opt, id, value, err, sizeof(err)) != 0) {
                 fprintf(stderr, "%s\n", err);
                 return 2;
         }
         return 0;
+}
+
+static void print_usage(void)
+{
+        const struct mpi_pstate_option_info *in;
+
+        static const char tag[] = "[mpi-pstate] ";
+
+        fputs(usage_text, stdout);
+        for (int id = 0; (in = mpi_pstate_options_info(id)); id++) {
+                const char *u = in->usage;
+
+                if (strncmp(u, tag, sizeof(tag) - 1) == 0)
+                        u += sizeof(tag) - 1;
+                printf("  --%s, --%s %s\n      %s (default %s)\n", in->name, in->key, in->arginfo,
+                       u, id == MPI_PSTATE_OPT_MODE ? "on" : in->def);
+        }
 }
 
 static int parse_args(int argc, char **argv, struct cmdline *cl, struct agentd_opts *o)
@@ -282,23 +293,6 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct agentd_o
                         else
                                 o->gid = id;
                         break;
-                case OPT_THRESHOLD:
-                        if ((rc = set_option(cl, "mpi-pstate-threshold", optarg)))
-                                return rc;
-                        break;
-                case OPT_LOW:
-                        if ((rc = set_option(cl, "mpi-pstate-low", optarg)))
-                                return rc;
-                        break;
-                case OPT_GOVERNOR:
-                        if ((rc = set_option(cl, "mpi-pstate-governor", optarg)))
-                                return rc;
-                        break;
-                case OPT_MODE:
-                        if ((rc = set_option(cl, "mpi-pstate", optarg)))
-                                return rc;
-                        cl->mode_given = true;
-                        break;
                 case OPT_MECH:
                         if (mpi_pstate_cpufreq_mech_parse(optarg, &o->mech))
                                 return usage_error("--mechanism is auto, max_freq or setspeed, not "
@@ -314,19 +308,12 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct agentd_o
                 case OPT_FREQ_MIN:
                         if (mpi_pstate_parse_freq_khz(optarg, &v))
                                 return usage_error("invalid frequency '%s'", optarg);
-                        cl->cfg.freq_min_khz = v;
+                        o->freq_min_khz = v;
                         break;
-                case OPT_THR_MIN:
-                case OPT_THR_MAX:
                 case OPT_SCAN:
                         if (mpi_pstate_parse_duration_us(optarg, &v))
                                 return usage_error("invalid duration '%s'", optarg);
-                        if (c == OPT_THR_MIN)
-                                cl->cfg.threshold_min_us = v;
-                        else if (c == OPT_THR_MAX)
-                                cl->cfg.threshold_max_us = v;
-                        else
-                                o->scan_us = v;
+                        o->scan_us = v;
                         break;
                 case OPT_RUNTIME:
                 case OPT_RECORD:
@@ -388,9 +375,14 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct agentd_o
                                AGENTD_RECORD_VERSION);
                         exit(0);
                 case 'h':
-                        fputs(usage_text, stdout);
+                        print_usage();
                         exit(0);
                 default:
+                        if (c >= OPT_TABLE && c < OPT_TABLE + MPI_PSTATE_OPT_COUNT) {
+                                if ((rc = set_option(cl, c - OPT_TABLE, optarg)))
+                                        return rc;
+                                break;
+                        }
                         return usage_error("unknown option");
                 }
         }
@@ -399,26 +391,17 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct agentd_o
         return 0;
 }
 
-/* Turns the command line into settings: environment defaults, admin
- * limits, the step's CPUs. */
+/* Turns the command line into settings: the job's options and the step's
+ * CPUs.  The site's limits were applied once, by the plugin (or the
+ * launcher) that wrote the command line; the agent only keeps "min" above
+ * --freq-min when it resolves it on the hardware. */
 static int resolve(struct cmdline *cl, struct agentd_opts *o)
 {
-        char note[512];
-
-        if (cl->cfg.threshold_min_us > cl->cfg.threshold_max_us)
-                return usage_error("--threshold-min is above --threshold-max");
-        if (mpi_pstate_config_limit(&cl->cfg, &cl->opt, MPI_PSTATE_OPT_THRESHOLD, note,
-                                    sizeof(note)) != MPI_PSTATE_LIMIT_OK)
-                fprintf(stderr, "%s\n", note);
-        if (mpi_pstate_config_limit(&cl->cfg, &cl->opt, MPI_PSTATE_OPT_LOW, note, sizeof(note)) !=
-            MPI_PSTATE_LIMIT_OK)
-                fprintf(stderr, "%s\n", note);
         if (cl->opt.mode == MPI_PSTATE_MODE_OFF)
                 return usage_error("mode off: there is nothing for an agent to do");
         o->profile = cl->opt.mode == MPI_PSTATE_MODE_PROFILE;
         o->threshold_us = cl->opt.threshold_us;
         o->low_khz = cl->opt.low_khz;
-        o->freq_min_khz = cl->cfg.freq_min_khz;
         o->job_governor = cl->opt.governor == MPI_PSTATE_GOVERNOR_KEEP
                               ? NULL
                               : mpi_pstate_options_governor_word(cl->opt.governor);
@@ -747,7 +730,6 @@ int main(int argc, char **argv)
 
         memset(&cl, 0, sizeof(cl));
         mpi_pstate_options_defaults(&cl.opt);
-        mpi_pstate_config_defaults(&cl.cfg);
         cl.opt.mode = MPI_PSTATE_MODE_ON;
         /* The plugin's variables, if the agent inherited them, are defaults
          * for the options (the command line wins). */

@@ -125,18 +125,20 @@ static const struct mpi_pstate_agent_args base_args = {
     .path = "/sbin/mpi-pstate-agent",
     .shm = "/dev/shm/mpi-pstate.9.1",
     .cpus = "0-3",
-    .mode = "on",
     .mechanism = "setspeed",
     .restore_dir = "/run/mp/restore",
     .record = "/run/mp/steps/9.1/agent.json",
     .log = "/run/mp/steps/9.1/agent.log",
     .sysroot = "/sys",
-    .governor = "keep",
     .job = 9,
     .step = 1,
     .uid = 1001,
     .gid = 1002,
-    .threshold_us = 2000,
+    .opt = {.mode = MPI_PSTATE_MODE_ON,
+            .threshold_us = 2000,
+            .low_khz = MPI_PSTATE_FREQ_MIN,
+            .governor = MPI_PSTATE_GOVERNOR_KEEP,
+            .bind = MPI_PSTATE_BIND_CORES},
 };
 
 static void joined(char **argv, char *out, size_t len)
@@ -151,13 +153,13 @@ static void joined(char **argv, char *out, size_t len)
 START_TEST(agent_argv)
 {
         struct mpi_pstate_agent_args a = base_args;
-        char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[192], line[1024];
+        char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[256], line[1024];
         int n = mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS);
 
-        ck_assert_int_eq(n, 33);
+        ck_assert_int_eq(n, 35);
         a.nslots = 4;
         ck_assert_int_eq(
-            mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS), 35);
+            mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS), 37);
         joined(argv, line, sizeof(line));
         ck_assert_ptr_nonnull(strstr(line, "--shm /dev/shm/mpi-pstate.9.1 --nslots 4 --uid"));
         a.nslots = 0;
@@ -166,24 +168,25 @@ START_TEST(agent_argv)
         joined(argv, line, sizeof(line));
         ck_assert_str_eq(line, "/sbin/mpi-pstate-agent --foreground --keep-shm "
                                "--shm /dev/shm/mpi-pstate.9.1 --uid 1001 --gid 1002 --cpus 0-3 "
-                               "--job 9 --step 1 --mode on --threshold 2000 --low min "
-                               "--mechanism setspeed --governor keep --runtime-dir "
+                               "--job 9 --step 1 --mpi-pstate on --mpi-pstate-threshold 2000 "
+                               "--mpi-pstate-low min --mpi-pstate-governor keep "
+                               "--mpi-pstate-bind cores --mechanism setspeed --runtime-dir "
                                "/run/mp/restore --record /run/mp/steps/9.1/agent.json "
                                "--log /run/mp/steps/9.1/agent.log --sysroot /sys");
-        a.low_khz = 1500000;
+        a.opt.low_khz = 1500000;
         a.freq_min_khz = 1200000;
         a.log = NULL;
         a.step = 0xfffffffbu;
         n = mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS);
         joined(argv, line, sizeof(line));
-        ck_assert_ptr_nonnull(strstr(line, " --low 1500000 "));
+        ck_assert_ptr_nonnull(strstr(line, " --mpi-pstate-low 1500000 "));
         ck_assert_ptr_nonnull(strstr(line, " --freq-min 1200000 "));
         ck_assert_ptr_nonnull(strstr(line, " --step 4294967291 "));
         ck_assert_ptr_null(strstr(line, "--log"));
         ck_assert_int_eq(mpi_pstate_agentctl_argv(&a, buf, 8, argv, MPI_PSTATE_AGENT_MAX_ARGS),
                          -ENOSPC);
         ck_assert_int_eq(mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, 10), -ENOSPC);
-        a.governor = NULL;
+        a.mechanism = NULL;
         ck_assert_int_eq(mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, 40), -EINVAL);
 }
 END_TEST

@@ -424,11 +424,11 @@ START_TEST(remote_step_full_cycle)
         step_path(path, sizeof(path), 0, "agent.json.args");
         ck_assert(wait_for(path)); /* the fake renames it into place: complete */
         slurp_file(path, buf, sizeof(buf));
-        ck_assert_ptr_nonnull(strstr(buf, "--mode\non\n"));
-        ck_assert_ptr_nonnull(strstr(buf, "--threshold\n2000\n"));
-        ck_assert_ptr_nonnull(strstr(buf, "--low\n1200000\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "--mpi-pstate\non\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "--mpi-pstate-threshold\n2000\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "--mpi-pstate-low\n1200000\n"));
         ck_assert_ptr_nonnull(strstr(buf, "--cpus\n0-1\n"));
-        ck_assert_msg(strstr(buf, "--governor\npowersave\n") != NULL, "%s", buf);
+        ck_assert_msg(strstr(buf, "--mpi-pstate-governor\npowersave\n") != NULL, "%s", buf);
         ck_assert_ptr_nonnull(strstr(buf, "--mechanism\nmax_freq\n"));
         ck_assert_ptr_nonnull(strstr(buf, "--keep-shm\n"));
         ck_assert_ptr_nonnull(strstr(buf, shm));
@@ -544,7 +544,7 @@ START_TEST(remote_slurm_frequency_setting_wins)
         ck_assert(wait_for(path));
         ck_assert_ptr_nonnull(
             strstr(slurp_file(path, buf, sizeof(buf)), "--mechanism\nmax_freq\n"));
-        ck_assert_ptr_nonnull(strstr(buf, "--governor\nkeep\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "--mpi-pstate-governor\nkeep\n"));
         ck_assert_ptr_nonnull(strstr(buf, "--allow-governor\nno\n"));
         run_tasks_and_exit();
         snapshot(after, sizeof(after));
@@ -612,7 +612,7 @@ START_TEST(remote_profile_writes_nothing)
         ck_assert(!exists(path));
         step_path(path, sizeof(path), 0, "agent.json.args");
         ck_assert(wait_for(path));
-        ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "--mode\nprofile\n"));
+        ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "--mpi-pstate\nprofile\n"));
         stub.task_id = 0;
         ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_MODE"), "profile");

@@ -21,6 +21,8 @@ GEN = TOP / "spank" / "gen_options.py"
 DEF = TOP / "common" / "options.def"
 MAN = TOP / "man" / "mpi_pstate.8.in"
 MD = TOP / "docs" / "options.md"
+AGENT_MAN = TOP / "man" / "mpi-pstate-agent.8"
+AGENT_MD = TOP / "docs" / "agent.md"
 EXAMPLE = TOP / "spank" / "plugstack.conf.example.in"
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 CC = shutil.which("gcc")
@@ -56,10 +58,11 @@ class StalenessIsDetected(unittest.TestCase):
 
     def setUp(self) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="mpst-gen-"))
-        for f in (DEF, MAN, MD):
+        for f in (DEF, MAN, MD, AGENT_MAN, AGENT_MD):
             shutil.copy(f, self.tmp / f.name)
         self.args = ["--def", str(self.tmp / DEF.name), "--man", str(self.tmp / MAN.name),
-                     "--md", str(self.tmp / MD.name)]
+                     "--md", str(self.tmp / MD.name), "--agent-man", str(self.tmp / AGENT_MAN.name),
+                     "--agent-md", str(self.tmp / AGENT_MD.name)]
 
     def tearDown(self) -> None:
         shutil.rmtree(self.tmp)
