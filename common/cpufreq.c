@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "parse.h"
 #include "safeio.h"
 
@@ -697,8 +696,8 @@ int mpi_pstate_cpufreq_step_range(const struct mpi_pstate_cpufreq_policy *p,
         /* scaling_min_freq is the step's floor (srun --cpu-freq=<min>-<max>
          * sets it; the kernel would not go below it anyway). */
         *high = hi;
-        *low = mpi_pstate_agent_low_khz(want_low, p->cpuinfo_min_khz, admin_floor, start->min_khz,
-                                        hi, p->freqs, p->nfreqs);
+        *low = mpi_pstate_cpufreq_low_khz(want_low, p->cpuinfo_min_khz, admin_floor, start->min_khz,
+                                          hi, p->freqs, p->nfreqs);
         return *low ? 0 : -ERANGE;
 }
 
@@ -996,4 +995,25 @@ void mpi_pstate_cpufreq_domain_close(struct mpi_pstate_cpufreq_domain *d)
                 close(d->fd);
                 d->fd = -1;
         }
+}
+
+uint32_t mpi_pstate_cpufreq_low_khz(uint64_t want, uint32_t cpuinfo_min, uint64_t admin_floor,
+                                    uint32_t min_khz, uint32_t high, const uint32_t *table,
+                                    unsigned ntable)
+{
+        uint64_t floor = cpuinfo_min, low;
+
+        if (admin_floor > floor)
+                floor = admin_floor;
+        if (min_khz > floor)
+                floor = min_khz;
+        low = want > floor ? want : floor;
+        for (unsigned i = 0; table && i < ntable; i++) {
+                if (table[i] >= low) {
+                        if (table[i] <= high)
+                                low = table[i];
+                        break;
+                }
+        }
+        return low < high ? (uint32_t)low : 0;
 }

@@ -249,4 +249,14 @@ bool mpi_pstate_cpufreq_valid_name(const char *s);
 /* Kernel CPU list: "0 1 2 3", "0-3", "0,2-5" (blank or comma separated). */
 int mpi_pstate_cpufreq_parse_cpulist(const char *s, cpu_set_t *out);
 
+/* The low frequency of one domain: want (kHz, 0 = "min") brought into
+ * [floor, high], where floor is the largest of cpuinfo_min, the admin's
+ * freq_min (0 = none) and min_khz (scaling_min_freq for max_freq, else 0);
+ * then raised to the nearest frequency of the table (ascending, may be
+ * empty) at or above it, if one is <= high.  Returns the frequency, or 0
+ * when it would not be below high (nothing to gain). */
+uint32_t mpi_pstate_cpufreq_low_khz(uint64_t want, uint32_t cpuinfo_min, uint64_t admin_floor,
+                                    uint32_t min_khz, uint32_t high, const uint32_t *table,
+                                    unsigned ntable);
+
 #endif

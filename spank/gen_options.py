@@ -257,7 +257,7 @@ def md_options(options: list[Option]) -> list[str]:
     return out
 
 
-# ---- the agent's command line (spank/agent/main.c takes every entry under its
+# ---- the agent's command line (agent/main.c takes every entry under its
 # srun name and its key; the plugin writes the srun names)
 
 def plain_usage(o: Option) -> str:

@@ -65,7 +65,7 @@ bool mpi_pstate_pinning_ours(enum mpi_pstate_mode mode, const char *cpu_bind_typ
 }
 
 /* Once per step, in slurmstepd, before any task starts: the whole machine,
- * as slurmd numbers it (common/pin.h). */
+ * as slurmd numbers it (spank/pin.h). */
 int mpi_pstate_pinning_load(hwloc_topology_t *topo)
 {
         return mpi_pstate_pin_topology_load(topo, NULL);

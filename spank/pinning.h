@@ -1,6 +1,6 @@
 /* The plugin's side of pinning: turns what Slurm says about a step (its
  * allocated cores as a list, tasks, CPUs per task) and the user's --mpi-pstate-bind
- * into one request of common/pin.h per task, and applies the answer to the
+ * into one request of spank/pin.h per task, and applies the answer to the
  * calling process.  No Slurm types: wire.c reads the items and passes them
  * in, so the unit tests drive this with hwloc XML topologies.
  *
@@ -55,7 +55,7 @@ void mpi_pstate_pinning_fini(struct mpi_pstate_pinning *p);
 
 /* The CPUs of local task `task`.  current is the task's affinity as the
  * task plugin left it (only read in USER mode).  0 or a negative errno with a
- * reason in err (common/pin.h's errors). */
+ * reason in err (spank/pin.h's errors). */
 int mpi_pstate_pinning_task(const struct mpi_pstate_pinning *p, unsigned task,
                             const cpu_set_t *current, cpu_set_t *out,
                             struct mpi_pstate_pin_info *info, char *err, size_t errlen);

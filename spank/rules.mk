@@ -1,6 +1,7 @@
 # spank/: the SPANK plugin spank_mpi_pstate.so, its man page and plugstack example,
 # the generated option documentation, and the plugin's stub-driven unit test.
 SPANK_SRCS := spank/mpi_pstate.c spank/wire.c spank/agentctl.c spank/launch.c spank/paths.c \
+	spank/pin.c spank/slurmfreq.c \
 	spank/pinning.c spank/policy.c spank/steprec.c spank/steptime.c spank/container.c
 SPANK_OBJS := $(SPANK_SRCS:%.c=$(B)/%.o)
 SPANK_SO := $(B)/spank/spank_mpi_pstate.so
@@ -21,7 +22,7 @@ $(shell mkdir -p $(B)/gen && printf '$(SPANK_PATHS_TEXT)' >$(SPANK_PATHS_H).tmp 
   { cmp -s $(SPANK_PATHS_H).tmp $(SPANK_PATHS_H) && rm -f $(SPANK_PATHS_H).tmp || \
     mv -f $(SPANK_PATHS_H).tmp $(SPANK_PATHS_H); })
 
-# Static pattern: only the plugin's own objects (spank/agent/ has its own rules).
+# Static pattern: only the plugin's own objects.
 $(SPANK_OBJS): $(B)/spank/%.o: spank/%.c $(SPANK_PATHS_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) $(HWLOC_CFLAGS) -Ispank -c -o $@ $<
@@ -88,12 +89,21 @@ UNINSTALL_FILES += $(SLURM_PLUGINDIR)/spank_mpi_pstate.so $(mandir)/man8/mpi_pst
 .PHONY: install-spank
 
 # The Slurm-free modules of the plugin (paths, launch, agentctl, steprec,
-# policy, pinning) on fake sysfs trees and hwloc XML topologies.
+# policy, pinning, pin, slurmfreq): the plugin's archive, which its unit
+# tests link, on fake sysfs trees and hwloc XML topologies.
 SPANK_MOD_OBJS := $(filter-out $(B)/spank/mpi_pstate.o $(B)/spank/wire.o,$(SPANK_OBJS))
-SPANK_MOD_TEST := $(B)/tests/unit/test_spank_modules
-$(SPANK_MOD_TEST): spank/tests/test_modules.c $(SPANK_MOD_OBJS) $(COMMON_LIB)
+SPANK_LIB := $(B)/libmpi-pstate-spank.a
+$(SPANK_LIB): $(SPANK_MOD_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $^
+SPANK_UNIT_BINS := $(B)/tests/unit/test_spank_modules $(B)/tests/unit/test_pin \
+	$(B)/tests/unit/test_freqlimits
+$(B)/tests/unit/test_spank_modules: spank/tests/test_modules.c
+$(B)/tests/unit/test_pin: spank/tests/test_pin.c
+$(B)/tests/unit/test_freqlimits: spank/tests/test_freqlimits.c
+$(SPANK_UNIT_BINS): $(SPANK_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -Icommon -Ispank -Itests/unit $(HWLOC_CFLAGS) \
-	  $(CHECK_CFLAGS) -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ spank/tests/test_modules.c \
-	  $(SPANK_MOD_OBJS) $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS)
-UNIT_BINS += $(SPANK_MOD_TEST)
+	$(CC) $(TEST_CFLAGS) -Icommon -Ispank -I$(B)/gen -Itests/unit $(HWLOC_CFLAGS) \
+	  $(CHECK_CFLAGS) -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ $(filter %.c,$^) \
+	  $(SPANK_LIB) $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS)
+UNIT_BINS += $(SPANK_UNIT_BINS)

@@ -1,5 +1,5 @@
 /* The work the SPANK front door (spank/mpi_pstate.c) hands over for a step:
- * pinning (spank/pinning.h over common/pin.h), the per-step cpufreq policy
+ * pinning (spank/pinning.h over spank/pin.h), the per-step cpufreq policy
  * and its restore (spank/policy.h over common/cpufreq.h and
  * common/restore.h), the slot segment (common/slot.h), the preload library
  * (LD_PRELOAD, spank/launch.h) and the node agent (spank/agentctl.h).  Each

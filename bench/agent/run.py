@@ -74,7 +74,7 @@ def us(ns: float) -> str:
 class Bench:
     def __init__(self, build: Path, seconds: int):
         self.build = build
-        self.agent_bin = build / "spank/agent/mpi-pstate-agent"
+        self.agent_bin = build / "agent/mpi-pstate-agent"
         self.sim = build / "tests/agent/simranks"
         self.baseline = build / "bench/agent/baseline"
         self.phases = build / "tests/agent/mpi_phases.openmpi"

@@ -140,7 +140,7 @@ def one_sample(hooks: Path, build: Optional[Path], sysroot: Path, runtime: Path,
     plugin = str(build / "spank/spank_mpi_pstate.so") if build else "none"
     build = build or Path("/nonexistent")
     argv = [str(hooks), "--plugin", plugin,
-            "--agent", str(build / "spank/agent/mpi-pstate-agent"), "--sysroot", str(sysroot),
+            "--agent", str(build / "agent/mpi-pstate-agent"), "--sysroot", str(sysroot),
             "--runtime", str(runtime), "--preload", str(lib), "--cores", a.cores,
             "--tasks", str(a.tasks), "--task-ms", str(a.task_ms), "--mode", a.mode]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=60)

@@ -204,7 +204,7 @@ def agent_energy(en: Any) -> Dict[str, Any]:
     if st == "ok" and j is None:
         st = "unknown"
     out = {"status": st, "joules": j if st == "ok" else None}
-    if en.get("source") == "hwmon":  # a node without RAPL (common/energy.h)
+    if en.get("source") == "hwmon":  # a node without RAPL (agent/energy.h)
         out["meter"] = "hwmon"
     return out
 

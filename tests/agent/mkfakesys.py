@@ -68,7 +68,7 @@ def build(root: Path, ncpu: int, driver: str, span: int, rapl: int, hwmon: str =
         put(d / "name", "dram\n", 0o444)
         put(d / "max_energy_range_uj", "65532610987\n", 0o444)
         put(d / "energy_uj", "1000\n", 0o400)
-    # hwmon, the energy source of nodes without RAPL (common/energy.h): two
+    # hwmon, the energy source of nodes without RAPL (agent/energy.h): two
     # energy counters as on Ampere Altra, or an ACPI power meter as on Grace.
     h = root / "class/hwmon/hwmon0"
     if hwmon == "energy":

@@ -38,9 +38,9 @@ def _user() -> pwd.struct_passwd | None:
 PW = _user()
 SKIP = td.SKIP or (None if HOSTILE.exists() and PW else f"needs {HOSTILE} and an unprivileged user")
 CAP = 0.05            # the agent's default --cpu-cap (5 % of a core)
-LOG_MAX = 1 << 20     # spank/agent/log.c LOG_MAX_BYTES
+LOG_MAX = 1 << 20     # agent/log.c LOG_MAX_BYTES
 LOG_RESERVE = 64 << 10
-GONE_PER_S = 8        # spank/agent/loop.c GONE_LINES
+GONE_PER_S = 8        # agent/loop.c GONE_LINES
 
 
 def cpu_s(pid: int) -> float:

@@ -27,7 +27,7 @@ from pathlib import Path
 import labtools as lt
 
 NODE = "n2"
-AGENT = lt.BUILD / "spank" / "agent" / "mpi-pstate-agent"
+AGENT = lt.BUILD / "agent" / "mpi-pstate-agent"
 HELPERS = lt.BUILD / "tests" / "agent"
 RESULTS = lt.LAB / "agent-tests"
 RUNTIME = Path("/run/mpi-pstate-agent-test")

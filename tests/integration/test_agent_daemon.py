@@ -25,7 +25,7 @@ from pathlib import Path
 
 TOP = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", TOP / "build"))
-AGENT = BUILD / "spank" / "agent" / "mpi-pstate-agent"
+AGENT = BUILD / "agent" / "mpi-pstate-agent"
 SIM = BUILD / "tests" / "agent" / "simranks"
 MKFAKE = TOP / "tests" / "agent" / "mkfakesys.py"
 sys.path.insert(0, str(TOP / "preload"))

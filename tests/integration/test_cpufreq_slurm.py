@@ -9,7 +9,7 @@ Slurm applies --cpu-freq in the task plugin after the plugin's init_post_opt
 and resets it after the tasks ended (after the agent restored, before
 slurm_spank_exit).  CpuFreqDef takes the same path in slurmstepd as a
 --cpu-freq governor; the plugin's reading of it is covered by the unit tests
-(tests/unit/test_freqlimits.c, spank/tests/test_plugin.c), the lab's
+(spank/tests/test_freqlimits.c, spank/tests/test_plugin.c), the lab's
 slurm.conf does not set it."""
 from __future__ import annotations
 

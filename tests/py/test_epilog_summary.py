@@ -142,7 +142,7 @@ class Merge(unittest.TestCase):
         self.assertNotIn("meter", validated(13, {"n1": bad})["n1"]["energy"])
 
     def test_meter_hwmon_on_nodes_without_rapl(self) -> None:
-        """An agent that measured with hwmon (common/energy.h) labels its
+        """An agent that measured with hwmon (agent/energy.h) labels its
         node's joules "hwmon", never "rapl"; a simulated tree stays simulated;
         the summary and the report say so."""
         hw = noderec.parse_agent(b'{"step": 0, "energy": {"status": "ok", "source": "hwmon", '

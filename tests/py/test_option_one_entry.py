@@ -79,7 +79,7 @@ class OneEntry(unittest.TestCase):
                                  capture_output=True, text=True, timeout=120)
         b = "build-one"
         cls.so = cls.tree / b / "spank" / "spank_mpi_pstate.so"
-        cls.agent = cls.tree / b / "spank" / "agent" / "mpi-pstate-agent"
+        cls.agent = cls.tree / b / "agent" / "mpi-pstate-agent"
         cls.make = subprocess.run(
             ["make", "-j2", f"B={b}", str(cls.so.relative_to(cls.tree)),
              str(cls.agent.relative_to(cls.tree))],

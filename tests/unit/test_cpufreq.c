@@ -13,7 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "cpufreq.h"
 #include "fakesys.h"
 #include "check_main.h"
@@ -857,6 +856,38 @@ START_TEST(domain_shorter_value_on_plain_file)
 }
 END_TEST
 
+START_TEST(low_frequency)
+{
+        static const uint32_t table[] = {1200000, 1800000, 2400000, 3000000};
+
+        /* min: the highest of cpuinfo_min, the admin floor and scaling_min */
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(0, 1200000, 0, 0, 3000000, NULL, 0), 1200000);
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(0, 1200000, 1500000, 0, 3000000, NULL, 0),
+                          1500000);
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(0, 1200000, 0, 1600000, 3000000, NULL, 0),
+                          1600000);
+        /* a request below the floor is raised to it */
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(800000, 1200000, 0, 0, 3000000, NULL, 0),
+                          1200000);
+        /* rounded up to the table */
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(1300000, 1200000, 0, 0, 3000000, table, 4),
+                          1800000);
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(0, 1200000, 1500000, 0, 3000000, table, 4),
+                          1800000);
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(1800000, 1200000, 0, 0, 3000000, table, 4),
+                          1800000);
+        /* nothing to gain: at or above the high end */
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(2500000, 1200000, 0, 0, 2400000, table, 4), 0);
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(0, 1200000, 0, 1200000, 1200000, table, 4), 0);
+        /* a table entry above high is not used: the value stays between */
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(2500000, 1200000, 0, 0, 2800000, table, 4),
+                          2500000);
+        /* intel_pstate: no table */
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(1000000, 400000, 0, 400000, 3000000, NULL, 0),
+                          1000000);
+}
+END_TEST
+
 START_TEST(domain_prepare_checks)
 {
         struct mpi_pstate_cpufreq_node *node;
@@ -992,13 +1023,13 @@ START_TEST(cppc_setspeed_write_log)
                           1000000);
 
         /* 1.5 GHz asked: taken as is (a table driver would round it up) */
-        low = mpi_pstate_agent_low_khz(1500000, p->cpuinfo_min_khz, 0, 0, now.max_khz, p->freqs,
-                                       p->nfreqs);
+        low = mpi_pstate_cpufreq_low_khz(1500000, p->cpuinfo_min_khz, 0, 0, now.max_khz, p->freqs,
+                                         p->nfreqs);
         ck_assert_uint_eq(low, 1500000);
         /* nothing asked: the bottom of the range */
-        ck_assert_uint_eq(
-            mpi_pstate_agent_low_khz(0, p->cpuinfo_min_khz, 0, 0, now.max_khz, p->freqs, p->nfreqs),
-            1000000);
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(0, p->cpuinfo_min_khz, 0, 0, now.max_khz,
+                                                     p->freqs, p->nfreqs),
+                          1000000);
         ck_assert_int_eq(mpi_pstate_cpufreq_domain_prepare(&d, p, MPI_PSTATE_CPUFREQ_MECH_SETSPEED,
                                                            low, now.max_khz, err, sizeof(err)),
                          0);
@@ -1098,8 +1129,8 @@ START_TEST(cluster_driver_table_and_shared_domain)
         CPU_SET(5, &set);
         ck_assert_uint_eq(mpi_pstate_cpufreq_domains_of(node, &set, idx, 4, &spills), 1);
         ck_assert(spills);
-        ck_assert_uint_eq(mpi_pstate_agent_low_khz(1500000, p->cpuinfo_min_khz, 0, 0,
-                                                   p->cur.max_khz, p->freqs, p->nfreqs),
+        ck_assert_uint_eq(mpi_pstate_cpufreq_low_khz(1500000, p->cpuinfo_min_khz, 0, 0,
+                                                     p->cur.max_khz, p->freqs, p->nfreqs),
                           1700000);
         ck_assert_int_eq(mpi_pstate_cpufreq_domain_prepare(&d, p, MPI_PSTATE_CPUFREQ_MECH_MAXFREQ,
                                                            1700000, 2600000, err, sizeof(err)),
@@ -1155,6 +1186,7 @@ static Suite *cpufreq_suite(void)
         tcase_add_test(tc, domain_setspeed_only_pwrite);
         tcase_add_test(tc, domain_shorter_value_on_plain_file);
         tcase_add_test(tc, domain_prepare_checks);
+        tcase_add_test(tc, low_frequency);
         suite_add_tcase(s, tc);
         tc = tcase_create("arm");
         tcase_add_checked_fixture(tc, setup, teardown);

@@ -7,7 +7,7 @@
  *   log.c     log file, syslog or stderr
  *   harden.c  capabilities, no_new_privs, seccomp once set up
  *
- * The decisions themselves live in common/agent.c (pure, unit tested). */
+ * The decisions themselves live in agent/agent.c (pure, unit tested). */
 #ifndef MPI_PSTATE_AGENTD_H
 #define MPI_PSTATE_AGENTD_H
 #include <pthread.h>

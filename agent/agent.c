@@ -406,27 +406,6 @@ uint64_t mpi_pstate_agent_ticks_to_ns(uint64_t ticks, uint64_t ref_ticks, uint64
         return ref_ns + d < ref_ns ? UINT64_MAX : ref_ns + d;
 }
 
-uint32_t mpi_pstate_agent_low_khz(uint64_t want, uint32_t cpuinfo_min, uint64_t admin_floor,
-                                  uint32_t min_khz, uint32_t high, const uint32_t *table,
-                                  unsigned ntable)
-{
-        uint64_t floor = cpuinfo_min, low;
-
-        if (admin_floor > floor)
-                floor = admin_floor;
-        if (min_khz > floor)
-                floor = min_khz;
-        low = want > floor ? want : floor;
-        for (unsigned i = 0; table && i < ntable; i++) {
-                if (table[i] >= low) {
-                        if (table[i] <= high)
-                                low = table[i];
-                        break;
-                }
-        }
-        return low < high ? (uint32_t)low : 0;
-}
-
 uint64_t mpi_pstate_agent_scan_ns(uint64_t threshold_ns, uint64_t min_ns, uint64_t max_ns)
 {
         if (threshold_ns < min_ns)

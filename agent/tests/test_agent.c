@@ -227,38 +227,6 @@ START_TEST(ticks_conversion)
 }
 END_TEST
 
-START_TEST(low_frequency)
-{
-        static const uint32_t table[] = {1200000, 1800000, 2400000, 3000000};
-
-        /* min: the highest of cpuinfo_min, the admin floor and scaling_min */
-        ck_assert_uint_eq(mpi_pstate_agent_low_khz(0, 1200000, 0, 0, 3000000, NULL, 0), 1200000);
-        ck_assert_uint_eq(mpi_pstate_agent_low_khz(0, 1200000, 1500000, 0, 3000000, NULL, 0),
-                          1500000);
-        ck_assert_uint_eq(mpi_pstate_agent_low_khz(0, 1200000, 0, 1600000, 3000000, NULL, 0),
-                          1600000);
-        /* a request below the floor is raised to it */
-        ck_assert_uint_eq(mpi_pstate_agent_low_khz(800000, 1200000, 0, 0, 3000000, NULL, 0),
-                          1200000);
-        /* rounded up to the table */
-        ck_assert_uint_eq(mpi_pstate_agent_low_khz(1300000, 1200000, 0, 0, 3000000, table, 4),
-                          1800000);
-        ck_assert_uint_eq(mpi_pstate_agent_low_khz(0, 1200000, 1500000, 0, 3000000, table, 4),
-                          1800000);
-        ck_assert_uint_eq(mpi_pstate_agent_low_khz(1800000, 1200000, 0, 0, 3000000, table, 4),
-                          1800000);
-        /* nothing to gain: at or above the high end */
-        ck_assert_uint_eq(mpi_pstate_agent_low_khz(2500000, 1200000, 0, 0, 2400000, table, 4), 0);
-        ck_assert_uint_eq(mpi_pstate_agent_low_khz(0, 1200000, 0, 1200000, 1200000, table, 4), 0);
-        /* a table entry above high is not used: the value stays between */
-        ck_assert_uint_eq(mpi_pstate_agent_low_khz(2500000, 1200000, 0, 0, 2800000, table, 4),
-                          2500000);
-        /* intel_pstate: no table */
-        ck_assert_uint_eq(mpi_pstate_agent_low_khz(1000000, 400000, 0, 400000, 3000000, NULL, 0),
-                          1000000);
-}
-END_TEST
-
 START_TEST(scan_interval)
 {
         ck_assert_uint_eq(mpi_pstate_agent_scan_ns(500 * US, 50 * US, 100 * MS), 500 * US);
@@ -761,7 +729,6 @@ static Suite *agent_suite(void)
 
         tcase_add_test(t, hist_buckets_and_quantiles);
         tcase_add_test(t, ticks_conversion);
-        tcase_add_test(t, low_frequency);
         tcase_add_test(t, scan_interval);
         tcase_add_test(t, init_rejects);
         suite_add_tcase(s, t);

@@ -4,7 +4,7 @@
  * Pure: no system call, no Slurm, no MPI, no sysfs.  Everything with a
  * side effect (marking a slot clocked down, writing a frequency, reading
  * the clock) goes through struct mpi_pstate_agent_ops, which the daemon
- * (spank/agent/) implements with common/slot.h and common/cpufreq.h and
+ * (agent/) implements with common/slot.h and common/cpufreq.h and
  * the unit tests implement with scripted fakes.  See docs/agent.md.
  *
  * Model.  A rank is one slot of the segment.  It belongs to every domain
@@ -162,16 +162,6 @@ uint64_t mpi_pstate_agent_ticks_to_ns(uint64_t ticks, uint64_t ref_ticks, uint64
 
 /* Duration of n ticks at ticks_per_sec, in ns (saturating). */
 uint64_t mpi_pstate_agent_ticks_len_ns(uint64_t n, uint64_t ticks_per_sec);
-
-/* The low frequency of one domain: want (kHz, 0 = "min") brought into
- * [floor, high], where floor is the largest of cpuinfo_min, the admin's
- * freq_min (0 = none) and min_khz (scaling_min_freq for max_freq, else 0);
- * then raised to the nearest frequency of the table (ascending, may be
- * empty) at or above it, if one is <= high.  Returns the frequency, or 0
- * when it would not be below high (nothing to gain). */
-uint32_t mpi_pstate_agent_low_khz(uint64_t want, uint32_t cpuinfo_min, uint64_t admin_floor,
-                                  uint32_t min_khz, uint32_t high, const uint32_t *table,
-                                  unsigned ntable);
 
 /* Scan interval for a threshold: the threshold itself, so that a wait
  * started right after a scan is seen by its deadline, kept within
