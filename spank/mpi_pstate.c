@@ -2,7 +2,7 @@
  *
  * This is the only file that defines slurm_spank_* symbols.  Each hook
  * switches on spank_context() and either validates and stores user options
- * (sbatch, salloc, srun) or calls the step's work in spank/wire.h (slurmstepd
+ * (sbatch, salloc, srun) or calls the step's work in spank/step.h (slurmstepd
  * and the job prolog/epilog).  Options come from common/options.def, admin
  * keys and limits from common/config.h.
  *
@@ -22,7 +22,7 @@
 #include "log.h"
 #include "options.h"
 #include "slurmfreq.h"
-#include "wire.h"
+#include "step.h"
 
 /* Built with -fvisibility=hidden: what Slurm must find is made visible
  * here, and spank/mpi_pstate.lds keeps everything else local. */
@@ -279,8 +279,8 @@ HOOK int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         step_active = true;
         settings_text(settings, sizeof(settings));
         mp_verbose("job %u step %u node %u: %s", st.job_id, st.step_id, st.node_id, settings);
-        check(mpi_pstate_wire_policy_apply(&st), "policy save", &st);
-        check(mpi_pstate_wire_agent_start(&st), "segment", &st);
+        check(mpi_pstate_step_policy_apply(&st), "policy save", &st);
+        check(mpi_pstate_step_agent_start(&st), "segment", &st);
         return 0;
 }
 
@@ -301,7 +301,7 @@ HOOK int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
                 return 0;
         started = true;
         gather(sp, &st, false);
-        check(mpi_pstate_wire_step_start(&st), "policy set/agent start", &st);
+        check(mpi_pstate_step_step_start(&st), "policy set/agent start", &st);
         return 0;
 }
 
@@ -319,7 +319,7 @@ HOOK int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
         if (spank_context() != S_CTX_REMOTE || !step_active)
                 return 0;
         gather(sp, &st, true);
-        check(mpi_pstate_wire_pin_task(&st), "pinning", &st);
+        check(mpi_pstate_step_pin_task(&st), "pinning", &st);
         return 0;
 }
 
@@ -335,7 +335,7 @@ static int task_setenv(void *ctx, const char *name, const char *value)
  * spank_setenv here reaches the task's environment (measured): export the
  * canonical MPI_PSTATE_* contract, the segment and slot index, then put the
  * library in LD_PRELOAD; the pinning is checked against the task plugin's.
- * In the batch step only Open MPI's launch setting (wire.h).  Returns 0 always (non-zero fails the
+ * In the batch step only Open MPI's launch setting (step.h).  Returns 0 always (non-zero fails the
  * job; a task without the variables runs unmeasured). */
 HOOK int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
@@ -347,11 +347,11 @@ HOOK int slurm_spank_task_init(spank_t sp, int ac, char **av)
                 return 0;
         gather(sp, &st, true);
         if (batch_env) {
-                check(mpi_pstate_wire_batch_env(&st), "batch environment", &st);
+                check(mpi_pstate_step_batch_env(&st), "batch environment", &st);
                 return 0;
         }
         check(mpi_pstate_options_to_env(&opt, task_setenv, sp), "exporting MPI_PSTATE_*", &st);
-        check(mpi_pstate_wire_task_env(&st), "task environment", &st);
+        check(mpi_pstate_step_task_env(&st), "task environment", &st);
         return 0;
 }
 
@@ -367,7 +367,7 @@ HOOK int slurm_spank_task_exit(spank_t sp, int ac, char **av)
         if (spank_context() != S_CTX_REMOTE || !step_active)
                 return 0;
         gather(sp, &st, true);
-        check(mpi_pstate_wire_task_exit(&st), "agent stop", &st);
+        check(mpi_pstate_step_task_exit(&st), "agent stop", &st);
         return 0;
 }
 
@@ -385,7 +385,7 @@ HOOK int slurm_spank_exit(spank_t sp, int ac, char **av)
         if (spank_context() != S_CTX_REMOTE || !step_active)
                 return 0;
         gather(sp, &st, false);
-        check(mpi_pstate_wire_step_restore(&st), "step-exit restore", &st);
+        check(mpi_pstate_step_step_restore(&st), "step-exit restore", &st);
         return 0;
 }
 
@@ -400,7 +400,7 @@ HOOK int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
         setup(ac, av);
         options_from_getopt(sp);
         gather(sp, &st, false);
-        check(mpi_pstate_wire_job_prolog_backstop(&st), "job_prolog backstop", &st);
+        check(mpi_pstate_step_job_prolog_backstop(&st), "job_prolog backstop", &st);
         return 0;
 }
 
@@ -415,6 +415,6 @@ HOOK int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
         setup(ac, av);
         options_from_getopt(sp);
         gather(sp, &st, false);
-        check(mpi_pstate_wire_job_epilog_backstop(&st), "job_epilog backstop", &st);
+        check(mpi_pstate_step_job_epilog_backstop(&st), "job_epilog backstop", &st);
         return 0;
 }

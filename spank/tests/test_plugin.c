@@ -612,7 +612,8 @@ START_TEST(remote_profile_writes_nothing)
         ck_assert(!exists(path));
         step_path(path, sizeof(path), 0, "agent.json.args");
         ck_assert(wait_for(path));
-        ck_assert_ptr_nonnull(strstr(slurp_file(path, buf, sizeof(buf)), "--mpi-pstate\nprofile\n"));
+        ck_assert_ptr_nonnull(
+            strstr(slurp_file(path, buf, sizeof(buf)), "--mpi-pstate\nprofile\n"));
         stub.task_id = 0;
         ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
         ck_assert_str_eq(stub_env_get("MPI_PSTATE_MODE"), "profile");

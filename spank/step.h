@@ -1,4 +1,4 @@
-/* The work the SPANK front door (spank/mpi_pstate.c) hands over for a step:
+/* One step on one node, from the hooks of the SPANK front door (spank/mpi_pstate.c):
  * pinning (spank/pinning.h over spank/pin.h), the per-step cpufreq policy
  * and its restore (spank/policy.h over common/cpufreq.h and
  * common/restore.h), the slot segment (common/slot.h), the preload library
@@ -10,8 +10,8 @@
  * and carries on: no hook of the plugin fails a job or drains a node
  * (man/mpi_pstate.8.in, ERRORS), so a failure here must leave the node in a
  * state the step-exit restore and the job-epilog backstop can repair. */
-#ifndef MPI_PSTATE_SPANK_WIRE_H
-#define MPI_PSTATE_SPANK_WIRE_H
+#ifndef MPI_PSTATE_SPANK_STEP_H
+#define MPI_PSTATE_SPANK_STEP_H
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -43,12 +43,12 @@ struct mpi_pstate_step {
  * domain the step owns alone into the restore records, writing nothing (the
  * records, and Slurm's own saved state, must be the settings from before the
  * step).  Mode profile only classifies the domains. */
-int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st);
+int mpi_pstate_step_policy_apply(const struct mpi_pstate_step *st);
 
-/* slurm_spank_init_post_opt, remote, after mpi_pstate_wire_policy_apply():
+/* slurm_spank_init_post_opt, remote, after mpi_pstate_step_policy_apply():
  * checks the preload library and creates the step's slot segment for the
  * job's user (the forked tasks inherit both). */
-int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st);
+int mpi_pstate_step_agent_start(const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_post_fork, remote, first task only: slurmstepd, root,
  * after Slurm's task plugin set the step's cores and before any task execs.
@@ -57,13 +57,13 @@ int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st);
  * or CpuFreqDef), keeps Slurm's setting and writes nothing; starts the node
  * agent (on or profile; absent binary: logged, skipped), which takes the
  * cores' settings as the step's "high"; writes the step record. */
-int mpi_pstate_wire_step_start(const struct mpi_pstate_step *st);
+int mpi_pstate_step_step_start(const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_init_privileged, remote: the forked task before exec,
  * root, once per local task.  Pins the task (opt->bind) inside the step's
  * cores; st->task_id is the local task index.  The task plugin binds after
- * this hook (task/affinity), so mpi_pstate_wire_task_env re-applies it. */
-int mpi_pstate_wire_pin_task(const struct mpi_pstate_step *st);
+ * this hook (task/affinity), so mpi_pstate_step_task_env re-applies it. */
+int mpi_pstate_step_pin_task(const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_init, remote: the forked task before exec, as the job's
  * user, once per local task, after the task plugin and after the
@@ -72,12 +72,12 @@ int mpi_pstate_wire_pin_task(const struct mpi_pstate_step *st);
  * the pinning the task plugin overrode; exports MPI_PSTATE_SHM and
  * MPI_PSTATE_LOCAL_RANK; prepends the preload library to LD_PRELOAD, keeping
  * the user's entries. */
-int mpi_pstate_wire_task_env(const struct mpi_pstate_step *st);
+int mpi_pstate_step_task_env(const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_exit, remote: slurmstepd, root, once per local task as it
  * is reaped.  When the last local task is gone, stops the agent (before the
  * step's processes are killed by proctrack). */
-int mpi_pstate_wire_task_exit(const struct mpi_pstate_step *st);
+int mpi_pstate_step_task_exit(const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_init, remote, batch step of a job whose mode is not off:
  * the batch script, as the job's user.  Nothing of mpi-pstate goes there
@@ -86,24 +86,24 @@ int mpi_pstate_wire_task_exit(const struct mpi_pstate_step *st);
  * either: Open MPI's mpirun otherwise forks the ranks of
  * its own node itself, inside the batch script; with it, it starts an orted
  * there too through srun, and every rank is a child of a served step. */
-int mpi_pstate_wire_batch_env(const struct mpi_pstate_step *st);
+int mpi_pstate_step_batch_env(const struct mpi_pstate_step *st);
 
 /* slurm_spank_exit, remote: slurmstepd, root, once per step per node, after
  * every task ended.  Stops the agent if it still runs, restores every domain
  * this step saved, rewrites the step record.  The segment stays for the node
  * epilog. */
-int mpi_pstate_wire_step_restore(const struct mpi_pstate_step *st);
+int mpi_pstate_step_step_restore(const struct mpi_pstate_step *st);
 
 /* slurm_spank_job_prolog, job_script: the prolog's slurmstepd, root, once
  * per node per job, before any step (also without a Prolog= script).
  * Backstop for a requeued job: restores what an earlier run of the same job
  * id left (slurmstepd killed before its exit hook). */
-int mpi_pstate_wire_job_prolog_backstop(const struct mpi_pstate_step *st);
+int mpi_pstate_step_job_prolog_backstop(const struct mpi_pstate_step *st);
 
 /* slurm_spank_job_epilog, job_script: the epilog's slurmstepd, root, once
  * per node per job, after every step and before the Epilog script.
  * Backstop: stops any agent of the job still running and restores every
  * domain the job still holds a restore record for. */
-int mpi_pstate_wire_job_epilog_backstop(const struct mpi_pstate_step *st);
+int mpi_pstate_step_job_epilog_backstop(const struct mpi_pstate_step *st);
 
 #endif

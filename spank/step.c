@@ -1,8 +1,8 @@
-/* The plugin's step work (see wire.h): Slurm items in, the Slurm-free
+/* The plugin's step work (see step.h): Slurm items in, the Slurm-free
  * modules of spank/ and common/ do the rest.  One slurmstepd serves one step
  * on one node; its forked tasks inherit `w` (the topology and the step's
  * paths), so the per-task hooks need no I/O beyond what they change. */
-#include "wire.h"
+#include "step.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -180,7 +180,7 @@ static void prepare_pinning(const struct mpi_pstate_step *st)
         mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_CORES);
 }
 
-int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st)
+int mpi_pstate_step_policy_apply(const struct mpi_pstate_step *st)
 {
         struct mpi_pstate_policy_req req = {0};
         enum mpi_pstate_cpufreq_mech mech = MPI_PSTATE_CPUFREQ_MECH_AUTO;
@@ -224,7 +224,7 @@ int mpi_pstate_wire_policy_apply(const struct mpi_pstate_step *st)
         req.mechanism = mech;
         /* Only saved here: Slurm reads the cores' settings for its own reset
          * after this hook (--cpu-freq, CpuFreqDef), and must find them as
-         * they were before the step.  mpi_pstate_wire_step_start() sets. */
+         * they were before the step.  mpi_pstate_step_step_start() sets. */
         req.save_only = true;
         req.node = &w.cpufreq;
         rc = mpi_pstate_policy_apply(&req, &w.policy, err, sizeof(err));
@@ -519,10 +519,10 @@ static void policy_set(const struct mpi_pstate_step *st)
                    w.policy.failed, err[0] ? ": " : "", err);
 }
 
-int mpi_pstate_wire_step_start(const struct mpi_pstate_step *st)
+int mpi_pstate_step_step_start(const struct mpi_pstate_step *st)
 {
         if (!w.paths_ok)
-                return 0; /* logged by mpi_pstate_wire_policy_apply(): nothing saved */
+                return 0; /* logged by mpi_pstate_step_policy_apply(): nothing saved */
         mpi_pstate_steptime_begin(&w.time);
         policy_set(st);
         mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_POLICY);
@@ -536,7 +536,7 @@ int mpi_pstate_wire_step_start(const struct mpi_pstate_step *st)
         return 0;
 }
 
-int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st)
+int mpi_pstate_step_agent_start(const struct mpi_pstate_step *st)
 {
         const char *lib = preload_path(st->cfg);
 
@@ -555,7 +555,7 @@ int mpi_pstate_wire_agent_start(const struct mpi_pstate_step *st)
         return 0;
 }
 
-int mpi_pstate_wire_pin_task(const struct mpi_pstate_step *st)
+int mpi_pstate_step_pin_task(const struct mpi_pstate_step *st)
 {
         struct mpi_pstate_pin_info info;
         char err[256] = "";
@@ -599,7 +599,7 @@ static int setenv_checked(spank_t sp, const char *name, const char *value)
         return spank_setenv(sp, name, value, 1) == ESPANK_SUCCESS ? 0 : -EIO;
 }
 
-int mpi_pstate_wire_task_env(const struct mpi_pstate_step *st)
+int mpi_pstate_step_task_env(const struct mpi_pstate_step *st)
 {
         char cur[4096] = "", val[4096 + MPI_PSTATE_CONFIG_PATH_MAX + 2];
         int rc = pin_in_task(st), n;
@@ -647,7 +647,7 @@ int mpi_pstate_wire_task_env(const struct mpi_pstate_step *st)
         return setenv_checked(st->sp, "LD_PRELOAD", val) ? -EIO : rc;
 }
 
-int mpi_pstate_wire_batch_env(const struct mpi_pstate_step *st)
+int mpi_pstate_step_batch_env(const struct mpi_pstate_step *st)
 {
         /* Open MPI 4 (ORTE) reads the first, Open MPI 5 (PRRTE) the second. */
         static const char *const vars[] = {"OMPI_MCA_ras_base_launch_orted_on_hn",
@@ -705,7 +705,7 @@ static void stop_agent(const struct mpi_pstate_step *st)
         mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_AGENT_STOP);
 }
 
-int mpi_pstate_wire_task_exit(const struct mpi_pstate_step *st)
+int mpi_pstate_step_task_exit(const struct mpi_pstate_step *st)
 {
         if (++w.tasks_exited >= st->local_tasks)
                 stop_agent(st);
@@ -730,7 +730,7 @@ static int restore_step(const struct mpi_pstate_step *st, struct mpi_pstate_rest
         return rc;
 }
 
-int mpi_pstate_wire_step_restore(const struct mpi_pstate_step *st)
+int mpi_pstate_step_step_restore(const struct mpi_pstate_step *st)
 {
         struct mpi_pstate_restore_summary sum = {0};
         int rc = 0;
@@ -822,12 +822,12 @@ static int job_backstop(const struct mpi_pstate_step *st, const char *when)
         return rc;
 }
 
-int mpi_pstate_wire_job_prolog_backstop(const struct mpi_pstate_step *st)
+int mpi_pstate_step_job_prolog_backstop(const struct mpi_pstate_step *st)
 {
         return job_backstop(st, "job prolog");
 }
 
-int mpi_pstate_wire_job_epilog_backstop(const struct mpi_pstate_step *st)
+int mpi_pstate_step_job_epilog_backstop(const struct mpi_pstate_step *st)
 {
         return job_backstop(st, "job epilog");
 }
