@@ -238,135 +238,172 @@ static void print_usage(void)
         }
 }
 
-static int parse_args(int argc, char **argv, struct cmdline *cl, struct agentd_opts *o)
+/* One group of the agent's own options each: 0, a usage error (2), or
+ * NOT_MINE when c belongs to another group. */
+#define NOT_MINE (-1)
+
+static int step_arg(int c, const char *arg, struct cmdline *cl, struct agentd_opts *o)
 {
         uint64_t v;
         uint32_t id;
+
+        switch (c) {
+        case OPT_SHM:
+                if (arg[0] != '/')
+                        return usage_error("--shm needs an absolute path");
+                o->shm = arg;
+                break;
+        case OPT_CREATE:
+                if (mpi_pstate_parse_u64(arg, 1, MPI_PSTATE_SEG_MAX_SLOTS, &v))
+                        return usage_error("--create needs 1..%u slots, not '%s'",
+                                           MPI_PSTATE_SEG_MAX_SLOTS, arg);
+                o->create = (uint32_t)v;
+                break;
+        case OPT_NSLOTS:
+                if (mpi_pstate_parse_u64(arg, 1, MPI_PSTATE_SEG_MAX_SLOTS, &v))
+                        return usage_error("--nslots needs 1..%u slots, not '%s'",
+                                           MPI_PSTATE_SEG_MAX_SLOTS, arg);
+                o->nslots = (uint32_t)v;
+                break;
+        case OPT_CPUS:
+                if (mpi_pstate_cpufreq_parse_cpulist(arg, &o->cpus) || CPU_COUNT(&o->cpus) == 0)
+                        return usage_error("invalid CPU list '%s'", arg);
+                cl->have_cpus = true;
+                break;
+        case OPT_JOB:
+        case OPT_STEP:
+                if (mpi_pstate_parse_u64(arg, 0, UINT32_MAX, &v))
+                        return usage_error("invalid %s '%s'", c == OPT_JOB ? "job" : "step", arg);
+                if (c == OPT_JOB) {
+                        o->job = (uint32_t)v;
+                        cl->have_job = true;
+                } else {
+                        o->step = (uint32_t)v;
+                        cl->have_step = true;
+                }
+                break;
+        case OPT_UID:
+        case OPT_GID:
+                if (parse_id(arg, c == OPT_GID, &id))
+                        return usage_error("unknown %s '%s'", c == OPT_GID ? "group" : "user", arg);
+                if (c == OPT_UID)
+                        o->uid = id;
+                else
+                        o->gid = id;
+                break;
+        default:
+                return NOT_MINE;
+        }
+        return 0;
+}
+
+static int tuning_arg(int c, const char *arg, struct agentd_opts *o)
+{
+        uint64_t v;
         bool b;
+
+        switch (c) {
+        case OPT_MECH:
+                if (mpi_pstate_cpufreq_mech_parse(arg, &o->mech))
+                        return usage_error("--mechanism is auto, max_freq or setspeed, not "
+                                           "'%s'",
+                                           arg);
+                break;
+        case OPT_ALLOW_GOV:
+                if (mpi_pstate_parse_bool(arg, &b))
+                        return usage_error("--allow-governor needs yes or no, not '%s'", arg);
+                o->allow_governor = b;
+                break;
+        case OPT_FREQ_MIN:
+                if (mpi_pstate_parse_freq_khz(arg, &v))
+                        return usage_error("invalid frequency '%s'", arg);
+                o->freq_min_khz = v;
+                break;
+        case OPT_SCAN:
+                if (mpi_pstate_parse_duration_us(arg, &v))
+                        return usage_error("invalid duration '%s'", arg);
+                o->scan_us = v;
+                break;
+        case OPT_BUDGET:
+                if (parse_percent(arg, &o->budget_ppm))
+                        return usage_error("--cpu-budget needs a percentage such as 0.5, "
+                                           "not '%s'",
+                                           arg);
+                break;
+        case OPT_CAP:
+                if (parse_percent(arg, &o->cap_ppm))
+                        return usage_error("--cpu-cap needs a percentage such as 5, "
+                                           "not '%s'",
+                                           arg);
+                break;
+        case OPT_NODE:
+                if (mpi_pstate_safeio_check_name(arg, 63))
+                        return usage_error("invalid node name '%s'", arg);
+                o->node = arg;
+                break;
+        case OPT_RT:
+                if (mpi_pstate_parse_u64(arg, 0, 99, &v))
+                        return usage_error("--rt-prio needs 0..99, not '%s'", arg);
+                o->rt_prio = (int)v;
+                break;
+        default:
+                return NOT_MINE;
+        }
+        return 0;
+}
+
+static int output_arg(int c, char *arg, struct cmdline *cl, struct agentd_opts *o)
+{
+        switch (c) {
+        case OPT_RUNTIME:
+        case OPT_RECORD:
+        case OPT_PIDFILE:
+        case OPT_RESTORE:
+                if (arg[0] != '/')
+                        return usage_error("paths must be absolute: '%s'", arg);
+                if (c == OPT_RUNTIME)
+                        o->runtime_dir = arg;
+                else if (c == OPT_RECORD)
+                        o->record = arg;
+                else if (c == OPT_PIDFILE)
+                        o->pidfile = arg;
+                else
+                        cl->restore_dir = arg;
+                break;
+        case OPT_SYSROOT:
+                o->sysroot = arg;
+                break;
+        case OPT_LOG:
+                o->log = arg;
+                break;
+        case OPT_FOREGROUND:
+                o->foreground = true;
+                break;
+        case OPT_EXIT_DONE:
+                o->exit_when_done = true;
+                break;
+        case OPT_KEEP_SHM:
+                o->keep_shm = true;
+                break;
+        default:
+                return NOT_MINE;
+        }
+        return 0;
+}
+
+static int parse_args(int argc, char **argv, struct cmdline *cl, struct agentd_opts *o)
+{
         int c, rc;
 
         while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+                if ((rc = step_arg(c, optarg, cl, o)) != NOT_MINE ||
+                    (rc = tuning_arg(c, optarg, o)) != NOT_MINE ||
+                    (rc = output_arg(c, optarg, cl, o)) != NOT_MINE) {
+                        if (rc)
+                                return rc;
+                        continue;
+                }
                 switch (c) {
-                case OPT_SHM:
-                        if (optarg[0] != '/')
-                                return usage_error("--shm needs an absolute path");
-                        o->shm = optarg;
-                        break;
-                case OPT_CREATE:
-                        if (mpi_pstate_parse_u64(optarg, 1, MPI_PSTATE_SEG_MAX_SLOTS, &v))
-                                return usage_error("--create needs 1..%u slots, not '%s'",
-                                                   MPI_PSTATE_SEG_MAX_SLOTS, optarg);
-                        o->create = (uint32_t)v;
-                        break;
-                case OPT_NSLOTS:
-                        if (mpi_pstate_parse_u64(optarg, 1, MPI_PSTATE_SEG_MAX_SLOTS, &v))
-                                return usage_error("--nslots needs 1..%u slots, not '%s'",
-                                                   MPI_PSTATE_SEG_MAX_SLOTS, optarg);
-                        o->nslots = (uint32_t)v;
-                        break;
-                case OPT_CPUS:
-                        if (mpi_pstate_cpufreq_parse_cpulist(optarg, &o->cpus) ||
-                            CPU_COUNT(&o->cpus) == 0)
-                                return usage_error("invalid CPU list '%s'", optarg);
-                        cl->have_cpus = true;
-                        break;
-                case OPT_JOB:
-                case OPT_STEP:
-                        if (mpi_pstate_parse_u64(optarg, 0, UINT32_MAX, &v))
-                                return usage_error("invalid %s '%s'", c == OPT_JOB ? "job" : "step",
-                                                   optarg);
-                        if (c == OPT_JOB) {
-                                o->job = (uint32_t)v;
-                                cl->have_job = true;
-                        } else {
-                                o->step = (uint32_t)v;
-                                cl->have_step = true;
-                        }
-                        break;
-                case OPT_UID:
-                case OPT_GID:
-                        if (parse_id(optarg, c == OPT_GID, &id))
-                                return usage_error("unknown %s '%s'",
-                                                   c == OPT_GID ? "group" : "user", optarg);
-                        if (c == OPT_UID)
-                                o->uid = id;
-                        else
-                                o->gid = id;
-                        break;
-                case OPT_MECH:
-                        if (mpi_pstate_cpufreq_mech_parse(optarg, &o->mech))
-                                return usage_error("--mechanism is auto, max_freq or setspeed, not "
-                                                   "'%s'",
-                                                   optarg);
-                        break;
-                case OPT_ALLOW_GOV:
-                        if (mpi_pstate_parse_bool(optarg, &b))
-                                return usage_error("--allow-governor needs yes or no, not '%s'",
-                                                   optarg);
-                        o->allow_governor = b;
-                        break;
-                case OPT_FREQ_MIN:
-                        if (mpi_pstate_parse_freq_khz(optarg, &v))
-                                return usage_error("invalid frequency '%s'", optarg);
-                        o->freq_min_khz = v;
-                        break;
-                case OPT_SCAN:
-                        if (mpi_pstate_parse_duration_us(optarg, &v))
-                                return usage_error("invalid duration '%s'", optarg);
-                        o->scan_us = v;
-                        break;
-                case OPT_RUNTIME:
-                case OPT_RECORD:
-                case OPT_PIDFILE:
-                case OPT_RESTORE:
-                        if (optarg[0] != '/')
-                                return usage_error("paths must be absolute: '%s'", optarg);
-                        if (c == OPT_RUNTIME)
-                                o->runtime_dir = optarg;
-                        else if (c == OPT_RECORD)
-                                o->record = optarg;
-                        else if (c == OPT_PIDFILE)
-                                o->pidfile = optarg;
-                        else
-                                cl->restore_dir = optarg;
-                        break;
-                case OPT_SYSROOT:
-                        o->sysroot = optarg;
-                        break;
-                case OPT_LOG:
-                        o->log = optarg;
-                        break;
-                case OPT_FOREGROUND:
-                        o->foreground = true;
-                        break;
-                case OPT_EXIT_DONE:
-                        o->exit_when_done = true;
-                        break;
-                case OPT_KEEP_SHM:
-                        o->keep_shm = true;
-                        break;
-                case OPT_BUDGET:
-                        if (parse_percent(optarg, &o->budget_ppm))
-                                return usage_error("--cpu-budget needs a percentage such as 0.5, "
-                                                   "not '%s'",
-                                                   optarg);
-                        break;
-                case OPT_CAP:
-                        if (parse_percent(optarg, &o->cap_ppm))
-                                return usage_error("--cpu-cap needs a percentage such as 5, "
-                                                   "not '%s'",
-                                                   optarg);
-                        break;
-                case OPT_NODE:
-                        if (mpi_pstate_safeio_check_name(optarg, 63))
-                                return usage_error("invalid node name '%s'", optarg);
-                        o->node = optarg;
-                        break;
-                case OPT_RT:
-                        if (mpi_pstate_parse_u64(optarg, 0, 99, &v))
-                                return usage_error("--rt-prio needs 0..99, not '%s'", optarg);
-                        o->rt_prio = (int)v;
-                        break;
                 case 'v':
                         o->verbose++;
                         break;
@@ -607,17 +644,9 @@ static void calibrate(struct agentd *a)
 }
 
 /* The daemon proper; ready < 0 in the foreground. */
-static int run_agent(struct agentd *a, int ready)
+/* Who and where the agent is, its clocks and intervals, and its CPUs. */
+static void settle(struct agentd *a)
 {
-        char err[512] = "";
-        bool started = false;
-        int rc;
-
-        rc = mpi_pstate_agentd_log_open(a->o.log, a->o.foreground, a->o.verbose);
-        if (rc) {
-                report(ready, "error cannot open the log %s: %s\n", a->o.log, strerror(-rc));
-                return 1;
-        }
         mpi_pstate_agentd_log_tag(a->o.job, a->o.step);
         if (a->o.node) {
                 snprintf(a->host, sizeof(a->host), "%s", a->o.node);
@@ -640,6 +669,68 @@ static int run_agent(struct agentd *a, int ready)
         if (CPU_COUNT(&a->o.cpus) && sched_setaffinity(0, sizeof(a->o.cpus), &a->o.cpus) != 0)
                 mpi_pstate_agentd_log(LOG_WARNING, "affinity to the step's CPUs: %s",
                                       strerror(errno));
+}
+
+/* Scheduling and privileges for the loop, once setup is done. */
+static void confine(struct agentd *a)
+{
+        int rc;
+
+        if (a->o.rt_prio) {
+                struct sched_param sp = {.sched_priority = a->o.rt_prio};
+
+                /* A rank that computes on every core must not delay a
+                 * restore by a scheduler time slice. */
+                if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
+                        mpi_pstate_agentd_log(LOG_WARNING, "SCHED_FIFO %d: %s", a->o.rt_prio,
+                                              strerror(errno));
+        }
+        /* Everything that needs a capability is done (the user's segment
+         * mapped, SCHED_FIFO set): the loop, the restore and the record need
+         * only the uid that owns their files. */
+        rc = mpi_pstate_agentd_drop_caps();
+        if (rc)
+                mpi_pstate_agentd_log(LOG_WARNING, "dropping capabilities: %s", strerror(-rc));
+        rc = mpi_pstate_agentd_seccomp();
+        if (rc)
+                mpi_pstate_agentd_log(LOG_WARNING, "seccomp allow-list: %s", strerror(-rc));
+}
+
+/* Restore and record, whether or not the loop ever ran. */
+static void finish(struct agentd *a, bool started)
+{
+        int rc;
+
+        mpi_pstate_agentd_rapl_sample(a);
+        mpi_pstate_agentd_hw_finish(a);
+        a->end_real_ns = clock_ns(CLOCK_REALTIME);
+        if (started) {
+                rc = mpi_pstate_agentd_record_write(a);
+                if (rc)
+                        mpi_pstate_agentd_log(LOG_ERR, "record %s: %s", a->o.record, strerror(-rc));
+                mpi_pstate_agentd_log(LOG_INFO,
+                                      "stopped (%s): %llu lowerings, %llu raises, %u domain(s) "
+                                      "restored, %u failed",
+                                      a->exit_reason, (unsigned long long)a->core.stats.lowers,
+                                      (unsigned long long)a->core.stats.raises, a->restored,
+                                      a->restore_failed);
+        }
+        mpi_pstate_agentd_rapl_close(a);
+        mpi_pstate_agentd_teardown(a);
+}
+
+static int run_agent(struct agentd *a, int ready)
+{
+        char err[512] = "";
+        bool started = false;
+        int rc;
+
+        rc = mpi_pstate_agentd_log_open(a->o.log, a->o.foreground, a->o.verbose);
+        if (rc) {
+                report(ready, "error cannot open the log %s: %s\n", a->o.log, strerror(-rc));
+                return 1;
+        }
+        settle(a);
         mpi_pstate_slot_clock_sample(MPI_PSTATE_CLOCK_TSC, &a->cal);
         rc = mpi_pstate_agentd_segment_open(a, err, sizeof(err));
         if (rc) {
@@ -661,24 +752,7 @@ static int run_agent(struct agentd *a, int ready)
                 snprintf(err, sizeof(err), "pidfile %s: %s", a->o.pidfile, strerror(-rc));
                 goto fail;
         }
-        if (a->o.rt_prio) {
-                struct sched_param sp = {.sched_priority = a->o.rt_prio};
-
-                /* A rank that computes on every core must not delay a
-                 * restore by a scheduler time slice. */
-                if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
-                        mpi_pstate_agentd_log(LOG_WARNING, "SCHED_FIFO %d: %s", a->o.rt_prio,
-                                              strerror(errno));
-        }
-        /* Everything that needs a capability is done (the user's segment
-         * mapped, SCHED_FIFO set): the loop, the restore and the record need
-         * only the uid that owns their files. */
-        rc = mpi_pstate_agentd_drop_caps();
-        if (rc)
-                mpi_pstate_agentd_log(LOG_WARNING, "dropping capabilities: %s", strerror(-rc));
-        rc = mpi_pstate_agentd_seccomp();
-        if (rc)
-                mpi_pstate_agentd_log(LOG_WARNING, "seccomp allow-list: %s", strerror(-rc));
+        confine(a);
         mpi_pstate_agentd_log(
             LOG_INFO,
             "running: %u slots in %s, %u domain(s), threshold %lluus, scan %lluus, "
@@ -702,22 +776,7 @@ fail:
         report(ready, "error %s\n", err);
         a->exit_reason = "setup_failed";
 finish:
-        mpi_pstate_agentd_rapl_sample(a);
-        mpi_pstate_agentd_hw_finish(a);
-        a->end_real_ns = clock_ns(CLOCK_REALTIME);
-        if (started) {
-                rc = mpi_pstate_agentd_record_write(a);
-                if (rc)
-                        mpi_pstate_agentd_log(LOG_ERR, "record %s: %s", a->o.record, strerror(-rc));
-                mpi_pstate_agentd_log(LOG_INFO,
-                                      "stopped (%s): %llu lowerings, %llu raises, %u domain(s) "
-                                      "restored, %u failed",
-                                      a->exit_reason, (unsigned long long)a->core.stats.lowers,
-                                      (unsigned long long)a->core.stats.raises, a->restored,
-                                      a->restore_failed);
-        }
-        mpi_pstate_agentd_rapl_close(a);
-        mpi_pstate_agentd_teardown(a);
+        finish(a, started);
         return started ? 0 : 1;
 }
 

@@ -487,6 +487,33 @@ int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cpufreq_n
         return mpi_pstate_cpufreq_discover_cpus(sysroot, NULL, out, err, errlen);
 }
 
+/* Sorts the policies and maps every CPU to its one policy. */
+static int map_cpus(const char *cpudir, struct mpi_pstate_cpufreq_node *node, char *err,
+                    size_t errlen)
+{
+        int rc;
+
+        qsort(node->policies, node->npolicies, sizeof(*node->policies), cmp_policy);
+        for (unsigned i = 0; i < node->npolicies; i++) {
+                struct mpi_pstate_cpufreq_policy *p = &node->policies[i];
+
+                p->setspeed_is_floor = setspeed_floor(cpudir, node, p);
+                for (size_t c = 0; c < CPU_SETSIZE; c++) {
+                        if (!CPU_ISSET(c, &p->related))
+                                continue;
+                        if (node->cpu_policy[c] >= 0) {
+                                rc = -EINVAL;
+                                mpi_pstate_errmsg_set(err, errlen, "cpu%zu is in both %s and %s", c,
+                                                      node->policies[node->cpu_policy[c]].name,
+                                                      p->name);
+                                return rc;
+                        }
+                        node->cpu_policy[c] = (int)i;
+                }
+        }
+        return 0;
+}
+
 int mpi_pstate_cpufreq_discover_cpus(const char *sysroot, const cpu_set_t *cpus,
                                      struct mpi_pstate_cpufreq_node **out, char *err, size_t errlen)
 {
@@ -545,24 +572,9 @@ int mpi_pstate_cpufreq_discover_cpus(const char *sysroot, const cpu_set_t *cpus,
                     err, errlen, "%s: no cpufreq driver (no policy with a scaling_driver)", cpudir);
                 goto fail;
         }
-        qsort(node->policies, node->npolicies, sizeof(*node->policies), cmp_policy);
-        for (unsigned i = 0; i < node->npolicies; i++) {
-                struct mpi_pstate_cpufreq_policy *p = &node->policies[i];
-
-                p->setspeed_is_floor = setspeed_floor(cpudir, node, p);
-                for (size_t c = 0; c < CPU_SETSIZE; c++) {
-                        if (!CPU_ISSET(c, &p->related))
-                                continue;
-                        if (node->cpu_policy[c] >= 0) {
-                                rc = -EINVAL;
-                                mpi_pstate_errmsg_set(err, errlen, "cpu%zu is in both %s and %s", c,
-                                                      node->policies[node->cpu_policy[c]].name,
-                                                      p->name);
-                                goto fail;
-                        }
-                        node->cpu_policy[c] = (int)i;
-                }
-        }
+        rc = map_cpus(cpudir, node, err, errlen);
+        if (rc)
+                goto fail;
         memcpy(node->driver, node->policies[0].driver, sizeof(node->driver));
         free(names.names);
         *out = node;
