@@ -20,6 +20,7 @@
 
 #include "agentctl.h"
 #include "container.h"
+#include "contract.h"
 #include "cpufreq.h"
 #include "launch.h"
 #include "log.h"
@@ -627,7 +628,8 @@ int mpi_pstate_step_task_env(const struct mpi_pstate_step *st)
                 w.preload = NULL;
                 w.unmeasured_container = true;
         }
-        if (w.unmeasured_container && setenv_checked(st->sp, "MPI_PSTATE_UNMEASURED", "container"))
+        if (w.unmeasured_container &&
+            setenv_checked(st->sp, MPI_PSTATE_ENV_UNMEASURED, "container"))
                 rc = -EIO;
         if (!w.preload)
                 return rc;

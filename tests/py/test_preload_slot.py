@@ -104,6 +104,21 @@ class Layout(unittest.TestCase):
                 slotmod.read_segment(str(Path(d) / "link"))
 
 
+class EnvironmentDocumented(unittest.TestCase):
+    """Every variable of the contract (common/contract.h) and of the option
+    table is documented in mpi-pstate-preload(7), ENVIRONMENT."""
+
+    def test_every_variable_in_the_man_page(self) -> None:
+        names = re.findall(r'^#define MPI_PSTATE_ENV_[A-Z_]+ "(MPI_PSTATE_[A-Z_]+)"',
+                           (ph.TOP / "common" / "contract.h").read_text(), re.M)
+        names += re.findall(r'"(MPI_PSTATE_[A-Z_]+)"', (ph.TOP / "common" / "options.def").read_text())
+        self.assertGreaterEqual(len(set(names)), 13, names)
+        man = (ph.TOP / "man" / "mpi-pstate-preload.7").read_text()
+        env = man[man.index(".SH ENVIRONMENT"):]
+        for n in sorted(set(names)):
+            self.assertIn(f".B {n}\n", env, f"{n} is not documented in mpi-pstate-preload(7)")
+
+
 class AgentView(unittest.TestCase):
     def setUp(self) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="test_preload_slot."))
