@@ -11,24 +11,8 @@
 
 #include "parse.h"
 
-static const char *const mode_names[] = {
-    [MPI_PSTATE_PIN_NONE] = "none",       [MPI_PSTATE_PIN_CORES] = "cores",
-    [MPI_PSTATE_PIN_COMPACT] = "compact", [MPI_PSTATE_PIN_SCATTER] = "scatter",
-    [MPI_PSTATE_PIN_USER] = "user",
-};
-#define NMODES (sizeof(mode_names) / sizeof(mode_names[0]))
-
-static const char *const smt_names[] = {
-    [MPI_PSTATE_PIN_SMT_ONE] = "one",
-    [MPI_PSTATE_PIN_SMT_ALL] = "all",
-};
-#define NSMT (sizeof(smt_names) / sizeof(smt_names[0]))
-
-static const char *const level_names[] = {
-    [MPI_PSTATE_PIN_LEVEL_NUMA] = "NUMA domain",
-    [MPI_PSTATE_PIN_LEVEL_PACKAGE] = "package",
-    [MPI_PSTATE_PIN_LEVEL_MACHINE] = "node",
-};
+#define NMODES (MPI_PSTATE_PIN_USER + 1u)
+#define NSMT (MPI_PSTATE_PIN_SMT_ALL + 1u)
 
 /* Slurm counts a PU as a core when the machine reports no cores; do the same
  * so that core indices keep meaning what slurmd meant. */
@@ -555,36 +539,6 @@ out:
 
 /* ---- names and lists ---------------------------------------------------- */
 
-int mpi_pstate_pin_mode_parse(const char *s, enum mpi_pstate_pin_mode *out)
-{
-        int i;
-
-        if (!out || mpi_pstate_parse_word(s, mode_names, NMODES, &i) != 0)
-                return -EINVAL;
-        *out = (enum mpi_pstate_pin_mode)i;
-        return 0;
-}
-
-const char *mpi_pstate_pin_mode_name(enum mpi_pstate_pin_mode mode)
-{
-        return (unsigned)mode < NMODES ? mode_names[mode] : "?";
-}
-
-int mpi_pstate_pin_smt_parse(const char *s, enum mpi_pstate_pin_smt *out)
-{
-        int i;
-
-        if (!out || mpi_pstate_parse_word(s, smt_names, NSMT, &i) != 0)
-                return -EINVAL;
-        *out = (enum mpi_pstate_pin_smt)i;
-        return 0;
-}
-
-const char *mpi_pstate_pin_smt_name(enum mpi_pstate_pin_smt smt)
-{
-        return (unsigned)smt < NSMT ? smt_names[smt] : "?";
-}
-
 /* Copies the run of digits at *pp into a terminated buffer so the shared
  * strict parser sees exactly one number and nothing it might forgive. */
 static int parse_index(const char **pp, uint64_t *v)
@@ -675,10 +629,4 @@ int mpi_pstate_pin_cpulist_format(hwloc_const_bitmap_t set, char *buf, size_t le
                 return -ENOSPC;
         }
         return 0;
-}
-
-const char *mpi_pstate_pin_level_name(enum mpi_pstate_pin_level level)
-{
-        return (unsigned)level < sizeof(level_names) / sizeof(level_names[0]) ? level_names[level]
-                                                                              : "?";
 }

@@ -29,12 +29,19 @@
 #include <stddef.h>
 #include <hwloc.h>
 
+#include "options.h"
+
+/* The words of --mpi-pstate-bind (options.def: none, every PU of the
+ * allocation; cores, task i gets the i-th block of cores_per_task
+ * allocated cores; compact, like cores but no task straddles a NUMA
+ * domain or package; scatter, round-robin over packages, then NUMA
+ * domains within one), with the same values, and USER, which no user
+ * names: the user's own mask (--cpu-bind) intersected with the
+ * allocation. */
 enum mpi_pstate_pin_mode {
-        MPI_PSTATE_PIN_NONE,    /* no binding: every PU of the allocation */
-        MPI_PSTATE_PIN_CORES,   /* task i: the i-th block of cores_per_task allocated cores */
-        MPI_PSTATE_PIN_COMPACT, /* like cores, but no task straddles a NUMA domain/package */
-        MPI_PSTATE_PIN_SCATTER, /* round-robin over packages, then NUMA domains within one */
-        MPI_PSTATE_PIN_USER, /* the user's own mask (--cpu-bind) intersected with the allocation */
+#define MPI_PSTATE_WORD_BIND(ID, word, doc) MPI_PSTATE_PIN_##ID = MPI_PSTATE_BIND_##ID,
+#include "options.def"
+        MPI_PSTATE_PIN_USER = MPI_PSTATE_BIND_COUNT,
 };
 
 enum mpi_pstate_pin_smt {
@@ -85,17 +92,6 @@ struct mpi_pstate_pin_info {
 int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
                            hwloc_bitmap_t out, struct mpi_pstate_pin_info *info, char *err,
                            size_t errlen);
-
-/* "none", "cores", "compact", "scatter", "user"; case-insensitive, whole string. */
-int mpi_pstate_pin_mode_parse(const char *s, enum mpi_pstate_pin_mode *out);
-const char *mpi_pstate_pin_mode_name(enum mpi_pstate_pin_mode mode);
-
-/* "one" or "all"; case-insensitive, whole string. */
-int mpi_pstate_pin_smt_parse(const char *s, enum mpi_pstate_pin_smt *out);
-const char *mpi_pstate_pin_smt_name(enum mpi_pstate_pin_smt smt);
-
-/* "NUMA domain", "package", "node": for messages such as "tasks straddle". */
-const char *mpi_pstate_pin_level_name(enum mpi_pstate_pin_level level);
 
 /* Strict Linux/Slurm list syntax: "0-3,8,10-11", decimal, ascending ranges,
  * no blanks except one trailing newline (sysfs); "" or "\n" is the empty set.

@@ -6,19 +6,11 @@
 
 #include <hwloc/glibc-sched.h>
 
+/* The bind words are the pin modes, value for value (spank/pin.h). */
 static enum mpi_pstate_pin_mode mode_of(enum mpi_pstate_bind bind)
 {
-        switch (bind) {
-        case MPI_PSTATE_BIND_NONE:
-                return MPI_PSTATE_PIN_NONE;
-        case MPI_PSTATE_BIND_COMPACT:
-                return MPI_PSTATE_PIN_COMPACT;
-        case MPI_PSTATE_BIND_SCATTER:
-                return MPI_PSTATE_PIN_SCATTER;
-        case MPI_PSTATE_BIND_CORES:
-        default:
-                return MPI_PSTATE_PIN_CORES;
-        }
+        return (unsigned)bind < MPI_PSTATE_BIND_COUNT ? (enum mpi_pstate_pin_mode)bind
+                                                      : MPI_PSTATE_PIN_CORES;
 }
 
 /* Slurm counts --cpus-per-task in CPUs, which are hardware threads when the
