@@ -3,11 +3,14 @@
 # that writes the summary into slurmdbd.
 #
 # Installed layout:
-#   $(bindir)/mpi-pstate                          the command (Python)
+#   $(bindir)/mpi-pstate                          the command: the package's one entry script,
+#   $(bindir)/mpi-pstate-exec                     also installed as `mpi-pstate exec`
+#   $(libexecdir)/mpi-pstate/mpi-pstate-bench     and as `mpi-pstate bench`
 #   $(sbindir)/mpi-pstate-epilog                  node Epilog entry point
 #   $(sbindir)/mpi-pstate-epilog-slurmctld        EpilogSlurmctld entry point
 #   $(libexecdir)/mpi-pstate/mpi-pstate-dbcomment libslurm: SystemComment writer
-#   $(datadir)/mpi-pstate/python/                 the package + preload's slot reader
+#   $(datadir)/mpi-pstate/python/mpi_pstate/      the package: epilogs, report, slot reader,
+#                                                 launcher (exec), evaluation (bench)
 #   $(mandir)/man1/mpi-pstate.1, man8/mpi-pstate-epilog.8
 #   $(systemdunitdir)/mpi-pstate-{flush,prune}.{service,timer}  installed, not enabled
 #   $(datadir)/mpi-pstate/mpi-pstate.cron         cron example (sites without systemd)
@@ -21,7 +24,7 @@ systemdunitdir ?= $(prefix)/lib/systemd/system
 EPILOG_UNITS := $(patsubst packaging/systemd/%.in,$(B)/epilog/units/%,$(wildcard packaging/systemd/*.in))
 EPILOG_CRON := $(B)/epilog/mpi-pstate.cron
 EPILOG_SUBST = sed -e 's|@PYDIR@|$(EPILOG_PYDIR)|' -e 's|@BINDIR@|$(bindir)|' \
-	-e 's|@SBINDIR@|$(sbindir)|' -e 's|@LIBEXECDIR@|$(libexecdir)|'
+	-e 's|@SBINDIR@|$(sbindir)|' -e 's|@LIBEXECDIR@|$(libexecdir)|' -e 's|@LIBDIR@|$(libdir)|'
 
 $(B)/epilog:
 	mkdir -p $@
@@ -45,9 +48,10 @@ install-epilog: $(EPILOG_DBCOMMENT) $(EPILOG_UNITS) $(EPILOG_CRON)
 	  $(DESTDIR)$(EPILOG_PYDIR)/mpi_pstate $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man8
 	install -m 0755 $(EPILOG_DBCOMMENT) $(DESTDIR)$(libexecdir)/mpi-pstate/
 	install -m 0644 $(EPILOG_PY) $(DESTDIR)$(EPILOG_PYDIR)/mpi_pstate/
-	install -m 0644 preload/mpi_pstate_slot.py $(DESTDIR)$(EPILOG_PYDIR)/
-	$(EPILOG_SUBST) epilog/mpi-pstate > $(DESTDIR)$(bindir)/mpi-pstate.tmp
-	chmod 0755 $(DESTDIR)$(bindir)/mpi-pstate.tmp && mv -f $(DESTDIR)$(bindir)/mpi-pstate.tmp $(DESTDIR)$(bindir)/mpi-pstate
+	for e in $(bindir)/mpi-pstate $(bindir)/mpi-pstate-exec $(libexecdir)/mpi-pstate/mpi-pstate-bench; do \
+	  $(EPILOG_SUBST) epilog/mpi-pstate > $(DESTDIR)$$e.tmp && chmod 0755 $(DESTDIR)$$e.tmp && \
+	  mv -f $(DESTDIR)$$e.tmp $(DESTDIR)$$e || exit 1; \
+	done
 	$(EPILOG_SUBST) epilog/mpi-pstate-epilog.in > $(DESTDIR)$(sbindir)/mpi-pstate-epilog.tmp
 	chmod 0755 $(DESTDIR)$(sbindir)/mpi-pstate-epilog.tmp && mv -f $(DESTDIR)$(sbindir)/mpi-pstate-epilog.tmp $(DESTDIR)$(sbindir)/mpi-pstate-epilog
 	for e in epilog-slurmctld; do \
@@ -64,8 +68,9 @@ install-epilog: $(EPILOG_DBCOMMENT) $(EPILOG_UNITS) $(EPILOG_CRON)
 
 ALL_TARGETS += $(EPILOG_DBCOMMENT) $(EPILOG_UNITS) $(EPILOG_CRON)
 INSTALL_TARGETS += install-epilog
-UNINSTALL_FILES += $(bindir)/mpi-pstate $(sbindir)/mpi-pstate-epilog \
+UNINSTALL_FILES += $(bindir)/mpi-pstate $(bindir)/mpi-pstate-exec \
+	$(libexecdir)/mpi-pstate/mpi-pstate-bench $(sbindir)/mpi-pstate-epilog \
 	$(sbindir)/mpi-pstate-epilog-slurmctld $(libexecdir)/mpi-pstate/mpi-pstate-dbcomment \
 	$(addprefix $(EPILOG_PYDIR)/mpi_pstate/,$(notdir $(EPILOG_PY))) \
-	$(EPILOG_PYDIR)/mpi_pstate_slot.py $(mandir)/man1/mpi-pstate.1 $(mandir)/man8/mpi-pstate-epilog.8 \
+	$(mandir)/man1/mpi-pstate.1 $(mandir)/man8/mpi-pstate-epilog.8 \
 	$(addprefix $(systemdunitdir)/,$(notdir $(EPILOG_UNITS))) $(datadir)/mpi-pstate/mpi-pstate.cron

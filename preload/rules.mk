@@ -53,9 +53,11 @@ $(B)/preload/libmpi-pstate-$(1).so: $(B)/preload/$(1)/hooks.o $(B)/preload/$(1)/
 endef
 $(foreach a,$(PRELOAD_ABIS),$(eval $(call PRELOAD_BACKEND_RULES,$(a))))
 
-# In the build tree the launcher finds the libraries beside itself.
-$(PRELOAD_EXEC): preload/mpi-pstate-exec | $(B)/preload
-	cp $< $@ && chmod 0755 $@
+# The launcher is the Python package's entry script (epilog/mpi-pstate,
+# `mpi-pstate exec`) under its own name; in the build tree it finds the
+# libraries beside itself and the package in the source tree.
+$(PRELOAD_EXEC): epilog/mpi-pstate | $(B)/preload
+	sed -e 's|@PYDIR@|$(CURDIR)/epilog|' $< > $@.tmp && chmod 0755 $@.tmp && mv -f $@.tmp $@
 
 # ---- tests/preload: one program per binding, built per MPI family
 PRELOAD_TEST_PROGS := c_calls f77_calls f90_calls f08_calls mt_calls c_large_calls f08_large_calls
@@ -123,8 +125,6 @@ preload-bench: $(PRELOAD_TARGETS) $(PRELOAD_BENCH_BINS)
 install-preload: $(PRELOAD_TARGETS)
 	install -d $(DESTDIR)$(libdir)/mpi-pstate $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man7
 	install -m 0644 $(PRELOAD_FRONT) $(PRELOAD_BACKENDS) $(DESTDIR)$(libdir)/mpi-pstate/
-	sed -e 's|@PKGLIBDIR@|$(libdir)/mpi-pstate|' -e 's|@SBINDIR@|$(sbindir)|' preload/mpi-pstate-exec > $(DESTDIR)$(bindir)/mpi-pstate-exec
-	chmod 0755 $(DESTDIR)$(bindir)/mpi-pstate-exec
 	install -m 0644 man/mpi-pstate-preload.7 $(DESTDIR)$(mandir)/man7/
 
 ALL_TARGETS += $(PRELOAD_TARGETS)
@@ -132,4 +132,4 @@ CHECK_PREREQS += $(PRELOAD_TEST_BINS)
 INSTALL_TARGETS += install-preload
 UNINSTALL_FILES += $(libdir)/mpi-pstate/libmpi-pstate.so \
 	$(foreach a,ompi mpich,$(libdir)/mpi-pstate/libmpi-pstate-$(a).so) \
-	$(bindir)/mpi-pstate-exec $(mandir)/man7/mpi-pstate-preload.7
+	$(mandir)/man7/mpi-pstate-preload.7

@@ -40,8 +40,8 @@ import time
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(TOP / "preload"))
-import mpi_pstate_slot as ms  # noqa: E402
+sys.path.insert(0, str(TOP / "epilog"))
+from mpi_pstate import slot as ms  # noqa: E402
 
 
 def qtile(log2: list[list[int]], q: float) -> float:

@@ -273,12 +273,7 @@ def main() -> int:
             rows += run_workload(f"imbalance 2x{a.ntasks}, sweep", cmd, sw, max(1, a.reps - 1),
                                  wd, 2, a.ntasks, say)
         if a.hpcc_n:
-            loader = importlib.machinery.SourceFileLoader(
-                "bench_eval", str(TOP / "bench" / "eval" / "mpi-pstate-bench"))
-            spec = importlib.util.spec_from_loader("bench_eval", loader)
-            ld = importlib.util.module_from_spec(spec)
-            sys.modules["bench_eval"] = ld  # its dataclasses look their module up
-            loader.exec_module(ld)
+            from mpi_pstate import bench as ld
             (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,
                                                        *ld.process_grid(2 * a.ntasks)))
             os.chown(wd / "hpccinf.txt", *lt_ids())

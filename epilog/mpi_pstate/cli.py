@@ -21,9 +21,10 @@ def _dirs(paths: dict[str, str], *keys: str) -> list[str]:
 tool_dirs = rootcli.tool_dirs
 
 
-# Subcommands that are whole programs of their own: `mpi-pstate NAME ARGS`
-# runs the program with ARGS unchanged (its own --help included).
-DELEGATED = {"exec": "mpi-pstate-exec", "bench": "mpi-pstate-bench"}
+# Subcommands with a command line of their own (modules of this package, also
+# installed under their own names, mpi-pstate-exec and mpi-pstate-bench):
+# `mpi-pstate NAME ARGS` hands ARGS over unchanged (their --help included).
+DELEGATED = ("exec", "bench")
 
 
 def _common_dirs(p: argparse.ArgumentParser) -> None:
@@ -295,13 +296,12 @@ def audit_text(s: dict[str, Any]) -> str:
 
 
 def cmd_delegate(sub: str, argv: list[str], paths: dict[str, str]) -> int:
-    name = DELEGATED[sub]
-    tool = node.find_tool(name, tool_dirs(paths)[sub])
-    if not tool:
-        print(f"{PROG} {sub}: {name} not found", file=sys.stderr)
-        return 127
-    os.execv(tool, [tool] + argv)
-    return 127  # not reached
+    # Imported here: neither is needed by any other command.
+    if sub == "exec":
+        from . import launcher
+        return launcher.main(argv, paths)
+    from . import bench
+    return bench.main(argv)
 
 
 def main(argv: Optional[Sequence[str]] = None, paths: Optional[dict[str, str]] = None) -> int:

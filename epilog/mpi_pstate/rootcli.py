@@ -108,10 +108,7 @@ def tool_dirs(paths: Dict[str, str]) -> Dict[str, List[str]]:
     return {
         "dbcomment": [pkglibexec, paths.get("here", ""), os.path.join(build, "epilog")],
         "agent": [pkglibexec, paths.get("sbindir", ""), paths.get("libexecdir", ""),
-                  os.path.join(build, "spank"), os.path.join(build, "agent")],
-        "exec": [paths.get("here", ""), paths.get("bindir", ""), pkglibexec,
-                 os.path.join(build, "preload"), os.path.join(top, "preload")],
-        "bench": [pkglibexec, os.path.join(top, "bench", "eval")],
+                  os.path.join(build, "agent")],
     }
 
 

@@ -1,6 +1,6 @@
 """Per-rank figures of a job on this node, from the shared-memory segments
 the ranks wrote (layout: common/slot.h, read with preload's
-mpi_pstate_slot.py, which this module imports rather than copies).
+slot.py, which this module imports rather than copies).
 
 Everything in a segment was written by the job's user: a file is read only
 if the plugin's root-owned step record lists it (name, device and inode),
@@ -18,12 +18,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from . import safeio
 
-try:
-    import mpi_pstate_slot as slotlib
-except ImportError:  # in the source tree the reader sits in preload/
-    sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), "preload"))
-    import mpi_pstate_slot as slotlib
+from . import slot as slotlib
 
 SHM_DIR = "/dev/shm"
 # The plugin names a segment mpi-pstate.J.S.R, R 16 random hex digits

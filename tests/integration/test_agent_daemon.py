@@ -28,8 +28,8 @@ BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", TOP / "build"))
 AGENT = BUILD / "agent" / "mpi-pstate-agent"
 SIM = BUILD / "tests" / "agent" / "simranks"
 MKFAKE = TOP / "tests" / "agent" / "mkfakesys.py"
-sys.path.insert(0, str(TOP / "preload"))
-import mpi_pstate_slot as ms  # noqa: E402  (the layout of common/slot.h in Python)
+sys.path.insert(0, str(TOP / "epilog"))
+from mpi_pstate import slot as ms  # noqa: E402  (the layout of common/slot.h in Python)
 
 SKIP = None if os.geteuid() == 0 and AGENT.exists() and SIM.exists() else \
     f"needs root and {AGENT}, {SIM} (make agent agent-helpers)"

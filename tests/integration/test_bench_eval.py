@@ -1,4 +1,4 @@
-"""bench/eval/mpi-pstate-bench on the local cluster, as the test user, with
+"""mpi-pstate bench (epilog/mpi_pstate/bench.py) on the local cluster, as the test user, with
 the imbalanced demo program: two repetitions of without / --mpi-pstate at
 threshold 0 / at 2 ms.  Checks the interleaving, that the runs without the
 option have no record and no transitions (also straight from sacct), that
@@ -8,8 +8,7 @@ result.  When the node agent clocks down, threshold 0 must show transitions
 and time clocked down."""
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
+import importlib
 import json
 import sys
 import unittest
@@ -17,19 +16,13 @@ from types import ModuleType
 
 import labtools as lt
 
-SCRIPT = lt.TOP / "bench" / "eval" / "mpi-pstate-bench"
 ITER, WORK_MS = 8, 25
 
 
 def bench_module() -> ModuleType:
-    name = "mpi_pstate_bench_it"
-    loader = importlib.machinery.SourceFileLoader(name, str(SCRIPT))
-    spec = importlib.util.spec_from_loader(name, loader)
-    assert spec is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    loader.exec_module(mod)
-    return mod
+    if str(lt.TOP / "epilog") not in sys.path:
+        sys.path.insert(0, str(lt.TOP / "epilog"))
+    return importlib.import_module("mpi_pstate.bench")
 
 
 class BenchEval(unittest.TestCase):

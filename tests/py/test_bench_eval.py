@@ -1,12 +1,11 @@
-"""bench/eval/mpi-pstate-bench without a cluster: its parsers (durations as
+"""mpi-pstate bench (epilog/mpi_pstate/bench.py) without a cluster: its parsers (durations as
 common/parse.h reads them, hpccinf.txt, mountinfo, AdminComment), the
 interleaved plan, and whole runs of main() against a scripted fake Slurm
 that checks the submitted options and answers with canned records."""
 from __future__ import annotations
 
 import csv
-import importlib.machinery
-import importlib.util
+import importlib
 import io
 import json
 import re
@@ -20,18 +19,13 @@ from types import ModuleType
 from typing import Any, Dict, List, Optional
 
 TOP = Path(__file__).resolve().parents[2]
-SCRIPT = TOP / "bench" / "eval" / "mpi-pstate-bench"
+TOP_EPILOG = TOP / "epilog"
 
 
 def load() -> ModuleType:
-    name = "mpi_pstate_bench_under_test"
-    loader = importlib.machinery.SourceFileLoader(name, str(SCRIPT))
-    spec = importlib.util.spec_from_loader(name, loader)
-    assert spec is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # dataclasses look their module up
-    loader.exec_module(mod)
-    return mod
+    if str(TOP_EPILOG) not in sys.path:
+        sys.path.insert(0, str(TOP_EPILOG))
+    return importlib.import_module("mpi_pstate.bench")
 
 
 mb = load()

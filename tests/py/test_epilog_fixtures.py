@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 TOP = Path(__file__).resolve().parents[2]
-for p in (TOP / "epilog", TOP / "preload"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+if str(TOP / "epilog") not in sys.path:
+    sys.path.insert(0, str(TOP / "epilog"))
 
-import mpi_pstate_slot as slotlib  # noqa: E402
+from mpi_pstate import slot as slotlib  # noqa: E402
 from mpi_pstate import noderec  # noqa: E402
 
 

@@ -18,7 +18,7 @@ from typing import List, Set
 TOP = Path(__file__).resolve().parents[2]
 PKG = TOP / "epilog" / "mpi_pstate"
 ENTRY = ["rootcli"]
-EXTRA = [TOP / "epilog" / "mpi-pstate", TOP / "preload" / "mpi_pstate_slot.py"]
+EXTRA = [TOP / "epilog" / "mpi-pstate"]
 
 # 3.7+ (and later) names, as module.attribute or module
 NEW_MODULES = {"dataclasses", "contextvars", "importlib.resources", "importlib.metadata",

@@ -2,7 +2,7 @@
 created as the plugin/agent would, real MPI ranks publishing their waits in
 it, an agent stand-in following the wake protocol with a real futex, and a
 rank killed with SIGKILL leaving a complete slot.  Also proves that the
-Python reader (preload/mpi_pstate_slot.py) and common/slot.h agree."""
+Python reader (epilog/mpi_pstate/slot.py) and common/slot.h agree."""
 from __future__ import annotations
 
 import ctypes

@@ -246,7 +246,9 @@ class CommandLine(unittest.TestCase):
                         "sbin/mpi-pstate-epilog-slurmctld",
                         "libexec/mpi-pstate/mpi-pstate-dbcomment",
                         "share/mpi-pstate/python/mpi_pstate/cli.py",
-                        "share/mpi-pstate/python/mpi_pstate_slot.py",
+                        "share/mpi-pstate/python/mpi_pstate/slot.py",
+                        "share/mpi-pstate/python/mpi_pstate/launcher.py",
+                        "bin/mpi-pstate-exec", "libexec/mpi-pstate/mpi-pstate-bench",
                         "share/man/man1/mpi-pstate.1", "share/man/man8/mpi-pstate-epilog.8"):
                 self.assertTrue((root / rel).exists(), rel)
             text = (root / "bin" / "mpi-pstate").read_text()
@@ -267,7 +269,7 @@ class CommandLine(unittest.TestCase):
                                 str(root / "share" / "mpi-pstate" / "python")],
                                capture_output=True, text=True, cwd="/")
             self.assertEqual(r.stdout.strip(),
-                             str(root / "share" / "mpi-pstate" / "python" / "mpi_pstate_slot.py"))
+                             str(root / "share" / "mpi-pstate" / "python" / "mpi_pstate" / "slot.py"))
 
     def test_exec_delegates_to_the_launcher(self) -> None:
         r = self.run_cli("exec", "--help")

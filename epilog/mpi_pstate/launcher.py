@@ -1,5 +1,4 @@
-#!/usr/bin/python3
-"""mpi-pstate-exec: run a program with the mpi-pstate preload library, outside Slurm.
+"""mpi-pstate-exec (`mpi-pstate exec`): run a program with the mpi-pstate preload library, outside Slurm.
 
     mpirun -n 4 mpi-pstate-exec --profile DIR -- ./app ARGS
     mpi-pstate-exec --node-agent --mode on -- mpirun -n 4 ./app ARGS
@@ -33,8 +32,9 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 
-PKGLIBDIR = "@PKGLIBDIR@"  # replaced by `make install`
-SBINDIR = "@SBINDIR@"  # replaced by `make install`
+# The installation's directories and the entry script's own ("here"), from
+# the entry script (epilog/mpi-pstate): set by main().
+PATHS: Dict[str, str] = {}
 AGENT = "mpi-pstate-agent"
 CPUFREQ = "/sys/devices/system/cpu/cpufreq"
 FRONT = "libmpi-pstate.so"
@@ -49,10 +49,8 @@ def find_front() -> Optional[str]:
     env = os.environ.get("MPI_PSTATE_PRELOAD")
     if env:
         return env if os.path.isfile(env) else None
-    here = os.path.dirname(os.path.realpath(__file__))
-    candidates = []
-    if not PKGLIBDIR.startswith("@"):
-        candidates.append(os.path.join(PKGLIBDIR, FRONT))
+    here = PATHS.get("here", ".")
+    candidates = [os.path.join(PATHS["libdir"], "mpi-pstate", FRONT)] if "libdir" in PATHS else []
     candidates += [os.path.join(here, FRONT), os.path.join(here, "..", "lib", "mpi-pstate", FRONT)]
     for c in candidates:
         if os.path.isfile(c):
@@ -65,8 +63,8 @@ def find_agent() -> Optional[str]:
     env = os.environ.get("MPI_PSTATE_AGENT")
     if env:
         return env if os.access(env, os.X_OK) else None
-    here = os.path.dirname(os.path.realpath(__file__))
-    candidates = [] if SBINDIR.startswith("@") else [os.path.join(SBINDIR, AGENT)]
+    here = PATHS.get("here", ".")
+    candidates = [os.path.join(PATHS["sbindir"], AGENT)] if "sbindir" in PATHS else []
     candidates += [os.path.join(here, "..", "sbin", AGENT), os.path.join(here, "..", "agent", AGENT)]
     for c in candidates:
         if os.path.isfile(c) and os.access(c, os.X_OK):
@@ -211,7 +209,9 @@ def summary(directory: str) -> int:
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[List[str]] = None, paths: Optional[Dict[str, str]] = None) -> int:
+    PATHS.clear()
+    PATHS.update(paths or {})
     ap = argparse.ArgumentParser(
         prog="mpi-pstate-exec",
         usage="mpi-pstate-exec [options] [--] PROGRAM [ARGS...]\n"
@@ -267,6 +267,3 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 127
     return 127  # not reached
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,4 @@
-#!/usr/bin/python3
-"""mpi-pstate-bench: run a workload through Slurm with and without --mpi-pstate
+"""mpi-pstate-bench (`mpi-pstate bench`): run a workload through Slurm with and without --mpi-pstate
 and print what it changed (docs/evaluation.md).
 
     mpi-pstate-bench [options] [-- COMMAND...]
@@ -964,10 +963,3 @@ def main(argv: Optional[List[str]] = None, cluster: Optional[Cluster] = None) ->
     else:
         sys.stdout.write(render_text(result, a.markdown))
     return 0 if all(r.get("ok") for r in runs) else 1
-
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BrokenPipeError:
-        sys.exit(0)
