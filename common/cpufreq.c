@@ -873,6 +873,25 @@ int mpi_pstate_cpufreq_apply(const struct mpi_pstate_cpufreq_policy *p,
         return mpi_pstate_cpufreq_apply_from(p, NULL, target, err, errlen);
 }
 
+/* The policy's settings as they are now: known when the caller has just
+ * read them, else read. */
+static int current_settings(const struct mpi_pstate_cpufreq_policy *p,
+                            const struct mpi_pstate_cpufreq_settings *known,
+                            struct mpi_pstate_cpufreq_settings *cur, char *err, size_t errlen)
+{
+        int rc;
+
+        if (known) {
+                *cur = *known;
+                return 0;
+        }
+        rc = mpi_pstate_cpufreq_read_settings(p, cur);
+        if (rc)
+                mpi_pstate_errmsg_set(err, errlen, "%s: reading current settings: %s", p->name,
+                                      strerror(-rc));
+        return rc;
+}
+
 int mpi_pstate_cpufreq_apply_from(const struct mpi_pstate_cpufreq_policy *p,
                                   const struct mpi_pstate_cpufreq_settings *known,
                                   const struct mpi_pstate_cpufreq_settings *target, char *err,
@@ -881,15 +900,10 @@ int mpi_pstate_cpufreq_apply_from(const struct mpi_pstate_cpufreq_policy *p,
         struct mpi_pstate_cpufreq_settings cur;
         struct mpi_pstate_cpufreq_write w[4];
         unsigned n;
-        int rc = known ? 0 : mpi_pstate_cpufreq_read_settings(p, &cur);
+        int rc = current_settings(p, known, &cur, err, errlen);
 
-        if (rc) {
-                mpi_pstate_errmsg_set(err, errlen, "%s: reading current settings: %s", p->name,
-                                      strerror(-rc));
+        if (rc)
                 return rc;
-        }
-        if (known)
-                cur = *known;
         n = mpi_pstate_cpufreq_plan_writes(&cur, target, w);
         for (unsigned i = 0; i < n; i++) {
                 char path[MPI_PSTATE_CPUFREQ_PATH_LEN + 32], value[MPI_PSTATE_CPUFREQ_NAME_LEN + 1];
@@ -946,14 +960,9 @@ int mpi_pstate_cpufreq_domain_prepare_from(struct mpi_pstate_cpufreq_domain *d,
                                       p->cpuinfo_max_khz);
                 return -ERANGE;
         }
-        rc = known ? 0 : mpi_pstate_cpufreq_read_settings(p, &cur);
-        if (rc) {
-                mpi_pstate_errmsg_set(err, errlen, "%s: reading current settings: %s", p->name,
-                                      strerror(-rc));
+        rc = current_settings(p, known, &cur, err, errlen);
+        if (rc)
                 return rc;
-        }
-        if (known)
-                cur = *known;
         if (mech == MPI_PSTATE_CPUFREQ_MECH_MAXFREQ && low_khz < cur.min_khz) {
                 mpi_pstate_errmsg_set(err, errlen,
                                       "%s: low %u kHz is below scaling_min_freq %u kHz", p->name,

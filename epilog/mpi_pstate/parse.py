@@ -110,18 +110,23 @@ def cpu_list(text: str, max_cpu: int = 65535) -> List[int]:
     return sorted(out)
 
 
-def compress_list(values: List[int]) -> str:
-    """[0,1,2,3,8] -> "0-3,8" (the kernel's notation)."""
+def _runs(values: List[int]) -> List[Tuple[int, int]]:
+    """[0,1,2,3,8] -> [(0, 3), (8, 8)]: the runs of consecutive numbers."""
     vs = sorted(set(values))
-    parts: List[str] = []
+    runs: List[Tuple[int, int]] = []
     i = 0
     while i < len(vs):
         j = i
         while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
             j += 1
-        parts.append(str(vs[i]) if i == j else f"{vs[i]}-{vs[j]}")
+        runs.append((vs[i], vs[j]))
         i = j + 1
-    return ",".join(parts)
+    return runs
+
+
+def compress_list(values: List[int]) -> str:
+    """[0,1,2,3,8] -> "0-3,8" (the kernel's notation)."""
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(values))
 
 
 _HOSTNAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -200,15 +205,8 @@ def compress_hostlist(names: List[str]) -> str:
         if len(nums) == 1:
             parts.append(f"{pre}{nums[0]:0{width}d}")
             continue
-        runs: List[str] = []
-        i = 0
-        while i < len(nums):
-            j = i
-            while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-                j += 1
-            a, b = f"{nums[i]:0{width}d}", f"{nums[j]:0{width}d}"
-            runs.append(a if i == j else f"{a}-{b}")
-            i = j + 1
+        runs = [f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}"
+                for a, b in _runs(nums)]
         parts.append(f"{pre}[{','.join(runs)}]")
     return ",".join(parts)
 
