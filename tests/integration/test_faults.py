@@ -1,6 +1,8 @@
 """Failing parts on the lab cluster (issue 13, items 7 and 8): slurmdbd down
 while jobs end, a node whose collect_dir is full, a node "crash" (the
-step's slurmstepd and agent killed, the node's Epilog runs after).  Every job must end
+step's slurmstepd and agent killed, the node's Epilog runs after), a node's
+slurmd restarted while a step runs, slurmctld restarted while a job is
+COMPLETING.  Every job must end
 without being held by mpi-pstate, every summary must arrive (or say which
 node is missing) with no admin action (no `mpi-pstate backfill`), and the
 lab is left as found.
@@ -158,6 +160,79 @@ class Faults(unittest.TestCase):
                 break
             time.sleep(0.5)
         self.assertEqual(tp.state_of(lt.snapshot("n1")), before, "n1's cores not restored")
+
+    def test_slurmd_restarted_mid_step(self) -> None:
+        """n1's slurmd stopped and started again (in the node's namespaces, as
+        after a crash or an upgrade) while a step runs with a core clocked
+        down: slurmstepd, the agent and the ranks live on, the job completes,
+        its summary is complete and every core is back as it was."""
+        import test_plugin as tp
+        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        before = tp.state_of(lt.snapshot("n1"))
+        # rank 1 waits in MPI_Barrier while rank 0 sleeps 8 s: lowered.
+        script = self.script(fam, 1, 2, iters=2, ms=1, hold=8).replace(
+            ta.PLUGIN, "--mpi-pstate=on --mpi-pstate-threshold=1ms")
+        job = self.submit(["-N1", "-w", "n1", "-n2", "--exclusive", "-t", "3"], script, "slurmdre")
+        self.wait_output(job, "slurmdre", "started")
+        self.addCleanup(lt.lab, "start")  # whatever happens: the lab as found
+        lt.lab("restart-daemon", "slurmd", "n1", timeout=120)
+        s = self.wait_summary(job, timeout=240)
+        self.assertEqual(lt.root(["sacct", "-n", "-X", "-P", "-j", str(job), "-o", "State"]
+                                 ).stdout.split(), ["COMPLETED"])
+        self.assertEqual((s["state"], s["ranks"]), ("complete", 2), s)
+        self.assertGreater(s.get("down_s") or 0, 0, f"no core was clocked down: {s}")
+        for _ in range(60):
+            if tp.state_of(lt.snapshot("n1")) == before:
+                break
+            time.sleep(0.5)
+        self.assertEqual(tp.state_of(lt.snapshot("n1")), before, "n1's cores not restored")
+        self.assertNotIn("drain", lt.root(["sinfo", "-h", "-n", "n1", "-o", "%T"]).stdout)
+
+    def test_slurmctld_restarted_while_completing(self) -> None:
+        """A job held in COMPLETING by a slow node Epilog (a hook of the
+        lab's that waits for a file) when slurmctld is stopped and started
+        again: once the Epilog ends the job leaves COMPLETING, nothing of
+        ours held it, its summary arrives with no admin action, and every
+        core is back."""
+        import test_plugin as tp
+        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        before = tp.state_of(lt.snapshot("n1"))
+        flag = lt.LAB / "run" / "hold-epilog"
+        hook = lt.LAB / "etc" / "epilog.d" / "00-hold-for-test"
+        # Bounded: whatever the test does, the hook lets go after 90 s.
+        hook.write_text("#!/bin/sh\nfor i in $(seq 180); do [ -e %s ] || exit 0; sleep 0.5; done\n"
+                        % flag)
+        hook.chmod(0o755)
+        flag.touch()
+        self.addCleanup(lambda: hook.unlink(missing_ok=True))
+        self.addCleanup(lambda: flag.unlink(missing_ok=True))
+        self.addCleanup(lt.lab, "start")
+        job = self.submit(["-N1", "-w", "n1", "-n2", "-t", "3"],
+                          self.script(fam, 1, 2, iters=20, ms=5), "ctldre")
+        t_end = time.monotonic() + 120
+        state = ""
+        while time.monotonic() < t_end:
+            state = lt.root(["squeue", "-h", "-j", str(job), "-o", "%T"], check=False).stdout.strip()
+            if state == "COMPLETING":
+                break
+            time.sleep(0.2)
+        self.assertEqual(state, "COMPLETING", "the job never sat in COMPLETING")
+        lt.lab("restart-daemon", "slurmctld", timeout=120)
+        self.assertEqual(lt.root(["squeue", "-h", "-j", str(job), "-o", "%T"],
+                                 check=False).stdout.strip(), "COMPLETING")
+        flag.unlink()
+        t_end = time.monotonic() + 120
+        while time.monotonic() < t_end and not squeue_empty([job]):
+            time.sleep(0.5)
+        self.assertTrue(squeue_empty([job]), "the job did not leave COMPLETING")
+        s = self.wait_summary(job, timeout=180)
+        self.assertEqual((s["state"], s["ranks"]), ("complete", 2), s)
+        for _ in range(60):
+            if tp.state_of(lt.snapshot("n1")) == before:
+                break
+            time.sleep(0.5)
+        self.assertEqual(tp.state_of(lt.snapshot("n1")), before, "n1's cores not restored")
+        self.assertNotIn("drain", lt.root(["sinfo", "-h", "-n", "n1", "-o", "%T"]).stdout)
 
 
 if __name__ == "__main__":
