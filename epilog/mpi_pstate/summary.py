@@ -153,8 +153,10 @@ def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dic
         # distinct ranks: the most ranks one step had (8 steps of 4 ranks: 4)
         "ranks": max(per_step.values(), default=0), "rank_steps": len(ranks),
         "steps": len(detail["steps"]),
-        "wall_s": _r(float(elapsed)) if elapsed is not None else
-        _r(sum(step_wall.values())) if step_wall else None,
+        # sacct counts whole seconds: a job under a second has Elapsed 0,
+        # and no job is shorter than its longest step
+        "wall_s": _r(max(float(elapsed), max(step_wall.values(), default=0.0)))
+        if elapsed is not None else _r(sum(step_wall.values())) if step_wall else None,
         "wall_src": "sacct" if elapsed is not None else "steps" if step_wall else None,
         "step_wall_s": _r(max(step_wall.values(), default=None)),
         "mpi_s": _r(mpi), "mpi_share": _r(sum(m for _, m in paired) / pw if pw else None),

@@ -3,8 +3,9 @@ the fake hardware whose power model is known (tests/cluster/fakesys.py,
 load "proc"): calibrate refuses a node without RAPL and stores nothing; on a
 node with it, the model it stores reaches the node records; and the saving
 predicted from a profile run of an imbalanced job contains, within its
-stated range, the energy difference measured between that run and the on
-run of the same job (an energy comparison, never a timing)."""
+stated range widened by the two runs' difference in duration, the energy
+difference measured between that run and the on run of the same job (an
+energy comparison, never a timing)."""
 from __future__ import annotations
 
 import importlib.util
@@ -91,12 +92,22 @@ class WhatIf(unittest.TestCase):
         # at equal duration: on the fake a lowered core computes as fast as
         # ever, so a difference in duration is the shared machine's noise
         measured = bench.saved_at_equal_time(prof, on)
+        # The two runs are two runs: on this shared VM one may last longer
+        # (0.54 s of 4.3 s was seen), and the extra time is spent waiting,
+        # at the low power, which the scaling to equal time counts as saved.
+        # The measurement's own uncertainty is that difference in duration
+        # priced at the model's busy-wait power step; the prediction's range
+        # widened by it must hold the measured saving.
+        step_w = hi["poll_w"] - lo["poll_w"]
+        noise_j = step_w * max(abs(prof["nodes"][n]["seconds"] - on["nodes"][n]["seconds"])
+                               for n in prof["nodes"])
         msg = (f"reaction {react:.0f} us: predicted {p['saved_j']} J (clocked down "
                f"{p['clocked_down_s']} s), measured "
-               f"{measured:.1f} J from {prof['nodes']} and {on['nodes']} (on run clocked "
-               f"down {on['down_s']} s)")
-        self.assertLessEqual(p["saved_j"][1], measured, msg)
-        self.assertLessEqual(measured, p["saved_j"][2], msg)
+               f"{measured:.1f} J +- {noise_j:.1f} J from {prof['nodes']} and {on['nodes']} "
+               f"(on run clocked down {on['down_s']} s)")
+        self.assertLessEqual(p["saved_j"][1] - noise_j, measured, msg)
+        self.assertLessEqual(measured, p["saved_j"][2] + noise_j, msg)
+        self.assertLess(noise_j, p["saved_j"][0], msg)  # a comparison, not noise
         # A threshold is recommended only if its time added stays within 1 %
         # at the high bound; which one depends on the machine's raise delay
         # (none on Debian 13's root at 21:00, every high bound 1.2-2.4 %).

@@ -103,6 +103,14 @@ class Merge(unittest.TestCase):
         self.assertEqual(s["imbalance"], round(6 / 9, 3))
         self.assertIn("rank_steps=32", summary.line(s))
 
+    def test_job_under_a_second_is_not_shorter_than_its_step(self) -> None:
+        """sacct's Elapsed is whole seconds: 0 for a job under a second."""
+        recs = validated(13, {"n1": fx.node_record(13, "n1", [
+            fx.rank("n1", r, step="0", wall=0.027, mpi=0.01) for r in (0, 1)])})
+        s = summary.merge(13, ["n1"], recs, {}, "COMPLETED", "0:0",
+                          elapsed_s=summary.elapsed_seconds("00:00:00"))["summary"]
+        self.assertEqual((s["wall_s"], s["wall_src"], s["step_wall_s"]), (0.027, "sacct", 0.027))
+
     def test_imbalance_is_bounded(self) -> None:
         def im(pairs: list[tuple[float, float]], steps: str = "0") -> float:
             return summary.imbalance([{"step": steps, "wall_s": w, "mpi_s": m} for w, m in pairs])
@@ -303,7 +311,7 @@ class Fakes(unittest.TestCase):
         return 0
 
     def fake_sacct_one(self, job: int, timeout: float = 30):  # noqa: ANN201
-        return slurm.SacctJob(str(job), str(job), self.db["sacct_state"], "0:15", "00:00:05",
+        return slurm.SacctJob(str(job), str(job), self.db["sacct_state"], "0:15", "00:00:15",
                               "n[1-2]", admin_comment=self.db["admin"],
                               system_comment=self.db["dbcomment"])
 
@@ -348,7 +356,7 @@ class EpilogSlurmctld(Fakes):
         self.assertTrue(self.writes[0].startswith('admin "note" mpi-pstate/2:{'))
         s, _ = summary.find(self.writes[0])
         self.assertEqual((s["state"], s["job_state"], s["ranks"]), ("complete", "CANCELLED", 2))
-        self.assertEqual((s["wall_s"], s["wall_src"]), (5.0, "sacct"))  # Elapsed 00:00:05
+        self.assertEqual((s["wall_s"], s["wall_src"]), (15.0, "sacct"))  # Elapsed 00:00:15
         self.assertEqual(self.db["admin"], JOBSTATS)
         detail = json.loads((self.collect / "21" / collect.JOB_FILE).read_text())
         self.assertEqual((detail["format"], len(detail["ranks"])), ("mpi-pstate-job", 2))
