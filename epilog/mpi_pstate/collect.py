@@ -20,6 +20,14 @@ from . import noderec, parse, safeio
 
 JOB_FILE = "job.json"
 JOB_MAX_BYTES = 64 << 20
+# What one job's node records may cost the controller in all, whatever the
+# number of nodes (each is already at most noderec.MAX_BYTES and MAX_RANKS):
+# the job's user shapes every one of them.  An honest rank-step is about
+# 1.3 KiB of record: 32 MiB hold some 25000, and the merged job.json stays
+# under JOB_MAX_BYTES.  A record past either budget is refused as bad, not
+# read, and the summary is partial naming it.
+JOB_MAX_RECORD_BYTES = 32 << 20
+JOB_MAX_RANKS = 65536
 
 
 def node_file(node: str) -> str:
@@ -84,25 +92,40 @@ def read_node_records(jfd: int, job: int, nodes: List[str], trusted: Set[int]
     records: Dict[str, Dict[str, Any]] = {}
     bad: Dict[str, str] = {}
     names = list(dict.fromkeys(list(nodes) + sorted(present_nodes(jfd))))
+    left_bytes, left_ranks = JOB_MAX_RECORD_BYTES, JOB_MAX_RANKS
     for n in names:
         try:
             fname = node_file(n)
         except ValueError as e:
             bad[n] = str(e)
             continue
+        if left_bytes <= 0 or left_ranks <= 0:
+            if safeio.entry_stat(jfd, fname) is not None:
+                bad[n] = f"{fname}: not read, the job's budget of node records is spent"
+            continue
         try:
-            data = safeio.read_file(jfd, fname, noderec.MAX_BYTES, owners=trusted)
+            data = safeio.read_file(jfd, fname, min(noderec.MAX_BYTES, left_bytes), owners=trusted)
         except FileNotFoundError:
             continue
         except OSError as e:
             if e.errno == errno.ENOENT:
                 continue
+            if e.errno == errno.EFBIG and left_bytes < noderec.MAX_BYTES:
+                left_bytes = 0  # what is left would hold a part of it only
             bad[n] = noderec.clip(e.strerror or str(e))
             continue
+        left_bytes -= len(data)
         try:
-            records[n] = noderec.validate(noderec.decode(data), job, n)
+            rec = noderec.validate(noderec.decode(data), job, n)
         except (ValueError, UnicodeDecodeError) as e:
             bad[n] = noderec.clip(f"{fname}: {e}")
+            continue
+        if len(rec["ranks"]) > left_ranks:
+            bad[n] = f"{fname}: {len(rec['ranks'])} ranks, over the job's {JOB_MAX_RANKS}"
+            left_ranks = 0
+            continue
+        left_ranks -= len(rec["ranks"])
+        records[n] = rec
     return records, bad
 
 

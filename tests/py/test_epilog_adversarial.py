@@ -19,7 +19,7 @@ from typing import Any, Dict
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import config, log, noderec, slots, slurm, spool
+from mpi_pstate import collect, config, log, noderec, slots, slurm, spool
 
 TOP = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("bench_epilog_attack",
@@ -217,6 +217,52 @@ class RecordBounds(unittest.TestCase):
                 steps, problems, names = slots.job_segments(7, os.getuid(), listed, str(shm))
             self.assertEqual(sum(s["slots"] for s in steps), 3 * 4096)
             self.assertTrue(any("are reached" in p for p in problems), problems)
+
+
+class JobBounds(unittest.TestCase):
+    """The job's user shapes every node record of the job: the controller
+    reads at most JOB_MAX_RECORD_BYTES and JOB_MAX_RANKS of them in all,
+    refusing (not reading) the rest, whatever the number of nodes."""
+
+    def records(self, nodes: int, ranks: int, max_bytes: int, max_ranks: int
+                ) -> tuple[dict, dict, int]:
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o755)
+            size = 0
+            for i in range(nodes):
+                n = f"n{i}"
+                data = noderec.encode(fx.node_record(31, n, [fx.rank(n, i * ranks + k)
+                                                             for k in range(ranks)]))
+                size = max(size, len(data))
+                Path(d, collect.node_file(n)).write_bytes(data)
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                with mock.patch.object(collect, "JOB_MAX_RECORD_BYTES", max_bytes(size)), \
+                        mock.patch.object(collect, "JOB_MAX_RANKS", max_ranks):
+                    recs, bad = collect.read_node_records(fd, 31, [f"n{i}" for i in range(nodes)],
+                                                          {os.geteuid()})
+            finally:
+                os.close(fd)
+        return recs, bad, size
+
+    def test_bytes_of_records_per_job(self) -> None:
+        recs, bad, _ = self.records(5, 2, lambda size: 2 * size + size // 2, 10**6)
+        self.assertEqual(sorted(recs), ["n0", "n1"])
+        self.assertEqual(sorted(bad), ["n2", "n3", "n4"])
+        self.assertIn("more than", bad["n2"])  # the rest of the budget, not a whole record
+        self.assertIn("budget of node records is spent", bad["n4"])
+
+    def test_ranks_per_job(self) -> None:
+        recs, bad, _ = self.records(4, 3, lambda size: 10**9, 7)
+        self.assertEqual(sorted(recs), ["n0", "n1"])
+        self.assertIn("3 ranks, over the job's 7", bad["n2"])
+        self.assertIn("budget of node records is spent", bad["n3"])
+        self.assertEqual(sum(len(r["ranks"]) for r in recs.values()), 6)
+
+    def test_honest_job_is_whole(self) -> None:
+        recs, bad, _ = self.records(8, 4, lambda size: collect.JOB_MAX_RECORD_BYTES,
+                                    collect.JOB_MAX_RANKS)
+        self.assertEqual((len(recs), bad), (8, {}))
 
 
 class FlushUnderFaults(unittest.TestCase):
