@@ -154,9 +154,10 @@ struct agentd {
 
         /* the agent's own figures */
         uint64_t wakeups, woken, timeouts, eagain, throttled, full_scans;
-        uint64_t cap_t0, cap_cpu0, capped, capped_ns; /* the hard CPU ceiling (loop.c) */
-        int64_t cap_credit;                           /* CPU ns left in its bucket */
-        uint64_t gone_t0, gone_n, gone_dropped;       /* "is gone" lines per second */
+        uint64_t cap_t0, cap_cpu0, capped, capped_ns,
+            capped_raises;                      /* the hard CPU ceiling (loop.c) */
+        int64_t cap_credit;                     /* CPU ns left in its bucket */
+        uint64_t gone_t0, gone_n, gone_dropped; /* "is gone" lines per second */
         const char *exit_reason;
 };
 

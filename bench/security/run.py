@@ -126,7 +126,8 @@ class Security:
         lines += ["", "How to read it:", "",
                   "- Agent CPU is utime + stime of the agent from /proc over the attack, divided by its wall time. "
                   "The ceiling is a token bucket on the agent's CPU time (agent/loop.c cpu_cap): in debt, "
-                  "the loop sleeps, deaf to the futex; the attacker's own step pays (restores wait), nobody else.",
+                  "the agent raises every domain it lowered, then sleeps, deaf to the futex; the attacker's own "
+                  "step pays (savings lost), nobody else.",
                   "- The latency rows are bench/agent's latency run with the default budget for the build of "
                   "main and this one, one after the other on the same machine: the agent confined to the "
                   "step's CPUs and the ceiling must not change them beyond this machine's noise (compare the "

@@ -115,7 +115,7 @@ class SafeIO(Tmp):
         t0 = time.monotonic()
         with self.assertRaises(safeio.UnsafeFile):
             safeio.read_file(None, str(self.tmp / "fifo"), 10)
-        self.assertLess(time.monotonic() - t0, 1.0)  # a FIFO must not block us
+        self.assertLess(time.monotonic() - t0, 10.0)  # a FIFO must not block us (a ceiling for a busy machine)
 
     def test_open_dir_walks_without_symlinks(self) -> None:
         real = self.tmp / "real" / "dir"
