@@ -147,6 +147,24 @@ class AdversarialRoot(unittest.TestCase):
         # as in the Debian 13 root: a warning of its own, not hardening's)
         self.assertNotRegex(a.log.read_text(), r"dropping capabilities|seccomp allow-list")
 
+    def test_ceiling_sleeps_with_every_domain_up(self) -> None:
+        """In debt to its CPU ceiling the agent sleeps deaf to the futex: it
+        first raises what it lowered, so a rank leaving its wait meanwhile
+        never computes clocked down until the sleep ends.  A ceiling of
+        0.01 % of a core puts honest long waits in debt at once."""
+        before = self.tree.snapshot()
+        a = self.start(2, "--cpu-cap", "0.01")
+        td.sim(a.shm, "--slots", "2", "--threshold-us", "1000", "--seconds", "3", "--compute-us", "2000",
+               "--long-us", "20000", "--long-every", "1")
+        rec = a.stop()
+        self.assertEqual(rec["settings"]["cpu_cap_ppm"], 100)
+        self.assertGreater(rec["agent"]["capped"], 0, rec["agent"])
+        self.assertGreater(rec["agent"]["lowers"], 0, rec["agent"])
+        # every lower is followed by a raise before the next sleep
+        self.assertGreater(rec["agent"]["capped_raises"], 0, rec["agent"])
+        self.assertEqual(rec["agent"]["lowers"], rec["agent"]["raises"])
+        self.assertEqual(self.tree.snapshot(), before)
+
     def test_forged_nslots_refused(self) -> None:
         """The user rewrites the header to 16384 slots (and grows the file to
         match) between the plugin's fchown and the agent's attach (issue 13
