@@ -231,6 +231,34 @@ static void check(int rc, const char *what, const struct mpi_pstate_step *st)
                          st->step_id, what, strerror(-rc));
 }
 
+typedef int (*step_fn)(const struct mpi_pstate_step *st);
+
+/* The remote hooks after init_post_opt all do one thing, and only in a step
+ * that asked for mpi-pstate; a failure is logged and the step goes on. */
+static int in_active_step(spank_t sp, bool per_task, step_fn fn, const char *what)
+{
+        struct mpi_pstate_step st;
+
+        if (spank_context() != S_CTX_REMOTE || !step_active)
+                return 0;
+        gather(sp, &st, per_task);
+        check(fn(&st), what, &st);
+        return 0;
+}
+
+/* The job prolog and epilog run whether or not the job asked for mpi-pstate:
+ * their options come from the job's environment (getopt). */
+static int in_job_script(spank_t sp, int ac, char **av, step_fn fn, const char *what)
+{
+        struct mpi_pstate_step st;
+
+        setup(ac, av);
+        options_from_getopt(sp);
+        gather(sp, &st, false);
+        check(fn(&st), what, &st);
+        return 0;
+}
+
 /* slurm_spank_init: every context, first hook, once per process.
  *   slurmd      root, at daemon start: config problems reach the log early.
  *   local       srun, the user, before option parsing.
@@ -293,16 +321,13 @@ HOOK int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 HOOK int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
 {
         static bool started;
-        struct mpi_pstate_step st;
 
         (void)ac;
         (void)av;
-        if (spank_context() != S_CTX_REMOTE || !step_active || started)
+        if (started || !step_active)
                 return 0;
-        started = true;
-        gather(sp, &st, false);
-        check(mpi_pstate_step_step_start(&st), "policy set/agent start", &st);
-        return 0;
+        started = spank_context() == S_CTX_REMOTE;
+        return in_active_step(sp, false, mpi_pstate_step_step_start, "policy set/agent start");
 }
 
 /* slurm_spank_task_init_privileged: remote only; the forked task before
@@ -312,15 +337,9 @@ HOOK int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
  * Returns 0 always (non-zero fails the job). */
 HOOK int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
-        struct mpi_pstate_step st;
-
         (void)ac;
         (void)av;
-        if (spank_context() != S_CTX_REMOTE || !step_active)
-                return 0;
-        gather(sp, &st, true);
-        check(mpi_pstate_step_pin_task(&st), "pinning", &st);
-        return 0;
+        return in_active_step(sp, true, mpi_pstate_step_pin_task, "pinning");
 }
 
 static int task_setenv(void *ctx, const char *name, const char *value)
@@ -360,15 +379,9 @@ HOOK int slurm_spank_task_init(spank_t sp, int ac, char **av)
  * proctrack kills what is left of the step.  Returns 0 always. */
 HOOK int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 {
-        struct mpi_pstate_step st;
-
         (void)ac;
         (void)av;
-        if (spank_context() != S_CTX_REMOTE || !step_active)
-                return 0;
-        gather(sp, &st, true);
-        check(mpi_pstate_step_task_exit(&st), "agent stop", &st);
-        return 0;
+        return in_active_step(sp, true, mpi_pstate_step_task_exit, "agent stop");
 }
 
 /* slurm_spank_exit: last hook, once per process.
@@ -378,15 +391,9 @@ HOOK int slurm_spank_task_exit(spank_t sp, int ac, char **av)
  * Returns 0 always. */
 HOOK int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
-        struct mpi_pstate_step st;
-
         (void)ac;
         (void)av;
-        if (spank_context() != S_CTX_REMOTE || !step_active)
-                return 0;
-        gather(sp, &st, false);
-        check(mpi_pstate_step_step_restore(&st), "step-exit restore", &st);
-        return 0;
+        return in_active_step(sp, false, mpi_pstate_step_step_restore, "step-exit restore");
 }
 
 /* slurm_spank_job_prolog: job_script; the prolog slurmstepd, root, once per
@@ -395,13 +402,8 @@ HOOK int slurm_spank_exit(spank_t sp, int ac, char **av)
  * Returns 0 always (non-zero drains the node). */
 HOOK int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 {
-        struct mpi_pstate_step st;
-
-        setup(ac, av);
-        options_from_getopt(sp);
-        gather(sp, &st, false);
-        check(mpi_pstate_step_job_prolog_backstop(&st), "job_prolog backstop", &st);
-        return 0;
+        return in_job_script(sp, ac, av, mpi_pstate_step_job_prolog_backstop,
+                             "job_prolog backstop");
 }
 
 /* slurm_spank_job_epilog: job_script; the epilog slurmstepd, root, once per
@@ -410,11 +412,6 @@ HOOK int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
  * Returns 0 always (non-zero drains the node). */
 HOOK int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
-        struct mpi_pstate_step st;
-
-        setup(ac, av);
-        options_from_getopt(sp);
-        gather(sp, &st, false);
-        check(mpi_pstate_step_job_epilog_backstop(&st), "job_epilog backstop", &st);
-        return 0;
+        return in_job_script(sp, ac, av, mpi_pstate_step_job_epilog_backstop,
+                             "job_epilog backstop");
 }

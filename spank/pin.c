@@ -47,80 +47,75 @@ static int add_core_cpus(hwloc_topology_t topo, hwloc_obj_t core, enum mpi_pstat
         return hwloc_bitmap_set(out, pu->os_index) < 0 ? -ENOMEM : 0;
 }
 
-int mpi_pstate_pin_cores_to_cpus(hwloc_topology_t topo, hwloc_const_bitmap_t cores,
-                                 enum mpi_pstate_pin_smt smt, hwloc_bitmap_t cpus)
+/* One index of a bounded set mapped into the output set (-ERANGE when the
+ * topology has no such object). */
+typedef int (*map_one_fn)(hwloc_topology_t topo, hwloc_obj_type_t core, unsigned i,
+                          enum mpi_pstate_pin_smt smt, hwloc_bitmap_t out);
+
+/* The output is written only when every index mapped. */
+static int map_set(hwloc_topology_t topo, hwloc_const_bitmap_t in, enum mpi_pstate_pin_smt smt,
+                   map_one_fn one, hwloc_bitmap_t out)
 {
-        hwloc_bitmap_t tmp = NULL;
+        hwloc_bitmap_t tmp;
         hwloc_obj_type_t type;
         unsigned i;
-        int rc;
+        int rc = check_bounded(in);
 
-        if (!topo || !cores || !cpus || (unsigned)smt >= NSMT)
-                return -EINVAL;
-        rc = check_bounded(cores);
         if (rc)
                 return rc;
         tmp = hwloc_bitmap_alloc();
         if (!tmp)
                 return -ENOMEM;
         type = core_type(topo);
-        hwloc_bitmap_foreach_begin(i, cores)
+        hwloc_bitmap_foreach_begin(i, in)
         {
-                hwloc_obj_t core = hwloc_get_obj_by_type(topo, type, i);
-                if (!core) {
-                        rc = -ERANGE;
-                        goto out;
-                }
-                rc = add_core_cpus(topo, core, smt, tmp);
+                rc = one(topo, type, i, smt, tmp);
                 if (rc)
                         goto out;
         }
         hwloc_bitmap_foreach_end();
-        rc = hwloc_bitmap_copy(cpus, tmp) < 0 ? -ENOMEM : 0;
+        rc = hwloc_bitmap_copy(out, tmp) < 0 ? -ENOMEM : 0;
 out:
         hwloc_bitmap_free(tmp);
         return rc;
 }
 
+static int core_cpus(hwloc_topology_t topo, hwloc_obj_type_t type, unsigned i,
+                     enum mpi_pstate_pin_smt smt, hwloc_bitmap_t out)
+{
+        hwloc_obj_t core = hwloc_get_obj_by_type(topo, type, i);
+
+        return core ? add_core_cpus(topo, core, smt, out) : -ERANGE;
+}
+
+static int cpu_core(hwloc_topology_t topo, hwloc_obj_type_t type, unsigned i,
+                    enum mpi_pstate_pin_smt smt, hwloc_bitmap_t out)
+{
+        hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(topo, i);
+        hwloc_obj_t core = NULL;
+
+        (void)smt;
+        if (pu)
+                core = type == HWLOC_OBJ_PU ? pu : hwloc_get_ancestor_obj_by_type(topo, type, pu);
+        if (!core)
+                return -ERANGE;
+        return hwloc_bitmap_set(out, core->logical_index) < 0 ? -ENOMEM : 0;
+}
+
+int mpi_pstate_pin_cores_to_cpus(hwloc_topology_t topo, hwloc_const_bitmap_t cores,
+                                 enum mpi_pstate_pin_smt smt, hwloc_bitmap_t cpus)
+{
+        if (!topo || !cores || !cpus || (unsigned)smt >= NSMT)
+                return -EINVAL;
+        return map_set(topo, cores, smt, core_cpus, cpus);
+}
+
 int mpi_pstate_pin_cpus_to_cores(hwloc_topology_t topo, hwloc_const_bitmap_t cpus,
                                  hwloc_bitmap_t cores)
 {
-        hwloc_bitmap_t tmp = NULL;
-        hwloc_obj_type_t type;
-        unsigned i;
-        int rc;
-
         if (!topo || !cpus || !cores)
                 return -EINVAL;
-        rc = check_bounded(cpus);
-        if (rc)
-                return rc;
-        tmp = hwloc_bitmap_alloc();
-        if (!tmp)
-                return -ENOMEM;
-        type = core_type(topo);
-        hwloc_bitmap_foreach_begin(i, cpus)
-        {
-                hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(topo, i);
-                hwloc_obj_t core = NULL;
-                if (pu)
-                        core = type == HWLOC_OBJ_PU
-                                   ? pu
-                                   : hwloc_get_ancestor_obj_by_type(topo, type, pu);
-                if (!core) {
-                        rc = -ERANGE;
-                        goto out;
-                }
-                if (hwloc_bitmap_set(tmp, core->logical_index) < 0) {
-                        rc = -ENOMEM;
-                        goto out;
-                }
-        }
-        hwloc_bitmap_foreach_end();
-        rc = hwloc_bitmap_copy(cores, tmp) < 0 ? -ENOMEM : 0;
-out:
-        hwloc_bitmap_free(tmp);
-        return rc;
+        return map_set(topo, cpus, MPI_PSTATE_PIN_SMT_ALL, cpu_core, cores);
 }
 
 /* ---- topology ----------------------------------------------------------- */

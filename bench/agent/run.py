@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -40,7 +39,8 @@ import time
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(TOP / "epilog"))
+sys.path[:0] = [str(TOP / "epilog"), str(TOP / "bench")]
+import machine as bm  # noqa: E402
 from mpi_pstate import slot as ms  # noqa: E402
 
 
@@ -230,13 +230,10 @@ class Bench:
                  f"{pairs} pairs, {sim['calls']} calls of 10 ms", "-", "`bench/agent/run.py` transitions")
 
     def write(self, out: Path) -> str:
-        lines = ["# mpi-pstate-agent: budgets", "",
-                 f"Measured {time.strftime('%Y-%m-%d %H:%M')} on `{platform.node()}`: {platform.platform()}, "
-                 f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end; "
-                 f"{self.seconds} s per run. Reproduce: `make B=build agent-bench` "
-                 f"(or `bench/agent/run.py --build build`), as root, no cluster needed.", "",
-                 "| measure | budget | measured | baseline (same machine, same load) | ratio | command |",
-                 "|---|---|---|---|---|---|"]
+        lines = bm.results_head("mpi-pstate-agent: budgets", self.seconds,
+                                "`make B=build agent-bench` (or `bench/agent/run.py --build build`), "
+                                "as root, no cluster needed.", "budget",
+                                "baseline (same machine, same load)")
         lines += ["| " + " | ".join(r) + " |" for r in self.rows]
         lines += ["", "Runs:", ""] + [f"- {n}" for n in self.notes]
         lines += ["", "How to read it:", "",

@@ -28,10 +28,8 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -39,6 +37,8 @@ from types import ModuleType
 from typing import Any, Dict, List, Optional, Tuple
 
 TOP = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(TOP / "bench"))
+import machine as bm  # noqa: E402
 VARIANTS = ("none", "mpi-pstate", "timer", "switch")
 KINDS = ("test", "barrier", "iprobe")
 DESCRIPTION = {
@@ -156,19 +156,6 @@ def summarize(samples: Dict[str, List[float]]) -> Dict[str, Dict[str, Optional[f
     return out
 
 
-def fmt(v: Optional[float], spec: str = "{:.1f}") -> str:
-    return "-" if v is None else spec.format(v)
-
-
-def machine() -> str:
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f
-                        if ln.startswith("model name")), "?")
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} CPUs, kernel {platform.release()}"
 
 
 def markdown(result: Dict[str, Any]) -> str:
@@ -187,10 +174,10 @@ def markdown(result: Dict[str, Any]) -> str:
             if not s:
                 continue
             sc = row.get("syscalls", {}).get(v)
-            lines.append(f"| {row['abi']} | {row['kind']} | {v} | {fmt(s['ns'])} | "
-                         f"{fmt(s['min_ns'])} | {fmt(s['ratio_to_none'], '{:.1f}')} | "
-                         f"{fmt(s['added_ns']) if v != 'none' else '-'} | "
-                         f"{fmt(s['times_lib_added'], '{:.0f}')} | {fmt(sc, '{:.2f}')} |")
+            lines.append(f"| {row['abi']} | {row['kind']} | {v} | {bm.fmt(s['ns'])} | "
+                         f"{bm.fmt(s['min_ns'])} | {bm.fmt(s['ratio_to_none'], '{:.1f}')} | "
+                         f"{bm.fmt(s['added_ns']) if v != 'none' else '-'} | "
+                         f"{bm.fmt(s['times_lib_added'], '{:.0f}')} | {bm.fmt(sc, '{:.2f}')} |")
     lines += ["", "Designs: " + "; ".join(f"**{v}**: {DESCRIPTION[v]}" for v in VARIANTS) + "."]
     return "\n".join(lines) + "\n"
 
@@ -230,7 +217,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                 if os.path.isdir("/dev/shm") else None))
     fake = tmp / "scaling_setspeed"
     result: Dict[str, Any] = {
-        "format": "mpi-pstate-bench-baselines", "version": 1, "machine": machine(),
+        "format": "mpi-pstate-bench-baselines", "version": 1, "machine": bm.machine(),
         "command": "/usr/bin/python3 bench/baselines/run.py " + " ".join(
             sys.argv[1:] if argv is None else argv),
         "rounds": a.rounds, "reps": a.reps, "n": a.n, "n_slow": a.n_slow,

@@ -35,6 +35,9 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 TOP = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(TOP / "bench"))
+import machine as bm  # noqa: E402
+
 KINDS = ("test", "barrier", "iprobe", "allreduce", "allreduce_c")
 UNSUPPORTED = 3  # hotpath's exit status for a kind this MPI lacks (allreduce_c before MPI-4)
 LAUNCH = {"ompi": ["mpirun.openmpi", "-n", "1", "--bind-to", "core"],
@@ -186,9 +189,7 @@ def main() -> int:
         print("build first: make B=... preload-bench", file=sys.stderr)
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="bench-preload."))
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                if l.startswith("model name")), "?")
-    print(f"## Preload hot path ({cpu}, {os.cpu_count()} CPUs, kernel {os.uname().release})\n")
+    print(f"## Preload hot path ({bm.machine()})\n")
     if a.before:
         compare((TOP / a.before).resolve(), build, abis, kinds, a.n, a.rounds, tmp,
                 timed=not a.no_timing, counted=not a.no_callgrind)

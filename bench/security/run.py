@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parents[1].parent
-sys.path.insert(0, str(TOP / "bench" / "agent"))
+sys.path[:0] = [str(TOP / "bench" / "agent"), str(TOP / "bench")]
 import run as agentbench  # noqa: E402  (Bench: trees, agent start/stop, latency)
+import machine as bm  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 BUDGET = 0.05  # the agent's default --cpu-cap
@@ -114,13 +113,10 @@ class Security:
         self.rows.append(cells)
 
     def write(self, out: Path) -> str:
-        lines = ["# Root agent under attack: CPU and log against their bounds", "",
-                 f"Measured {time.strftime('%Y-%m-%d %H:%M')} on `{platform.node()}`: {platform.platform()}, "
-                 f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end; {self.seconds} s per "
-                 "run. Reproduce: `bench/security/run.py --build build --before <build of main>`, as root, no "
-                 "cluster. Bounds and the tests that hold them: docs/security.md.", "",
-                 "| measure | bound | measured | baseline (same machine, same run) | ratio | command |",
-                 "|---|---|---|---|---|---|"]
+        lines = bm.results_head("Root agent under attack: CPU and log against their bounds", self.seconds,
+                                "`bench/security/run.py --build build --before <build of main>`, as root, no "
+                                "cluster. Bounds and the tests that hold them: docs/security.md.", "bound",
+                                "baseline (same machine, same run)")
         lines += ["| " + " | ".join(r) + " |" for r in self.rows]
         lines += ["", "Runs:", ""] + [f"- {n}" for n in self.notes]
         lines += ["", "How to read it:", "",

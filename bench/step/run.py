@@ -23,7 +23,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import shlex
 import shutil
 import statistics
@@ -33,6 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import machine as bm  # noqa: E402
 
 VARIANTS = ("without", "with")
 
@@ -223,19 +225,6 @@ def log_phases(paths: Sequence[str], job: str, warmup: int) -> Dict[str, Dict[st
     return {v: {k: statistics.median(xs) for k, xs in d.items()} for v, d in per.items()}
 
 
-def machine() -> str:
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f
-                        if ln.startswith("model name")), "?")
-    except OSError:
-        pass
-    return f"{platform.node()}: {cpu}, {os.cpu_count()} CPUs, kernel {platform.release()}"
-
-
-def fmt(v: Optional[float], spec: str = "{:.1f}") -> str:
-    return "-" if v is None else spec.format(v)
 
 
 def markdown(res: Dict[str, Any]) -> str:
@@ -251,11 +240,11 @@ def markdown(res: Dict[str, Any]) -> str:
         for v in VARIANTS:
             s = st["stats"][v]
             tail = ["", "", ""] if v == "without" else [
-                fmt(st["stats"].get("ratio_median"), "{:.2f}"),
-                fmt(st["stats"].get("added_median_ms")),
-                fmt(st["stats"].get("ratio_p90"), "{:.2f}")]
-            lines.append(f"| {scope} | {v} | {s['n']} | {fmt(s['median_ms'])} | "
-                         f"{fmt(s['p90_ms'])} | {fmt(s['min_ms'])} | " + " | ".join(tail) + " |")
+                bm.fmt(st["stats"].get("ratio_median"), "{:.2f}"),
+                bm.fmt(st["stats"].get("added_median_ms")),
+                bm.fmt(st["stats"].get("ratio_p90"), "{:.2f}")]
+            lines.append(f"| {scope} | {v} | {s['n']} | {bm.fmt(s['median_ms'])} | "
+                         f"{bm.fmt(s['p90_ms'])} | {bm.fmt(s['min_ms'])} | " + " | ".join(tail) + " |")
     if res.get("log_phases"):
         lp = res["log_phases"]
         lines += ["", "Step scope, per phase on the node (slurmd log, ms resolution; median ms):",
@@ -263,7 +252,7 @@ def markdown(res: Dict[str, Any]) -> str:
         for name, _, _ in LOG_SPANS:
             a, b = lp["without"].get(name), lp["with"].get(name)
             add = None if a is None or b is None else b - a
-            lines.append(f"| {name} | {fmt(a)} | {fmt(b)} | {fmt(add)} |")
+            lines.append(f"| {name} | {bm.fmt(a)} | {bm.fmt(b)} | {bm.fmt(add)} |")
     for scope, st in res["scopes"].items():
         for f in st["failures"]:
             lines.append(f"\nFAILED ({scope}): {f}")
@@ -299,7 +288,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("srun not found", file=sys.stderr)
         return 2
     res: Dict[str, Any] = {
-        "format": "mpi-pstate-bench-step", "version": 1, "machine": machine(),
+        "format": "mpi-pstate-bench-step", "version": 1, "machine": bm.machine(host=True),
         "command": "/usr/bin/python3 bench/step/run.py " + " ".join(
             sys.argv[1:] if argv is None else argv),
         "n": a.n, "warmup": a.warmup, "nodes": a.nodes, "ntasks": a.ntasks, "mode": a.mode,
@@ -321,8 +310,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         res["scopes"][scope] = {"stats": stats(samples), "failures": failures,
                                 "samples_s": samples}
         st = res["scopes"][scope]["stats"]
-        print(f"{scope}: without {fmt(st['without']['median_ms'])} ms, with "
-              f"{fmt(st['with']['median_ms'])} ms (median)", file=sys.stderr, flush=True)
+        print(f"{scope}: without {bm.fmt(st['without']['median_ms'])} ms, with "
+              f"{bm.fmt(st['with']['median_ms'])} ms (median)", file=sys.stderr, flush=True)
     res["step_job"] = a.step_job
     if a.slurmd_log and a.step_job:
         res["log_phases"] = log_phases(a.slurmd_log, a.step_job, a.warmup)
