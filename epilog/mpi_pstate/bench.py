@@ -791,6 +791,14 @@ def render_csv(result: Dict[str, Any]) -> str:
     return buf.getvalue()
 
 
+def progress(head: str, run: Dict[str, Any], tail: str) -> None:
+    """One line per job on stderr, with the end of its output when it failed."""
+    print(f"{head} job {run.get('job', '-')} {run.get('state')} "
+          f"wall {f_(run.get('wall_s'), '{:.3f}')} s{tail}"
+          + "".join(f"\n    {ln}" for ln in run.get("output_tail", [])),
+          file=sys.stderr, flush=True)
+
+
 def machine_of(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
     ok = [r for r in runs if r.get("ok")] or runs
     hosts = sorted({r["host"].get("host") for r in ok if r.get("host", {}).get("host")})
@@ -912,10 +920,7 @@ def main(argv: Optional[List[str]] = None, cluster: Optional[Cluster] = None) ->
             print(f"{PROG}: interrupted", file=sys.stderr)
             return 130
         warmups.append(run)
-        print(f"[warm-up {w + 1}/{a.warmup}] {vs[0].label}: job {run['job']} {run['state']} "
-              f"wall {f_(run.get('wall_s'), '{:.3f}')} s (not counted)"
-              + "".join(f"\n    {ln}" for ln in run.get("output_tail", [])),
-              file=sys.stderr, flush=True)
+        progress(f"[warm-up {w + 1}/{a.warmup}] {vs[0].label}:", run, " (not counted)")
     todo = plan(a.reps, vs)
     for i, (rep, v) in enumerate(todo):
         rundir = workdir / f"r{rep + 1:02d}-{v.key}"
@@ -932,11 +937,8 @@ def main(argv: Optional[List[str]] = None, cluster: Optional[Cluster] = None) ->
             print(f"{PROG}: interrupted", file=sys.stderr)
             return 130
         runs.append(run)
-        print(f"[{i + 1}/{len(todo)}] {v.label} rep {rep + 1}: job {run.get('job', '-')} "
-              f"{run.get('state')} wall {f_(run.get('wall_s'), '{:.3f}')} s"
-              + (f", transitions {run.get('transitions')}" if run.get("record") else "")
-              + "".join(f"\n    {ln}" for ln in run.get("output_tail", [])),
-              file=sys.stderr, flush=True)
+        progress(f"[{i + 1}/{len(todo)}] {v.label} rep {rep + 1}:", run,
+                 f", transitions {run.get('transitions')}" if run.get("record") else "")
         if i + 1 == len(vs) and not any(r.get("ok") for r in runs):
             # a workload that fails in every variant would fail the same way in every
             # repetition: stop instead of filling the queue

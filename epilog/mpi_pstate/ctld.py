@@ -193,14 +193,10 @@ def run(a: argparse.Namespace, dbtool: Optional[str],
     slurmdbd or a late node does); the flusher it starts writes the summary
     (spool.flush)."""
     from . import spool  # spool uses finish(): imported here, not at the top
-    job = None
-    try:
-        job = parse.job_id(os.environ.get("SLURM_JOB_ID", os.environ.get("SLURM_JOBID", "")))
-    except ValueError as e:
-        log.setup("mpi-pstate-epilog-slurmctld")
-        log.error(f"EpilogSlurmctld: bad Slurm environment ({e}); nothing done")
+    job = log.setup_job("mpi-pstate-epilog-slurmctld", "EpilogSlurmctld", a.quiet, parse.slurm_job_id,
+                        lambda j: j)
+    if job is None:
         return 0
-    log.setup(f"mpi-pstate-epilog-slurmctld[{job}]", quiet=a.quiet)
     try:
         t0 = time.monotonic()
         cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)

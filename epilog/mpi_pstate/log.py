@@ -3,7 +3,9 @@ jobstats does) and stderr, which slurmd/slurmctld copy into their logs.
 Every message starts with "mpi-pstate: "."""
 import sys
 import syslog
-from typing import List, Optional, TextIO
+from typing import Callable, List, Optional, TextIO, TypeVar
+
+T = TypeVar("T")
 
 _state = {"tag": "mpi-pstate", "open": False, "quiet": False}
 _stream: List[TextIO] = [sys.stderr]
@@ -20,6 +22,21 @@ def setup(tag: str, quiet: bool = False, stream: Optional[TextIO] = None) -> Non
         _state["open"] = True
     except OSError:
         _state["open"] = False
+
+
+def setup_job(tag: str, what: str, quiet: bool, read: Callable[[], T],
+              job_of: Callable[[T], int]) -> Optional[T]:
+    """Reads the job from Slurm's environment, then tags every message with
+    its id; on a bad environment says so under the bare tag and gives None
+    (the epilogs then do nothing and exit 0: never a drained node)."""
+    try:
+        env = read()
+    except ValueError as e:
+        setup(tag)
+        error(f"{what}: bad Slurm environment ({e}); nothing done")
+        return None
+    setup(f"{tag}[{job_of(env)}]", quiet=quiet)
+    return env
 
 
 def _emit(prio: int, word: str, msg: str) -> None:

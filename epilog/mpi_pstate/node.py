@@ -187,7 +187,7 @@ def plugin_ran(runtime: str, job: int) -> bool:
 
 
 def job_env() -> Tuple[int, str, int, Dict[str, Any]]:
-    job = parse.job_id(os.environ.get("SLURM_JOB_ID", os.environ.get("SLURM_JOBID", "")))
+    job = parse.slurm_job_id()
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     parse.safe_name(node)
     uid = int(parse.u64(os.environ.get("SLURM_JOB_UID", ""), 0, 0xFFFFFFFE))
@@ -201,14 +201,10 @@ def job_env() -> Tuple[int, str, int, Dict[str, Any]]:
 
 def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
     t0 = time.monotonic()
-    job = None
-    try:
-        job, node, uid, extra = job_env()
-    except ValueError as e:
-        log.setup("mpi-pstate-epilog")
-        log.error(f"node epilog: bad Slurm environment ({e}); nothing done")
+    env = log.setup_job("mpi-pstate-epilog", "node epilog", a.quiet, job_env, lambda e: e[0])
+    if env is None:
         return 0
-    log.setup(f"mpi-pstate-epilog[{job}]", quiet=a.quiet)
+    job, node, uid, extra = env
     try:
         cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
         config.export_slurm_conf(cfg)

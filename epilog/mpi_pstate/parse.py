@@ -1,6 +1,7 @@
 """Strict parsers, the Python side of common/parse.h: whole string, decimal
 only, no sign, no hex or octal surprises; a bad value raises ValueError so
 that callers keep their default and say which value was refused."""
+import os
 import re
 from typing import Dict, List, Set, Tuple, Union
 
@@ -74,6 +75,11 @@ def job_id(text: str) -> int:
     if not re.fullmatch(r"[1-9][0-9]{0,9}", t) or int(t) > 0xFFFFFFFF:
         raise ValueError(f"not a job id: {text!r}")
     return int(t)
+
+
+def slurm_job_id() -> int:
+    """The job id in the environment Slurm gives its prologs and epilogs."""
+    return job_id(os.environ.get("SLURM_JOB_ID", os.environ.get("SLURM_JOBID", "")))
 
 
 def job_spec(text: str) -> str:
