@@ -47,7 +47,7 @@ HWLOC_CFLAGS := $(shell pkg-config --cflags hwloc 2>/dev/null)
 HWLOC_LIBS := $(shell pkg-config --libs hwloc 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
-COMMON_LIBS := $(HWLOC_LIBS) -lcpupower -lm
+COMMON_LIBS := $(HWLOC_LIBS) -lm
 
 ALL_TARGETS :=
 INSTALL_TARGETS :=

@@ -15,7 +15,7 @@
 #    (and its own defaults) for what the steps below do;
 #  - all three are Debian's own tools from dpkg-dev, which build-essential
 #    already installs: dpkg-shlibdeps derives the library dependencies
-#    (libslurmNN, libhwloc, libcpupower, libc) from the binaries' NEEDED entries
+#    (libslurmNN, libhwloc, libc) from the binaries' NEEDED entries
 #    and the installed shlibs/symbols files, dpkg-gencontrol writes the control
 #    file (Installed-Size, substitutions), dpkg-deb builds the archive with
 #    root:root ownership without fakeroot.

@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
         # build
         build-essential pkg-config gcc make clang-format
-        libslurm-dev libhwloc-dev hwloc libcpupower-dev linux-cpupower check
+        libslurm-dev libhwloc-dev hwloc check
         # the local cluster: Slurm 22.05 with accounting
         slurm-wlm slurmctld slurmd slurm-client slurmdbd slurm-wlm-doc munge mariadb-server
         # both MPI families with C and Fortran compilers, PMIx for srun --mpi=pmix
