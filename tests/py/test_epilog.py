@@ -304,6 +304,25 @@ class Slots(Tmp):
         self.assertEqual((r2["state"], r2["wall_s"], r2["mpi_share"]), ("killed", None, None))
         self.assertIn("note", r2)
 
+    def test_a_rank_field_is_produced_validated_and_documented(self) -> None:
+        """A per-rank field is three lines (docs/CONTRIBUTING.md, 'Adding a record
+        field'): rank_figures makes it, RANK_FIELDS lets it through, the per-rank
+        table of docs/records.md says what it is; one without the others fails here."""
+        fx.segment(self.tmp / "mpi-pstate.78.0", [
+            {"rank": 0, "wall": 10.0, "mpi": 2.0, "wait": 1.5, "down": 1.0, "transitions": 9},
+            {"rank": 1, "state": "running"}], nslots=2)
+        listed = [{"step": "0", "name": "mpi-pstate.78.0", "dev": None, "ino": None,
+                   "nslots": None, "bytes": None}]
+        steps, _, _ = slots.job_segments(78, os.getuid(), listed, str(self.tmp))
+        produced = set().union(*(r.keys() for r in steps[0]["ranks"]))
+        produced.add("dropped")  # present only when a field was out of range
+        self.assertEqual(produced, set(noderec.RANK_FIELDS))
+        doc = (fx.TOP / "docs" / "records.md").read_text()
+        table = doc.split("**Per rank**", 1)[1].split("\n\n", 2)[1]
+        documented = set(re.findall(r"`([a-z_]+)`", "\n".join(
+            ln.split("|")[1] for ln in table.splitlines() if ln.startswith("| `"))))
+        self.assertEqual(documented, set(noderec.RANK_FIELDS))
+
     def test_hostile_segments(self) -> None:
         secret = self.tmp / "secret"
         secret.write_bytes(b"root only")
