@@ -271,7 +271,8 @@ static void aggregate(struct mpi_pstate_agent_core *c)
         }
         for (unsigned i = 0; i < c->nranks; i++) {
                 const struct mpi_pstate_agent_rank *r = &c->ranks[i];
-                int waits = r->obs.live && r->obs.lowerable && r->obs.since != 0;
+                int waits = r->obs.live && r->obs.lowerable && r->obs.since != 0 &&
+                            r->obs.since != r->held_since;
 
                 for (unsigned w = 0; w < words; w++) {
                         uint64_t m = r->mask[w];
@@ -381,6 +382,14 @@ unsigned mpi_pstate_agent_raise_all(struct mpi_pstate_agent_core *c, int touch_s
                 if (c->domains[d].down && do_raise(c, d, 0, touch_slots) != 0)
                         failed++;
         return failed;
+}
+
+unsigned mpi_pstate_agent_hold_all(struct mpi_pstate_agent_core *c)
+{
+        for (unsigned i = 0; i < c->nranks; i++)
+                if (c->ranks[i].obs.since)
+                        c->ranks[i].held_since = c->ranks[i].obs.since;
+        return mpi_pstate_agent_raise_all(c, 1);
 }
 
 uint64_t mpi_pstate_agent_ticks_len_ns(uint64_t n, uint64_t ticks_per_sec)

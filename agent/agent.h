@@ -80,6 +80,7 @@ struct mpi_pstate_agent_rank {
         uint64_t mask[MPI_PSTATE_AGENT_MASK_WORDS]; /* domains it belongs to */
         struct mpi_pstate_agent_obs obs;
         uint64_t marked_since;  /* the wait its clocked_down flag refers to, 0 = none */
+        uint64_t held_since;    /* a wait raised by mpi_pstate_agent_hold_all: never lowered again */
         unsigned ndown;         /* its domains that are down now */
         uint64_t down_start_ns; /* when the first of them went down */
         /* figures */
@@ -151,6 +152,13 @@ uint64_t mpi_pstate_agent_step(struct mpi_pstate_agent_core *c,
  * touch_slots 0 the slots are left alone (unmark/clear are not called).
  * Returns the number of domains that could not be raised. */
 unsigned mpi_pstate_agent_raise_all(struct mpi_pstate_agent_core *c, int touch_slots);
+
+/* Raises every down domain, touching the slots, and holds every wait seen
+ * at the last step: none of them counts as waiting again, so none is
+ * lowered a second time (the CPU ceiling's sleep: a wait is lowered at most
+ * once, and a ceiling reached never turns into a transition per sleep).
+ * A rank's next wait is lowered as usual.  Returns what raise_all does. */
+unsigned mpi_pstate_agent_hold_all(struct mpi_pstate_agent_core *c);
 
 /* ---- helpers of the daemon, pure too ---- */
 

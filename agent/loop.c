@@ -565,7 +565,10 @@ static void budget_adjust(struct agentd *a, uint64_t now)
  * goes back up: a rank leaving its wait during the sleep would otherwise
  * compute clocked down until the end of it (bench/security measured restore
  * p99 at 985 us against 119 us before the ceiling, on an honest load that
- * reached it), so the ceiling costs the step savings, never speed. */
+ * reached it), so the ceiling costs the step savings, never speed.  The
+ * waits it raised stay up until they end (hold_all): lowered again after
+ * the sleep, a long wait would pay a transition per sleep (13 per 10 ms
+ * call at threshold 0, tests/integration/test_agent_daemon.py). */
 static void cpu_cap(struct agentd *a)
 {
         const int64_t burst = (int64_t)(CAP_WINDOW_NS / 1000000u * a->o.cap_ppm);
@@ -596,7 +599,7 @@ static void cpu_cap(struct agentd *a)
         for (unsigned d = 0; d < a->core.ndomains; d++)
                 a->capped_raises += a->core.domains[d].down;
         in_segment = 1; /* the raise updates the ranks' slots */
-        mpi_pstate_agent_raise_all(&a->core, 1);
+        mpi_pstate_agent_hold_all(&a->core);
         in_segment = 0;
         sleep_until(now + pay);
 }

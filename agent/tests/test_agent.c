@@ -675,6 +675,39 @@ START_TEST(raise_all_without_slots)
 }
 END_TEST
 
+/* The CPU ceiling's sleep: every wait seen so far goes up and stays up
+ * until it ends, lowered or not yet; the next wait is lowered as usual. */
+START_TEST(hold_all_lowers_a_wait_once)
+{
+        uint64_t t0 = fk.now;
+
+        put(0, 0);
+        put(1, 1);
+        enter(0, t0, THR);
+        fk.now = t0 + THR;
+        enter(1, fk.now, THR); /* not due yet */
+        step();
+        ck_assert_str_eq(fk.log, "M0 L0 S0");
+        fk.log[0] = '\0';
+        ck_assert_uint_eq(mpi_pstate_agent_hold_all(&core), 0);
+        ck_assert_str_eq(fk.log, "R0 U0");
+        fk.log[0] = '\0';
+        for (int i = 0; i < 5; i++) { /* both still in the same waits, both past due */
+                fk.now += THR;
+                step();
+        }
+        ck_assert_str_eq(fk.log, "");
+        ck_assert_uint_eq(core.ranks[0].transitions, 1);
+        leave(0);
+        step();
+        enter(0, fk.now, THR);
+        fk.now += THR;
+        step();
+        ck_assert_str_eq(fk.log, "M0 L0 S0");
+        ck_assert(!core.domains[1].down);
+}
+END_TEST
+
 START_TEST(many_ranks_many_domains)
 {
         enum { N = 128 };
@@ -753,6 +786,7 @@ static Suite *agent_suite(void)
         tcase_add_test(t, raise_error_retried);
         tcase_add_test(t, set_domains_raises_first);
         tcase_add_test(t, raise_all_without_slots);
+        tcase_add_test(t, hold_all_lowers_a_wait_once);
         suite_add_tcase(s, t);
 
         t = tcase_create("scale");
