@@ -12,7 +12,7 @@ clock reads and loop overhead cancel out.  The count is the executed path
 gdb can step: natively, or an aarch64 build under qemu-user through its gdb
 stub (--qemu, run on the host with gdb-multiarch against the arm64 root).
 
-    bench/preload/stepcount.py --build build [--abi mpich] [--kinds test,barrier] [--n 4]
+    bench/preload/stepcount.py --build build [--abi mpich,ompi] [--kinds test,barrier] [--n 4]
     bench/preload/stepcount.py --build build-arm64 --qemu ROOTDIR ...   (from the host)
 
 Prints one line per (abi, kind): "abi kind without with added".  Stdlib only;
@@ -122,6 +122,10 @@ def count(build: Path, abi: str, kind: str, n: int, lib: bool, qemu_root: Option
         else:
             port = free_port()
             qenv = dict(env, QEMU_GDB=str(port), **extra)
+            # An Open MPI singleton forks a supporting daemon for MPI_Comm_spawn;
+            # under qemu that child inherits QEMU_GDB, finds the stub's port
+            # taken and exits 1, and MPI_Init with it.  hotpath never spawns.
+            qenv["OMPI_MCA_ess_singleton_isolated"] = "1"
             # In a private mount namespace: the checkout at its own path,
             # /proc and /dev inside the root, then chroot (the host's
             # network, so that gdb reaches qemu's stub on the loopback).
@@ -151,7 +155,7 @@ def count(build: Path, abi: str, kind: str, n: int, lib: bool, qemu_root: Option
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
-    ap.add_argument("--abi", default="mpich")
+    ap.add_argument("--abi", default="mpich,ompi", help="comma-separated: mpich, ompi")
     ap.add_argument("--kinds", default="test,barrier")
     ap.add_argument("--n", type=int, default=4)
     ap.add_argument("--qemu", help="the arm64 root directory (tests/cluster/debroot --arch arm64 path)")
@@ -160,13 +164,14 @@ def main() -> int:
     build = Path(a.build).resolve()
     root = Path(a.qemu) if a.qemu else None
     gdb = a.gdb or ("gdb-multiarch" if root else "gdb")
-    for kind in a.kinds.split(","):
-        per = {}
-        for lib in (False, True):
-            c1 = count(build, a.abi, kind, a.n, lib, root, gdb)
-            c2 = count(build, a.abi, kind, 2 * a.n, lib, root, gdb)
-            per[lib] = (c2 - c1) / a.n
-        print(f"{a.abi} {kind} {per[False]:.1f} {per[True]:.1f} {per[True] - per[False]:.1f}", flush=True)
+    for abi in a.abi.split(","):
+        for kind in a.kinds.split(","):
+            per = {}
+            for lib in (False, True):
+                c1 = count(build, abi, kind, a.n, lib, root, gdb)
+                c2 = count(build, abi, kind, 2 * a.n, lib, root, gdb)
+                per[lib] = (c2 - c1) / a.n
+            print(f"{abi} {kind} {per[False]:.1f} {per[True]:.1f} {per[True] - per[False]:.1f}", flush=True)
     return 0
 
 
