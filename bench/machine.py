@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import platform
 import time
-from typing import List, Optional
+from pathlib import Path
+from typing import List, Optional, Sequence
 
 
 def cpu_model() -> str:
@@ -30,13 +31,20 @@ def fmt(v: Optional[float], spec: str = "{:.1f}") -> str:
     return "-" if v is None else spec.format(v)
 
 
-def results_head(title: str, seconds: float, reproduce: str, bound: str, baseline: str) -> List[str]:
-    """The opening of a RESULTS.md whose rows are measure | bound | measured |
-    baseline | ratio | command: when, where, under what load, and how to run it
-    again."""
-    return [f"# {title}", "",
-            f"Measured {time.strftime('%Y-%m-%d %H:%M')} on `{platform.node()}`: {platform.platform()}, "
-            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end; {seconds} s per "
-            f"run. Reproduce: {reproduce}", "",
-            f"| measure | {bound} | measured | {baseline} | ratio | command |",
-            "|---|---|---|---|---|---|"]
+def write_results(out: Path, title: str, seconds: float, reproduce: str, bound: str, baseline: str,
+                  rows: List[Sequence[str]], notes: List[str], howto: List[str]) -> str:
+    """A RESULTS.md whose rows are measure | bound | measured | baseline |
+    ratio | command: when, where, under what load and how to run it again,
+    the rows, the runs' notes and how to read them.  Returns the text."""
+    lines = [f"# {title}", "",
+             f"Measured {time.strftime('%Y-%m-%d %H:%M')} on `{platform.node()}`: {platform.platform()}, "
+             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end; {seconds} s per "
+             f"run. Reproduce: {reproduce}", "",
+             f"| measure | {bound} | measured | {baseline} | ratio | command |",
+             "|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["", "Runs:", ""] + [f"- {n}" for n in notes]
+    lines += ["", "How to read it:", ""] + [f"- {h}" for h in howto]
+    text = "\n".join(lines) + "\n"
+    out.write_text(text)
+    return text

@@ -230,29 +230,24 @@ class Bench:
                  f"{pairs} pairs, {sim['calls']} calls of 10 ms", "-", "`bench/agent/run.py` transitions")
 
     def write(self, out: Path) -> str:
-        lines = bm.results_head("mpi-pstate-agent: budgets", self.seconds,
+        return bm.write_results(out, "mpi-pstate-agent: budgets", self.seconds,
                                 "`make B=build agent-bench` (or `bench/agent/run.py --build build`), "
                                 "as root, no cluster needed.", "budget",
-                                "baseline (same machine, same load)")
-        lines += ["| " + " | ".join(r) + " |" for r in self.rows]
-        lines += ["", "Runs:", ""] + [f"- {n}" for n in self.notes]
-        lines += ["", "How to read it:", "",
-                  "- Every baseline is the same mechanism without the agent's logic, on the same machine under "
+                                "baseline (same machine, same load)",
+                                self.rows, self.notes, [
+                  "Every baseline is the same mechanism without the agent's logic, on the same machine under "
                   "the same load: a ratio near 1 means the agent adds nothing to what waking a process up costs "
                   "here. Where the absolute budget is missed with a ratio near 1, the machine itself (its timer "
                   "and wake-up latency, its CPU cost per wake-up) is above the budget.",
-                  "- Exact scans (`--cpu-budget 0`) show the latency the design allows; the default budget "
+                  "Exact scans (`--cpu-budget 0`) show the latency the design allows; the default budget "
                   "(0.5 %) spaces the agent's timer wake-ups to stay below its CPU share, which delays drops "
                   "(and skips waits shorter than the spacing) but never restores.",
-                  "- Restore latency is measured from the rank's side: from leaving the call to seeing its flag "
+                  "Restore latency is measured from the rank's side: from leaving the call to seeing its flag "
                   "cleared, which the agent does right after the raise write; the median write cost (plain "
                   "files on tmpfs) is subtracted.",
-                  "- A violation is a call shorter than the threshold during which the rank's flag was set; "
+                  "A violation is a call shorter than the threshold during which the rank's flag was set; "
                   "calls that overran the threshold (a 100 us sleep that took over 500 us) may be lowered and "
-                  "are counted apart."]
-        text = "\n".join(lines) + "\n"
-        out.write_text(text)
-        return text
+                  "are counted apart."])
 
     def cleanup(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -113,26 +113,22 @@ class Security:
         self.rows.append(cells)
 
     def write(self, out: Path) -> str:
-        lines = bm.results_head("Root agent under attack: CPU and log against their bounds", self.seconds,
+        return bm.write_results(out, "Root agent under attack: CPU and log against their bounds", self.seconds,
                                 "`bench/security/run.py --build build --before <build of main>`, as root, no "
                                 "cluster. Bounds and the tests that hold them: docs/security.md.", "bound",
-                                "baseline (same machine, same run)")
-        lines += ["| " + " | ".join(r) + " |" for r in self.rows]
-        lines += ["", "Runs:", ""] + [f"- {n}" for n in self.notes]
-        lines += ["", "How to read it:", "",
-                  "- Agent CPU is utime + stime of the agent from /proc over the attack, divided by its wall time. "
+                                "baseline (same machine, same run)",
+                                self.rows, self.notes, [
+                  "Agent CPU is utime + stime of the agent from /proc over the attack, divided by its wall time. "
                   "The ceiling is a token bucket on the agent's CPU time (agent/loop.c cpu_cap): in debt, "
-                  "the agent raises every domain it lowered, then sleeps, deaf to the futex; the attacker's own "
+                  "the agent raises every domain it lowered and leaves those waits up until they end, then sleeps, "
+                  "deaf to the futex; the attacker's own "
                   "step pays (savings lost), nobody else.",
-                  "- The latency rows are bench/agent's latency run with the default budget for the build of "
+                  "The latency rows are bench/agent's latency run with the default budget for the build of "
                   "main and this one, one after the other on the same machine: the agent confined to the "
                   "step's CPUs and the ceiling must not change them beyond this machine's noise (compare the "
                   "bare-timer baselines).",
-                  "- Before: the build of main (or, for the CPU rows, this build with --cpu-cap 0), run in the "
-                  "same invocation."]
-        text = "\n".join(lines) + "\n"
-        out.write_text(text)
-        return text
+                  "Before: the build of main (or, for the CPU rows, this build with --cpu-cap 0), run in the "
+                  "same invocation."])
 
 
 def main() -> int:
