@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# bench/machine.py; beside this file when a test copied both where its user can read them
+sys.path.append(str(Path(__file__).resolve().parents[1]))
 import machine as bm  # noqa: E402
 
 VARIANTS = ("without", "with")

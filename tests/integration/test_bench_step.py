@@ -18,7 +18,10 @@ class BenchStep(unittest.TestCase):
     def test_few_samples(self) -> None:
         lt.installed()
         d = lt.workdir("bench-step")
-        script = lt.give(SCRIPT, d)  # the checkout may be unreadable to users
+        # the checkout may be unreadable to users: the script and the module it
+        # imports (found beside it, Python's own first path entry)
+        script = lt.give(SCRIPT, d)
+        lt.give(lt.TOP / "bench" / "machine.py", d)
         since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1))
         r = lt.as_user(["timeout", "-s", "INT", "150", "/usr/bin/python3", str(script), "--n",
                         str(N), "--warmup", "1", "--json", "--workdir", str(d / "wd")],
