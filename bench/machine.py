@@ -1,7 +1,7 @@
 """What every benchmark says about where it ran, and how it prints a figure.
 
 Imported by the bench/<component>/run.py scripts (each puts bench/ on its
-path): one description of the machine, one formatter, one results header.
+path): one description of the machine, one formatter, one RESULTS.md writer.
 """
 from __future__ import annotations
 

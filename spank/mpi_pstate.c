@@ -326,7 +326,7 @@ HOOK int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
         (void)av;
         if (started || !step_active)
                 return 0;
-        started = spank_context() == S_CTX_REMOTE;
+        started = true; /* step_active is set in the remote context only */
         return in_active_step(sp, false, mpi_pstate_step_step_start, "policy set/agent start");
 }
 

@@ -156,8 +156,6 @@ def summarize(samples: Dict[str, List[float]]) -> Dict[str, Dict[str, Optional[f
     return out
 
 
-
-
 def markdown(result: Dict[str, Any]) -> str:
     lines = [f"## Hot path against the per-call designs ({result['machine']})", "",
              f"Command: `{result['command']}`", "",

@@ -226,8 +226,6 @@ def log_phases(paths: Sequence[str], job: str, warmup: int) -> Dict[str, Dict[st
     return {v: {k: statistics.median(xs) for k, xs in d.items()} for v, d in per.items()}
 
 
-
-
 def markdown(res: Dict[str, Any]) -> str:
     lines = [f"## Job-step start overhead of the plugin ({res['machine']})", "",
              f"Command: `{res['command']}`", "",
