@@ -421,3 +421,31 @@ uint64_t mpi_pstate_agent_scan_ns(uint64_t threshold_ns, uint64_t min_ns, uint64
                 return min_ns;
         return threshold_ns > max_ns ? max_ns : threshold_ns;
 }
+
+uint64_t mpi_pstate_agent_budget_gap(uint64_t gap, uint64_t interval, uint64_t used, uint64_t wall,
+                                     uint64_t budget_ppm, uint64_t scan_ns, uint64_t min_ns,
+                                     uint64_t max_ns)
+{
+        unsigned __int128 aim = (unsigned __int128)wall * budget_ppm * 4; /* x 5e6: 0.8 budget */
+        unsigned __int128 share = (unsigned __int128)used * 1000000u * 5;
+        uint64_t want;
+
+        if (!budget_ppm || !wall)
+                return 0;
+        /* Under the aim without a spacing, the rate of wake-ups it has is
+         * one it can afford: scaling the interval by the share would give a
+         * spacing below the interval, which spaces only the deadlines. */
+        if (!gap && share <= aim)
+                return 0;
+        /* Over: the interval it would need (wake-ups the spacing did not
+         * hold back count too); under: the spacing it could do with. */
+        want = (uint64_t)((unsigned __int128)(share > aim && interval > gap ? interval : gap) * share /
+                          aim);
+        if (want < gap / 2)
+                want = gap / 2;
+        if (want > max_ns)
+                want = max_ns;
+        if (want < min_ns || want <= scan_ns / 4)
+                want = 0;
+        return want;
+}

@@ -176,4 +176,16 @@ uint64_t mpi_pstate_agent_ticks_len_ns(uint64_t n, uint64_t ticks_per_sec);
  * [min_ns, max_ns]. */
 uint64_t mpi_pstate_agent_scan_ns(uint64_t threshold_ns, uint64_t min_ns, uint64_t max_ns);
 
+/* The CPU budget's least spacing of two timer wake-ups, for the next
+ * period, from the last one: `used` ns of CPU over `wall` ns in which the
+ * timer woke the agent every `interval` ns on average, under the spacing
+ * `gap` (0: none).  budget_ppm is the budget in millionths of a core, aimed
+ * at 80 %.  No spacing while the agent stays within that aim without one
+ * (a spacing then only makes drops late); when over, at once the spacing
+ * that brings it back; when under, smaller, at most half off per period.  A
+ * spacing of scan_ns / 4 or less is none; one is at most max_ns. */
+uint64_t mpi_pstate_agent_budget_gap(uint64_t gap, uint64_t interval, uint64_t used, uint64_t wall,
+                                     uint64_t budget_ppm, uint64_t scan_ns, uint64_t min_ns,
+                                     uint64_t max_ns);
+
 #endif

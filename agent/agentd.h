@@ -117,6 +117,7 @@ struct agentd {
         uint64_t thr_ns, scan_ns;    /* scan_ns: the shortest scan interval */
         uint64_t gap_ns, gap_max_ns; /* least time between two timer wake-ups (budget) */
         uint64_t budget_t0, budget_cpu0, budget_timers0, budget_next_ns, budget_adjusts;
+        uint64_t budget_cpu_sum, budget_timer_sum; /* over whole periods: CPU per timer wake-up */
         uint64_t tsc_rate;
         struct mpi_pstate_clock_sample cal;
 

@@ -523,17 +523,11 @@ static void budget_adjust(struct agentd *a, uint64_t now)
                 used = cpu - a->budget_cpu0;
                 wall = now - a->budget_t0;
                 interval = wall / timers;
-                /* share / (0.8 budget), both in millionths; up at once,
-                 * down by half at most per period */
-                want = (uint64_t)((unsigned __int128)(a->gap_ns > interval ? a->gap_ns : interval) *
-                                  used * 1000000u * 5 /
-                                  ((unsigned __int128)wall * a->o.budget_ppm * 4));
-                if (want < a->gap_ns / 2)
-                        want = a->gap_ns / 2;
-                if (want > AGENTD_SCAN_MAX_NS)
-                        want = AGENTD_SCAN_MAX_NS;
-                if (want < AGENTD_SCAN_MIN_NS || want <= a->scan_ns / 4)
-                        want = 0; /* no spacing needed */
+                a->budget_cpu_sum += used;
+                a->budget_timer_sum += timers;
+                want = mpi_pstate_agent_budget_gap(a->gap_ns, interval, used, wall,
+                                                   a->o.budget_ppm, a->scan_ns, AGENTD_SCAN_MIN_NS,
+                                                   AGENTD_SCAN_MAX_NS);
                 if (want != a->gap_ns) {
                         mpi_pstate_agentd_log(
                             LOG_DEBUG,

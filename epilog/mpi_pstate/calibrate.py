@@ -218,9 +218,10 @@ def measure(meter: Meter, pol: Policy, cpu: int, kind: str, khz: int, seconds: f
 def transition_cost(meter: Meter, pol: Policy, cpu: int, hi: int, lo: int, seconds: float,
                     p_hi: float, p_lo: float, period: float = 0.005) -> dict[str, float]:
     """Lower+raise pairs under a busy load, one every `period` seconds from a
-    writer that sleeps in between as the agent does: the write latency, and
-    the energy beyond what the time spent at each frequency costs in steady
-    state (the writer's own wake-ups included, as the agent's would be)."""
+    writer that sleeps in between as the agent does: the write latency, the
+    energy beyond what the time spent at each frequency costs in steady
+    state (the writer's own wake-ups included, as the agent's would be), and
+    the writer's CPU per pair."""
     load = Load("busy", cpu)
     lat: list[float] = []
     t_hi = t_lo = 0.0
@@ -228,6 +229,7 @@ def transition_cost(meter: Meter, pol: Policy, cpu: int, hi: int, lo: int, secon
         pol.set(hi)
         time.sleep(0.25)
         e0 = meter.read_j()
+        c0 = time.thread_time()
         t = start = time.monotonic()
         while t - start < seconds:
             for khz, pause in ((lo, period * 0.4), (hi, period * 0.6)):
@@ -242,6 +244,7 @@ def transition_cost(meter: Meter, pol: Policy, cpu: int, hi: int, lo: int, secon
                     t_hi += t2 - t
                 t = t2
         e1 = meter.read_j()
+        cpu_s = time.thread_time() - c0
     finally:
         load.stop()
         pol.set(hi)
@@ -250,7 +253,10 @@ def transition_cost(meter: Meter, pol: Policy, cpu: int, hi: int, lo: int, secon
     lat.sort()
     return {"write_us": round(statistics.median(lat) * 1e6, 2),
             "write_us_p90": round(lat[int(0.9 * (len(lat) - 1))] * 1e6, 2),
-            "pairs": pairs, "energy_uj": round(extra / max(pairs, 1) * 1e6, 3)}
+            "pairs": pairs, "energy_uj": round(extra / max(pairs, 1) * 1e6, 3),
+            # what a pair costs the agent's CPU budget: two writes and the
+            # two wake-ups around them (a deadline, a rank leaving)
+            "pair_cpu_us": round(cpu_s / max(pairs, 1) * 1e6, 1)}
 
 
 def reaction(cpus: list[int], samples: int = 200, nap: float = 0.002) -> dict[str, float]:
@@ -328,7 +334,8 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
                                 med[("busy", hi)], med[("busy", lo)])
         trans.update(reaction(sorted(os.sched_getaffinity(0))))
         say(f"  transition: write {trans['write_us']} us (p90 {trans['write_us_p90']}), "
-            f"{trans['energy_uj']} uJ per lower+raise pair ({trans['pairs']} pairs); wake-up "
+            f"{trans['energy_uj']} uJ and {trans['pair_cpu_us']} us of CPU per lower+raise "
+            f"pair ({trans['pairs']} pairs); wake-up "
             f"on a busy node {trans['reaction_us']} us (p90 {trans['reaction_us_p90']})")
     finally:
         pol.restore()

@@ -35,6 +35,11 @@ REACTION_US = (50.0, 0.0, 1000.0)  # est, lo, hi
 POWER_SIGMAS = 2.0  # lo/hi of a power difference: +-2 standard errors
 MAX_TIME_ADDED = 0.01  # the recommendation keeps the time added at or below 1 %
 NEAR_BEST = 0.98  # ... and takes the highest threshold within 2 % of the best saving
+# How much costlier than measured the agent's wake-ups and pairs may be in
+# the run predicted (the low bound): its CPU per timer wake-up varied by
+# half between runs on the lab's VM (12.7 to 18.9 us over 14 profile runs).
+COST_SPREAD = 1.5
+SCAN_US = (50.0, 100000.0)  # the agent's scan interval: the threshold, kept in here
 SWEEP_US = (0, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
 
 Triple = tuple  # (est, lo, hi)
@@ -93,6 +98,10 @@ def validate_model(m: Any) -> Dict[str, Any]:
         "reaction_us_hi": 2 * _num(tr["reaction_us_p90"], "transition.reaction_us_p90", 0, 1e6)
         if "reaction_us_p90" in tr else REACTION_US[2],
         "transition_uj": _num(tr.get("energy_uj", 0), "transition.energy_uj", -1e6, 1e6),
+        # CPU of a lower+raise pair with its wake-ups (models of earlier
+        # releases lack it: the budget is then taken as spent on scans only)
+        "pair_cpu_us": _num(tr["pair_cpu_us"], "transition.pair_cpu_us", 0, 1e6)
+        if "pair_cpu_us" in tr else None,
     }
     return out
 
@@ -288,6 +297,51 @@ def _domain_cpus(settings: Any) -> int:
         return 1
 
 
+def agent_cost(detail: Dict[str, Any], node: str) -> Optional[Tuple[float, int]]:
+    """(CPU of one timer wake-up in us, CPU budget in ppm) of the node's
+    agent in the recorded run: the record's timer_cpu_us (whole budget
+    periods), else its CPU over its timer wake-ups (start-up included: a
+    little high).  The step with the most timer wake-ups speaks."""
+    best: Optional[Tuple[int, float, int]] = None
+    for st in ((detail.get("nodes") or {}).get(node) or {}).get("steps") or []:
+        rec = st.get("agent") if isinstance(st, dict) else None
+        if not isinstance(rec, dict):
+            continue
+        ag, se = rec.get("agent"), rec.get("settings")
+        if not isinstance(ag, dict) or not isinstance(se, dict):
+            continue
+        try:
+            n, budget = int(ag.get("timeouts") or 0), int(se.get("cpu_budget_ppm"))
+            c = float(ag.get("timer_cpu_us") or 0.0) or \
+                (float(ag.get("cpu_s") or 0.0) * 1e6 / n if n else 0.0)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(c) and 0 < c < 1e5 and 0 <= budget <= 1_000_000 and \
+                (best is None or n > best[0]):
+            best = (n, c, budget)
+    return (best[1], best[2]) if best else None
+
+
+def budget_gap_us(cost_us: float, budget_ppm: int, threshold_us: float,
+                  pair_cpu_us: float = 0.0, pairs_per_s: float = 0.0) -> float:
+    """The spacing the agent's CPU budget puts between its timer wake-ups
+    at a threshold (agent/agent.c, mpi_pstate_agent_budget_gap, in steady
+    state), in us: none while scanning every threshold and the lower+raise
+    pairs cost at most 80 % of the budget; else the spacing at which the
+    scans cost what the pairs leave of it (at most the longest scan
+    interval: pairs alone over it).  cost_us: one timer wake-up's CPU."""
+    if not budget_ppm or cost_us <= 0:
+        return 0.0
+    scan = min(max(threshold_us, SCAN_US[0]), SCAN_US[1])
+    aim = 0.8 * budget_ppm / 1e6  # of a core
+    pairs = max(0.0, pair_cpu_us) * max(0.0, pairs_per_s) / 1e6
+    if cost_us / scan + pairs <= aim:
+        return 0.0
+    gap = cost_us / (aim - pairs) if aim > pairs else SCAN_US[1]
+    gap = min(gap, SCAN_US[1])
+    return gap if gap > scan / 4 and gap >= SCAN_US[0] else 0.0
+
+
 def node_model(detail: Dict[str, Any], node: str, fallback: Optional[Dict[str, Any]]
                ) -> Tuple[Optional[Dict[str, Any]], str]:
     """The model of a node: the one its record carried (settings.power_model,
@@ -307,8 +361,8 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
             reaction_us: Optional[float] = None) -> Dict[str, Any]:
     """The what-if of one job (its job detail: docs/records.md section 4).
     reaction_us: the agent's delay before it lowers a core, besides the
-    write, instead of the model's wake-up delay (an on run's agent record
-    shows it: drop_late_ns)."""
+    write, instead of the model's wake-up delay and the agent's budget
+    spacing (an on run's agent record shows it: drop_late_ns)."""
     ranks = detail.get("ranks") or []
     thr = max(0.0, threshold_us) / 1e6
     out: Dict[str, Any] = {"threshold_us": threshold_us, "ranks": 0, "notes": []}
@@ -322,6 +376,7 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
     crit: List[Tuple[float, float]] = []  # (time in MPI, delay) per rank
     node_w = 0.0
     sources, missing_model, no_hist, shared = set(), [], 0, []
+    gaps: Dict[str, float] = {}
     lowk = highk = None
     for node, rs in sorted(by_node.items()):
         m, src = node_model(detail, node, model)
@@ -338,7 +393,29 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
         dps = (dp, max(0.0, dp - sig), dp + sig)
         w_us = m["write_us"]
         wake = (m["reaction_us"], 0.0, max(m["reaction_us_hi"], m["reaction_us"]))
-        rx = wake if reaction_us is None else (reaction_us, 0.0, 2 * reaction_us)
+        # Under its CPU budget the agent wakes at most every `gap`: a wait
+        # starting at random is lowered gap/2 late on average, at most gap
+        # (a wait that starts as the last one ended, the agent's wake-up for
+        # it just spent: the whole gap).
+        # Its pairs spend the budget too: their rate from the
+        # prediction without a spacing (a spacing only lowers it).
+        # The low bound takes every wake-up and pair COST_SPREAD times as
+        # costly: a busy node's wake-ups cost more.
+        cost = agent_cost(detail, node)
+        gap = gap_lo = 0.0
+        if cost and reaction_us is None:
+            react0 = tuple((w_us + x) / 1e6 for x in wake)
+            pairs = sum(w["transitions"][0] for w in
+                        (rank_what_if(r, thr, react0) for r in rs) if w)
+            secs = max([r.get("wall_s") or 0.0 for r in rs] + [detail.get("elapsed_s") or 0.0])
+            rate = pairs / secs if secs else 0.0
+            gap, gap_lo = (budget_gap_us(k * cost[0], cost[1], threshold_us,
+                                         k * (m["pair_cpu_us"] or 0.0), rate)
+                           for k in (1.0, COST_SPREAD))
+        if gap:
+            gaps[node] = gap
+        rx = (wake[0] + gap / 2, 0.0, wake[2] + max(gap, gap_lo)) if reaction_us is None else \
+            (reaction_us, 0.0, 2 * reaction_us)
         react = tuple((w_us + x) / 1e6 for x in rx)
         # Raising is never held back by the agent's CPU budget (a rank
         # leaving a lowered wait wakes it through the futex): a wake-up.
@@ -399,6 +476,12 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
     if no_hist:
         notes.append(f"{no_hist} ranks without a wait histogram (records of an older release, "
                      "or killed before their figures were read)")
+    out["agent_gap_us"] = round(max(gaps.values()), 1) if gaps else 0.0
+    if gaps and reaction_us is None:
+        notes.append(f"the agent's CPU budget spaces its wake-ups by up to "
+                     f"{_us(round(max(gaps.values())))} on {','.join(sorted(gaps)[:8])} at this "
+                     "threshold: each wait is lowered half that late on average, at most all "
+                     "of it (docs/agent.md, CPU budget)")
     if shared:
         notes.append("shared frequency domains on " + ",".join(shared[:8]) +
                      ": a core is lowered only while every rank of its domain waits; the low "
@@ -479,7 +562,8 @@ def text(p: Dict[str, Any], rows: Optional[List[Dict[str, Any]]] = None,
            f"    clocked down   {fmt_triple(p['clocked_down_s'], 's', '{:.3f}')}, "
            f"transitions {p['transitions'][0]} ({p['transitions'][1]} .. "
            f"{p['transitions'][2]})",
-           "    (est (low .. high): histogram buckets, power noise, agent reaction time; "
+           "    (est (low .. high): histogram buckets, power noise, agent reaction time and "
+           "CPU budget; "
            "not: uncore, memory-bound phases; see docs/evaluation.md)"]
     for n in p["notes"]:
         out.append(f"    note: {n}")

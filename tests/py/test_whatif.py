@@ -157,6 +157,53 @@ class Predict(unittest.TestCase):
         p2 = whatif.predict(self.d, self.m, 500, low=2100000)
         self.assertAlmostEqual(p2["saved_j"][0] / p["saved_j"][0], 0.5, delta=0.02)
 
+    def test_the_agents_cpu_budget_makes_drops_late(self) -> None:
+        # an agent record of the run: 20 us of CPU per timer wake-up, the
+        # default budget (0.5 %): scanning every 500 us costs 4 %, so its
+        # wake-ups are spaced 20 / 0.004 = 5 ms; every 20 ms costs 0.1 %
+        agent = {"settings": {"cpu_budget_ppm": 5000},
+                 "agent": {"timeouts": 900, "timer_cpu_us": 20.0, "cpu_s": 0.5}}
+        self.assertEqual(whatif.budget_gap_us(20.0, 5000, 500), 5000.0)
+        self.assertEqual(whatif.budget_gap_us(20.0, 5000, 20000), 0.0)
+        self.assertEqual(whatif.budget_gap_us(20.0, 0, 500), 0.0)  # --cpu-budget 0
+        self.assertEqual(whatif.budget_gap_us(2000.0, 5000, 500), 100000.0)  # at most 100 ms
+        # the lower+raise pairs spend the budget too: 25 pairs of 100 us a
+        # second leave 0.15 % of the 0.4 % to scans every 10 ms (0.2 %)
+        self.assertEqual(whatif.budget_gap_us(20.0, 5000, 10000), 0.0)
+        self.assertAlmostEqual(whatif.budget_gap_us(20.0, 5000, 10000, 100.0, 25.0), 13333.3,
+                               delta=0.1)
+        self.assertEqual(whatif.budget_gap_us(20.0, 5000, 10000, 100.0, 50.0), 100000.0)
+        # without timer_cpu_us (a short run): CPU over timer wake-ups
+        self.assertEqual(whatif.agent_cost({"nodes": {"n2": {"steps": [
+            {"agent": {"settings": {"cpu_budget_ppm": 5000},
+                       "agent": {"timeouts": 1000, "cpu_s": 0.03}}}]}}}, "n2"), (30.0, 5000))
+        self.assertIsNone(whatif.agent_cost({"nodes": {"n2": {"steps": [{"agent": "x"}]}}}, "n2"))
+        plain = whatif.predict(self.d, self.m, 500)
+        self.d["nodes"] = {"n2": {"steps": [{"agent": agent}]}}
+        p = whatif.predict(self.d, self.m, 500)
+        react = (50 + 50) / 1e6
+        self.assertEqual(p["agent_gap_us"], 5000.0)
+        self.assertIn("CPU budget spaces its wake-ups by up to 5ms on n2", " ".join(p["notes"]))
+        # half the gap late on average; at the low bound the whole gap of
+        # wake-ups half as costly again (30 / 0.004 = 7.5 ms), with twice
+        # the wake-up p90; on time at the high one
+        self.assertAlmostEqual(p["clocked_down_s"][0], 40 * (0.05 - 0.0005 - react - 0.0025),
+                               delta=0.002)
+        self.assertAlmostEqual(p["clocked_down_s"][1], plain["clocked_down_s"][1] - 40 * 0.0075,
+                               delta=0.002)
+        self.assertEqual(p["clocked_down_s"][2], plain["clocked_down_s"][2])
+        # the model's CPU per pair: 40 pairs in 3 s of 200 us (0.27 %) and
+        # scans every 10 ms (0.2 %) are over the aim: scans every
+        # 20 / (0.004 - 0.00267) = 15 ms
+        self.assertEqual(whatif.predict(self.d, self.m, 10000)["agent_gap_us"], 0.0)
+        m2 = whatif.validate_model(dict(MODEL, transition=dict(MODEL["transition"],
+                                                                pair_cpu_us=200.0)))
+        self.assertAlmostEqual(whatif.predict(self.d, m2, 10000)["agent_gap_us"], 15000, delta=10)
+        # a threshold the budget allows scanning at: as without a record
+        self.assertEqual(whatif.predict(self.d, self.m, 20000)["clocked_down_s"],
+                         whatif.predict(imbalanced({"n1": [[20_000] * 80], "n2": [
+                             [50_000_000] * 40 + [20_000] * 40]}), self.m, 20000)["clocked_down_s"])
+
     def test_no_model_and_shared_domains_are_stated(self) -> None:
         p = whatif.predict(self.d, None, 500)
         self.assertEqual(p["ranks"], 0)
