@@ -177,38 +177,6 @@ static int parse_id(const char *s, bool group, uint32_t *out)
 
 /* "0.5", "0.5%", "2": a share of one core in percent, to millionths of a
  * core (1 % = 10000). */
-static int parse_percent(const char *s, uint64_t *ppm)
-{
-        uint64_t whole = 0, frac = 0, unit = 10000;
-        const char *p = s;
-
-        if (*p < '0' || *p > '9')
-                return -EINVAL;
-        for (; *p >= '0' && *p <= '9'; p++) {
-                whole = whole * 10 + (uint64_t)(*p - '0');
-                if (whole > 100)
-                        return -EINVAL;
-        }
-        if (*p == '.') {
-                if (p[1] < '0' || p[1] > '9')
-                        return -EINVAL;
-                for (p++; *p >= '0' && *p <= '9'; p++) {
-                        if (unit == 1) {
-                                if (*p != '0')
-                                        return -EINVAL; /* finer than a millionth */
-                                continue;
-                        }
-                        unit /= 10;
-                        frac += (uint64_t)(*p - '0') * unit;
-                }
-        }
-        if (*p == '%')
-                p++;
-        if (*p || whole * 10000 + frac > 1000000)
-                return -EINVAL;
-        *ppm = whole * 10000 + frac;
-        return 0;
-}
 
 static int set_option(struct cmdline *cl, int id, const char *value)
 {
@@ -325,13 +293,13 @@ static int tuning_arg(int c, const char *arg, struct agentd_opts *o)
                 o->scan_us = v;
                 break;
         case OPT_BUDGET:
-                if (parse_percent(arg, &o->budget_ppm))
+                if (mpi_pstate_parse_percent_ppm(arg, &o->budget_ppm))
                         return usage_error("--cpu-budget needs a percentage such as 0.5, "
                                            "not '%s'",
                                            arg);
                 break;
         case OPT_CAP:
-                if (parse_percent(arg, &o->cap_ppm))
+                if (mpi_pstate_parse_percent_ppm(arg, &o->cap_ppm))
                         return usage_error("--cpu-cap needs a percentage such as 5, "
                                            "not '%s'",
                                            arg);

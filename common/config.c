@@ -31,6 +31,7 @@ enum key_kind {
         KEY_AGENT,         /* absolute path */
         KEY_MECHANISM,     /* auto|max_freq|setspeed */
         KEY_SYSROOT,       /* absolute path */
+        KEY_AGENT_BUDGET,  /* percent of a core */
 };
 
 static const struct key {
@@ -55,6 +56,8 @@ static const struct key {
     {"agent", KEY_AGENT, -1, "an absolute file path without . or .. components"},
     {"mechanism", KEY_MECHANISM, -1, "one of auto, max_freq, setspeed"},
     {"sysroot", KEY_SYSROOT, -1, "an absolute directory path without . or .. components"},
+    {"agent_cpu_budget", KEY_AGENT_BUDGET, -1,
+     "a percentage of one core such as 0.5 (0: no budget), at most 100"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -81,6 +84,7 @@ void mpi_pstate_config_defaults(struct mpi_pstate_config *c)
         snprintf(c->runtime_dir, sizeof(c->runtime_dir), "%s", MPI_PSTATE_CONFIG_RUNTIME_DIR);
         snprintf(c->mechanism, sizeof(c->mechanism), "auto");
         snprintf(c->sysroot, sizeof(c->sysroot), "%s", MPI_PSTATE_CONFIG_SYSROOT);
+        c->agent_budget_ppm = MPI_PSTATE_CONFIG_AGENT_BUDGET_PPM;
 }
 
 __attribute__((format(printf, 3, 4))) static void report_f(mpi_pstate_config_report_f report,
@@ -263,6 +267,8 @@ static int apply_key(struct mpi_pstate_config *c, const struct key *k, const cha
                 return -EINVAL;
         case KEY_SYSROOT:
                 return parse_dir(v, c->sysroot, sizeof(c->sysroot));
+        case KEY_AGENT_BUDGET:
+                return mpi_pstate_parse_percent_ppm(v, &c->agent_budget_ppm);
         }
         return -EINVAL;
 }

@@ -28,6 +28,8 @@
 
 /* No limit on the threshold: the largest duration parse.h accepts (a day). */
 #define MPI_PSTATE_CONFIG_THRESHOLD_MAX UINT64_C(86400000000)
+/* The agent's own default (agent/main.c, --cpu-budget 0.5). */
+#define MPI_PSTATE_CONFIG_AGENT_BUDGET_PPM UINT64_C(5000)
 
 struct mpi_pstate_config {
         /* default_<key>: what a job gets for an option it does not give. */
@@ -53,6 +55,9 @@ struct mpi_pstate_config {
          * common/cpufreq.h's mpi_pstate_cpufreq_mech_parse(): auto, max_freq
          * or setspeed. */
         char mechanism[16];
+        /* agent_cpu_budget: the node agent's CPU budget in millionths of a
+         * core (--cpu-budget; 0: none). */
+        uint64_t agent_budget_ppm;
         /* sysroot: where sysfs is mounted ("/sys"); a fake tree in tests. */
         char sysroot[MPI_PSTATE_CONFIG_PATH_MAX];
 };

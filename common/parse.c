@@ -171,6 +171,39 @@ int mpi_pstate_parse_word(const char *s, const char *const *words, size_t n, int
         return -EINVAL;
 }
 
+int mpi_pstate_parse_percent_ppm(const char *s, uint64_t *ppm)
+{
+        uint64_t whole = 0, frac = 0, unit = 10000;
+        const char *p = s;
+
+        if (!p || *p < '0' || *p > '9')
+                return -EINVAL;
+        for (; *p >= '0' && *p <= '9'; p++) {
+                whole = whole * 10 + (uint64_t)(*p - '0');
+                if (whole > 100)
+                        return -EINVAL;
+        }
+        if (*p == '.') {
+                if (p[1] < '0' || p[1] > '9')
+                        return -EINVAL;
+                for (p++; *p >= '0' && *p <= '9'; p++) {
+                        if (unit == 1) {
+                                if (*p != '0')
+                                        return -EINVAL; /* finer than a millionth */
+                                continue;
+                        }
+                        unit /= 10;
+                        frac += (uint64_t)(*p - '0') * unit;
+                }
+        }
+        if (*p == '%')
+                p++;
+        if (*p || whole * 10000 + frac > 1000000)
+                return -EINVAL;
+        *ppm = whole * 10000 + frac;
+        return 0;
+}
+
 int mpi_pstate_parse_bool(const char *s, bool *out)
 {
         static const char *const yes[] = {"yes", "true", "on", "1"};

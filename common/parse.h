@@ -23,6 +23,10 @@ int mpi_pstate_parse_duration_us(const char *s, uint64_t *us);
  * *out = its index.  The parser of every enumerated setting. */
 int mpi_pstate_parse_word(const char *s, const char *const *words, size_t n, int *out);
 
+/* Percentage of one core to millionths: "0.5", "5", "0.25%", at most 100
+ * and at most 4 decimals (finer than a millionth is refused). */
+int mpi_pstate_parse_percent_ppm(const char *s, uint64_t *ppm);
+
 /* yes/no/true/false/on/off/1/0, case-insensitive; anything else is -EINVAL. */
 int mpi_pstate_parse_bool(const char *s, bool *out);
 

@@ -45,7 +45,8 @@ static int push(char **argv, size_t max, size_t *argc, const char *flag, const c
 int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
                              char **argv, size_t max)
 {
-        const char *job, *step, *uid, *gid, *floor = NULL, *nslots = NULL;
+        const char *job, *step, *uid, *gid, *floor = NULL, *nslots = NULL, *budget;
+        char pct[32];
         size_t used = 0, argc = 0;
         int rc = 0;
 
@@ -62,6 +63,13 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
                 gid = NULL;
         if (!gid)
                 return -ENOSPC;
+        /* percent with every digit a millionth needs: 5000 ppm is 0.5000 */
+        snprintf(pct, sizeof(pct), "%llu.%04llu", (unsigned long long)(a->budget_ppm / 10000u),
+                 (unsigned long long)(a->budget_ppm % 10000u));
+        if (strlen(pct) + 1 > buflen - used)
+                return -ENOSPC;
+        budget = memcpy(buf + used, pct, strlen(pct) + 1);
+        used += strlen(pct) + 1;
         /* --foreground: detached by us already, so the pid we record is the
          * agent's.  --keep-shm: the segment is the plugin's and stays for the
          * node epilog.  Optional pairs have a NULL value when absent. */
@@ -75,6 +83,7 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
             {"--runtime-dir", a->restore_dir},
             {"--record", a->record},
             {"--freq-min", floor},
+            {"--cpu-budget", budget},
             {"--allow-governor", a->no_governor_change ? "no" : NULL},
             {"--log", a->log},
             {"--sysroot", a->sysroot},

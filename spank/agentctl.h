@@ -38,6 +38,7 @@ struct mpi_pstate_agent_args {
          * options.def reaches the agent as --<srun name> <canonical value>. */
         struct mpi_pstate_options opt;
         uint64_t freq_min_khz;   /* the site's floor, 0: none */
+        uint64_t budget_ppm;     /* the agent's CPU budget (agent_cpu_budget=) */
         bool no_governor_change; /* Slurm set the step: --allow-governor no */
 };
 

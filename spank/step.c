@@ -359,6 +359,7 @@ static void start_agent(const struct mpi_pstate_step *st)
             .gid = st->gid,
             .opt = *st->opt,
             .freq_min_khz = st->cfg->freq_min_khz,
+            .budget_ppm = st->cfg->agent_budget_ppm,
             .no_governor_change = w.slurm_set,
         };
         char err[256] = "";

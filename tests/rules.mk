@@ -8,7 +8,7 @@ HELLO_C += $(foreach m,$(MPI_FAMILIES),$(B)/tests/mpi/imbalance.$(m))
 $(B)/tests/mpi/hello_c.%: tests/mpi/hello.c | $(B)/tests/mpi
 	mpicc.$* -O2 -Wall -Werror -o $@ $<
 $(B)/tests/mpi/imbalance.%: tests/mpi/imbalance.c | $(B)/tests/mpi
-	mpicc.$* -O2 -Wall -Werror -o $@ $<
+	mpicc.$* -O2 -Wall -Werror -o $@ $< -lm
 # gfortran writes .mod files into the cwd: keep each family's apart.
 $(B)/tests/mpi/%.openmpi: tests/mpi/%.f90 | $(B)/tests/mpi
 	mkdir -p $(B)/tests/mpi/mod.openmpi.$* && mpif90.openmpi -O2 -J $(B)/tests/mpi/mod.openmpi.$* -o $@ $<

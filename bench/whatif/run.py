@@ -239,6 +239,9 @@ def main() -> int:
                     help="us, comma-separated, for the imbalanced demo")
     ap.add_argument("--sweep", default="100,2000,20000,45000",
                     help="us: the threshold sweep (empty: none)")
+    ap.add_argument("--spread", default="500,2000,10000,45000",
+                    help="us: thresholds for the demo with waits of every length (rank 0's work "
+                         "log-uniform in 0.5-200 ms, the same in every run; empty: none)")
     ap.add_argument("--hpcc-n", type=int, default=0, help="also hpcc with this N (0: no)")
     ap.add_argument("--ntasks", type=int, default=1, help="ranks per node (the VM has 2 cores "
                     "for both nodes: more oversubscribes it)")
@@ -278,6 +281,10 @@ def main() -> int:
         if sw:
             rows += run_workload(f"imbalance 2x{a.ntasks}, sweep", cmd, sw, max(1, a.reps - 1),
                                  wd, 2, a.ntasks, say)
+        sp = [int(x) for x in a.spread.split(",") if x]
+        if sp:
+            rows += run_workload(f"imbalance 2x{a.ntasks}, spread", f"./imbalance.openmpi "
+                                 f"{a.iters} 10 20", sp, max(1, a.reps - 1), wd, 2, a.ntasks, say)
         if a.hpcc_n:
             from mpi_pstate import bench as ld
             (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,

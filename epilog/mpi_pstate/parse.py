@@ -57,6 +57,22 @@ def duration_us(text: str) -> int:
                      86400000000, "duration longer than a day")
 
 
+_PCT = re.compile(r"(0|[1-9][0-9]{0,2})(?:\.([0-9]+))?%?")
+
+
+def percent_ppm(text: str) -> int:
+    """"0.5", "5%" (of one core) -> millionths, at most 100 %, nothing finer
+    than a millionth (the agent's --cpu-budget, common/parse.c)."""
+    m = _PCT.fullmatch(text)
+    frac = (m.group(2) or "") if m else ""
+    if not m or frac[4:].strip("0"):
+        raise ValueError(f"not a percentage such as 0.5: {text!r}")
+    ppm = int(m.group(1)) * 10000 + int((frac[:4] or "0").ljust(4, "0"))
+    if ppm > 1000000:
+        raise ValueError(f"more than 100 %: {text!r}")
+    return ppm
+
+
 def boolean(text: str) -> bool:
     w = text.strip().lower()
     if w in _TRUE:

@@ -231,6 +231,9 @@ def add_what_if_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reaction", metavar="D", help="the agent's delay before it lowers a core "
                    "(default: the wake-up delay the model measured; an on run's agent record "
                    "shows the real one, drop_late_ns, when its CPU budget spaces its wake-ups)")
+    g.add_argument("--cpu-budget", metavar="P", help="the node agent's CPU budget in percent of "
+                   "a core to predict for (default: the one the job ran with; the site's "
+                   "agent_cpu_budget, docs/admin.md)")
     g.add_argument("--model", metavar="PATH", help="node power model for nodes whose record has "
                    f"none (default ${whatif.MODEL_ENV}, else {whatif.DEFAULT_MODEL})")
     g.add_argument("--user", help="every finished job of this user (with --what-if)")
@@ -245,9 +248,9 @@ def what_if_options(a: argparse.Namespace) -> Optional[dict[str, Any]]:
     sel = {k: getattr(a, k) for k in ("user", "account", "partition", "since")
            if getattr(a, k, None)}
     if not a.what_if:
-        if sel or a.threshold or a.low or a.model or a.reaction:
-            raise ValueError("--threshold, --low, --reaction, --model, --user, --account, "
-                             "--partition and --since go with --what-if")
+        if sel or a.threshold or a.low or a.model or a.reaction or a.cpu_budget:
+            raise ValueError("--threshold, --low, --reaction, --cpu-budget, --model, --user, "
+                             "--account, --partition and --since go with --what-if")
         if not a.jobs:
             raise ValueError("give a JOBID")
         return None
@@ -259,7 +262,8 @@ def what_if_options(a: argparse.Namespace) -> Optional[dict[str, Any]]:
     return {"select": sel,
             "threshold_us": parse.duration_us(a.threshold) if a.threshold else None,
             "low_khz": parse.freq_khz(a.low) if a.low else None,
-            "reaction_us": parse.duration_us(a.reaction) if a.reaction else None}
+            "reaction_us": parse.duration_us(a.reaction) if a.reaction else None,
+            "budget_ppm": parse.percent_ppm(a.cpu_budget) if a.cpu_budget else None}
 
 
 def _load_model(path: Optional[str]) -> tuple[Optional[dict[str, Any]], Optional[str]]:
@@ -286,9 +290,10 @@ def what_if_jobs(jobs: list[dict[str, Any]], wi: dict[str, Any],
             thr = whatif.run_threshold_us(d)
         meas = s.get("energy_j") if s.get("energy") == "ok" else None
         j["what_if"] = whatif.predict(d, model, 500 if thr is None else thr, wi["low_khz"], meas,
-                                      wi["reaction_us"])
+                                      wi["reaction_us"], wi.get("budget_ppm"))
         j["what_if"]["energy_src"] = s.get("energy_src")
-        rows, best = whatif.sweep([d], model, wi["low_khz"], reaction_us=wi["reaction_us"])
+        rows, best = whatif.sweep([d], model, wi["low_khz"], reaction_us=wi["reaction_us"],
+                                  budget_ppm=wi.get("budget_ppm"))
         j["what_if_sweep"], j["what_if_recommended"] = rows, best
         done.append(j)
     return done
@@ -301,7 +306,8 @@ def what_if_output(jobs: list[dict[str, Any]], missing: list[str], wi: dict[str,
     many = len(done) > 1
     total = whatif.summarise([j["what_if"] for j in done]) if done else None
     rows, best = (whatif.sweep([j["detail"] for j in done], model, wi["low_khz"],
-                               reaction_us=wi["reaction_us"]) if many else (None, None))
+                               reaction_us=wi["reaction_us"], budget_ppm=wi.get("budget_ppm"))
+                   if many else (None, None))
     if total is not None:
         total["model_file"] = model.get("path") if model else why
         if many:

@@ -358,11 +358,13 @@ def node_model(detail: Dict[str, Any], node: str, fallback: Optional[Dict[str, A
 
 def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_us: float,
             low: Optional[float] = None, measured_j: Optional[float] = None,
-            reaction_us: Optional[float] = None) -> Dict[str, Any]:
+            reaction_us: Optional[float] = None, budget_ppm: Optional[int] = None
+            ) -> Dict[str, Any]:
     """The what-if of one job (its job detail: docs/records.md section 4).
     reaction_us: the agent's delay before it lowers a core, besides the
     write, instead of the model's wake-up delay and the agent's budget
-    spacing (an on run's agent record shows it: drop_late_ns)."""
+    spacing (an on run's agent record shows it: drop_late_ns).  budget_ppm:
+    the agent's CPU budget instead of the one the job ran with."""
     ranks = detail.get("ranks") or []
     thr = max(0.0, threshold_us) / 1e6
     out: Dict[str, Any] = {"threshold_us": threshold_us, "ranks": 0, "notes": []}
@@ -409,7 +411,8 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
                         (rank_what_if(r, thr, react0) for r in rs) if w)
             secs = max([r.get("wall_s") or 0.0 for r in rs] + [detail.get("elapsed_s") or 0.0])
             rate = pairs / secs if secs else 0.0
-            gap, gap_lo = (budget_gap_us(k * cost[0], cost[1], threshold_us,
+            budget = cost[1] if budget_ppm is None else budget_ppm
+            gap, gap_lo = (budget_gap_us(k * cost[0], budget, threshold_us,
                                          k * (m["pair_cpu_us"] or 0.0), rate)
                            for k in (1.0, COST_SPREAD))
         if gap:
@@ -491,7 +494,7 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
 
 def sweep(details: List[Dict[str, Any]], model: Optional[Dict[str, Any]],
           low: Optional[float] = None, thresholds: Iterable[float] = SWEEP_US,
-          reaction_us: Optional[float] = None
+          reaction_us: Optional[float] = None, budget_ppm: Optional[int] = None
           ) -> Tuple[List[Dict[str, Any]], Optional[Dict[str, Any]]]:
     """The what-if of the jobs together at every threshold, and the
     recommendation: the threshold that saves most (estimate) with at most
@@ -499,7 +502,8 @@ def sweep(details: List[Dict[str, Any]], model: Optional[Dict[str, Any]],
     for compute-bound code too)."""
     rows = []
     for t in thresholds:
-        ps = [p for p in (predict(d, model, t, low, reaction_us=reaction_us) for d in details)
+        ps = [p for p in (predict(d, model, t, low, reaction_us=reaction_us,
+                                  budget_ppm=budget_ppm) for d in details)
               if p["ranks"]]
         if not ps:
             continue

@@ -134,6 +134,7 @@ static const struct mpi_pstate_agent_args base_args = {
     .step = 1,
     .uid = 1001,
     .gid = 1002,
+    .budget_ppm = 5000,
     .opt = {.mode = MPI_PSTATE_MODE_ON,
             .threshold_us = 2000,
             .low_khz = MPI_PSTATE_FREQ_MIN,
@@ -156,10 +157,10 @@ START_TEST(agent_argv)
         char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[256], line[1024];
         int n = mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS);
 
-        ck_assert_int_eq(n, 35);
+        ck_assert_int_eq(n, 37);
         a.nslots = 4;
         ck_assert_int_eq(
-            mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS), 37);
+            mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS), 39);
         joined(argv, line, sizeof(line));
         ck_assert_ptr_nonnull(strstr(line, "--shm /dev/shm/mpi-pstate.9.1 --nslots 4 --uid"));
         a.nslots = 0;
@@ -172,7 +173,17 @@ START_TEST(agent_argv)
                                "--mpi-pstate-low min --mpi-pstate-governor keep "
                                "--mpi-pstate-bind cores --mechanism setspeed --runtime-dir "
                                "/run/mp/restore --record /run/mp/steps/9.1/agent.json "
+                               "--cpu-budget 0.5000 "
                                "--log /run/mp/steps/9.1/agent.log --sysroot /sys");
+        /* the agent reads the percentage back to the millionth */
+        a.budget_ppm = 12345;
+        n = mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS);
+        joined(argv, line, sizeof(line));
+        ck_assert_ptr_nonnull(strstr(line, " --cpu-budget 1.2345 "));
+        a.budget_ppm = 0;
+        n = mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS);
+        joined(argv, line, sizeof(line));
+        ck_assert_ptr_nonnull(strstr(line, " --cpu-budget 0.0000 "));
         a.opt.low_khz = 1500000;
         a.freq_min_khz = 1200000;
         a.log = NULL;

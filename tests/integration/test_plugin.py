@@ -528,6 +528,28 @@ class Placement(PluginCase):
             self.assertEqual(self.cpus(got, ("default", b)), self.cpus(got, ("off", b)), out)
 
 
+class AgentBudget(PluginCase):
+    """The site's agent_cpu_budget reaches every node's agent (its record's
+    settings), and the built-in one without it."""
+
+    def test_site_budget_reaches_the_agents(self) -> None:
+        conf = lt.LAB / "etc" / "plugstack.conf.d" / "mpi-pstate.conf"
+        saved = conf.read_text()
+        wd = self.workdir("agent-budget", ("imbalance.openmpi",))
+        body = "srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 4 20"
+        job0, _ = self.batch(wd, ["-N2", "-n2", "--ntasks-per-node=1", "--mpi-pstate"], body)
+        conf.write_text("\n".join(ln + " agent_cpu_budget=2.5" if ln.startswith("optional ")
+                                  else ln for ln in saved.splitlines()) + "\n")
+        try:
+            job, _ = self.batch(wd, ["-N2", "-n2", "--ntasks-per-node=1", "--mpi-pstate"], body)
+        finally:
+            conf.write_text(saved)
+        for n in NODES:
+            # the MPI step follows the state dump's (step 0)
+            self.assertEqual(node_step(n, job0, "1")["agent"]["settings"]["cpu_budget_ppm"], 5000)
+            self.assertEqual(node_step(n, job, "1")["agent"]["settings"]["cpu_budget_ppm"], 25000)
+
+
 class Hybrid(PluginCase):
     """A rank pinned to a block of two cores whose frequency domains are per
     core (one cpufreq policy per CPU here): while its MPI thread waits, only

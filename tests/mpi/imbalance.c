@@ -1,7 +1,11 @@
 /* A deliberately imbalanced MPI program, the case mpi-pstate exists for:
  * in each iteration rank 0 computes for WORK ms while every other rank waits
  * in MPI_Barrier, then all exchange a small message with MPI_Allreduce.
- * usage: imbalance [ITERATIONS=20] [WORK_MS=50] */
+ * With SPREAD > 1 rank 0's work varies from iteration to iteration,
+ * log-uniform in [WORK / SPREAD, WORK * SPREAD] from a fixed seed: waits of
+ * every length around a threshold, and the same ones in every run.
+ * usage: imbalance [ITERATIONS=20] [WORK_MS=50] [SPREAD=1] */
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +33,8 @@ int main(int argc, char **argv)
 {
         int rank, size, iters = argc > 1 ? atoi(argv[1]) : 20;
         double work_ms = argc > 2 ? atof(argv[2]) : 50.0, t0, wait = 0.0;
+        double spread = argc > 3 ? atof(argv[3]) : 1.0;
+        unsigned short seed[3] = {1, 2, 3};
 
         MPI_Init(&argc, &argv);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -37,7 +43,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < iters; i++) {
                 double in = rank, out = 0.0, w;
                 if (rank == 0)
-                        compute(work_ms / 1000.0);
+                        compute(work_ms / 1000.0 *
+                                (spread > 1.0 ? pow(spread, 2.0 * erand48(seed) - 1.0) : 1.0));
                 w = now();
                 MPI_Barrier(MPI_COMM_WORLD);
                 wait += now() - w;

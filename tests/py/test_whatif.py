@@ -199,6 +199,12 @@ class Predict(unittest.TestCase):
         m2 = whatif.validate_model(dict(MODEL, transition=dict(MODEL["transition"],
                                                                 pair_cpu_us=200.0)))
         self.assertAlmostEqual(whatif.predict(self.d, m2, 10000)["agent_gap_us"], 15000, delta=10)
+        # another budget than the run's: none, or one that affords the scans
+        # even at 1.5 times their cost (30 us every 500 us: 6 % of 10 %)
+        for b in (0, 100000):
+            q = whatif.predict(self.d, self.m, 500, budget_ppm=b)
+            self.assertEqual(q["agent_gap_us"], 0.0)
+            self.assertEqual(q["clocked_down_s"], plain["clocked_down_s"])
         # a threshold the budget allows scanning at: as without a record
         self.assertEqual(whatif.predict(self.d, self.m, 20000)["clocked_down_s"],
                          whatif.predict(imbalanced({"n1": [[20_000] * 80], "n2": [
@@ -388,6 +394,12 @@ class ReportWhatIf(unittest.TestCase):
         rc, out, _ = self.report("701", "--what-if", "--reaction", "10ms", "--json")
         self.assertLess(json.loads(out)["jobs"][0]["what_if"]["clocked_down_s"][0], 1.6)
         self.assertEqual(self.report("701", "--what-if", "--threshold", "2 parsecs")[0], 2)
+        self.assertEqual(self.report("701", "--cpu-budget", "2")[0], 2)
+        for bad in ("0.5ms", "101", "0.00001", "-1"):
+            rc, _, err = self.report("701", "--what-if", "--cpu-budget", bad)
+            self.assertEqual(rc, 2, bad)
+            self.assertIn("percentage" if bad != "101" else "100 %", err)
+        self.assertEqual(self.report("701", "--what-if", "--cpu-budget", "2", "--json")[0], 0)
         rc, out, err = self.report("701", "--what-if", "--model", str(self.tmp / "none.json"))
         self.assertIn("no power model for n1,n2", out)
 

@@ -56,6 +56,7 @@ START_TEST(builtin_defaults)
         ck_assert_str_eq(c.agent, "");
         ck_assert_str_eq(c.mechanism, "auto");
         ck_assert_str_eq(c.sysroot, "/sys");
+        ck_assert_uint_eq(c.agent_budget_ppm, 5000);
         ck_assert_int_eq(mpi_pstate_config_parse(&c, 0, NULL, NULL, NULL), 0);
 }
 END_TEST
@@ -81,6 +82,7 @@ START_TEST(every_key_applies)
                         "agent=/opt/mp/sbin/mpi-pstate-agent",
                         "mechanism=max_freq",
                         "sysroot=/srv/fake/sys",
+                        "agent_cpu_budget=1.25",
                         NULL};
 
         ck_assert_int_eq(parse(&c, &r, argv), 0);
@@ -104,6 +106,7 @@ START_TEST(every_key_applies)
         ck_assert_str_eq(c.agent, "/opt/mp/sbin/mpi-pstate-agent");
         ck_assert_str_eq(c.mechanism, "max_freq");
         ck_assert_str_eq(c.sysroot, "/srv/fake/sys");
+        ck_assert_uint_eq(c.agent_budget_ppm, 12500);
 }
 END_TEST
 
@@ -122,9 +125,12 @@ START_TEST(new_keys_refuse_what_they_cannot_use)
                         "mechanism=fast",
                         "mechanism=AUTO",
                         "sysroot=sys",
+                        "agent_cpu_budget=101",
+                        "agent_cpu_budget=0.5ms",
+                        "agent_cpu_budget=0.00001",
                         NULL};
 
-        ck_assert_int_eq(parse(&c, &r, argv), 8);
+        ck_assert_int_eq(parse(&c, &r, argv), 11);
         ck_assert_str_eq(c.runtime_dir, "/srv/%h/run");
         ck_assert_ptr_nonnull(strstr(r.msg[0], "\"/srv/%n/run\" for runtime_dir"));
         ck_assert_ptr_nonnull(strstr(r.msg[0], "escapes: %h, %%"));
@@ -135,6 +141,9 @@ START_TEST(new_keys_refuse_what_they_cannot_use)
         ck_assert_str_eq(c.agent, "");
         ck_assert_str_eq(c.mechanism, "auto");
         ck_assert_str_eq(c.sysroot, "/sys");
+        ck_assert_ptr_nonnull(strstr(r.msg[8], "for agent_cpu_budget: expected a percentage of "
+                                               "one core such as 0.5"));
+        ck_assert_uint_eq(c.agent_budget_ppm, 5000);
 }
 END_TEST
 
@@ -411,7 +420,7 @@ START_TEST(every_key_documented)
                 }
                 free(text);
         }
-        ck_assert_uint_eq(nkeys, 17);
+        ck_assert_uint_eq(nkeys, 18);
         ck_assert_ptr_null(mpi_pstate_config_key(nkeys));
 }
 END_TEST

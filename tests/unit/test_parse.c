@@ -85,6 +85,30 @@ START_TEST(words)
 }
 END_TEST
 
+START_TEST(percent_ppm)
+{
+        uint64_t v = 7;
+        const char *bad[] = {"", "-1", ".5", "5.", "101", "100.01", "0.00001", "0.5ms", "1e2",
+                             "0x10", " 1", NULL};
+
+        ck_assert_int_eq(mpi_pstate_parse_percent_ppm("0.5", &v), 0);
+        ck_assert_uint_eq(v, 5000);
+        ck_assert_int_eq(mpi_pstate_parse_percent_ppm("5%", &v), 0);
+        ck_assert_uint_eq(v, 50000);
+        ck_assert_int_eq(mpi_pstate_parse_percent_ppm("1.2345", &v), 0);
+        ck_assert_uint_eq(v, 12345);
+        ck_assert_int_eq(mpi_pstate_parse_percent_ppm("0.50000", &v), 0); /* trailing zeros */
+        ck_assert_uint_eq(v, 5000);
+        ck_assert_int_eq(mpi_pstate_parse_percent_ppm("100", &v), 0);
+        ck_assert_uint_eq(v, 1000000);
+        v = 7;
+        for (size_t i = 0; bad[i]; i++)
+                ck_assert_msg(mpi_pstate_parse_percent_ppm(bad[i], &v) == -EINVAL && v == 7,
+                              "accepted '%s'", bad[i]);
+        ck_assert_int_eq(mpi_pstate_parse_percent_ppm(NULL, &v), -EINVAL);
+}
+END_TEST
+
 START_TEST(bools)
 {
         bool b = false;
@@ -106,6 +130,7 @@ static Suite *parse_suite(void)
         tcase_add_test(tc, freq_units);
         tcase_add_test(tc, duration_units);
         tcase_add_test(tc, words);
+        tcase_add_test(tc, percent_ppm);
         tcase_add_test(tc, bools);
         suite_add_tcase(s, tc);
         return s;
