@@ -63,16 +63,9 @@ class WhatIf(unittest.TestCase):
         wd = lt.workdir("whatif")
         lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
         cmd = "./imbalance.openmpi 80 50"
-        # A pilot on run shows how late the agent lowers on this node (its
-        # CPU budget spaces its wake-ups: milliseconds on this VM, more
-        # than a wake-up): the reaction the prediction is given, as a site
-        # would take it from its pilot (docs/evaluation.md).
-        pilot = bench.submit(wd, "on", "2000us", cmd, 2, 1)
-        self.assertEqual(lt.wait_job(pilot, 300), "COMPLETED")
-        bench.figures(pilot)
-        late = sorted(bench.agent_lateness_us(pilot))
-        self.assertTrue(late, "the pilot's agent lowered nothing")
-        react = late[len(late) // 2]
+        # No pilot: the prediction charges the agent's CPU budget itself,
+        # from the profile run's agent record (its CPU per timer wake-up)
+        # and the model's CPU per lower+raise pair (docs/evaluation.md).
         # one rank per node: the two nodes share the VM's two cores
         prof_job = bench.submit(wd, "profile", None, cmd, 2, 1)
         self.assertEqual(lt.wait_job(prof_job, 300), "COMPLETED")
@@ -83,11 +76,12 @@ class WhatIf(unittest.TestCase):
         self.assertEqual((prof["energy"], on["energy"]), ("ok", "ok"))
 
         r = lt.as_user([str(self.cli), "report", str(prof_job), "--what-if", "--threshold",
-                        "2ms", "--reaction", f"{int(react)}us", "--json"], check=True)
+                        "2ms", "--json"], check=True)
         job = json.loads(r.stdout)["jobs"][0]
         p = job["what_if"]
         self.assertEqual(p["model"], ["node record"])  # the Epilog embedded the model
         self.assertEqual(p["ranks"], 2)
+        self.assertIn("agent_gap_us", p)
         self.assertGreater(p["saved_j"][0], 10)
         # at equal duration: on the fake a lowered core computes as fast as
         # ever, so a difference in duration is the shared machine's noise
@@ -98,10 +92,8 @@ class WhatIf(unittest.TestCase):
         # The measurement's own uncertainty is that difference in duration
         # priced at the model's busy-wait power step; the prediction's range
         # widened by it must hold the measured saving.
-        step_w = hi["poll_w"] - lo["poll_w"]
-        noise_j = step_w * max(abs(prof["nodes"][n]["seconds"] - on["nodes"][n]["seconds"])
-                               for n in prof["nodes"])
-        msg = (f"reaction {react:.0f} us: predicted {p['saved_j']} J (clocked down "
+        noise_j = bench.measure_noise_j({"profile": prof, "on": on}, bench.power_step_w(model))
+        msg = (f"budget spacing {p['agent_gap_us']} us: predicted {p['saved_j']} J (clocked down "
                f"{p['clocked_down_s']} s), measured "
                f"{measured:.1f} J +- {noise_j:.1f} J from {prof['nodes']} and {on['nodes']} "
                f"(on run clocked down {on['down_s']} s)")
