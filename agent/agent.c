@@ -439,8 +439,8 @@ uint64_t mpi_pstate_agent_budget_gap(uint64_t gap, uint64_t interval, uint64_t u
                 return 0;
         /* Over: the interval it would need (wake-ups the spacing did not
          * hold back count too); under: the spacing it could do with. */
-        want = (uint64_t)((unsigned __int128)(share > aim && interval > gap ? interval : gap) * share /
-                          aim);
+        want = (uint64_t)((unsigned __int128)(share > aim && interval > gap ? interval : gap) *
+                          share / aim);
         if (want < gap / 2)
                 want = gap / 2;
         if (want > max_ns)

@@ -525,9 +525,9 @@ static void budget_adjust(struct agentd *a, uint64_t now)
                 interval = wall / timers;
                 a->budget_cpu_sum += used;
                 a->budget_timer_sum += timers;
-                want = mpi_pstate_agent_budget_gap(a->gap_ns, interval, used, wall,
-                                                   a->o.budget_ppm, a->scan_ns, AGENTD_SCAN_MIN_NS,
-                                                   AGENTD_SCAN_MAX_NS);
+                want =
+                    mpi_pstate_agent_budget_gap(a->gap_ns, interval, used, wall, a->o.budget_ppm,
+                                                a->scan_ns, AGENTD_SCAN_MIN_NS, AGENTD_SCAN_MAX_NS);
                 if (want != a->gap_ns) {
                         mpi_pstate_agentd_log(
                             LOG_DEBUG,

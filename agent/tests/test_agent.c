@@ -241,39 +241,41 @@ START_TEST(budget_gap)
         const uint64_t B = 5000, MIN = 50 * US, MAX = 100 * MS;
 
         /* scans every 500 us cost 5 %: at once the spacing of 0.4 % */
-        ck_assert_uint_eq(
-            mpi_pstate_agent_budget_gap(0, 500 * US, 2000 * 25 * US, 1000 * MS, B, 500 * US, MIN, MAX),
-            6250 * US);
+        ck_assert_uint_eq(mpi_pstate_agent_budget_gap(0, 500 * US, 2000 * 25 * US, 1000 * MS, B,
+                                                      500 * US, MIN, MAX),
+                          6250 * US);
         /* held there: 160 wake-ups of 25 us are the aim */
-        ck_assert_uint_eq(mpi_pstate_agent_budget_gap(6250 * US, 6250 * US, 160 * 25 * US, 1000 * MS,
-                                                      B, 500 * US, MIN, MAX),
+        ck_assert_uint_eq(mpi_pstate_agent_budget_gap(6250 * US, 6250 * US, 160 * 25 * US,
+                                                      1000 * MS, B, 500 * US, MIN, MAX),
                           6250 * US);
         /* scans every 20 ms cost 0.125 %: no spacing (the deadlines were
          * spaced 6.25 ms after each scan before) */
         ck_assert_uint_eq(
-            mpi_pstate_agent_budget_gap(0, 20 * MS, 50 * 25 * US, 1000 * MS, B, 20 * MS, MIN, MAX), 0);
+            mpi_pstate_agent_budget_gap(0, 20 * MS, 50 * 25 * US, 1000 * MS, B, 20 * MS, MIN, MAX),
+            0);
         /* under with a spacing: smaller, at most half off per period */
-        ck_assert_uint_eq(mpi_pstate_agent_budget_gap(8 * MS, 8 * MS, 2 * MS, 1000 * MS, B, 500 * US,
-                                                      MIN, MAX),
-                          4 * MS);
-        ck_assert_uint_eq(mpi_pstate_agent_budget_gap(8 * MS, 8 * MS, 1 * MS, 1000 * MS, B, 500 * US,
-                                                      MIN, MAX),
-                          4 * MS);
-        /* ... and none once it is a quarter of the scan interval */
-        ck_assert_uint_eq(mpi_pstate_agent_budget_gap(8 * MS, 8 * MS, 1 * MS, 1000 * MS, B, 20 * MS,
-                                                      MIN, MAX),
-                          0);
-        /* over with a spacing, timers rarer than it (deadlines apart) */
-        ck_assert_uint_eq(mpi_pstate_agent_budget_gap(1 * MS, 2 * MS, 8 * MS, 1000 * MS, B, 500 * US,
-                                                      MIN, MAX),
-                          4 * MS);
-        ck_assert_uint_eq(mpi_pstate_agent_budget_gap(0, 500 * US, 900 * MS, 1000 * MS, B, 50 * US, MIN,
-                                                      MAX),
-                          MAX);
         ck_assert_uint_eq(
-            mpi_pstate_agent_budget_gap(0, 500 * US, 900 * MS, 1000 * MS, 0, 500 * US, MIN, MAX), 0);
-        ck_assert_uint_eq(mpi_pstate_agent_budget_gap(0, 500 * US, 900 * MS, 0, B, 500 * US, MIN, MAX),
-                          0);
+            mpi_pstate_agent_budget_gap(8 * MS, 8 * MS, 2 * MS, 1000 * MS, B, 500 * US, MIN, MAX),
+            4 * MS);
+        ck_assert_uint_eq(
+            mpi_pstate_agent_budget_gap(8 * MS, 8 * MS, 1 * MS, 1000 * MS, B, 500 * US, MIN, MAX),
+            4 * MS);
+        /* ... and none once it is a quarter of the scan interval */
+        ck_assert_uint_eq(
+            mpi_pstate_agent_budget_gap(8 * MS, 8 * MS, 1 * MS, 1000 * MS, B, 20 * MS, MIN, MAX),
+            0);
+        /* over with a spacing, timers rarer than it (deadlines apart) */
+        ck_assert_uint_eq(
+            mpi_pstate_agent_budget_gap(1 * MS, 2 * MS, 8 * MS, 1000 * MS, B, 500 * US, MIN, MAX),
+            4 * MS);
+        ck_assert_uint_eq(
+            mpi_pstate_agent_budget_gap(0, 500 * US, 900 * MS, 1000 * MS, B, 50 * US, MIN, MAX),
+            MAX);
+        ck_assert_uint_eq(
+            mpi_pstate_agent_budget_gap(0, 500 * US, 900 * MS, 1000 * MS, 0, 500 * US, MIN, MAX),
+            0);
+        ck_assert_uint_eq(
+            mpi_pstate_agent_budget_gap(0, 500 * US, 900 * MS, 0, B, 500 * US, MIN, MAX), 0);
 }
 END_TEST
 

@@ -88,8 +88,8 @@ END_TEST
 START_TEST(percent_ppm)
 {
         uint64_t v = 7;
-        const char *bad[] = {"", "-1", ".5", "5.", "101", "100.01", "0.00001", "0.5ms", "1e2",
-                             "0x10", " 1", NULL};
+        const char *bad[] = {"",        "-1",    ".5",  "5.",   "101", "100.01",
+                             "0.00001", "0.5ms", "1e2", "0x10", " 1",  NULL};
 
         ck_assert_int_eq(mpi_pstate_parse_percent_ppm("0.5", &v), 0);
         ck_assert_uint_eq(v, 5000);
