@@ -126,7 +126,12 @@ class Bench:
         d = self.tree(2)
         load = ["--slots", "2", "--threshold-us", "500", "--seconds", str(self.seconds), "--compute-us", "2000",
                 "--short-us", "50", "--long-us", "5000", "--long-every", "2", "--clock", "tsc"]
-        pid = self.run_agent(d, 2, "0-1", "--threshold", "500us", "--cpu-budget", budget)
+        # Exact scans every 500 us cost about 5 % of a core here, the hard
+        # ceiling's level (--cpu-cap): it would hold waits up and halve the
+        # drops (1024 of 2118, 2026-11-26), so this row lifts it to show
+        # the latency the design allows; the ceiling has its own bench.
+        exact = ["--cpu-cap", "0"] if budget == "0" else []
+        pid = self.run_agent(d, 2, "0-1", "--threshold", "500us", "--cpu-budget", budget, *exact)
         sim = self.simranks("--shm", str(d / "seg"), "--spin", *load)
         rec = self.stop_agent(d, pid)
         drop = merge([r["drop_late_ns"] for r in rec["ranks"]])
@@ -141,7 +146,8 @@ class Bench:
         wake = self.simranks("--baseline-wake", "--baseline-rt", "1", *load)
         d99, t99 = qtile(drop, 0.99), qtile(timer["log2"], 0.99)
         r99, w99 = qtile(e2e, 0.99) - write50, qtile(wake["restore_ns"]["log2"], 0.99)
-        tag = "exact scans (--cpu-budget 0)" if budget == "0" else f"default (--cpu-budget {budget})"
+        tag = "exact scans (--cpu-budget 0 --cpu-cap 0)" if budget == "0" else \
+            f"default (--cpu-budget {budget})"
         cmd = f"`bench/agent/run.py` latency, {tag}"
         self.row(f"drop p99 after the deadline, {tag}", "100 us", us(d99), f"bare timer p99 {us(t99)}",
                  f"{d99 / t99:.2f}" if t99 else "-", cmd)
