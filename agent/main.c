@@ -175,9 +175,6 @@ static int parse_id(const char *s, bool group, uint32_t *out)
         return 0;
 }
 
-/* "0.5", "0.5%", "2": a share of one core in percent, to millionths of a
- * core (1 % = 10000). */
-
 static int set_option(struct cmdline *cl, int id, const char *value)
 {
         char err[256];

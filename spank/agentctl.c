@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,16 +20,26 @@
 #include "errmsg.h"
 #include "safeio.h"
 
-/* Appends one number as a string into buf; NULL when it does not fit. */
-static char *num(char *buf, size_t buflen, size_t *used, uint64_t v)
+/* Appends one formatted string into buf; NULL when it does not fit. */
+__attribute__((format(printf, 4, 5))) static char *str(char *buf, size_t buflen, size_t *used,
+                                                       const char *fmt, ...)
 {
         char *s = buf + *used;
-        int n = snprintf(s, buflen - *used, "%llu", (unsigned long long)v);
+        va_list ap;
+        int n;
 
+        va_start(ap, fmt);
+        n = vsnprintf(s, buflen - *used, fmt, ap);
+        va_end(ap);
         if (n < 0 || (size_t)n >= buflen - *used)
                 return NULL;
         *used += (size_t)n + 1;
         return s;
+}
+
+static char *num(char *buf, size_t buflen, size_t *used, uint64_t v)
+{
+        return str(buf, buflen, used, "%llu", (unsigned long long)v);
 }
 
 /* Appends "flag value" (value NULL: the flag alone) to argv. */
@@ -46,7 +57,6 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
                              char **argv, size_t max)
 {
         const char *job, *step, *uid, *gid, *floor = NULL, *nslots = NULL, *budget;
-        char pct[32];
         size_t used = 0, argc = 0;
         int rc = 0;
 
@@ -64,12 +74,11 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
         if (!gid)
                 return -ENOSPC;
         /* percent with every digit a millionth needs: 5000 ppm is 0.5000 */
-        snprintf(pct, sizeof(pct), "%llu.%04llu", (unsigned long long)(a->budget_ppm / 10000u),
-                 (unsigned long long)(a->budget_ppm % 10000u));
-        if (strlen(pct) + 1 > buflen - used)
+        budget =
+            str(buf, buflen, &used, "%llu.%04llu", (unsigned long long)(a->budget_ppm / 10000u),
+                (unsigned long long)(a->budget_ppm % 10000u));
+        if (!budget)
                 return -ENOSPC;
-        budget = memcpy(buf + used, pct, strlen(pct) + 1);
-        used += strlen(pct) + 1;
         /* --foreground: detached by us already, so the pid we record is the
          * agent's.  --keep-shm: the segment is the plugin's and stays for the
          * node epilog.  Optional pairs have a NULL value when absent. */

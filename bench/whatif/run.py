@@ -168,6 +168,16 @@ def measure_noise_j(r: dict[str, Any], step_w: float) -> float:
                          for n, p in r["profile"]["nodes"].items()), default=0.0)
 
 
+def inside_range(r: dict[str, Any], step_w: float) -> bool:
+    """The run's measured saving lies in its predicted range, widened by the
+    measurement's own uncertainty."""
+    if r["measured_saved_j"] is None:
+        return False
+    _, lo, hi = r["predicted"]["saved_j"]
+    noise = measure_noise_j(r, step_w)
+    return lo - noise <= r["measured_saved_j"] <= hi + noise
+
+
 def table(rows: list[dict[str, Any]], step_w: float = 0.0
           ) -> tuple[str, list[dict[str, Any]]]:
     """One line per workload and threshold: medians over the repetitions.
@@ -187,10 +197,7 @@ def table(rows: list[dict[str, Any]], step_w: float = 0.0
         phi = statistics.median(r["predicted"]["saved_j"][2] for r in rs)
         ms = [r["measured_saved_j"] for r in rs if r["measured_saved_j"] is not None]
         me = statistics.median(ms) if ms else None
-        inside = sum(1 for r in rs if r["measured_saved_j"] is not None and
-                     r["predicted"]["saved_j"][1] - measure_noise_j(r, step_w) <=
-                     r["measured_saved_j"] <=
-                     r["predicted"]["saved_j"][2] + measure_noise_j(r, step_w))
+        inside = sum(1 for r in rs if inside_range(r, step_w))
         err = (pe - me) / me if me else None
         job_j = statistics.median(r["profile"]["energy_j"] or 0 for r in rs)
         share = (pe - me) / job_j if me is not None and job_j else None
@@ -289,41 +296,37 @@ def main() -> int:
     lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
     rows: list[dict[str, Any]] = []
     t0 = time.time()
-    conf = lt.LAB / "etc" / "plugstack.conf.d" / "mpi-pstate.conf"
-    saved_conf = conf.read_text()
     tag = f", budget {a.agent_budget} %" if a.agent_budget else ""
-    try:
-        if a.agent_budget:
-            conf.write_text("\n".join(f"{ln} agent_cpu_budget={a.agent_budget}"
-                                      if ln.startswith("optional ") else ln
-                                      for ln in saved_conf.splitlines()) + "\n")
-        fake_load(True, a.restart)
-        model = calibrate("n1", a.cal_seconds, 2, 2)
-        say(f"calibrated: {json.dumps(model['points'])} idle {model['idle_w']} W, noise "
-            f"{model['noise_w']} W, write {model['transition']['write_us']} us")
-        cmd = f"./imbalance.openmpi {a.iters} {a.work_ms:g}"
-        ths = [int(x) for x in a.thresholds.split(",") if x]
-        rows += run_workload(f"imbalance 2x{a.ntasks}{tag}", cmd, ths, a.reps, wd, 2, a.ntasks, say)
-        sw = [int(x) for x in a.sweep.split(",") if x]
-        if sw:
-            rows += run_workload(f"imbalance 2x{a.ntasks}, sweep{tag}", cmd, sw, max(1, a.reps - 1),
-                                 wd, 2, a.ntasks, say)
-        sp = [int(x) for x in a.spread.split(",") if x]
-        if sp:
-            rows += run_workload(f"imbalance 2x{a.ntasks}, spread{tag}", f"./imbalance.openmpi "
-                                 f"{a.iters} 10 20", sp, max(1, a.reps - 1), wd, 2, a.ntasks, say)
-        if a.hpcc_n:
-            from mpi_pstate import bench as ld
-            (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,
-                                                       *ld.process_grid(2 * a.ntasks)))
-            os.chown(wd / "hpccinf.txt", *lt_ids())
-            rows += run_workload(f"hpcc 2x{a.ntasks}{tag}", "hpcc", ths, a.reps, wd, 2, a.ntasks, say)
-    finally:
-        conf.write_text(saved_conf)
-        fake_load(False)
-        if not a.keep_model:
-            for n in ("n1",):
-                lt.node_exec(n, f"rm -f {MODEL}", check=False)
+    site = [f"agent_cpu_budget={a.agent_budget}"] if a.agent_budget else []
+    with lt.plugstack_args(*site):
+        try:
+            fake_load(True, a.restart)
+            model = calibrate("n1", a.cal_seconds, 2, 2)
+            say(f"calibrated: {json.dumps(model['points'])} idle {model['idle_w']} W, noise "
+                f"{model['noise_w']} W, write {model['transition']['write_us']} us")
+            def run(what: str, command: str, ths: list[int], reps: int) -> None:
+                rows.extend(run_workload(f"{what}{tag}", command, ths, reps, wd, 2, a.ntasks, say))
+            cmd = f"./imbalance.openmpi {a.iters} {a.work_ms:g}"
+            ths = [int(x) for x in a.thresholds.split(",") if x]
+            run(f"imbalance 2x{a.ntasks}", cmd, ths, a.reps)
+            sw = [int(x) for x in a.sweep.split(",") if x]
+            if sw:
+                run(f"imbalance 2x{a.ntasks}, sweep", cmd, sw, max(1, a.reps - 1))
+            sp = [int(x) for x in a.spread.split(",") if x]
+            if sp:
+                run(f"imbalance 2x{a.ntasks}, spread", f"./imbalance.openmpi {a.iters} 10 20", sp,
+                    max(1, a.reps - 1))
+            if a.hpcc_n:
+                from mpi_pstate import bench as ld
+                (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,
+                                                           *ld.process_grid(2 * a.ntasks)))
+                os.chown(wd / "hpccinf.txt", *lt_ids())
+                run(f"hpcc 2x{a.ntasks}", "hpcc", ths, a.reps)
+        finally:
+            fake_load(False)
+            if not a.keep_model:
+                for n in ("n1",):
+                    lt.node_exec(n, f"rm -f {MODEL}", check=False)
     text, summ_rows = table(rows, power_step_w(model))
     print(f"Measured {time.strftime('%Y-%m-%d %H:%M', time.gmtime(t0))}-"
           f"{time.strftime('%H:%M', time.gmtime())} UTC; model: {json.dumps(model['points'])}, "

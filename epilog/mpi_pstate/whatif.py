@@ -395,20 +395,22 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
         dps = (dp, max(0.0, dp - sig), dp + sig)
         w_us = m["write_us"]
         wake = (m["reaction_us"], 0.0, max(m["reaction_us_hi"], m["reaction_us"]))
+        # Raising is never held back by the agent's CPU budget (a rank
+        # leaving a lowered wait wakes it through the futex): a wake-up.
+        raise_s = tuple((w_us + x) / 1e6 for x in wake)
         # Under its CPU budget the agent wakes at most every `gap`: a wait
         # starting at random is lowered gap/2 late on average, at most gap
         # (a wait that starts as the last one ended, the agent's wake-up for
-        # it just spent: the whole gap).
-        # Its pairs spend the budget too: their rate from the
-        # prediction without a spacing (a spacing only lowers it).
-        # The low bound takes every wake-up and pair COST_SPREAD times as
+        # it just spent: the whole gap).  Its pairs spend the budget too,
+        # at their rate without a spacing (a spacing only lowers it); the
+        # low bound takes every wake-up and pair COST_SPREAD times as
         # costly: a busy node's wake-ups cost more.
         cost = agent_cost(detail, node)
         gap = gap_lo = 0.0
+        plain = None  # the ranks' figures lowered as fast as a wake-up
         if cost and reaction_us is None:
-            react0 = tuple((w_us + x) / 1e6 for x in wake)
-            pairs = sum(w["transitions"][0] for w in
-                        (rank_what_if(r, thr, react0) for r in rs) if w)
+            plain = [rank_what_if(r, thr, raise_s) for r in rs]
+            pairs = sum(w["transitions"][0] for w in plain if w)
             secs = max([r.get("wall_s") or 0.0 for r in rs] + [detail.get("elapsed_s") or 0.0])
             rate = pairs / secs if secs else 0.0
             budget = cost[1] if budget_ppm is None else budget_ppm
@@ -420,9 +422,8 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
         rx = (wake[0] + gap / 2, 0.0, wake[2] + max(gap, gap_lo)) if reaction_us is None else \
             (reaction_us, 0.0, 2 * reaction_us)
         react = tuple((w_us + x) / 1e6 for x in rx)
-        # Raising is never held back by the agent's CPU budget (a rank
-        # leaving a lowered wait wakes it through the futex): a wake-up.
-        raise_s = tuple((w_us + x) / 1e6 for x in wake)
+        ws = plain if plain is not None and react == raise_s else \
+            [rank_what_if(r, thr, react) for r in rs]
         e_tr = m["transition_uj"] / 1e6
         slow = 1.0 - lk / hk
         dom = max(m["domain_cpus"], _domain_cpus(
@@ -431,8 +432,7 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
             shared.append(node)
         busy_core = max(0.0, power_at(m, hk, "busy_w") - m["idle_w"])
         node_w += m["idle_w"] + busy_core * max(0, len(rs) - 1) + busy_core
-        for r in rs:
-            w = rank_what_if(r, thr, react)
+        for r, w in zip(rs, ws):
             if w is None:
                 no_hist += 1
                 continue

@@ -5,13 +5,14 @@ fake hardware of each node is read through `tests/cluster/lab`.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 TOP = Path(__file__).resolve().parents[2]
 LAB_SCRIPT = TOP / "tests" / "cluster" / "lab"
@@ -44,6 +45,22 @@ class Installed:
         self.agent = Path(d["sbindir"]) / "mpi-pstate-agent"
         self.pydir = Path(d["datadir"]) / "mpi-pstate" / "python"
         self.libexec = Path(d["libexecdir"]) / "mpi-pstate"
+
+
+PLUGSTACK_DROPIN = LAB / "etc" / "plugstack.conf.d" / "mpi-pstate.conf"
+
+
+@contextlib.contextmanager
+def plugstack_args(*args: str) -> Iterator[None]:
+    """The lab's plugin line with args appended (every step started meanwhile
+    reads them: slurmstepd loads the plugin per step), put back afterwards."""
+    saved = PLUGSTACK_DROPIN.read_text()
+    PLUGSTACK_DROPIN.write_text("\n".join(" ".join((ln, *args)) if ln.startswith("optional ")
+                                          else ln for ln in saved.splitlines()) + "\n")
+    try:
+        yield
+    finally:
+        PLUGSTACK_DROPIN.write_text(saved)
 
 
 def installed() -> Installed:

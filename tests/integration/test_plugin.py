@@ -137,7 +137,7 @@ class PluginCase(unittest.TestCase):
     def setUpClass(cls) -> None:
         if not PLUGIN.exists() or not FRONT.exists():
             raise unittest.SkipTest("plugin or library not installed (tests/cluster/lab install)")
-        conf = (lt.LAB / "etc" / "plugstack.conf.d" / "mpi-pstate.conf")
+        conf = lt.PLUGSTACK_DROPIN
         if not conf.exists() or "runtime_dir=" not in conf.read_text():
             raise unittest.SkipTest("plugin not active (tests/cluster/lab install)")
 
@@ -511,17 +511,10 @@ class Placement(PluginCase):
         self.assert_nodes_restored(("n1",))
 
     def test_site_default_profile_keeps_placement(self) -> None:
-        conf = lt.LAB / "etc" / "plugstack.conf.d" / "mpi-pstate.conf"
-        saved = conf.read_text()
-        lines = [ln + " default_mode=profile" if ln.startswith("optional ") else ln
-                 for ln in saved.splitlines()]
-        conf.write_text("\n".join(lines) + "\n")
-        try:
+        with lt.plugstack_args("default_mode=profile"):
             wd = self.workdir("placement-site", ("imbalance.openmpi",))
             _, out = self.batch(wd, ["-N1", "-w", "n1", "-n2"],
                                 placement_body(("off", "default"), ("default", "none")))
-        finally:
-            conf.write_text(saved)
         got = placements(out)
         for b in ("default", "none"):
             self.assertEqual({m for _, m in got[("default", b)].values()}, {"profile"}, out)
@@ -533,17 +526,11 @@ class AgentBudget(PluginCase):
     settings), and the built-in one without it."""
 
     def test_site_budget_reaches_the_agents(self) -> None:
-        conf = lt.LAB / "etc" / "plugstack.conf.d" / "mpi-pstate.conf"
-        saved = conf.read_text()
         wd = self.workdir("agent-budget", ("imbalance.openmpi",))
         body = "srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 4 20"
         job0, _ = self.batch(wd, ["-N2", "-n2", "--ntasks-per-node=1", "--mpi-pstate"], body)
-        conf.write_text("\n".join(ln + " agent_cpu_budget=2.5" if ln.startswith("optional ")
-                                  else ln for ln in saved.splitlines()) + "\n")
-        try:
+        with lt.plugstack_args("agent_cpu_budget=2.5"):
             job, _ = self.batch(wd, ["-N2", "-n2", "--ntasks-per-node=1", "--mpi-pstate"], body)
-        finally:
-            conf.write_text(saved)
         for n in NODES:
             # the MPI step follows the state dump's (step 0)
             self.assertEqual(node_step(n, job0, "1")["agent"]["settings"]["cpu_budget_ppm"], 5000)
