@@ -13,8 +13,11 @@ counts a job's energy) and through the cpufreq driver, the node's power
     what a lower+raise pair costs in energy beyond the steady states,
 
 then writes the model atomically.  On a node without RAPL or without a
-cpufreq driver it says so and stores nothing.  The CPU's frequency policy
-is put back as it was found, whatever happens (signals included)."""
+cpufreq driver it says so and stores nothing; on a node where a job may
+hold a core (a restore record, a step's agent running) it refuses: the
+"as found" settings it puts back would be a job's lowered ones, which later
+jobs would save as their baseline.  The CPU's frequency policy is put back
+as it was found, whatever happens (signals included)."""
 from __future__ import annotations
 
 import glob
@@ -28,9 +31,11 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-from . import noderec, safeio, whatif
+from . import config, node, noderec, safeio, whatif
 
 PROG = "mpi-pstate calibrate"
+# sysfs is the kernel's, but a file under sysroot is never reached through a symlink
+O_SYSFS_WRITE = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class CalibrateError(RuntimeError):
@@ -70,7 +75,7 @@ class Meter:
         for z in zones:
             rng = _read(os.path.join(z, "max_energy_range_uj"))
             try:
-                fd = os.open(os.path.join(z, "energy_uj"), os.O_RDONLY)
+                fd = os.open(os.path.join(z, "energy_uj"), safeio.O_READ)
             except PermissionError:
                 raise CalibrateError(f"{z}/energy_uj: permission denied (run as root)") from None
             self.fds.append(fd)
@@ -122,7 +127,7 @@ class Policy:
         self.fd: Optional[int] = None
 
     def _write(self, attr: str, value: str) -> None:
-        fd = os.open(os.path.join(self.path, attr), os.O_WRONLY)
+        fd = os.open(os.path.join(self.path, attr), O_SYSFS_WRITE)
         try:
             os.write(fd, value.encode())
         finally:
@@ -131,10 +136,10 @@ class Policy:
     def take(self) -> None:
         if self.method == "setspeed":
             self._write("scaling_governor", "userspace")
-            self.fd = os.open(os.path.join(self.path, "scaling_setspeed"), os.O_WRONLY)
+            self.fd = os.open(os.path.join(self.path, "scaling_setspeed"), O_SYSFS_WRITE)
         else:
             self._write("scaling_min_freq", str(self.hw_min))
-            self.fd = os.open(os.path.join(self.path, "scaling_max_freq"), os.O_WRONLY)
+            self.fd = os.open(os.path.join(self.path, "scaling_max_freq"), O_SYSFS_WRITE)
 
     def set(self, khz: int) -> None:
         assert self.fd is not None
@@ -298,8 +303,80 @@ def cpu_model() -> str:
     return platform.machine()
 
 
+def busy(runtime: str) -> list[str]:
+    """What says a job may hold a core of this node (docs/admin.md, "Files
+    on the node"): restore records in <runtime>/restore (a domain a step
+    changed and has not put back), and step directories
+    <runtime>/steps/<job>.<step> whose agent.pid names a running process
+    (the plugin removes the pidfile when it stops the agent).  A directory
+    that cannot be trusted or read counts as busy: calibrate cannot tell."""
+    out: list[str] = []
+    for sub in ("restore", "steps"):
+        d = os.path.join(runtime, sub)
+        try:
+            fd = safeio.open_dir(d, trusted={0})
+        except safeio.Missing:
+            continue
+        except OSError as e:
+            out.append(f"{d} cannot be read ({e.strerror})")
+            continue
+        try:
+            names = safeio.list_dir(fd)
+            if sub == "restore":
+                if names:
+                    out.append(f"restore records in {d} ({', '.join(names[:8])}"
+                               + (" ..." if len(names) > 8 else "") + "): a job holds cores "
+                               "clocked down, or its agent died before putting them back")
+                continue
+            for n in names:
+                m = node.STEP_DIR_RE.fullmatch(n)
+                if m:
+                    pid = _agent_pid(fd, n)
+                    if pid != 0:
+                        out.append(f"job {m.group(1)} step {m.group(2)} has a running agent"
+                                   + (f" (pid {pid})" if pid > 0 else
+                                      f" ({d}/{n}/agent.pid cannot be read)"))
+        finally:
+            os.close(fd)
+    return out
+
+
+def _agent_pid(sfd: int, step: str) -> int:
+    """The live agent of a step directory: its pid, 0 when none runs, -1
+    when the pidfile cannot be trusted."""
+    try:
+        dfd = os.open(step, safeio.O_DIR, dir_fd=sfd)
+    except OSError:
+        return -1
+    try:
+        text = safeio.read_file(dfd, "agent.pid", 32, owners={0}).decode("ascii")
+        pid = int(text.strip()) if text.strip().isdigit() else -1
+    except FileNotFoundError:
+        return 0
+    except (OSError, UnicodeDecodeError):
+        return -1
+    finally:
+        os.close(dfd)
+    if pid <= 0:
+        return -1
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return 0
+    except PermissionError:
+        pass
+    return pid
+
+
+def runtime_here(a: Any) -> str:
+    """This node's runtime_dir: --runtime-dir, else the plugstack line's."""
+    cfg = config.load(getattr(a, "slurm_conf", None), None, getattr(a, "runtime_dir", None))
+    return config.expand_host(cfg.runtime_dir, config.short_host())
+
+
 def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
-              meter_label: str, say: Callable[[str], None]) -> dict[str, Any]:
+              meter_label: str, say: Callable[[str], None],
+              runtime: Optional[str] = None) -> dict[str, Any]:
     zones = rapl_zones(sysroot)
     if not zones:
         raise CalibrateError(f"no RAPL on this node ({sysroot}/class/powercap has no "
@@ -308,6 +385,12 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
     if not ppath:
         raise CalibrateError(f"no cpufreq driver for CPU {cpu} ({sysroot}/devices/system/cpu/"
                              "cpufreq has no policy with it)")
+    why = busy(runtime) if runtime else []
+    if why:
+        raise CalibrateError("this node is not idle: " + "; ".join(why) + ". Calibrate a "
+                             "drained node once its jobs have ended (their Epilog removes "
+                             "these); `mpi-pstate-agent --restore DIR` puts back what a dead "
+                             "job left")
     pol = Policy(ppath)
     meter = Meter(zones)
     freqs = pick_freqs(pol.freqs, max(2, npoints))
@@ -361,9 +444,10 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
 
 
 def store(model: dict[str, Any], path: str) -> None:
+    """Written as the node Epilog will read it: in a directory of root's (or
+    the caller's) that nobody else may change, created if missing."""
     d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, mode=0o755, exist_ok=True)
-    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    dfd = safeio.open_dir(d, trusted=safeio.trusted_owners(), create_mode=0o755)
     try:
         safeio.write_atomic(dfd, os.path.basename(path),
                             (json.dumps(model, indent=1) + "\n").encode(), mode=0o644)
@@ -403,7 +487,12 @@ def run(a: Any) -> int:
     say(f"{PROG}: CPU {cpu}, {a.seconds:g} s per point, {a.reps} repetitions"
         + ("" if label == "rapl" else " (powercap is not the kernel's sysfs: SIMULATED)"))
     try:
-        m = calibrate(a.sysroot, cpu, a.seconds, a.reps, a.points, label, say)
+        runtime = runtime_here(a)
+    except ValueError as e:  # a runtime_dir calibrate cannot check: it does not guess
+        print(f"{PROG}: runtime_dir: {e}: nothing measured", file=sys.stderr)
+        return 1
+    try:
+        m = calibrate(a.sysroot, cpu, a.seconds, a.reps, a.points, label, say, runtime)
     except CalibrateError as e:
         print(f"{PROG}: {e}: nothing stored", file=sys.stderr)
         return 1
@@ -415,7 +504,7 @@ def run(a: Any) -> int:
     if a.model == "-":
         sys.stdout.write(json.dumps(m, indent=1) + "\n")
         return 0
-    path = a.model or os.environ.get(whatif.MODEL_ENV) or whatif.DEFAULT_MODEL
+    path = whatif.model_path(a.model)
     try:
         store(m, path)
     except OSError as e:

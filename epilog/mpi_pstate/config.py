@@ -69,13 +69,19 @@ def check_dir_path(p: str) -> str:
     return p
 
 
-def _read_text(path: str) -> Optional[str]:
-    # Configuration is root's: owner root (or SlurmUser for slurmdbd.conf
-    # style setups is not needed here), never through a final symlink.
+def _read_text(path: str, problems: Optional[List[str]] = None) -> Optional[str]:
+    """A configuration file: root's (or the caller's own, for a user's
+    command), in directories nobody else may change, never through a final
+    symlink, never a FIFO (safeio.read_trusted).  Why one is refused goes to
+    problems; a missing one is just None."""
     try:
-        return safeio.read_file(None, path, CONF_MAX_BYTES, owners=None,
-                                strict_mode=False).decode("utf-8", "replace")
-    except OSError:
+        return safeio.read_trusted(os.path.abspath(path), CONF_MAX_BYTES).decode(
+            "utf-8", "replace")
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if problems is not None:
+            problems.append(f"not read: {e.strerror}")
         return None
 
 
@@ -88,9 +94,10 @@ def _conf_lines(text: str) -> List[str]:
     return out
 
 
-def slurm_conf_values(path: str, keys: Tuple[str, ...]) -> Dict[str, str]:
+def slurm_conf_values(path: str, keys: Tuple[str, ...],
+                      problems: Optional[List[str]] = None) -> Dict[str, str]:
     """key=value settings of slurm.conf (case-insensitive keys, last wins)."""
-    text = _read_text(path)
+    text = _read_text(path, problems)
     found: Dict[str, str] = {}
     if text is None:
         return found
@@ -117,13 +124,11 @@ def our_plugin(path: str, dirs: List[str]) -> Optional[str]:
     cands = [path] if path.startswith("/") else [os.path.join(d, path) for d in dirs]
     for f in cands:
         try:
-            with open(f, "rb") as fh:
-                head = fh.read(4)
-                if head != b"\x7fELF":
-                    return None
-                data = fh.read(PLUGIN_MAX_BYTES)
+            data = safeio.read_trusted(f, PLUGIN_MAX_BYTES)
         except OSError:
             continue
+        if data[:4] != b"\x7fELF":
+            return None
         return f if all(m in data for m in PLUGIN_MARKERS) else None
     return path if PLUGIN_NAME_RE.search(path) else None
 
@@ -132,11 +137,13 @@ PluginLine = Tuple[Optional[str], Optional[List[str]], Optional[str]]
 
 
 def plugin_line(plugstack: str, depth: int = 0, dirs: Optional[List[str]] = None,
-                sources: Optional[List[str]] = None) -> PluginLine:
+                sources: Optional[List[str]] = None,
+                problems: Optional[List[str]] = None) -> PluginLine:
     """The first plugstack line (following `include` globs) that loads
     mpi-pstate's plugin: the plugin file, its arguments, the file the line
-    is in.  sources: gets every file read and every include directory."""
-    text = _read_text(plugstack)
+    is in.  sources: gets every file read and every include directory;
+    problems: why a file was refused."""
+    text = _read_text(plugstack, problems)
     if text is None or depth > 4:
         return None, None, None
     if sources is not None:
@@ -151,7 +158,7 @@ def plugin_line(plugstack: str, depth: int = 0, dirs: Optional[List[str]] = None
                 if sources is not None:
                     sources.append(os.path.dirname(pattern))
                 for f in sorted(glob.glob(pattern)):
-                    found = plugin_line(f, depth + 1, dirs, sources)
+                    found = plugin_line(f, depth + 1, dirs, sources, problems)
                     if found[1] is not None:
                         return found
             continue
@@ -179,13 +186,13 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
          runtime_dir: Optional[str] = None) -> Config:
     c = Config()
     c.slurm_conf = slurm_conf or os.environ.get("SLURM_CONF") or default_slurm_conf()
-    vals = slurm_conf_values(c.slurm_conf, ("SlurmUser", "PlugStackConfig"))
+    vals = slurm_conf_values(c.slurm_conf, ("SlurmUser", "PlugStackConfig"), c.problems)
     c.slurm_user = vals.get("SlurmUser", "root")
     plugstack = vals.get("PlugStackConfig") or os.path.join(os.path.dirname(c.slurm_conf),
                                                             "plugstack.conf")
     c.sources = [c.slurm_conf]
     c.plugin, args, c.plugstack = plugin_line(plugstack, dirs=_plugin_dirs(c.slurm_conf),
-                                              sources=c.sources)
+                                              sources=c.sources, problems=c.problems)
     if c.plugin:
         c.sources.append(c.plugin)
     for word in args or []:

@@ -32,6 +32,8 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 
+from . import safeio
+
 # The installation's directories and the entry script's own ("here"), from
 # the entry script (epilog/mpi-pstate): set by main().
 PATHS: Dict[str, str] = {}
@@ -44,32 +46,47 @@ ABIS = ("auto", "ompi", "mpich")
 DURATION_RE = re.compile(r"^\s*(\d+(\.\d+)?)\s*(us|ms|s)?\s*$", re.IGNORECASE)
 
 
+def _root_may_use(path: str, program: bool) -> bool:
+    """Root loads or runs only what the plugin would (safeio.trusted_path:
+    root's, in directories nobody else may change); a user, anything."""
+    if os.geteuid() != 0:
+        return True
+    try:
+        (safeio.trusted_exec if program else safeio.trusted_path)(path)
+        return True
+    except OSError as e:
+        print(f"mpi-pstate-exec: {e.strerror}: not used as root", file=sys.stderr)
+        return False
+
+
+def _find(env_name: str, candidates: List[str], program: bool) -> Optional[str]:
+    """$env_name (for root only from a source checkout: safeio.env_override),
+    else the first candidate that exists; as root, only a trusted one."""
+    env = safeio.env_override(env_name)
+    if os.environ.get(env_name) and env is None:
+        print(f"mpi-pstate-exec: {env_name} ignored: root uses the installed files only",
+              file=sys.stderr)
+    for c in [env] if env else candidates:
+        ok = os.path.isfile(c) and (not program or os.access(c, os.X_OK))
+        if ok and _root_may_use(os.path.abspath(c), program):
+            return c if env else os.path.realpath(c)
+    return None
+
+
 def find_front() -> Optional[str]:
     """The front library: $MPI_PSTATE_PRELOAD, the installed one, or one beside us."""
-    env = os.environ.get("MPI_PSTATE_PRELOAD")
-    if env:
-        return env if os.path.isfile(env) else None
     here = PATHS.get("here", ".")
     candidates = [os.path.join(PATHS["libdir"], "mpi-pstate", FRONT)] if "libdir" in PATHS else []
     candidates += [os.path.join(here, FRONT), os.path.join(here, "..", "lib", "mpi-pstate", FRONT)]
-    for c in candidates:
-        if os.path.isfile(c):
-            return os.path.realpath(c)
-    return None
+    return _find("MPI_PSTATE_PRELOAD", candidates, False)
 
 
 def find_agent() -> Optional[str]:
     """$MPI_PSTATE_AGENT, the installed agent, or the one of this build tree."""
-    env = os.environ.get("MPI_PSTATE_AGENT")
-    if env:
-        return env if os.access(env, os.X_OK) else None
     here = PATHS.get("here", ".")
     candidates = [os.path.join(PATHS["sbindir"], AGENT)] if "sbindir" in PATHS else []
     candidates += [os.path.join(here, "..", "sbin", AGENT), os.path.join(here, "..", "agent", AGENT)]
-    for c in candidates:
-        if os.path.isfile(c) and os.access(c, os.X_OK):
-            return os.path.realpath(c)
-    return None
+    return _find("MPI_PSTATE_AGENT", candidates, True)
 
 
 def agent_obstacle(mode: str) -> Optional[str]:

@@ -18,14 +18,25 @@ MAX_AGENT_RECORDS = 64
 BACKSTOP_TIMEOUT = 30.0
 
 
-def find_tool(name: str, dirs: List[str], env: Optional[str] = None) -> Optional[str]:
-    if env and os.environ.get(env):
-        p = os.environ[env]
-        return p if os.path.isfile(p) and os.access(p, os.X_OK) else None
-    for d in dirs:
-        p = os.path.join(d, name)
-        if d and os.path.isfile(p) and os.access(p, os.X_OK):
-            return p
+def find_tool(name: str, dirs: List[str], env: Optional[str] = None,
+              given: Optional[str] = None, refused: Optional[List[str]] = None
+              ) -> Optional[str]:
+    """The program root or SlurmUser runs: `given` (a configured path, e.g.
+    agent=), else $env (from a source checkout only: safeio.env_override),
+    else the first dirs/name that exists.  Each must pass the plugin's
+    trusted-path rule (safeio.trusted_exec); why one did not goes to
+    refused, and the next is tried."""
+    cands = [given] if given else []
+    override = safeio.env_override(env, privileged=True) if env else None
+    cands += [override] if override else [os.path.join(d, name) for d in dirs if d]
+    for p in cands:
+        try:
+            return safeio.trusted_exec(p)
+        except safeio.Missing:
+            continue
+        except OSError as e:
+            if refused is not None:
+                refused.append(f"{name} not run: {e.strerror}")
     return None
 
 
@@ -211,8 +222,11 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
         for p in cfg.problems:
             log.warning(p)
         runtime = config.expand_host(cfg.runtime_dir, config.short_host())
-        agent = cfg.agent if cfg.agent and os.access(cfg.agent, os.X_OK) else \
-            find_tool("mpi-pstate-agent", tools["agent"], "MPI_PSTATE_AGENT")
+        refused: List[str] = []
+        agent = find_tool("mpi-pstate-agent", tools["agent"], "MPI_PSTATE_AGENT", cfg.agent,
+                          refused)
+        for p in refused:
+            log.error(p)
         if os.environ.get("MPI_PSTATE_EPILOG_CACHE") and not a.runtime_dir:
             write_cache(os.environ["MPI_PSTATE_EPILOG_CACHE"], runtime, cfg.sources)
         ran = plugin_ran(runtime, job)

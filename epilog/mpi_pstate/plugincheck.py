@@ -6,12 +6,14 @@ plainly instead: the release the plugin was built for (its `plugin_version`
 symbol, SLURM_VERSION_NUMBER, read from the ELF file without loading it)
 against the release of this node's Slurm commands.
 
-Reads at most a bounded number of bytes of one root-owned file; never
-executes or loads it."""
+Reads at most a bounded number of bytes of one root-owned file
+(safeio.read_trusted); never executes or loads it."""
 import re
 import struct
 import subprocess
 from typing import Any, Dict, Optional, Tuple
+
+from . import safeio
 
 MAX_BYTES = 64 << 20
 SHT_DYNSYM = 11
@@ -23,11 +25,10 @@ def _version_text(num: int) -> str:
 
 def built_for(path: str) -> Tuple[Optional[str], Optional[str]]:
     """(Slurm release the plugin file was built for, problem)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_BYTES)
+    try:  # root's file in root's directories, as the plugin itself checks what it loads
+        data = safeio.read_trusted(path, MAX_BYTES)
     except OSError as e:
-        return None, f"{path}: {e.strerror}"
+        return None, e.strerror if path in (e.strerror or "") else f"{path}: {e.strerror}"
     try:
         num = _plugin_version(data)
     except (ValueError, struct.error) as e:

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from . import config, ctld, log, node, slurm, spool
+from . import config, ctld, log, node, safeio, slurm, spool
 
 COMMANDS = ("epilog", "epilog-slurmctld", "flush", "prune")
 PROG = "mpi-pstate"
@@ -58,7 +58,12 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
 
 
 def _dbtool(paths: Dict[str, str], dirs: Dict[str, List[str]]) -> Optional[str]:
-    return node.find_tool("mpi-pstate-dbcomment", dirs["dbcomment"], "MPI_PSTATE_DBCOMMENT")
+    refused: List[str] = []
+    found = node.find_tool("mpi-pstate-dbcomment", dirs["dbcomment"], "MPI_PSTATE_DBCOMMENT",
+                           refused=refused)
+    for p in refused:
+        log.error(p)
+    return found
 
 
 def dispatch(a: argparse.Namespace, paths: Dict[str, str], dirs: Dict[str, List[str]]) -> int:
@@ -99,16 +104,19 @@ def dispatch(a: argparse.Namespace, paths: Dict[str, str], dirs: Dict[str, List[
 
 
 def tool_dirs(paths: Dict[str, str]) -> Dict[str, List[str]]:
-    """Where the helper programs are: installed locations first, then the
-    source tree's build directory (MPI_PSTATE_BUILD or ./build)."""
+    """Where the helper programs are: installed locations first, then, in a
+    source checkout only, its build directory (MPI_PSTATE_BUILD or ./build)."""
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    build = os.environ.get("MPI_PSTATE_BUILD") or os.path.join(top, "build")
+    build = safeio.env_override("MPI_PSTATE_BUILD", privileged=True) or \
+        os.path.join(top, "build")
     pkglibexec = os.path.join(paths["libexecdir"], "mpi-pstate") if paths.get("libexecdir") \
         else ""
+    dev = safeio.dev_tree()
     return {
-        "dbcomment": [pkglibexec, paths.get("here", ""), os.path.join(build, "epilog")],
-        "agent": [pkglibexec, paths.get("sbindir", ""), paths.get("libexecdir", ""),
-                  os.path.join(build, "agent")],
+        "dbcomment": [pkglibexec, paths.get("here", "")] +
+                     ([os.path.join(build, "epilog")] if dev else []),
+        "agent": [pkglibexec, paths.get("sbindir", ""), paths.get("libexecdir", "")] +
+                 ([os.path.join(build, "agent")] if dev else []),
     }
 
 

@@ -9,12 +9,21 @@ user could have planted or written: the rules of common/safeio.h in Python.
 * Writes are atomic: temporary file in the same directory, fsync, rename,
   fsync of the directory; temporary names start with ".tmp.".
 
+* What root runs or reads by name (the agent, mpi-pstate-dbcomment, slurm.conf,
+  plugstack.conf, the power model) passes the SPANK plugin's trusted-path
+  rule (spank/agentctl.c, mpi_pstate_agentctl_trusted): the path as given and
+  as resolved, every directory up to "/", owned by root (or by the caller
+  itself) and writable by nobody else; then the file is opened as above.
+* Environment variables that name such a file (MPI_PSTATE_AGENT, _BUILD,
+  _DBCOMMENT, _MODEL) steer root or SlurmUser only in a source checkout
+  (env_override).
+
 Errors are UnsafeFile (an OSError with an errno) so callers can log one line
 and carry on."""
 import errno
 import os
 import stat
-from typing import Iterable, Iterator, List, Optional
+from typing import Iterable, Iterator, List, Optional, Set
 
 O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -92,11 +101,12 @@ def open_dir(path: str, trusted: Iterable[int] = (0,), create_mode: Optional[int
 
 def read_file(dirfd: Optional[int], name: str, max_bytes: int,
               owners: Optional[Iterable[int]] = (0,), strict_mode: bool = True,
-              sysfs: bool = False) -> bytes:
+              sysfs: bool = False, root_group_ok: bool = False) -> bytes:
     """The whole content of a small regular file (dirfd None: name is a
     path).  owners None skips the owner check; strict_mode refuses
-    group/other-writable files; sysfs skips the st_size check (sysfs always
-    says 4096) and bounds only what is read."""
+    group/other-writable files (root_group_ok: group-writable is fine when
+    the group is root's, the plugin's rule); sysfs skips the st_size check
+    (sysfs always says 4096) and bounds only what is read."""
     what = name
     try:
         fd = os.open(name, O_READ, dir_fd=dirfd) if dirfd is not None else os.open(name, O_READ)
@@ -105,10 +115,11 @@ def read_file(dirfd: Optional[int], name: str, max_bytes: int,
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise _fail(errno.EINVAL, what, "not a regular file")
+            raise _fail(errno.EINVAL, what, f"not a regular file ({_kind(st.st_mode)})")
         if owners is not None and st.st_uid not in set(owners):
             raise _fail(errno.EPERM, what, f"owned by uid {st.st_uid}")
-        if strict_mode and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        if strict_mode and (_loose(st, False) if root_group_ok
+                            else st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
             raise _fail(errno.EPERM, what, "writable by group or others")
         if not sysfs and st.st_size > max_bytes:
             raise _fail(errno.EFBIG, what, f"{st.st_size} bytes, more than {max_bytes}")
@@ -129,6 +140,123 @@ def read_file(dirfd: Optional[int], name: str, max_bytes: int,
         raise _describe(e, what) from None
     finally:
         os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symlink")):
+        if test(mode):
+            return name
+    return "not a file"
+
+
+# ---- what root runs and reads by name: the plugin's trusted-path rule ------
+
+PATH_MAX = 4096
+# `make install` copies only the package's *.py files (epilog/rules.mk): a
+# package directory beside epilog/rules.mk is a source checkout, that is a
+# development or test run (tests/run, the unit suites, bench/).
+DEV_MARKER = "rules.mk"
+PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def dev_tree() -> bool:
+    """Whether this package runs from a source checkout, not an installation."""
+    return os.path.isfile(os.path.join(os.path.dirname(PKG_DIR), DEV_MARKER))
+
+
+def env_override(name: str, privileged: Optional[bool] = None) -> Optional[str]:
+    """$name where the environment may steer this process: always for a
+    user's own command, for root and SlurmUser (privileged; default: euid 0)
+    only from a source checkout.  Slurm, cron and systemd run the installed
+    package, whose root code then names its files only from root's
+    configuration and the installed paths."""
+    v = os.environ.get(name)
+    if not v:
+        return None
+    if privileged is None:
+        privileged = os.geteuid() == 0
+    return v if not privileged or dev_tree() else None
+
+
+def trusted_owners() -> Set[int]:
+    """Root, and the caller itself (the same set when root runs it: a user's
+    own command may use the user's own files, root's only root's)."""
+    return {0, os.geteuid()}
+
+
+def _loose(st: os.stat_result, is_dir: bool) -> bool:
+    """Writable by somebody but the owner: group-writable is fine when the
+    group is root's; world-writable only for a sticky directory (/tmp),
+    where nobody but root can rename or remove root's entries."""
+    return bool((st.st_mode & stat.S_IWGRP and st.st_gid != 0) or
+                (st.st_mode & stat.S_IWOTH and not (is_dir and st.st_mode & stat.S_ISVTX)))
+
+
+def _trusted_entry(p: str, is_dir: bool, owners: Set[int]) -> None:
+    try:
+        st = os.stat(p)
+    except OSError as e:
+        raise _describe(e, p) from None
+    if st.st_uid not in owners:
+        who = "root" if owners == {0} else "root or uid " + \
+            ", ".join(str(u) for u in sorted(owners - {0}))
+        raise _fail(errno.EPERM, p, f"owned by uid {st.st_uid}, not {who}")
+    if _loose(st, is_dir):
+        raise _fail(errno.EPERM, p, "writable by %s (mode %04o)" % (
+            "everybody" if st.st_mode & stat.S_IWOTH else "its group", st.st_mode & 0o7777))
+
+
+def trusted_path(path: str, is_dir: bool = False,
+                 owners: Optional[Iterable[int]] = None) -> str:
+    """spank/agentctl.c's rule: `path` as given (its directories: where a
+    link could be swapped) and as resolved (the entry itself and every
+    directory up to "/") are owned by a uid in owners (default
+    trusted_owners()) and writable by nobody else.  Root's symlinks are
+    followed (/sbin -> usr/sbin).  Returns path; raises UnsafeFile."""
+    if not path.startswith("/") or len(path) >= PATH_MAX or "\0" in path:
+        raise _fail(errno.EINVAL, path, "not an absolute path")
+    own = set(owners) if owners is not None else trusted_owners()
+    try:
+        os.stat(path)
+    except OSError as e:
+        raise _describe(e, path) from None
+    real = os.path.realpath(path)
+    for form, last in ((os.path.normpath(path), False), (real, True)):
+        if last:
+            _trusted_entry(form, is_dir, own)
+        d = form
+        while d != "/":
+            d = os.path.dirname(d)
+            _trusted_entry(d, True, own)
+    return path
+
+
+def trusted_exec(path: str, owners: Optional[Iterable[int]] = None) -> str:
+    """trusted_path() of a program root runs: also a regular executable file."""
+    trusted_path(path, False, owners)
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode) or not st.st_mode & stat.S_IXUSR:
+        raise _fail(errno.EACCES, path, "not an executable file")
+    return path
+
+
+def read_trusted(path: str, max_bytes: int, owners: Optional[Iterable[int]] = None) -> bytes:
+    """A file root (or SlurmUser) reads by name: its directories pass
+    trusted_path(), the file itself is opened O_NOFOLLOW|O_NONBLOCK (a
+    symlink or a FIFO is refused, never followed or waited on), is regular,
+    owned by a uid in owners (default trusted_owners()), writable by nobody
+    else, and at most max_bytes."""
+    if not path.startswith("/"):
+        raise _fail(errno.EINVAL, path, "not an absolute path")
+    own = set(owners) if owners is not None else trusted_owners()
+    d = os.path.dirname(os.path.normpath(path))
+    try:
+        trusted_path(d, True, own)
+    except UnsafeFile as e:
+        raise _fail(e.errno or errno.EPERM, path, f"directory {e.strerror}") from None
+    return read_file(None, path, max_bytes, owners=own, strict_mode=True, root_group_ok=True)
 
 
 def read_sysfs(path: str, max_bytes: int = 4096) -> Optional[str]:

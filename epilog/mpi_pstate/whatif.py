@@ -15,10 +15,13 @@ is a triple (est, lo, hi); lo/hi also carry the model's power noise, the
 agent's reaction time and shared frequency domains.  Pure: no Slurm, no
 file system except load_model()."""
 
+import errno
 import json
 import math
 import os
 from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from . import safeio
 
 MODEL_FORMAT = "mpi-pstate-model"
 MODEL_VERSION = 1
@@ -106,14 +109,25 @@ def validate_model(m: Any) -> Dict[str, Any]:
     return out
 
 
-def load_model(path: Optional[str] = None) -> Dict[str, Any]:
-    """The model file (default: $MPI_PSTATE_MODEL, else DEFAULT_MODEL),
-    bounded and strict; ModelError/OSError say why not."""
-    path = path or os.environ.get(MODEL_ENV) or DEFAULT_MODEL
-    with open(path, "rb") as f:
-        data = f.read(MODEL_MAX_BYTES + 1)
-    if len(data) > MODEL_MAX_BYTES:
-        raise ModelError(f"{path}: larger than {MODEL_MAX_BYTES} bytes")
+def model_path(path: Optional[str] = None, privileged: Optional[bool] = None) -> str:
+    """path, else $MPI_PSTATE_MODEL (a user's command; root and SlurmUser
+    only from a source checkout: safeio.env_override), else DEFAULT_MODEL."""
+    return path or safeio.env_override(MODEL_ENV, privileged) or DEFAULT_MODEL
+
+
+def load_model(path: Optional[str] = None, privileged: Optional[bool] = None) -> Dict[str, Any]:
+    """The model file (model_path()), bounded and strict, read as root reads
+    a file by name (safeio.read_trusted: root's or the caller's own, no
+    symlink, no FIFO); ModelError/OSError say why not."""
+    path = os.path.abspath(model_path(path, privileged))
+    try:
+        data = safeio.read_trusted(path, MODEL_MAX_BYTES)
+    except safeio.Missing:
+        raise
+    except safeio.UnsafeFile as e:
+        if e.errno == errno.EFBIG:
+            raise ModelError(f"{path}: larger than {MODEL_MAX_BYTES} bytes") from None
+        raise ModelError(f"model not read: {e.strerror}") from None
     try:
         obj = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError) as e:
@@ -124,11 +138,12 @@ def load_model(path: Optional[str] = None) -> Dict[str, Any]:
 
 
 def model_for_record(path: Optional[str] = None) -> Optional[Dict[str, Any]]:
-    """The node's model as the node Epilog embeds it in the record's settings
-    (settings.power_model), or None when there is none; a bad file is a
-    warning for the caller, never a failure of the Epilog."""
+    """The node's model as the node Epilog (root) embeds it in the record's
+    settings (settings.power_model), or None when there is none; a bad or
+    untrusted file is a warning for the caller, never a failure of the
+    Epilog."""
     try:
-        m = load_model(path)
+        m = load_model(path, privileged=True)
     except FileNotFoundError:
         return None
     m.pop("path", None)

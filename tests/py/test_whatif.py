@@ -275,8 +275,10 @@ class RankFigures(unittest.TestCase):
 
 class Calibrate(unittest.TestCase):
     def args(self, root: Path, model: Path, **kw: Any) -> SimpleNamespace:
+        # an idle node's runtime_dir (test_root_trust.CalibrateBusyNode: a busy one)
         a = dict(sysroot=str(root), sysroot_given=True, cpu=1, seconds=0.02, reps=2, points=2,
-                 model=str(model), json=False, quiet=True)
+                 model=str(model), json=False, quiet=True, slurm_conf=str(root / "none.conf"),
+                 runtime_dir=str(root / "run"))
         a.update(kw)
         return SimpleNamespace(**a)
 
