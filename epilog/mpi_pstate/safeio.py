@@ -208,6 +208,17 @@ def _trusted_entry(p: str, is_dir: bool, owners: Set[int]) -> None:
             "everybody" if st.st_mode & stat.S_IWOTH else "its group", st.st_mode & 0o7777))
 
 
+def _plain_path(path: str) -> str:
+    """path without repeated or trailing slashes; "." and ".." refused
+    (normalising them away could skip a directory the kernel walks)."""
+    if not path.startswith("/") or len(path) >= PATH_MAX or "\0" in path:
+        raise _fail(errno.EINVAL, path, "not an absolute path")
+    parts = [p for p in path.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        raise _fail(errno.EINVAL, path, "has . or .. components")
+    return "/" + "/".join(parts)
+
+
 def trusted_path(path: str, is_dir: bool = False,
                  owners: Optional[Iterable[int]] = None) -> str:
     """spank/agentctl.c's rule: `path` as given (its directories: where a
@@ -215,15 +226,14 @@ def trusted_path(path: str, is_dir: bool = False,
     directory up to "/") are owned by a uid in owners (default
     trusted_owners()) and writable by nobody else.  Root's symlinks are
     followed (/sbin -> usr/sbin).  Returns path; raises UnsafeFile."""
-    if not path.startswith("/") or len(path) >= PATH_MAX or "\0" in path:
-        raise _fail(errno.EINVAL, path, "not an absolute path")
+    given = _plain_path(path)
     own = set(owners) if owners is not None else trusted_owners()
     try:
         os.stat(path)
     except OSError as e:
         raise _describe(e, path) from None
     real = os.path.realpath(path)
-    for form, last in ((os.path.normpath(path), False), (real, True)):
+    for form, last in ((given, False), (real, True)):
         if last:
             _trusted_entry(form, is_dir, own)
         d = form
@@ -248,10 +258,8 @@ def read_trusted(path: str, max_bytes: int, owners: Optional[Iterable[int]] = No
     symlink or a FIFO is refused, never followed or waited on), is regular,
     owned by a uid in owners (default trusted_owners()), writable by nobody
     else, and at most max_bytes."""
-    if not path.startswith("/"):
-        raise _fail(errno.EINVAL, path, "not an absolute path")
     own = set(owners) if owners is not None else trusted_owners()
-    d = os.path.dirname(os.path.normpath(path))
+    d = os.path.dirname(_plain_path(path))
     try:
         trusted_path(d, True, own)
     except UnsafeFile as e:

@@ -8,7 +8,6 @@ checkout, `mpi-pstate bench` never runs git in another user's checkout, and
 Epilog is."""
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -24,8 +23,9 @@ from types import SimpleNamespace
 from typing import Any, Iterator
 from unittest import mock
 
+import test_epilog
 import test_epilog_fixtures as fx
-from mpi_pstate import bench, calibrate, config, log, node, rootcli, safeio, whatif
+from mpi_pstate import bench, calibrate, config, log, rootcli, safeio, whatif
 
 NOBODY = 65534
 MODEL = {"format": "mpi-pstate-model", "version": 1, "node": "n1", "idle_w": 43.0,
@@ -50,28 +50,24 @@ def no_hang(seconds: int = 20) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
+def program(path: Path, marker: Path) -> Path:
+    """A program that leaves its arguments in marker when it runs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho \"$@\" > {marker}\n")
+    path.chmod(0o755)
+    return path
+
+
 @unittest.skipUnless(os.geteuid() == 0, "root's rules: run as root, as the Epilog is")
-class Tmp(unittest.TestCase):
-    def setUp(self) -> None:
-        self._td = tempfile.TemporaryDirectory()
-        self.tmp = Path(self._td.name)
-        os.chmod(self.tmp, 0o755)
-
-    def tearDown(self) -> None:
-        self._td.cleanup()
-
-    def program(self, path: Path, marker: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"#!/bin/sh\necho \"$@\" > {marker}\n")
-        path.chmod(0o755)
-        return path
+class Tmp(test_epilog.Tmp):
+    pass
 
 
 class TrustedPath(Tmp):
     """safeio.trusted_path: spank/agentctl.c's rule, entry by entry."""
 
     def test_root_files_in_root_directories_pass(self) -> None:
-        prog = self.program(self.tmp / "bin" / "tool", self.tmp / "ran")
+        prog = program(self.tmp / "bin" / "tool", self.tmp / "ran")
         self.assertEqual(safeio.trusted_exec(str(prog)), str(prog))
         (self.tmp / "link").symlink_to(prog)  # root's link in root's directory
         self.assertEqual(safeio.trusted_exec(str(self.tmp / "link")), str(self.tmp / "link"))
@@ -80,7 +76,7 @@ class TrustedPath(Tmp):
         safeio.trusted_exec(str(prog))
 
     def test_each_untrusted_entry_is_named(self) -> None:
-        prog = self.program(self.tmp / "bin" / "tool", self.tmp / "ran")
+        prog = program(self.tmp / "bin" / "tool", self.tmp / "ran")
         os.chown(prog, NOBODY, -1)
         with self.assertRaisesRegex(OSError, "owned by uid 65534, not root"):
             safeio.trusted_exec(str(prog))
@@ -97,7 +93,7 @@ class TrustedPath(Tmp):
         with self.assertRaisesRegex(OSError, r"/bin: writable by everybody \(mode 0777\)"):
             safeio.trusted_exec(str(prog))
         prog.parent.chmod(0o755)
-        other = self.program(self.tmp / "user" / "tool", self.tmp / "ran")
+        other = program(self.tmp / "user" / "tool", self.tmp / "ran")
         os.chown(other, NOBODY, -1)
         (self.tmp / "bin" / "ln").symlink_to(other)  # root's link to a user's file
         with self.assertRaisesRegex(OSError, "owned by uid 65534"):
@@ -145,7 +141,7 @@ class ReadTrusted(Tmp):
             safeio.read_trusted(str(big), 10)
 
     def test_config_files_of_another_user_are_not_read(self) -> None:
-        plug = self.tmp / "plugstack.conf"
+        plug = self.tmp / "stack.conf"  # not the default beside slurm.conf
         plug.write_text("required /usr/lib/slurm/mpi_pstate.so runtime_dir=/srv/rt\n")
         conf = self.tmp / "slurm.conf"
         conf.write_text(f"PlugStackConfig={plug}\n")
@@ -174,7 +170,7 @@ class ReadTrusted(Tmp):
         user.write_text(json.dumps(MODEL))
         os.chown(user, NOBODY, -1)
         for p, why in ((fifo, "not a regular file \\(a FIFO\\)"), (link, "is a symlink"),
-                       (user, "owned by uid 65534, not root")):
+                       (user, "owned by uid 65534")):
             with self.subTest(why=why), no_hang():
                 with self.assertRaisesRegex(whatif.ModelError, f"model not read: .*{p.name}: "
                                                                f"{why}"):
@@ -231,70 +227,59 @@ class EnvOverrides(Tmp):
         self.assertEqual(r.stdout.split(), ["False", "None", whatif.DEFAULT_MODEL, "False"])
 
 
-class NodeEpilogAgent(Tmp):
+@unittest.skipUnless(os.geteuid() == 0, "root's rules: run as root, as the Epilog is")
+class NodeEpilogAgent(test_epilog.NodeEpilog):
     """node.run(): the restore backstop runs agent= (or $MPI_PSTATE_AGENT in
     a checkout) only when the plugin would run it."""
 
     def setUp(self) -> None:
         super().setUp()
-        self.collect = self.tmp / "records"
-        self.runtime = self.tmp / "run"
-        self.shm = self.tmp / "shm"
-        self.shm.mkdir()
-        os.chmod(self.shm, 0o1777)
-        self.sys = fx.fake_sysfs(self.tmp / "sys")
-        (self.runtime / "restore").mkdir(parents=True)
-        (self.runtime / "restore" / "policy3").write_text("version=1\njob=4242\n")
-        fx.plugin_json(self.runtime, 4242, "0", None)
         self.ran = self.tmp / "ran"
-        self.agent = self.program(self.tmp / "sbin" / "mpi-pstate-agent", self.ran)
+        self.agent = program(self.tmp / "sbin" / "mpi-pstate-agent", self.ran)
         self.conf = self.tmp / "slurm.conf"
         self.plug = self.tmp / "plugstack.conf"
         self.conf.write_text(f"PlugStackConfig={self.plug}\n")
         self.plug.write_text(f"required /usr/lib/slurm/mpi_pstate.so agent={self.agent}\n")
-        self.env = {"SLURM_JOB_ID": "4242", "SLURMD_NODENAME": "n1", "SLURM_JOB_UID": "1000",
-                    "SLURM_CONF": str(self.conf), "PATH": os.environ["PATH"]}
-        self.err = io.StringIO()
+        self.env["SLURM_CONF"] = str(self.conf)
 
-    def run_epilog(self, **extra: str) -> dict:
-        a = argparse.Namespace(collect_dir=str(self.collect), runtime_dir=str(self.runtime),
-                               slurm_conf=None, sysroot=str(self.sys), shm_dir=str(self.shm),
-                               keep_segments=True, quiet=False)
-        with mock.patch.dict(os.environ, {**self.env, **extra}, clear=True), \
-                mock.patch.object(log, "_stream", [self.err]):
-            self.assertEqual(node.run(a, {"agent": []}), 0)
-        return json.loads((self.collect / "4242" / "node.n1.json").read_text())["restore"]
+    def restore_of(self, **extra: str) -> dict:
+        """The node record's restore entry of a job that left a restore record."""
+        (self.runtime / "restore").mkdir(parents=True, exist_ok=True)
+        (self.runtime / "restore" / "policy3").write_text("version=1\njob=4242\n")
+        fx.plugin_json(self.runtime, 4242, "0", None)
+        self.assertEqual(self.run_epilog(**extra), 0)
+        return self.record()["restore"]
 
     def test_trusted_agent_runs(self) -> None:
-        self.assertEqual(self.run_epilog()["status"], "ok")
+        self.assertEqual(self.restore_of()["status"], "ok")
         self.assertEqual(self.ran.read_text().split()[0], "--restore")
 
     def test_user_owned_agent_is_not_run(self) -> None:
         os.chown(self.agent, NOBODY, -1)
-        self.assertEqual(self.run_epilog()["status"], "skipped")
+        self.assertEqual(self.restore_of()["status"], "skipped")
         self.assertFalse(self.ran.exists())
         self.assertIn(f"mpi-pstate-agent not run: {self.agent}: owned by uid 65534, not root",
                       self.err.getvalue())
 
     def test_agent_in_a_directory_others_may_change_is_not_run(self) -> None:
         self.agent.parent.chmod(0o777)
-        self.assertEqual(self.run_epilog()["status"], "skipped")
+        self.assertEqual(self.restore_of()["status"], "skipped")
         self.assertFalse(self.ran.exists())
         self.assertIn("writable by everybody (mode 0777)", self.err.getvalue())
 
     def test_agent_from_the_environment_only_in_a_checkout(self) -> None:
         self.plug.write_text("required /usr/lib/slurm/mpi_pstate.so\n")
-        other = self.program(self.tmp / "dev" / "mpi-pstate-agent", self.tmp / "dev-ran")
+        other = program(self.tmp / "dev" / "mpi-pstate-agent", self.tmp / "dev-ran")
         with mock.patch.object(safeio, "dev_tree", return_value=False):
-            self.assertEqual(self.run_epilog(MPI_PSTATE_AGENT=str(other))["status"], "skipped")
+            self.assertEqual(self.restore_of(MPI_PSTATE_AGENT=str(other))["status"], "skipped")
         self.assertFalse((self.tmp / "dev-ran").exists())
-        self.assertEqual(self.run_epilog(MPI_PSTATE_AGENT=str(other))["status"], "ok")
+        self.assertEqual(self.restore_of(MPI_PSTATE_AGENT=str(other))["status"], "ok")
         self.assertTrue((self.tmp / "dev-ran").exists())
 
 
 class DbTool(Tmp):
     def test_untrusted_dbcomment_is_not_run(self) -> None:
-        tool = self.program(self.tmp / "libexec" / "mpi-pstate-dbcomment", self.tmp / "ran")
+        tool = program(self.tmp / "libexec" / "mpi-pstate-dbcomment", self.tmp / "ran")
         dirs = {"dbcomment": [str(tool.parent)]}
         err = io.StringIO()
         with mock.patch.object(log, "_stream", [err]), \
@@ -417,6 +402,17 @@ class CalibrateBusyNode(Tmp):
         (self.runtime / "restore").mkdir(parents=True)
         os.chown(self.runtime / "restore", NOBODY, -1)
         self.assert_refused("cannot be read (")
+
+
+def load_tests(loader: unittest.TestLoader, tests: unittest.TestSuite,
+               pattern: Any) -> unittest.TestSuite:
+    """This module's own tests: NodeEpilogAgent reuses test_epilog's
+    NodeEpilog fixture, not its tests."""
+    suite = unittest.TestSuite()
+    for cls in (TrustedPath, ReadTrusted, EnvOverrides, NodeEpilogAgent, DbTool,
+                BenchSourceVersion, CalibrateBusyNode):
+        suite.addTests(cls(n) for n in loader.getTestCaseNames(cls) if n in vars(cls))
+    return suite
 
 
 if __name__ == "__main__":
