@@ -30,8 +30,8 @@ def find_tool(name: str, dirs: List[str], env: Optional[str] = None,
     override = safeio.env_override(env, privileged=True) if env else None
     cands += [override] if override else [os.path.join(d, name) for d in dirs if d]
     for p in cands:
-        try:
-            return safeio.trusted_exec(p)
+        try:  # a relative $MPI_PSTATE_BUILD (a checkout's build-24) is the caller's cwd's
+            return safeio.trusted_exec(os.path.abspath(p))
         except safeio.Missing:
             continue
         except OSError as e:
