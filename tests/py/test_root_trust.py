@@ -25,7 +25,7 @@ from unittest import mock
 
 import test_epilog
 import test_epilog_fixtures as fx
-from mpi_pstate import bench, calibrate, config, log, rootcli, safeio, whatif
+from mpi_pstate import bench, calibrate, config, launcher, log, rootcli, safeio, whatif
 
 NOBODY = 65534
 MODEL = {"format": "mpi-pstate-model", "version": 1, "node": "n1", "idle_w": 43.0,
@@ -290,6 +290,29 @@ class DbTool(Tmp):
         self.assertIn("mpi-pstate-dbcomment not run", err.getvalue())
 
 
+class LauncherAsRoot(Tmp):
+    """mpi-pstate-exec --node-agent as root runs only a trusted agent, and
+    takes $MPI_PSTATE_AGENT only from a checkout."""
+
+    def find(self, **env: str) -> tuple:
+        err = io.StringIO()
+        with mock.patch.dict(os.environ, env), contextlib.redirect_stderr(err), \
+                mock.patch.dict(launcher.PATHS, {"here": "/nonexistent"}, clear=True):
+            return launcher.find_agent(), err.getvalue()
+
+    def test_agent_from_the_environment(self) -> None:
+        agent = program(self.tmp / "sbin" / "mpi-pstate-agent", self.tmp / "ran")
+        self.assertEqual(self.find(MPI_PSTATE_AGENT=str(agent)), (str(agent), ""))
+        with mock.patch.object(safeio, "dev_tree", return_value=False):
+            found, err = self.find(MPI_PSTATE_AGENT=str(agent))
+        self.assertIsNone(found)
+        self.assertIn("MPI_PSTATE_AGENT ignored: root uses the installed files only", err)
+        os.chown(agent, NOBODY, -1)
+        found, err = self.find(MPI_PSTATE_AGENT=str(agent))
+        self.assertIsNone(found)
+        self.assertIn("owned by uid 65534, not root: not used as root", err)
+
+
 def git(*args: str, cwd: Path) -> str:
     r = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -410,7 +433,7 @@ def load_tests(loader: unittest.TestLoader, tests: unittest.TestSuite,
     NodeEpilog fixture, not its tests."""
     suite = unittest.TestSuite()
     for cls in (TrustedPath, ReadTrusted, EnvOverrides, NodeEpilogAgent, DbTool,
-                BenchSourceVersion, CalibrateBusyNode):
+                LauncherAsRoot, BenchSourceVersion, CalibrateBusyNode):
         suite.addTests(cls(n) for n in loader.getTestCaseNames(cls) if n in vars(cls))
     return suite
 
