@@ -24,7 +24,7 @@ tool_dirs = rootcli.tool_dirs
 # Subcommands with a command line of their own (modules of this package, also
 # installed under their own names, mpi-pstate-exec and mpi-pstate-bench):
 # `mpi-pstate NAME ARGS` hands ARGS over unchanged (their --help included).
-DELEGATED = ("exec", "bench")
+DELEGATED = ("exec", "bench", "node-prune")
 
 
 def _common_dirs(p: argparse.ArgumentParser) -> None:
@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("bench", help="compare a workload with and without --mpi-pstate through Slurm "
                    "(mpi-pstate-bench)", add_help=False)
+    sub.add_parser("node-prune", help="remove what finished jobs left on this node, deliver "
+                   "waiting node records (root; timer)", add_help=False)
     return ap
 
 
@@ -300,6 +302,9 @@ def cmd_delegate(sub: str, argv: list[str], paths: dict[str, str]) -> int:
     if sub == "exec":
         from . import launcher
         return launcher.main(argv, paths)
+    if sub == "node-prune":
+        from . import nodeprune
+        return nodeprune.main(argv, paths)
     from . import bench
     return bench.main(argv)
 
