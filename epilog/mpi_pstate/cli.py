@@ -9,7 +9,7 @@ import sys
 from typing import Any, Optional, Sequence
 
 from . import (VERSION, audit, calibrate, collect, config, ctld, log, node, parse, plugincheck,
-               report, rootcli, slurm, summary, whatif)
+               report, rootcli, safeio, slurm, summary, whatif)
 
 PROG = "mpi-pstate"
 
@@ -117,15 +117,24 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, 
                 jfd = collect.open_job_dir(cfd, jid, trusted)
                 if jfd is not None:
                     try:
+                        # what the flusher merges, and nothing of an earlier job
+                        # of the same id (the flusher's uid/time check)
+                        accept = ctld.accept_row(r)
                         detail = collect.read_job_detail(jfd, trusted)
+                        st = safeio.entry_stat(jfd, collect.JOB_FILE)
+                        start = r.start_epoch()
+                        if detail is not None and st is not None and start is not None and \
+                                st.st_mtime < start:
+                            detail = None
                         if detail is None:
                             recs, bad = collect.read_node_records(
                                 jfd, jid, ctld.expected_nodes(r.nodes), trusted)
+                            recs = {n: x for n, x in recs.items() if accept(x) is None}
                             if any(x["status"] == "ok" for x in recs.values()):
                                 detail = summary.merge(jid, ctld.expected_nodes(r.nodes), recs,
                                                        bad, r.state, r.exit_code,
                                                        r.job_id if "_" in r.job_id else None,
-                                                       summary.elapsed_seconds(r.elapsed))
+                                                       r.wall_s())
                     finally:
                         os.close(jfd)
             finally:
@@ -239,7 +248,7 @@ def cmd_backfill(a: argparse.Namespace, paths: dict[str, str]) -> int:
                 res = ctld.finish(cfg, db, job, nodes, trusted, ctld.Deadline(10), row.state,
                                   row.exit_code, row.system_comment,
                                   row.job_id if "_" in row.job_id else None, a.dry_run,
-                                  elapsed=row.elapsed)
+                                  wall_s=row.wall_s(), accept=ctld.accept_row(row))
         except (OSError, ValueError, slurm.SlurmError) as e:
             res = "error"
             print(f"job {job}: {e}", file=sys.stderr)

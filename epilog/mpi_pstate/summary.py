@@ -41,12 +41,8 @@ def rank_label(r: Dict[str, Any], multi_step: bool) -> str:
 def elapsed_seconds(text: Optional[str]) -> Optional[int]:
     """sacct's Elapsed ([D-]HH:MM:SS, MM:SS.mmm) in seconds; None when it is
     not one (Unknown, INVALID, empty)."""
-    m = re.fullmatch(r"(?:([0-9]{1,6})-)?(?:([0-9]{1,2}):)?([0-9]{1,2}):([0-9]{2})(?:\.[0-9]+)?",
-                     (text or "").strip())
-    if not m:
-        return None
-    d, h, mi, sec = (int(x) if x else 0 for x in m.groups())
-    return ((d * 24 + h) * 60 + mi) * 60 + sec
+    v = parse.elapsed(text)
+    return None if v is None else int(v)
 
 
 def merge(job: int, expected: List[str], records: Dict[str, Dict[str, Any]],

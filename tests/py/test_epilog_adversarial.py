@@ -290,6 +290,12 @@ class FlushUnderFaults(unittest.TestCase):
         finally:
             os.close(qfd)
 
+    def queued(self) -> list:
+        """Queue entries left, late ones included."""
+        q = self.collect / spool.QUEUE
+        return sorted([p.name for p in q.glob("*.json")] +
+                      [f"late/{p.name}" for p in q.glob("late/*.json")])
+
     def publish(self, job: int, node: str, written: float, uid: int = 1000) -> None:
         rec = fx.node_record(job, node, [fx.rank(node, 0)])
         rec["written"], rec["uid"] = written, uid
@@ -361,7 +367,7 @@ class FlushUnderFaults(unittest.TestCase):
         tally = self.flush()
         self.assertEqual(tally, {"written": 50})
         self.assertEqual(sorted(self.written), list(range(101, 151)))
-        self.assertEqual(os.listdir(self.collect / spool.QUEUE), [".lock"])
+        self.assertEqual(self.queued(), [])
 
     def test_stale_record_of_a_reused_job_id_never_merges(self) -> None:
         now = time.time()
@@ -399,7 +405,7 @@ class FlushUnderFaults(unittest.TestCase):
         self.flush()
         s = json.loads(self.written[88].split("mpi-pstate/2:", 1)[1])
         self.assertEqual((s["state"], s["nodes"]), ("complete", 2))
-        self.assertEqual(os.listdir(self.collect / spool.QUEUE), [".lock"])
+        self.assertEqual(self.queued(), [])
 
     def test_flusher_does_not_linger(self) -> None:
         """A flusher given an hour stops when only late nodes are awaited,
@@ -416,6 +422,33 @@ class FlushUnderFaults(unittest.TestCase):
         with mock.patch.object(spool, "_program_id", lambda: next(ids)):
             tally = self.flush(for_s=3600)
         self.assertEqual(tally.get("database unreachable"), 1)  # one pass, then it stopped
+
+    def test_late_entries_of_one_user_hold_nobody_back(self) -> None:
+        """10000 jobs of one user each waiting for a late node (issue 21,
+        item 3: `sbatch -N2 --wrap 'srun -N1 true'`): another user's job,
+        queued after them all, is written in the next flush pass."""
+        now = time.time()
+        q = self.collect / spool.QUEUE
+        (q / spool.LATE).mkdir(parents=True, mode=0o700)
+        os.chmod(q, 0o700)
+        for j in range(1, 10001):  # written partial once: "seen" names the nodes then
+            e = spool.entry_of(j, ["n1", "n2"], 1000, None, now - 600, seen=[])
+            (q / spool.LATE / f"{j}.json").write_bytes(noderec.encode(e))
+        self.publish(20000, "n1", now, uid=2000)
+        self.queue(20000, ["n1"], now, uid=2000)
+        tally = self.flush()
+        self.assertIn(20000, self.written)
+        self.assertEqual(tally["written"], 1)
+        self.assertEqual(tally["waiting for a late node"], spool.LATE_PER_PASS)
+        self.assertEqual(len(self.queued()), 10000)
+
+    def test_one_user_fills_the_queue_another_is_next(self) -> None:
+        """Fresh entries: one job of each user in turn, in queue time."""
+        es = [spool.entry_of(j, ["n1"], 1000, None, float(j)) for j in range(1, 3001)]
+        es.append(spool.entry_of(5000, ["n1"], 2000, None, 5000.0))
+        order = [e["job"] for e in spool.fair(es)]
+        self.assertEqual(order[:3], [1, 5000, 2])
+        self.assertEqual(len(order), spool.PER_USER_PASS + 1)
 
     def test_prune_keeps_recent_records(self) -> None:
         now = time.time()
