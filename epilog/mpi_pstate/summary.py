@@ -165,6 +165,15 @@ def energy_meter(records: Dict[str, Dict[str, Any]]) -> str:
     return meters.pop() if len(meters) == 1 else "mixed"
 
 
+def distinct_ranks(per_step: Dict[str, int], rest: Dict[str, Any]) -> int:
+    """The most ranks one step had: its detailed ranks plus, for a step
+    the nodes also summed (rest), the most ranks a summed step had on each
+    node, added over the nodes (a step's ranks are spread over them)."""
+    summed = set(rest["steps"])
+    return max([per_step.get(st, 0) + (rest["ranks_max"] if st in summed else 0)
+                for st in set(per_step) | summed], default=0)
+
+
 def _plus(a: Optional[float], b: float) -> Optional[float]:
     return b if a is None and b else a if not b else (a or 0.0) + b
 
@@ -194,7 +203,7 @@ def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dic
         "v": SUMMARY_VERSION, "state": detail["state"], "job_state": detail["job_state"],
         "nodes": len(detail["nodes"]) - len(detail["missing"]),
         # distinct ranks: the most ranks one step had (8 steps of 4 ranks: 4)
-        "ranks": max(max(per_step.values(), default=0), rest["ranks_max"]),
+        "ranks": distinct_ranks(per_step, rest),
         "rank_steps": len(ranks) + rest["rank_steps"],
         "steps": len(all_steps),
         # sacct counts whole seconds: a job under a second has Elapsed 0,

@@ -19,7 +19,7 @@ from typing import Any, Dict
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import collect, config, log, noderec, slots, slurm, spool
+from mpi_pstate import collect, config, log, noderec, slots, slurm, spool, summary
 
 TOP = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("bench_epilog_attack",
@@ -221,8 +221,9 @@ class RecordBounds(unittest.TestCase):
 
 class JobBounds(unittest.TestCase):
     """The job's user shapes every node record of the job: the controller
-    reads at most JOB_MAX_RECORD_BYTES and JOB_MAX_RANKS of them in all,
-    refusing (not reading) the rest, whatever the number of nodes."""
+    reads at most JOB_MAX_RECORD_BYTES of them in all, refusing (not
+    reading) the rest, and keeps at most JOB_MAX_RANKS rank entries,
+    summing the others, whatever the number of nodes."""
 
     def records(self, nodes: int, ranks: int, max_bytes: int, max_ranks: int
                 ) -> tuple[dict, dict, int]:
@@ -253,11 +254,15 @@ class JobBounds(unittest.TestCase):
         self.assertIn("budget of node records is spent", bad["n4"])
 
     def test_ranks_per_job(self) -> None:
+        """Past the job's rank budget every record is still read, its ranks
+        summed, not kept: every rank counts (issue 21), memory stays bounded."""
         recs, bad, _ = self.records(4, 3, lambda size: 10**9, 7)
-        self.assertEqual(sorted(recs), ["n0", "n1"])
-        self.assertIn("3 ranks, over the job's 7", bad["n2"])
-        self.assertIn("budget of node records is spent", bad["n3"])
-        self.assertEqual(sum(len(r["ranks"]) for r in recs.values()), 6)
+        self.assertEqual((sorted(recs), bad), (["n0", "n1", "n2", "n3"], {}))
+        self.assertEqual([len(recs[n]["ranks"]) for n in sorted(recs)], [3, 3, 1, 0])
+        self.assertEqual([recs[n].get("rest", {}).get("rank_steps") for n in sorted(recs)],
+                         [None, None, 2, 3])
+        s = summary.merge(31, sorted(recs), recs, bad)["summary"]
+        self.assertEqual((s["rank_steps"], s["state"]), (12, "partial"))
 
     def test_honest_job_is_whole(self) -> None:
         recs, bad, _ = self.records(8, 4, lambda size: collect.JOB_MAX_RECORD_BYTES,
@@ -368,6 +373,23 @@ class FlushUnderFaults(unittest.TestCase):
         self.assertEqual(tally, {"written": 50})
         self.assertEqual(sorted(self.written), list(range(101, 151)))
         self.assertEqual(self.queued(), [])
+
+    def test_wall_time_is_the_jobs_not_the_flushs(self) -> None:
+        """slurmdbd back after an outage shows the job's state before its End
+        (sacct's Elapsed then counts to now: 65 s for a 3 s job, issue 21,
+        item 5): the job waits for the End, then wall_s is End - Start."""
+        now = time.time()
+        self.publish(60, "n1", now)
+        self.queue(60, ["n1"], now)
+        row = self.sacct_one(60)._replace(elapsed="00:01:05", start="2026-11-27T02:45:12",
+                                          end="Unknown")
+        with mock.patch.object(self, "sacct_one", lambda *a, **k: row):
+            self.assertEqual(self.flush(), {"not in the database yet": 1})
+        row = row._replace(end="2026-11-27T02:45:15")
+        with mock.patch.object(self, "sacct_one", lambda *a, **k: row):
+            self.assertEqual(self.flush(), {"written": 1})
+        s = json.loads(self.written[60].split("mpi-pstate/2:", 1)[1])
+        self.assertEqual((s["wall_s"], s["wall_src"]), (10.0, "sacct"))  # its step: 10 s
 
     def test_stale_record_of_a_reused_job_id_never_merges(self) -> None:
         now = time.time()

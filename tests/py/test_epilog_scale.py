@@ -18,7 +18,7 @@ from typing import Any, Optional
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import log, node, nodeprune, noderec, pending, slots, summary
+from mpi_pstate import collect, log, node, nodeprune, noderec, pending, slots, summary
 
 JOB = 4242
 
@@ -195,6 +195,36 @@ class RecordSize(unittest.TestCase):
         self.assertLess(len(rec["ranks"]), 400)  # the smallest limit moved ranks to rest
         s = summary.merge(1, ["n1"], {"n1": noderec.validate(rec, 1, "n1")}, {})["summary"]
         self.assertEqual((s["rank_steps"], s["state"]), (400, "partial"))
+
+
+class JobScale(unittest.TestCase):
+    def test_64_nodes_of_4096_ranks_are_merged_whole(self) -> None:
+        """The controller's read and merge of a 64-node job of 4096 ranks per
+        node (262144 rank entries): every rank counted, the detail bounded
+        (collect.JOB_MAX_RANKS), the summary within its 1024 bytes."""
+        nodes = [f"n{i:02d}" for i in range(64)]
+        one = fx.rank("n00", 0)
+        rec = fx.node_record(77, "n00", [dict(one, rank=k, local=k) for k in range(4096)])
+        data = noderec.encode(rec)
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o755)
+            for n in nodes:  # the same record under every node's name
+                Path(d, collect.node_file(n)).write_bytes(
+                    data.replace(b'"node":"n00"', f'"node":"{n}"'.encode(), 1))
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                recs, bad = collect.read_node_records(fd, 77, nodes, {os.geteuid()})
+            finally:
+                os.close(fd)
+        self.assertEqual((len(recs), bad), (64, {}))
+        det = summary.merge(77, nodes, recs, bad, "COMPLETED", "0:0", None, 100.0)
+        s = det["summary"]
+        self.assertEqual((s["nodes"], s["rank_steps"], s["steps"], s["ranks"]),
+                         (64, 64 * 4096, 1, 64 * 4096))
+        self.assertEqual(s["transitions"], 64 * 4096 * 7)
+        self.assertEqual(len(det["ranks"]), collect.JOB_MAX_RANKS)
+        self.assertLessEqual(len(summary.encode(s).encode()), summary.MAX_SUMMARY)
+        self.assertLessEqual(len(noderec.encode(det)), collect.JOB_MAX_BYTES)
 
 
 class NodePrune(Scale):
