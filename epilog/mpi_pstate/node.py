@@ -310,9 +310,11 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
                             meter=meter_here(a.sysroot), rest=scan.rest,
                             rest_agents=scan.rest_agents)
         data = noderec.encode(rec)
+        done = "published"
         try:
             publish(cfg, job, node, data)
         except OSError as e:
+            done = "kept for a later pass"
             # collect_dir full, unreachable, unsafe: the record waits in
             # <runtime>/pending for a later pass (the next Epilog here,
             # `mpi-pstate node-prune`); only if it cannot even wait there
@@ -328,8 +330,10 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
                 log.info(f"{n} segments of job {job} removed")
         for p in problems[:8]:
             log.warning(p)
-        log.info(f"node {node}: record of job {job} published: status {rec['status']}, "
-                 f"{len(rec['ranks'])} ranks in {len(rec['steps'])} steps, energy "
+        log.info(f"node {node}: record of job {job} {done}: status {rec['status']}, "
+                 f"{len(rec['ranks'])} ranks in {len(rec['steps'])} steps"
+                 + (f" (+{rec['rest']['steps']} steps summed)" if rec.get("rest") else "")
+                 + f", energy "
                  f"{rec['energy']['status']}, {len(problems)} problems, {len(data)} bytes, "
                  f"{time.monotonic() - t0:.2f} s")
     except Exception as e:  # never fail the Epilog: it would drain the node

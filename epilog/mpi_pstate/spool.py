@@ -148,6 +148,14 @@ def entries(qfd: int) -> Tuple[List[Dict[str, Any]], List[str]]:
     return fair(out), bad
 
 
+def drop(qfd: int, job: int) -> None:
+    for d in (None, LATE):
+        try:
+            os.unlink(f"{job}.json" if d is None else f"{d}/{job}.json", dir_fd=qfd)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+
+
 def open_late(qfd: int, create: bool = False) -> Optional[int]:
     if create:
         try:

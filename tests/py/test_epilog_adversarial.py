@@ -381,12 +381,15 @@ class FlushUnderFaults(unittest.TestCase):
         now = time.time()
         self.publish(60, "n1", now)
         self.queue(60, ["n1"], now)
-        row = self.sacct_one(60)._replace(elapsed="00:01:05", start="2026-11-27T02:45:12",
-                                          end="Unknown")
-        with mock.patch.object(self, "sacct_one", lambda *a, **k: row):
+        end = ["Unknown"]
+        real = self.sacct_one
+
+        def row(job: int, timeout: float = 30) -> slurm.SacctJob:
+            return real(job)._replace(elapsed="00:01:05", start="2026-11-27T02:45:12",
+                                      end=end[0])
+        with mock.patch.object(self, "sacct_one", row):
             self.assertEqual(self.flush(), {"not in the database yet": 1})
-        row = row._replace(end="2026-11-27T02:45:15")
-        with mock.patch.object(self, "sacct_one", lambda *a, **k: row):
+            end[0] = "2026-11-27T02:45:15"
             self.assertEqual(self.flush(), {"written": 1})
         s = json.loads(self.written[60].split("mpi-pstate/2:", 1)[1])
         self.assertEqual((s["wall_s"], s["wall_src"]), (10.0, "sacct"))  # its step: 10 s
