@@ -16,6 +16,10 @@ from . import audit, collect, config, log, noderec, parse, pending, safeio, slot
 
 AGENT_MAX_BYTES = 1 << 20
 BACKSTOP_TIMEOUT = 30.0
+# CPU seconds the Epilog's reading of slots may take (docs/security.md: the
+# root node Epilog stays under 2 s whatever the job's user writes); slots
+# past it are not read, their steps still counted, the summary partial.
+CPU_BUDGET_S = 1.5
 
 
 def find_tool(name: str, dirs: List[str], env: Optional[str] = None) -> Optional[str]:
@@ -131,21 +135,30 @@ class StepScan:
         self.budget = [slots.MAX_NODE_RANKS]
         self.embed = noderec.MAX_EMBED_BYTES
         self.nranks = 0
+        self.cpu_until = time.process_time() + CPU_BUDGET_S
 
     def add(self, step: str, info: Dict[str, Any]) -> None:
         listed = info.get("segments", [])
         agent = info.get("agent") or {}
-        if listed and self.budget[0] <= 0:
-            noderec.rest_add(self.rest, step, [], f"slots over the node's "
-                             f"{slots.MAX_NODE_RANKS}: steps counted, not read", unread=True)
+        if listed and (self.budget[0] <= 0 or time.process_time() > self.cpu_until):
+            why = f"slots over the node's {slots.MAX_NODE_RANKS}" if self.budget[0] <= 0 \
+                else f"over the Epilog's {CPU_BUDGET_S} s of CPU"
+            noderec.rest_add(self.rest, step, [], f"{why}: steps counted, not read",
+                             unread=True)
             got: List[Dict[str, Any]] = []
         else:
             got, sprob, _ = slots.job_segments(self.job, self.uid, listed, self.shm_dir,
-                                               self.budget, agent.get("ranks"))
+                                               self.budget, agent.get("ranks"),
+                                               cpu_until=self.cpu_until)
             self.problems += sprob
+            if any("CPU" in p and "not read" in p for p in sprob):
+                noderec.rest_add(self.rest, step, [], f"over the Epilog's {CPU_BUDGET_S} s of "
+                                 "CPU: slots not read")
         n = sum(len(s["ranks"]) for s in got)
         if len(self.infos) < noderec.MAX_DETAIL_STEPS and \
                 self.nranks + n <= noderec.MAX_RANKS:
+            for s in got:  # kept as text: a rank entry as a dict costs up to 15 KiB
+                s["ranks"] = [noderec.EncodedRank(r) for r in s["ranks"]]
             self.steps += got
             self.nranks += n
             self.infos.append(self._trim(info))

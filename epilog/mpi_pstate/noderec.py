@@ -3,6 +3,7 @@
 validation on the reading side.  Pure: no Slurm, no file system."""
 import json
 import math
+import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -190,19 +191,54 @@ def _size(obj: Any) -> int:
     return len(json.dumps(obj, separators=(",", ":")))
 
 
+class EncodedRank:
+    """A rank entry kept as JSON text, its bulky parts apart (the node
+    Epilog holds up to MAX_RANKS of them: as dicts, 16384 maximal ones
+    took 246 MiB).  Reads like the entry for what rest_add() needs."""
+    __slots__ = ("step", "base", "bulky", "sums")
+
+    def __init__(self, r: Dict[str, Any]) -> None:
+        self.step = r["step"]
+        self.bulky = {k: json.dumps(r[k], separators=(",", ":")) for k in _BULKY if k in r}
+        self.base = json.dumps({k: v for k, v in r.items() if k not in _BULKY},
+                               separators=(",", ":"))[:-1]
+        self.sums = {k: r.get(k) for k in ("wall_s", "mpi_s", "wait_s", "down_s",
+                                           "transitions")}
+
+    def get(self, k: str, default: Any = None) -> Any:
+        return self.step if k == "step" else self.sums.get(k, default)
+
+    def __getitem__(self, k: str) -> Any:
+        return self.step if k == "step" else self.sums[k]
+
+    def text(self) -> str:
+        return self.base + "".join(f',"{k}":{v}' for k, v in self.bulky.items()) + "}"
+
+
+def _rank_size(r: Any) -> int:
+    return len(r.text()) if isinstance(r, EncodedRank) else _size(r)
+
+
+def _rank_drop(r: Any, key: str) -> int:
+    """Leaves key out of a rank entry; returns the bytes that saves."""
+    if isinstance(r, EncodedRank):
+        v = r.bulky.pop(key, None)
+    else:
+        v = r.pop(key, None)
+        v = None if v is None else json.dumps(v, separators=(",", ":"))
+    return 0 if v is None else len(v) + len(key) + 4
+
+
 def _fit(rec: Dict[str, Any], rest: Dict[str, Any], problems: List[str], limit: int) -> None:
     """Cuts rec to at most `limit` encoded bytes, the bulky parts first,
     each cut named in problems; rank entries cut are counted in rest.
     The reserve covers what is added after (rest, problems: bounded)."""
     budget = limit - 64 * 1024
-    size = _size(rec)
+    size = len(encode(rec))
     for key in _BULKY:
         if size <= budget:
             return
-        cut = sum(_size(r[key]) + len(key) + 4 for r in rec["ranks"] if key in r)
-        for r in rec["ranks"]:
-            r.pop(key, None)
-        size -= cut
+        size -= sum(_rank_drop(r, key) for r in rec["ranks"])
         problems.append(f"record over {limit} bytes: every rank's {key} left out")
     if size > budget:
         for e in rec["steps"]:
@@ -213,15 +249,15 @@ def _fit(rec: Dict[str, Any], rest: Dict[str, Any], problems: List[str], limit: 
                     size -= n
         problems.append(f"record over {limit} bytes: embedded step records left out")
     if size > budget:
-        keep, used = 0, size - _size(rec["ranks"])
+        keep, used = 0, size - sum(_rank_size(r) + 1 for r in rec["ranks"])
         for r in rec["ranks"]:
-            used += _size(r) + 1
+            used += _rank_size(r) + 1
             if used > budget:
                 break
             keep += 1
         cut = rec["ranks"][keep:]
         del rec["ranks"][keep:]
-        by_step: Dict[str, List[Dict[str, Any]]] = {}
+        by_step: Dict[str, List[Any]] = {}
         for r in cut:
             by_step.setdefault(r["step"], []).append(r)
         for step, rs in by_step.items():
@@ -590,7 +626,16 @@ def validate_rest(rest: Any) -> Dict[str, Any]:
 
 
 def encode(rec: Dict[str, Any]) -> bytes:
-    return (json.dumps(rec, separators=(",", ":"), sort_keys=False) + "\n").encode()
+    """The record as compact JSON and a newline; rank entries may be
+    EncodedRank (their text is put in as it is)."""
+    ranks = rec.get("ranks")
+    if not any(isinstance(r, EncodedRank) for r in ranks or []):
+        return (json.dumps(rec, separators=(",", ":")) + "\n").encode()
+    mark = "\u0001" + os.urandom(8).hex()  # no text in the record can hold it
+    head = json.dumps(dict(rec, ranks=mark), separators=(",", ":"))
+    body = ",".join(r.text() if isinstance(r, EncodedRank) else
+                    json.dumps(r, separators=(",", ":")) for r in ranks)
+    return head.replace(json.dumps(mark), "[" + body + "]", 1).encode() + b"\n"
 
 
 def _no_constant(name: str) -> Any:

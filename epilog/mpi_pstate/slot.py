@@ -109,6 +109,20 @@ assert FN_SIZE == NAME_LEN + 8 * len(_FN_KEYS) and \
     [FN_FIELDS[k][0] for k in _FN_KEYS] == [NAME_LEN + 8 * i for i in range(len(_FN_KEYS))]
 
 
+_NAMES: Dict[bytes, str] = {}  # the 32 name bytes of a function entry -> its name
+
+
+def _name(raw: bytes) -> str:
+    """The name of a function entry: every rank of a program has the same
+    table, so the decoding is cached (bounded)."""
+    n = _NAMES.get(raw)
+    if n is None:
+        if len(_NAMES) >= 4096:
+            _NAMES.clear()
+        n = _NAMES[raw] = raw.split(b"\0", 1)[0].decode("ascii", "replace")
+    return n
+
+
 def _bits(words: Tuple[int, ...]) -> List[int]:
     out = []
     for w, x in enumerate(words):
@@ -144,21 +158,17 @@ def parse_slot(buf: bytes, base: int = 0, cpuset: bool = True) -> Optional[Dict[
     s["hist_bytes"] = list(_HIST.unpack_from(buf, base + HIST_BYTES_OFFSET))
     s["hist_ns"] = list(_HIST.unpack_from(buf, base + HIST_NS_OFFSET))
     table = _FN_TABLE.unpack_from(buf, base + FN_OFFSET)
+    raws = table[0::5]
+    if not all(b"\0" in r for r in raws):
+        raise SlotError("unterminated function name %d" %
+                        next(i for i, r in enumerate(raws) if b"\0" not in r))
     funcs: Dict[str, Dict[str, int]] = {}
-    names: List[str] = []
-    for i in range(MAX_FUNCS):
-        raw = table[5 * i]
-        nul = raw.find(b"\0")
-        if nul < 0:
-            raise SlotError("unterminated function name %d" % i)
-        if i >= s["nfuncs"]:
-            continue
-        name = raw[:nul].decode("ascii", "replace")
-        names.append(name)
+    names: List[str] = [_name(r) for r in raws[:s["nfuncs"]]]
+    for i, name in enumerate(names):
         if name:
-            f = dict(zip(_FN_KEYS, table[5 * i + 1:5 * i + 5]))
-            f["id"] = i
-            funcs[name] = f
+            k = 5 * i
+            funcs[name] = {"calls": table[k + 1], "time_ns": table[k + 2],
+                           "bytes": table[k + 3], "long_calls": table[k + 4], "id": i}
     s["function_names"] = names
     s["functions"] = funcs
     s["wait_fn_name"] = names[s["wait_fn"]] if s["wait_since"] and s["wait_fn"] < len(names) \

@@ -10,10 +10,12 @@ one slot at a time; each slot is validated by the preload reader, and a
 slot that fails is reported by index, never fatal (docs/security.md,
 "Epilog side")."""
 import errno
+import heapq
 import os
 import re
 import stat
 import sys
+import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import safeio
@@ -72,6 +74,16 @@ def _time(v: int, dropped: List[str], name: str) -> Optional[int]:
 _FN_OK = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}").fullmatch
 
 
+_KIND: Dict[str, int] = {}  # function name -> 0 skipped, 1 life cycle, 2 MPI (cached)
+
+
+def _kind(name: str) -> int:
+    if len(_KIND) >= 4096:
+        _KIND.clear()
+    k = _KIND[name] = 0 if not _FN_OK(name) else 1 if name in FRAME_FUNCS else 2
+    return k
+
+
 def share(part: Optional[int], whole: Optional[int]) -> Optional[float]:
     """part / whole in [0, 1]: a figure the rank reports may exceed the
     wall time it also reports; no share is ever above one."""
@@ -98,19 +110,23 @@ def rank_figures(s: Dict[str, Any], step: str,
     top = []
     hist = list(s["hist_ns"])
     for name, f in s["functions"].items():
-        if not _FN_OK(name):
+        kind = _KIND.get(name)
+        if kind is None:
+            kind = _kind(name)
+        if kind == 0:
             continue
         calls += f["calls"]
         nbytes += f["bytes"]
-        if name in FRAME_FUNCS and f["calls"]:
-            # out of the wait histogram too: MPI_Init is no wait to clock down
-            b = _bucket(f["time_ns"] // f["calls"])
-            hist[b] = max(0, hist[b] - f["calls"])
-        if name not in FRAME_FUNCS:
-            mpi += f["time_ns"]
+        if kind == 1:
             if f["calls"]:
-                top.append((f["time_ns"], name, f["calls"]))
-    top.sort(reverse=True)
+                # out of the wait histogram too: MPI_Init is no wait to clock down
+                b = _bucket(f["time_ns"] // f["calls"])
+                hist[b] = max(0, hist[b] - f["calls"])
+            continue
+        mpi += f["time_ns"]
+        if f["calls"]:
+            top.append((f["time_ns"], name, f["calls"]))
+    top = heapq.nlargest(TOP_FUNCS, top)
     state = s["state"]
     if state in ("attached", "running"):
         state = "killed"  # the job is over: this rank never reached finalize or exit
@@ -153,7 +169,8 @@ SlotSink = Callable[[int, Any], None]
 
 
 def read_listed(dirfd: int, seg: Dict[str, Any], uid: int, budget: List[int],
-                problems: List[str], on_slot: SlotSink) -> Optional[int]:
+                problems: List[str], on_slot: SlotSink,
+                cpu_until: Optional[float] = None) -> Optional[int]:
     """One segment the plugin listed in its root-owned step record
     (noderec.plugin_segments): opened without following a symlink and
     accepted only if it is that very inode (st_dev, st_ino), has one link
@@ -204,6 +221,11 @@ def read_listed(dirfd: int, seg: Dict[str, Any], uid: int, budget: List[int],
                             f"{MAX_NODE_RANKS}: the rest not read")
             nslots = budget[0]
         for i in range(nslots):
+            if cpu_until is not None and i % 64 == 0 and time.process_time() > cpu_until:
+                problems.append(f"segment {name}: CPU budget spent, slots {i}-{nslots - 1} "
+                                "not read")
+                budget[0] = 0
+                return i
             buf = _pread_all(fd, slotlib.SLOT_SIZE, slotlib.HEADER_SIZE + i * slotlib.SLOT_SIZE)
             try:
                 on_slot(i, slotlib.parse_slot(buf, cpuset=False))
@@ -220,7 +242,8 @@ def read_listed(dirfd: int, seg: Dict[str, Any], uid: int, budget: List[int],
 
 def job_segments(job_id: int, owner_uid: int, listed: List[Dict[str, Any]],
                  shm_dir: str = SHM_DIR, budget: Optional[List[int]] = None,
-                 agent: Optional[Dict[int, Dict[str, Any]]] = None
+                 agent: Optional[Dict[int, Dict[str, Any]]] = None,
+                 cpu_until: Optional[float] = None
                  ) -> Tuple[List[Dict[str, Any]], List[str], List[str]]:
     """(steps, problems, names): per segment {"step", "segment", "slots",
     "ranks"}; problems are one-line reasons; names are the files read.
@@ -228,7 +251,8 @@ def job_segments(job_id: int, owner_uid: int, listed: List[Dict[str, Any]],
     ({"step", "name", "dev", "ino", "nslots", "bytes"}); nothing else in
     shm_dir is looked at, so no other user's file can take a place.
     budget: [slots the node may still read] shared by every call of one
-    Epilog (MAX_NODE_RANKS when not given); agent: slot index -> the
+    Epilog (MAX_NODE_RANKS when not given; 0 once cpu_until, a
+    time.process_time(), is passed); agent: slot index -> the
     agent's figures of that slot (noderec.agent_ranks()), for the first
     segment of the step (the one the agent watched).  Each slot is turned
     into its rank entry as it is read: no parsed slot is kept."""
@@ -275,7 +299,7 @@ def job_segments(job_id: int, owner_uid: int, listed: List[Dict[str, Any]],
                                     f"{','.join(r['dropped'])}")
                 ranks.append(r)
 
-            got = read_listed(dfd, seg, owner_uid, budget, problems, one)
+            got = read_listed(dfd, seg, owner_uid, budget, problems, one, cpu_until)
             names.append(n)
             if got is None:
                 continue

@@ -253,9 +253,12 @@ def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dic
         s["bad_n"] = len(bad)
     if detail.get("array"):
         s["array"] = detail["array"][:24]
+    unread = [w for w in rest["why"] if "not read" in w]
     why = (["nodes missing"] if detail["missing"] else []) + \
-        (["steps summed past the detail bound"] if rest["why"] else []) + \
-        (["steps not read: slot bound"] if rest["unread_steps"] else [])
+        (["steps summed past the detail bound"] if rest["rank_steps"] or
+         len(unread) < len(rest["why"]) else []) + \
+        ([f"slots not read: {'CPU' if any('CPU' in w for w in unread) else 'slot'} bound"]
+         if unread else [])
     if why and detail["state"] == "partial":
         s["why"] = "; ".join(why)
     return {k: v for k, v in s.items() if v is not None}
