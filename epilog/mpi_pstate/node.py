@@ -19,7 +19,7 @@ BACKSTOP_TIMEOUT = 30.0
 # CPU seconds the Epilog's reading of slots may take (docs/security.md: the
 # root node Epilog stays under 2 s whatever the job's user writes); slots
 # past it are not read, their steps still counted, the summary partial.
-CPU_BUDGET_S = 1.5
+CPU_BUDGET_S = 1.2
 
 
 def find_tool(name: str, dirs: List[str], env: Optional[str] = None) -> Optional[str]:
@@ -147,9 +147,13 @@ class StepScan:
                              unread=True)
             got: List[Dict[str, Any]] = []
         else:
+            detail = len(self.infos) < noderec.MAX_DETAIL_STEPS and \
+                self.nranks < noderec.MAX_RANKS
             got, sprob, _ = slots.job_segments(self.job, self.uid, listed, self.shm_dir,
                                                self.budget, agent.get("ranks"),
-                                               cpu_until=self.cpu_until)
+                                               cpu_until=self.cpu_until,
+                                               keep=noderec.EncodedRank if detail
+                                               else noderec.rank_sums)
             self.problems += sprob
             if any("CPU" in p and "not read" in p for p in sprob):
                 noderec.rest_add(self.rest, step, [], f"over the Epilog's {CPU_BUDGET_S} s of "
@@ -157,8 +161,6 @@ class StepScan:
         n = sum(len(s["ranks"]) for s in got)
         if len(self.infos) < noderec.MAX_DETAIL_STEPS and \
                 self.nranks + n <= noderec.MAX_RANKS:
-            for s in got:  # kept as text: a rank entry as a dict costs up to 15 KiB
-                s["ranks"] = [noderec.EncodedRank(r) for r in s["ranks"]]
             self.steps += got
             self.nranks += n
             self.infos.append(self._trim(info))

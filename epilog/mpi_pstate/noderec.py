@@ -202,8 +202,7 @@ class EncodedRank:
         self.bulky = {k: json.dumps(r[k], separators=(",", ":")) for k in _BULKY if k in r}
         self.base = json.dumps({k: v for k, v in r.items() if k not in _BULKY},
                                separators=(",", ":"))[:-1]
-        self.sums = {k: r.get(k) for k in ("wall_s", "mpi_s", "wait_s", "down_s",
-                                           "transitions")}
+        self.sums = {k: r.get(k) for k in _SUMS}
 
     def get(self, k: str, default: Any = None) -> Any:
         return self.step if k == "step" else self.sums.get(k, default)
@@ -213,6 +212,16 @@ class EncodedRank:
 
     def text(self) -> str:
         return self.base + "".join(f',"{k}":{v}' for k, v in self.bulky.items()) + "}"
+
+
+_SUMS = ("wall_s", "mpi_s", "wait_s", "down_s", "transitions")
+
+
+def rank_sums(r: Dict[str, Any]) -> Dict[str, Any]:
+    """What rest_add() needs of a rank entry (a step that is summed only)."""
+    out = {k: r.get(k) for k in _SUMS}
+    out["step"] = r["step"]
+    return out
 
 
 def _rank_size(r: Any) -> int:

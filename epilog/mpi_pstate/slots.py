@@ -243,7 +243,8 @@ def read_listed(dirfd: int, seg: Dict[str, Any], uid: int, budget: List[int],
 def job_segments(job_id: int, owner_uid: int, listed: List[Dict[str, Any]],
                  shm_dir: str = SHM_DIR, budget: Optional[List[int]] = None,
                  agent: Optional[Dict[int, Dict[str, Any]]] = None,
-                 cpu_until: Optional[float] = None
+                 cpu_until: Optional[float] = None,
+                 keep: Optional[Callable[[Dict[str, Any]], Any]] = None
                  ) -> Tuple[List[Dict[str, Any]], List[str], List[str]]:
     """(steps, problems, names): per segment {"step", "segment", "slots",
     "ranks"}; problems are one-line reasons; names are the files read.
@@ -255,7 +256,8 @@ def job_segments(job_id: int, owner_uid: int, listed: List[Dict[str, Any]],
     time.process_time(), is passed); agent: slot index -> the
     agent's figures of that slot (noderec.agent_ranks()), for the first
     segment of the step (the one the agent watched).  Each slot is turned
-    into its rank entry as it is read: no parsed slot is kept."""
+    into its rank entry as it is read, and that into keep(entry) when
+    given (the node Epilog keeps text or sums): no parsed slot is kept."""
     steps: List[Dict[str, Any]] = []
     problems: List[str] = []
     names: List[str] = []
@@ -297,7 +299,7 @@ def job_segments(job_id: int, owner_uid: int, listed: List[Dict[str, Any]],
                 if r.get("dropped"):
                     problems.append(f"segment {n} slot {i}: out of range, dropped: "
                                     f"{','.join(r['dropped'])}")
-                ranks.append(r)
+                ranks.append(keep(r) if keep else r)
 
             got = read_listed(dfd, seg, owner_uid, budget, problems, one, cpu_until)
             names.append(n)
