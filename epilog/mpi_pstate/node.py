@@ -141,8 +141,9 @@ class StepScan:
         listed = info.get("segments", [])
         agent = info.get("agent") or {}
         if listed and (self.budget[0] <= 0 or time.process_time() > self.cpu_until):
-            why = f"slots over the node's {slots.MAX_NODE_RANKS}" if self.budget[0] <= 0 \
-                else f"over the Epilog's {CPU_BUDGET_S} s of CPU"
+            why = f"over the Epilog's {CPU_BUDGET_S} s of CPU" \
+                if time.process_time() > self.cpu_until else \
+                f"slots over the node's {slots.MAX_NODE_RANKS}"
             noderec.rest_add(self.rest, step, [], f"{why}: steps counted, not read",
                              unread=True)
             got: List[Dict[str, Any]] = []
