@@ -100,6 +100,20 @@ class EveryStep(Scale):
         self.assertEqual(s["energy_j"], 5.0)  # the agents' energy of every step
         self.assertEqual(os.listdir(self.shm), [])
 
+    def test_past_the_cpu_budget_steps_are_counted_not_read(self) -> None:
+        """The Epilog's CPU bound holds whatever the slots hold (maximal
+        ones cost some 300 us each to read): past node.CPU_BUDGET_S no slot
+        is read, every step is still counted, the summary says why."""
+        for i in range(3):
+            self.step(JOB, str(i), [{"rank": 0}, {"rank": 1}])
+        with mock.patch.object(node, "CPU_BUDGET_S", -1.0):
+            self.run_epilog()
+        s = self.summary_of()
+        self.assertEqual((s["state"], s["steps"], s["rank_steps"], s["energy_j"]),
+                         ("partial", 3, 0, 3.0))
+        self.assertIn("CPU bound", s["why"])
+        self.assertEqual(os.listdir(self.shm), [])
+
     def test_thousand_steps_whole_within_the_bounds(self) -> None:
         """An honest sweep of 1000 one-rank steps: every step in the
         summary, every segment gone, within the Epilog's CPU bound (the
