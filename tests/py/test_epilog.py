@@ -438,12 +438,7 @@ class NodeEpilog(Tmp):
 
     def setUp(self) -> None:
         super().setUp()
-        self.collect = self.tmp / "records"
-        self.runtime = self.tmp / "run"
-        self.shm = self.tmp / "shm"
-        self.shm.mkdir(mode=0o1777)
-        os.chmod(self.shm, 0o1777)
-        self.sys = fx.fake_sysfs(self.tmp / "sys")
+        self.collect, self.runtime, self.shm, self.sys = fx.epilog_dirs(self.tmp)
         self.env = {"SLURM_JOB_ID": "4242", "SLURMD_NODENAME": "n1", "SLURM_JOB_UID": "1000",
                     "SLURM_CONF": str(self.tmp / "none.conf"), "PATH": os.environ["PATH"]}
         self.err = io.StringIO()

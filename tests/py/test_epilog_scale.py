@@ -28,12 +28,7 @@ class Scale(unittest.TestCase):
         self._td = tempfile.TemporaryDirectory()
         self.tmp = Path(self._td.name)
         os.chmod(self.tmp, 0o755)
-        self.collect = self.tmp / "records"
-        self.runtime = self.tmp / "run"
-        self.shm = self.tmp / "shm"
-        self.shm.mkdir(mode=0o1777)
-        os.chmod(self.shm, 0o1777)
-        self.sys = fx.fake_sysfs(self.tmp / "sys")
+        self.collect, self.runtime, self.shm, self.sys = fx.epilog_dirs(self.tmp)
         self.err = io.StringIO()
 
     def tearDown(self) -> None:
