@@ -81,12 +81,88 @@ def plugin_json(runtime: Path, step: str, seg: Path, nslots: int, node: str = "n
     (d / "plugin.json").write_text(json.dumps(rec))
 
 
+def maximal_slot() -> bytes:
+    """One slot with valid but maximal content (issue 21, item 2): 128
+    functions with 31-character names and every counter at 2^53, a full
+    cpuset, every histogram bucket at 2^53, every slot counter at 2^53."""
+    sl = fx.slotlib
+    tmp = Path(tempfile.mkdtemp(prefix="mpi-pstate-slot."))
+    try:
+        fx.segment(tmp / "s", [{"rank": 0}])
+        buf = bytearray((tmp / "s").read_bytes()[sl.HEADER_SIZE:sl.HEADER_SIZE + sl.SLOT_SIZE])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    big = 1 << 53
+    import struct
+    for f in ("transitions", "long_calls", "wakeups", "long_ns", "over_ns", "down_ns"):
+        off, fmt = sl.SLOT_FIELDS[f]
+        struct.pack_into("<" + fmt, buf, off, big if f not in ("long_ns", "over_ns", "down_ns")
+                         else 10**17)
+    struct.pack_into("<I", buf, sl.SLOT_FIELDS["nfuncs"][0], sl.MAX_FUNCS)
+    struct.pack_into(f"<{sl.CPUSET_WORDS}Q", buf, sl.CPUSET_OFFSET, *[(1 << 64) - 1] * 16)
+    for off in (sl.HIST_BYTES_OFFSET, sl.HIST_NS_OFFSET):
+        struct.pack_into(f"<{sl.BUCKETS}Q", buf, off, *[big] * sl.BUCKETS)
+    for j in range(sl.MAX_FUNCS):
+        fb = sl.FN_OFFSET + j * sl.FN_SIZE
+        name = f"MPI_F{j:03d}" + "x" * 23
+        buf[fb:fb + sl.NAME_LEN] = name.encode()[:sl.NAME_LEN - 1].ljust(sl.NAME_LEN, b"\0")
+        for k in ("calls", "time_ns", "bytes", "long_calls"):
+            off, fmt = sl.FN_FIELDS[k]
+            struct.pack_into("<" + fmt, buf, fb + off, 10**15 if k == "time_ns" else big)
+    assert sl.parse_slot(bytes(buf)) is not None
+    return bytes(buf)
+
+
+def filled_segment(seg: Path, n: int, slot: bytes) -> None:
+    """A segment of n slots, each `slot` with its own rank and index."""
+    sl = fx.slotlib
+    sl.create_segment(str(seg), n)
+    import struct
+    with open(seg, "r+b") as f:
+        for i in range(n):
+            b = bytearray(slot)
+            struct.pack_into("<i", b, sl.SLOT_FIELDS["rank"][0], i)
+            struct.pack_into("<i", b, sl.SLOT_FIELDS["size"][0], n)
+            struct.pack_into("<I", b, sl.SLOT_FIELDS["local_index"][0], i)
+            f.seek(sl.HEADER_SIZE + i * sl.SLOT_SIZE)
+            f.write(b)
+    os.chown(seg, USER, -1)
+
+
+def agent_json(runtime: Path, step: str, n: int) -> None:
+    """The agent's record of a step: root's figures of every slot."""
+    (runtime / "steps" / f"{JOB}.{step}" / "agent.json").write_text(json.dumps(
+        {"format": "mpi-pstate-agent", "version": 1, "job": JOB, "step": int(step),
+         "energy": {"status": "ok", "package_j": 10.0, "dram_j": 1.0},
+         "ranks": [{"slot": i, "rank": i, "down_s": 1.5, "transitions": 12}
+                   for i in range(n)]}))
+
+
+def many_steps(tmp: Path, steps: int, per_step: int, slot: bytes) -> None:
+    runtime, shm = tmp / "run", tmp / "shm"
+    for s in range(steps):
+        seg = shm / f"mpi-pstate.{JOB}.{s}.{s:016x}"
+        filled_segment(seg, per_step, slot)
+        plugin_json(runtime, str(s), seg, per_step)
+        agent_json(runtime, str(s), per_step)
+
+
 def scenario(tmp: Path, kind: str, names: int, slots: int) -> Path:
     runtime, shm = tmp / "run", tmp / "shm"
     for d in (runtime, shm, tmp / "records"):
         d.mkdir(parents=True, exist_ok=True)
     os.chmod(shm, 0o1777)
     if kind == "off":
+        return shm
+    if kind == "maximal":  # 16384 maximal slots (the node's bound), SLOTS per step
+        many_steps(tmp, max(1, 16384 // slots), slots, maximal_slot())
+        return shm
+    if kind == "sweep":  # a parameter sweep: NAMES x 100 steps of 16 honest ranks
+        one = tmp / "one"
+        fx.segment(one, [{"rank": 0}])
+        slot = one.read_bytes()[fx.slotlib.HEADER_SIZE:]
+        one.unlink()
+        many_steps(tmp, names * 100, 16, slot)
         return shm
     n = slots if kind in ("hardlink", "big") else 4
     step = "9" if kind == "padded" else "0"  # padded: the victim's 10th step
@@ -136,12 +212,15 @@ def run_one(tree: Path, kind: str, names: int, slots: int) -> Dict[str, Any]:
                 "--slurm-conf", str(tmp / "slurm.conf"), "--shm-dir", str(shm),
                 "--sysroot", str(sysroot)]
         u = child_usage(argv, env)
+        u["shm_left"] = len(os.listdir(shm))
         rec = tmp / "records" / str(JOB) / "node.n1.json"
         u["record_bytes"] = rec.stat().st_size if rec.exists() else 0
         if rec.exists():
             r = json.loads(rec.read_text())
             u["record_ranks"] = len(r.get("ranks", []))
             u["record_status"] = r.get("status")
+            u["rest"] = {k: r["rest"][k] for k in ("steps", "rank_steps", "unread_steps", "why")
+                         } if "rest" in r else None
             u["problems"] = r.get("problems", [])[:4]
         return u
     finally:
@@ -239,6 +318,8 @@ KIND_TEXT = {
     "swapped": "listed name swapped to another inode (job's user)",
     "padded": "81 zero-padded names (another user)",
     "hardlink": "one SLOTS-slot segment under NAMES names (job's user)",
+    "maximal": "16384 maximal valid slots in SLOTS-slot steps (job's user)",
+    "sweep": "NAMES x 100 steps of 16 honest ranks",
 }
 MARK_BEGIN = "<!-- attack.py begin -->"
 MARK_END = "<!-- attack.py end -->"
@@ -329,7 +410,8 @@ def main() -> int:
             u = out[kind]
             print(f"{kind:9s} rc {u['rc']} cpu {u['cpu_s']:.3f} s  maxrss {u['maxrss_mib']} MiB  "
                   f"record {u['record_bytes']} B, {u.get('record_ranks')} ranks, "
-                  f"status {u.get('record_status')}", flush=True)
+                  f"status {u.get('record_status')}, rest {u.get('rest')}, "
+                  f"{u['shm_left']} names left in shm", flush=True)
     if a.json:
         print(json.dumps(out, indent=1))
     return 0

@@ -9,7 +9,7 @@ import sys
 from typing import Any, Optional, Sequence
 
 from . import (VERSION, audit, calibrate, collect, config, ctld, log, node, parse, plugincheck,
-               report, rootcli, slurm, summary, whatif)
+               report, rootcli, safeio, slurm, summary, whatif)
 
 PROG = "mpi-pstate"
 
@@ -24,7 +24,7 @@ tool_dirs = rootcli.tool_dirs
 # Subcommands with a command line of their own (modules of this package, also
 # installed under their own names, mpi-pstate-exec and mpi-pstate-bench):
 # `mpi-pstate NAME ARGS` hands ARGS over unchanged (their --help included).
-DELEGATED = ("exec", "bench")
+DELEGATED = ("exec", "bench", "node-prune")
 
 
 def _common_dirs(p: argparse.ArgumentParser) -> None:
@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("bench", help="compare a workload with and without --mpi-pstate through Slurm "
                    "(mpi-pstate-bench)", add_help=False)
+    sub.add_parser("node-prune", help="remove what finished jobs left on this node, deliver "
+                   "waiting node records (root; timer)", add_help=False)
     return ap
 
 
@@ -115,15 +117,24 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, 
                 jfd = collect.open_job_dir(cfd, jid, trusted)
                 if jfd is not None:
                     try:
+                        # what the flusher merges, and nothing of an earlier job
+                        # of the same id (the flusher's uid/time check)
+                        accept = ctld.accept_row(r)
                         detail = collect.read_job_detail(jfd, trusted)
+                        st = safeio.entry_stat(jfd, collect.JOB_FILE)
+                        start = r.start_epoch()
+                        if detail is not None and st is not None and start is not None and \
+                                st.st_mtime < start:
+                            detail = None
                         if detail is None:
                             recs, bad = collect.read_node_records(
                                 jfd, jid, ctld.expected_nodes(r.nodes), trusted)
+                            recs = {n: x for n, x in recs.items() if accept(x) is None}
                             if any(x["status"] == "ok" for x in recs.values()):
                                 detail = summary.merge(jid, ctld.expected_nodes(r.nodes), recs,
                                                        bad, r.state, r.exit_code,
                                                        r.job_id if "_" in r.job_id else None,
-                                                       summary.elapsed_seconds(r.elapsed))
+                                                       r.wall_s())
                     finally:
                         os.close(jfd)
             finally:
@@ -237,7 +248,7 @@ def cmd_backfill(a: argparse.Namespace, paths: dict[str, str]) -> int:
                 res = ctld.finish(cfg, db, job, nodes, trusted, ctld.Deadline(10), row.state,
                                   row.exit_code, row.system_comment,
                                   row.job_id if "_" in row.job_id else None, a.dry_run,
-                                  elapsed=row.elapsed)
+                                  wall_s=row.wall_s(), accept=ctld.accept_row(row))
         except (OSError, ValueError, slurm.SlurmError) as e:
             res = "error"
             print(f"job {job}: {e}", file=sys.stderr)
@@ -300,6 +311,9 @@ def cmd_delegate(sub: str, argv: list[str], paths: dict[str, str]) -> int:
     if sub == "exec":
         from . import launcher
         return launcher.main(argv, paths)
+    if sub == "node-prune":
+        from . import nodeprune
+        return nodeprune.main(argv, paths)
     from . import bench
     return bench.main(argv)
 

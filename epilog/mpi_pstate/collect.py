@@ -22,11 +22,14 @@ JOB_FILE = "job.json"
 JOB_MAX_BYTES = 64 << 20
 # What one job's node records may cost the controller in all, whatever the
 # number of nodes (each is already at most noderec.MAX_BYTES and MAX_RANKS):
-# the job's user shapes every one of them.  An honest rank-step is about
-# 1.3 KiB of record: 32 MiB hold some 25000, and the merged job.json stays
-# under JOB_MAX_BYTES.  A record past either budget is refused as bad, not
-# read, and the summary is partial naming it.
-JOB_MAX_RECORD_BYTES = 32 << 20
+# the job's user shapes every one of them.  256 MiB hold 64 nodes of 4096
+# honest ranks (about 450 bytes each) with room to spare; a record past it
+# is refused as bad, not read, and the summary is partial naming it.  Past
+# JOB_MAX_RANKS rank entries a record is still read, one at a time, but its
+# ranks are summed into its "rest" (noderec, "Aggregate"), not kept: the
+# merged job.json stays under JOB_MAX_BYTES and the controller's memory
+# bounded, and every rank still counts (issue 21: 64 nodes x 4096 ranks).
+JOB_MAX_RECORD_BYTES = 256 << 20
 JOB_MAX_RANKS = 65536
 
 
@@ -99,7 +102,7 @@ def read_node_records(jfd: int, job: int, nodes: List[str], trusted: Set[int]
         except ValueError as e:
             bad[n] = str(e)
             continue
-        if left_bytes <= 0 or left_ranks <= 0:
+        if left_bytes <= 0:
             if safeio.entry_stat(jfd, fname) is not None:
                 bad[n] = f"{fname}: not read, the job's budget of node records is spent"
             continue
@@ -121,12 +124,23 @@ def read_node_records(jfd: int, job: int, nodes: List[str], trusted: Set[int]
             bad[n] = noderec.clip(f"{fname}: {e}")
             continue
         if len(rec["ranks"]) > left_ranks:
-            bad[n] = f"{fname}: {len(rec['ranks'])} ranks, over the job's {JOB_MAX_RANKS}"
-            left_ranks = 0
-            continue
+            sum_past(rec, left_ranks)
         left_ranks -= len(rec["ranks"])
         records[n] = rec
     return records, bad
+
+
+def sum_past(rec: Dict[str, Any], keep: int) -> None:
+    """Keeps the first `keep` rank entries of a validated record and sums
+    the others into its "rest"."""
+    rest = rec.get("rest") or noderec.validate_rest(noderec.new_rest())
+    by_step: Dict[str, List[Dict[str, Any]]] = {}
+    for r in rec["ranks"][keep:]:
+        by_step.setdefault(r["step"], []).append(r)
+    for step, rs in by_step.items():
+        noderec.rest_add(rest, step, rs, f"job over {JOB_MAX_RANKS} ranks: summed")
+    del rec["ranks"][keep:]
+    rec["rest"] = rest
 
 
 def read_job_detail(jfd: int, trusted: Optional[Set[int]]) -> Optional[Dict[str, Any]]:

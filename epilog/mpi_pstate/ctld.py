@@ -43,6 +43,29 @@ def expected_nodes(nodelist: str) -> List[str]:
 
 
 Accept = Callable[[Dict[str, Any]], Optional[str]]
+# A node record written this long before its job ended (was queued) is a
+# previous job's of the same id (job ids wrap at MaxJobId): never merged.
+STALE_MARGIN_S = 3600.0
+
+
+def accept_for(uid: Optional[int], not_before: Optional[float]) -> Accept:
+    """The check every merge applies to a node record (the flusher, backfill,
+    report): the job's user, and written no earlier than not_before (the
+    job's start, or its end less STALE_MARGIN_S)."""
+    def check(rec: Dict[str, Any]) -> Optional[str]:
+        if uid is not None and rec.get("uid") is not None and rec["uid"] != uid:
+            return f"record of uid {rec['uid']}, the job's is {uid}"
+        w = rec.get("written")
+        if not_before is not None and isinstance(w, (int, float)) and w < not_before:
+            return "written before the job ran (a previous job of the same id)"
+        return None
+    return check
+
+
+def accept_row(row: "slurm.SacctJob") -> Accept:
+    """accept_for() of a job as sacct shows it (backfill, report)."""
+    start = row.start_epoch()
+    return accept_for(row.uid, None if start is None else start - 60.0)
 
 
 def load_records(cfg: config.Config, job: int, nodes: List[str], trusted: Set[int],
@@ -117,12 +140,12 @@ def write_comment(db: slurm.DbTool, job: int, text: str, ours: str, dl: Deadline
 def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: List[str],
            trusted: Set[int], dl: Deadline, job_state: Optional[str], exit_code: Optional[str],
            current: Optional[str], array: Optional[str], dry_run: bool = False,
-           cluster: Optional[str] = None, elapsed: Optional[str] = None,
+           cluster: Optional[str] = None, wall_s: Optional[float] = None,
            accept: Optional[Accept] = None) -> str:
     """Merge, keep the detail, write the summary.  current: the job's
-    SystemComment as it is now (None: read it from sacct); elapsed: sacct's
-    Elapsed of the job.  Returns what happened (one word for logs and
-    backfill's tally)."""
+    SystemComment as it is now (None: read it from sacct); wall_s: the
+    job's wall time (slurm.SacctJob.wall_s(): End - Start).  Returns what
+    happened (one word for logs and backfill's tally)."""
     records, bad, exists = load_records(cfg, job, nodes, trusted, accept)
     for n, why in sorted(bad.items()):
         log.warning(f"node record of {n} refused: {why}")
@@ -137,12 +160,11 @@ def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: List[str],
             return "without mpi-pstate"
         return "no data yet"  # a node that has not reported may hold it: backfill later
     row = None
-    if current is None or elapsed is None:
+    if current is None or wall_s is None:
         row = slurm.sacct_one(job)
-    if elapsed is None and row is not None and row.state in slurm.TERMINAL:
-        elapsed = row.elapsed
-    detail = summary.merge(job, nodes, records, bad, job_state, exit_code, array,
-                           summary.elapsed_seconds(elapsed))
+    if wall_s is None and row is not None and row.state in slurm.TERMINAL:
+        wall_s = row.wall_s()
+    detail = summary.merge(job, nodes, records, bad, job_state, exit_code, array, wall_s)
     ours = summary.encode(detail["summary"])
     if current is None:
         current = row.system_comment if row else ""

@@ -4,6 +4,7 @@ job into the collection directory.  Always exits 0: a failing Epilog
 drains the node, and nothing here is worth that."""
 import argparse
 import errno
+import json
 import os
 import stat
 import re
@@ -11,11 +12,14 @@ import socket
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import audit, collect, config, log, noderec, parse, safeio, slots, slurm, whatif
+from . import audit, collect, config, log, noderec, parse, pending, safeio, slots, slurm, whatif
 
 AGENT_MAX_BYTES = 1 << 20
-MAX_AGENT_RECORDS = 64
 BACKSTOP_TIMEOUT = 30.0
+# CPU seconds the Epilog's reading of slots may take (docs/security.md: the
+# root node Epilog stays under 2 s whatever the job's user writes); slots
+# past it are not read, their steps still counted, the summary partial.
+CPU_BUDGET_S = 1.2
 
 
 def find_tool(name: str, dirs: List[str], env: Optional[str] = None,
@@ -125,30 +129,102 @@ def restore_pending(runtime: str) -> bool:
         return True  # cannot tell: let the agent's own checks decide
 
 
-def step_records(runtime: str, job: int, node: str) -> Tuple[List[Dict[str, Any]], List[str]]:
-    """What the agent and the plugin left for each step of this job on this
-    node: <runtime>/steps/<job>.<step>/{agent,plugin}.json, root-owned
-    (spank/paths.h; docs/agent.md).  Returns [{"step", "agent", "plugin",
-    "segments"}]: segments are the ones the plugin's record lists."""
-    out: List[Dict[str, Any]] = []
-    problems: List[str] = []
+class StepScan:
+    """The node's view of a job, built one step directory at a time
+    (issue 21, item 1: every step counted, whatever their number): the
+    first noderec.MAX_DETAIL_STEPS steps and MAX_RANKS ranks in detail,
+    the rest summed into noderec's aggregate; no more than one step's
+    slots and records held beyond what the record keeps."""
+
+    def __init__(self, job: int, uid: int, node: str, shm_dir: str) -> None:
+        self.job, self.uid, self.node, self.shm_dir = job, uid, node, shm_dir
+        self.steps: List[Dict[str, Any]] = []
+        self.infos: List[Dict[str, Any]] = []
+        self.rest = noderec.new_rest()
+        self.rest_agents: List[Dict[str, Any]] = []
+        self.problems: List[str] = []
+        self.budget = [slots.MAX_NODE_RANKS]
+        self.embed = noderec.MAX_EMBED_BYTES
+        self.nranks = 0
+        self.cpu_until = time.process_time() + CPU_BUDGET_S
+
+    def add(self, step: str, info: Dict[str, Any]) -> None:
+        listed = info.get("segments", [])
+        agent = info.get("agent") or {}
+        if listed and (self.budget[0] <= 0 or time.process_time() > self.cpu_until):
+            why = f"over the Epilog's {CPU_BUDGET_S} s of CPU" \
+                if time.process_time() > self.cpu_until else \
+                f"slots over the node's {slots.MAX_NODE_RANKS}"
+            noderec.rest_add(self.rest, step, [], f"{why}: steps counted, not read",
+                             unread=True)
+            got: List[Dict[str, Any]] = []
+        else:
+            detail = len(self.infos) < noderec.MAX_DETAIL_STEPS and \
+                self.nranks < noderec.MAX_RANKS
+            got, sprob, _ = slots.job_segments(self.job, self.uid, listed, self.shm_dir,
+                                               self.budget, agent.get("ranks"),
+                                               cpu_until=self.cpu_until,
+                                               keep=noderec.EncodedRank if detail
+                                               else noderec.rank_sums)
+            self.problems += sprob
+            if any("CPU" in p and "not read" in p for p in sprob):
+                noderec.rest_add(self.rest, step, [], f"over the Epilog's {CPU_BUDGET_S} s of "
+                                 "CPU: slots not read")
+        n = sum(len(s["ranks"]) for s in got)
+        if len(self.infos) < noderec.MAX_DETAIL_STEPS and \
+                self.nranks + n <= noderec.MAX_RANKS:
+            self.steps += got
+            self.nranks += n
+            self.infos.append(self._trim(info))
+            return
+        for s in got:
+            noderec.rest_add(self.rest, s["step"], s["ranks"],
+                             f"over {noderec.MAX_DETAIL_STEPS} steps or {noderec.MAX_RANKS} "
+                             "ranks: summed, not detailed")
+        if not got:
+            noderec.rest_add(self.rest, step, [], f"over {noderec.MAX_DETAIL_STEPS} steps: "
+                             "summed, not detailed")
+        if agent:
+            self.rest_agents.append({"energy": agent.get("energy")})
+
+    def _trim(self, info: Dict[str, Any]) -> Dict[str, Any]:
+        """info without the embedded records once the node's budget for
+        them is spent (memory: build() would cut them anyway)."""
+        out = {"step": info["step"], "agent": info.get("agent"), "plugin": info.get("plugin")}
+        if out["agent"]:
+            out["agent"] = {k: v for k, v in out["agent"].items() if k != "ranks"}
+        for k in ("agent", "plugin"):
+            obj = out[k] if k == "plugin" else (out[k] or {}).get("record")
+            if obj is None:
+                continue
+            self.embed -= len(json.dumps(obj, separators=(",", ":")))
+            if self.embed < 0:
+                if k == "plugin":
+                    out[k] = {"truncated": {"budget": noderec.MAX_EMBED_BYTES}}
+                else:
+                    out[k] = dict(out[k], record={"truncated": {
+                        "budget": noderec.MAX_EMBED_BYTES}})
+        return out
+
+
+def scan_steps(runtime: str, job: int, node: str, scan: StepScan) -> None:
+    """Feeds every step directory of the job on this node to scan, in
+    step order: <runtime>/steps/<job>.<step>/{agent,plugin}.json, root-owned
+    (spank/paths.h; docs/agent.md)."""
     try:
         sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
     except FileNotFoundError:
-        return out, problems
+        return
     except OSError as e:
-        return out, [f"{runtime}/steps: {e.strerror}"]
+        scan.problems.append(f"{runtime}/steps: {e.strerror}")
+        return
     try:
-        dirs = job_step_dirs(sfd, job)
-        if len(dirs) > MAX_AGENT_RECORDS:
-            problems.append(f"{len(dirs)} step directories, {MAX_AGENT_RECORDS} read")
-        for step, n in dirs[:MAX_AGENT_RECORDS]:
-            info = step_dir(sfd, n, step, node, problems)
+        for step, n in job_step_dirs(sfd, job):
+            info = step_dir(sfd, n, step, node, scan.problems)
             if info is not None:
-                out.append(info)
+                scan.add(step, info)
     finally:
         os.close(sfd)
-    return out, problems
 
 
 def step_dir(sfd: int, n: str, step: str, node: str, problems: List[str]
@@ -207,6 +283,10 @@ def job_env() -> Tuple[int, str, int, Dict[str, Any]]:
         v = os.environ.get(env)
         if v and v.isdigit() and len(v) < 11:
             extra[k] = int(v)
+    # Slurm 25.11+: the job's id unique across clusters and id wrap-arounds
+    sluid = os.environ.get("SLURM_JOB_SLUID", "")
+    if re.fullmatch(r"[0-9A-Za-z_-]{1,40}", sluid):
+        extra["sluid"] = sluid
     return job, node, uid, extra
 
 
@@ -238,13 +318,14 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
             log.error(f"restore backstop failed: {restore}")
         elif restore["status"] == "skipped":
             log.info(f"restore backstop skipped: {restore['why']}")
+        for p in pending.deliver(runtime, lambda j, n, d: publish(cfg, j, n, d)):
+            log.warning(p)
         if not ran:
             return 0  # the plugin was off for this job here: nothing to say
-        infos, problems = step_records(runtime, job, node)
-        listed = [s for i in infos for s in i.get("segments", [])]
-        steps, sprob, segs = slots.job_segments(job, uid, listed, a.shm_dir)
-        problems += sprob
-        has_data = any(s["ranks"] for s in steps) or infos
+        scan = StepScan(job, uid, node, a.shm_dir)
+        scan_steps(runtime, job, node, scan)
+        problems = scan.problems
+        has_data = scan.steps or scan.infos or scan.rest_agents or scan.rest["steps"]
         settings = audit.node_settings(a.sysroot) if has_data else None
         if settings is not None:  # `mpi-pstate calibrate`'s model, for report --what-if
             try:
@@ -253,21 +334,36 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
                     settings["power_model"] = pm
             except (OSError, ValueError) as e:
                 problems.append(f"power model: {e}")
-        rec = noderec.build(job, node, uid, settings=settings, steps=steps, infos=infos,
-                            restore=restore, problems=problems, written=time.time(),
-                            extra_job=extra or None, meter=meter_here(a.sysroot))
+        rec = noderec.build(job, node, uid, settings=settings, steps=scan.steps,
+                            infos=scan.infos, restore=restore, problems=problems,
+                            written=time.time(), extra_job=extra or None,
+                            meter=meter_here(a.sysroot), rest=scan.rest,
+                            rest_agents=scan.rest_agents)
         data = noderec.encode(rec)
-        publish(cfg, job, node, data)
-        if segs and not a.keep_segments:
-            slots.remove_segments(job, segs, a.shm_dir)
+        done = "published"
+        try:
+            publish(cfg, job, node, data)
+        except OSError as e:
+            done = "kept for a later pass"
+            # collect_dir full, unreachable, unsafe: the record waits in
+            # <runtime>/pending for a later pass (the next Epilog here,
+            # `mpi-pstate node-prune`); only if it cannot even wait there
+            # are the segments and step directories kept
+            log.error(f"publishing the record of job {job} failed: {e}: kept for a later pass")
+            pending.keep(runtime, job, node, data)
         if not a.keep_segments:
+            n = slots.remove_job(job, a.shm_dir)
             _, rprob = remove_step_dirs(runtime, job)
             for p in rprob[:4]:
                 log.warning(p)
+            if n:
+                log.info(f"{n} segments of job {job} removed")
         for p in problems[:8]:
             log.warning(p)
-        log.info(f"node {node}: record of job {job} published: status {rec['status']}, "
-                 f"{len(rec['ranks'])} ranks in {len(rec['steps'])} steps, energy "
+        log.info(f"node {node}: record of job {job} {done}: status {rec['status']}, "
+                 f"{len(rec['ranks'])} ranks in {len(rec['steps'])} steps"
+                 + (f" (+{rec['rest']['steps']} steps summed)" if rec.get("rest") else "")
+                 + f", energy "
                  f"{rec['energy']['status']}, {len(problems)} problems, {len(data)} bytes, "
                  f"{time.monotonic() - t0:.2f} s")
     except Exception as e:  # never fail the Epilog: it would drain the node

@@ -3,6 +3,7 @@
 validation on the reading side.  Pure: no Slurm, no file system."""
 import json
 import math
+import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -46,29 +47,111 @@ def clip(text: Any, n: int = MAX_TEXT) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
+# Past the detail bound (MAX_DETAIL_STEPS steps, MAX_RANKS ranks, MAX_BYTES)
+# a node record still counts everything: "rest" sums what is not detailed
+# (docs/records.md, "Aggregate").  Step names of the rest are kept as ranges
+# (a sweep's steps are consecutive), at most MAX_REST_RANGES.
+MAX_DETAIL_STEPS = 256
+MAX_REST_RANGES = 1024
+REST_SUMS = ("wall_s", "mpi_s", "paired_wall_s", "paired_mpi_s", "wait_s", "down_s")
+REST_COUNTS = ("steps", "rank_steps", "ranks_max", "transitions", "unread_steps")
+_BULKY = ("hist_ns", "top")  # dropped first, in this order, when a record is too large
+
+
+def new_rest() -> Dict[str, Any]:
+    rest: Dict[str, Any] = {k: 0 for k in REST_COUNTS}
+    rest.update({k: 0.0 for k in REST_SUMS})
+    rest.update(step_wall_s=0.0, step_ids=[], named_steps=[], why=[])
+    return rest
+
+
+def _add_step_id(rest: Dict[str, Any], step: str) -> None:
+    if not step.isdigit():
+        if step not in rest["named_steps"]:
+            rest["named_steps"].append(step)
+        return
+    n, ids = int(step), rest["step_ids"]
+    if ids and ids[-1][1] + 1 == n:
+        ids[-1][1] = n
+    elif not any(lo <= n <= hi for lo, hi in ids):
+        if len(ids) >= MAX_REST_RANGES:
+            rest["ids_cut"] = True
+        else:
+            ids.append([n, n])
+
+
+def rest_add(rest: Dict[str, Any], step: str, ranks: List[Dict[str, Any]], why: str,
+             unread: bool = False) -> None:
+    """Counts one step's rank entries into the aggregate, and the reason
+    once; unread: a step that had ranks whose slots were not read (the
+    node's slot bound): counted as a step, its figures unknown."""
+    if why not in rest["why"] and len(rest["why"]) < 8:
+        rest["why"].append(why)
+    if unread:
+        rest["unread_steps"] += 1
+        _add_step_id(rest, step)
+        return
+    if not ranks:
+        return
+    rest["steps"] += 1
+    _add_step_id(rest, step)
+    rest["rank_steps"] += len(ranks)
+    walls = [r["wall_s"] for r in ranks if r.get("wall_s") is not None]
+    rest["step_wall_s"] += max(walls, default=0.0)
+    # the most ranks one step had here (not the slots' "size": the user's)
+    rest["ranks_max"] = max(rest["ranks_max"], len(ranks))
+    for r in ranks:
+        for k in ("wall_s", "mpi_s", "wait_s", "down_s"):
+            if r.get(k) is not None:
+                rest[k] += r[k]
+        rest["transitions"] += r.get("transitions") or 0
+        if r.get("wall_s") and r.get("mpi_s") is not None:
+            rest["paired_wall_s"] += r["wall_s"]
+            rest["paired_mpi_s"] += r["mpi_s"]
+
+
+def _rest_out(rest: Dict[str, Any]) -> Dict[str, Any]:
+    out = dict(rest)
+    for k in REST_SUMS + ("step_wall_s",):
+        out[k] = round(out[k], 6)
+    out["why"] = [clip(w) for w in out["why"][:8]]
+    return out
+
+
 def build(job: int, node: str, uid: int, *, settings: Optional[Dict[str, Any]],
           steps: List[Dict[str, Any]], infos: List[Dict[str, Any]],
           restore: Dict[str, Any], problems: List[str], written: float,
-          extra_job: Optional[Dict[str, Any]] = None, meter: str = "rapl"
-          ) -> Dict[str, Any]:
+          extra_job: Optional[Dict[str, Any]] = None, meter: str = "rapl",
+          rest: Optional[Dict[str, Any]] = None,
+          rest_agents: Optional[List[Dict[str, Any]]] = None,
+          max_bytes: int = MAX_BYTES) -> Dict[str, Any]:
     """steps: from slots.job_segments(); infos: per step {"step", "agent"
     (parse_agent() or None), "plugin" (parse_plugin() or None)}; meter: what
-    serves this node's powercap (rapl_meter()), the label of its joules."""
+    serves this node's powercap (rapl_meter()), the label of its joules;
+    rest: new_rest() with what is counted but not detailed, rest_agents:
+    the agent records of its steps (their energy counts).  The encoded
+    record is at most max_bytes: histograms go first, then top lists,
+    then embedded step records, then rank entries (into rest)."""
     by_step: Dict[str, Dict[str, Any]] = {}
     ranks: List[Dict[str, Any]] = []
     problems = list(problems)
+    rest = rest if rest is not None else new_rest()
     for st in steps:
         keep = st["ranks"][:max(0, MAX_RANKS - len(ranks))]
         if len(keep) < len(st["ranks"]):
             problems.append(f"step {st['step']}: {len(st['ranks']) - len(keep)} ranks over the "
                             f"node's {MAX_RANKS} dropped")
-        by_step[st["step"]] = {"step": st["step"], "segment": st["segment"],
-                               "slots": st["slots"], "ranks": len(keep), "agent": None,
-                               "plugin": None}
+            rest_add(rest, st["step"], st["ranks"][len(keep):],
+                     f"ranks over the node's {MAX_RANKS}")
+        e = by_step.setdefault(st["step"], {"step": st["step"], "segment": st["segment"],
+                                            "slots": 0, "ranks": 0, "agent": None,
+                                            "plugin": None})
+        e["slots"] += st["slots"]
+        e["ranks"] += len(keep)
         ranks.extend(keep)
-    agents = []
+    agents = list(rest_agents or [])
     embed = [MAX_EMBED_BYTES]
-    for i in infos[:256]:
+    for i in infos[:MAX_DETAIL_STEPS]:
         e = by_step.setdefault(str(i["step"]), {"step": str(i["step"]), "segment": None,
                                                 "slots": 0, "ranks": 0, "agent": None,
                                                 "plugin": None})
@@ -77,24 +160,121 @@ def build(job: int, node: str, uid: int, *, settings: Optional[Dict[str, Any]],
             agents.append(i["agent"])
         if i.get("plugin"):
             e["plugin"] = _within(i["plugin"], embed)
+    for i in infos[MAX_DETAIL_STEPS:]:
+        if i.get("agent"):
+            agents.append(i["agent"])
     if embed[0] < 0:
         problems.append(f"step records over {MAX_EMBED_BYTES} bytes in all: the rest "
                         "truncated")
-    has_data = bool(ranks) or bool(infos)
+    has_data = bool(ranks) or bool(infos) or bool(rest["steps"]) or bool(agents)
     rec: Dict[str, Any] = {
         "format": FORMAT, "version": VERSION, "job": job, "node": node, "uid": uid,
         "written": round(written, 3), "status": "ok" if has_data else "none",
         "restore": restore, "energy": energy_of(agents, settings, meter),
-        "steps": sorted(by_step.values(), key=_step_key), "ranks": ranks,
-        "problems": [clip(p) for p in problems[:MAX_PROBLEMS]],
+        "steps": sorted(by_step.values(), key=_step_key)[:MAX_DETAIL_STEPS], "ranks": ranks,
+        "problems": [],
     }
-    if len(problems) > MAX_PROBLEMS:
-        rec["problems"].append(f"... {len(problems) - MAX_PROBLEMS} more")
     if extra_job:
         rec["job_info"] = extra_job
     if has_data:
         rec["settings"] = settings
+    _fit(rec, rest, problems, max_bytes)
+    if rest["why"]:
+        rec["rest"] = _rest_out(rest)
+    rec["problems"] = [clip(p) for p in problems[:MAX_PROBLEMS]]
+    if len(problems) > MAX_PROBLEMS:
+        rec["problems"].append(f"... {len(problems) - MAX_PROBLEMS} more")
     return rec
+
+
+def _size(obj: Any) -> int:
+    return len(json.dumps(obj, separators=(",", ":")))
+
+
+class EncodedRank:
+    """A rank entry kept as JSON text, its bulky parts apart (the node
+    Epilog holds up to MAX_RANKS of them: as dicts, 16384 maximal ones
+    took 246 MiB).  Reads like the entry for what rest_add() needs."""
+    __slots__ = ("step", "base", "bulky", "sums")
+
+    def __init__(self, r: Dict[str, Any]) -> None:
+        self.step = r["step"]
+        self.bulky = {k: json.dumps(r[k], separators=(",", ":")) for k in _BULKY if k in r}
+        self.base = json.dumps({k: v for k, v in r.items() if k not in _BULKY},
+                               separators=(",", ":"))[:-1]
+        self.sums = {k: r.get(k) for k in _SUMS}
+
+    def get(self, k: str, default: Any = None) -> Any:
+        return self.step if k == "step" else self.sums.get(k, default)
+
+    def __getitem__(self, k: str) -> Any:
+        return self.step if k == "step" else self.sums[k]
+
+    def text(self) -> str:
+        return self.base + "".join(f',"{k}":{v}' for k, v in self.bulky.items()) + "}"
+
+
+_SUMS = ("wall_s", "mpi_s", "wait_s", "down_s", "transitions")
+
+
+def rank_sums(r: Dict[str, Any]) -> Dict[str, Any]:
+    """What rest_add() needs of a rank entry (a step that is summed only)."""
+    out = {k: r.get(k) for k in _SUMS}
+    out["step"] = r["step"]
+    return out
+
+
+def _rank_size(r: Any) -> int:
+    return len(r.text()) if isinstance(r, EncodedRank) else _size(r)
+
+
+def _rank_drop(r: Any, key: str) -> int:
+    """Leaves key out of a rank entry; returns the bytes that saves."""
+    if isinstance(r, EncodedRank):
+        v = r.bulky.pop(key, None)
+    else:
+        v = r.pop(key, None)
+        v = None if v is None else json.dumps(v, separators=(",", ":"))
+    return 0 if v is None else len(v) + len(key) + 4
+
+
+def _fit(rec: Dict[str, Any], rest: Dict[str, Any], problems: List[str], limit: int) -> None:
+    """Cuts rec to at most `limit` encoded bytes, the bulky parts first,
+    each cut named in problems; rank entries cut are counted in rest.
+    The reserve covers what is added after (rest, problems: bounded)."""
+    budget = limit - 64 * 1024
+    size = len(encode(rec))
+    for key in _BULKY:
+        if size <= budget:
+            return
+        size -= sum(_rank_drop(r, key) for r in rec["ranks"])
+        problems.append(f"record over {limit} bytes: every rank's {key} left out")
+    if size > budget:
+        for e in rec["steps"]:
+            for k in ("agent", "plugin"):
+                if e.get(k) is not None:
+                    n = _size(e[k])
+                    e[k] = {"truncated": {"bytes": n}}
+                    size -= n
+        problems.append(f"record over {limit} bytes: embedded step records left out")
+    if size > budget:
+        keep, used = 0, size - sum(_rank_size(r) + 1 for r in rec["ranks"])
+        for r in rec["ranks"]:
+            used += _rank_size(r) + 1
+            if used > budget:
+                break
+            keep += 1
+        cut = rec["ranks"][keep:]
+        del rec["ranks"][keep:]
+        by_step: Dict[str, List[Any]] = {}
+        for r in cut:
+            by_step.setdefault(r["step"], []).append(r)
+        for step, rs in by_step.items():
+            rest_add(rest, step, rs, f"record over {limit} bytes")
+        for e in rec["steps"]:
+            e["ranks"] -= len(by_step.get(e["step"], []))
+        problems.append(f"record over {limit} bytes: {len(cut)} rank entries counted in rest "
+                        "only")
 
 
 def _within(obj: Dict[str, Any], budget: List[int]) -> Dict[str, Any]:
@@ -180,7 +360,27 @@ def parse_agent(data: bytes, node: str, default_step: Optional[str] = None
             not re.fullmatch(r"[0-9]{1,10}|batch|extern|interactive", str(step)):
         raise ValueError("no valid step")
     return {"step": str(step), "energy": agent_energy(obj.get("energy")),
-            "record": bounded(obj)}
+            "ranks": agent_ranks(obj.get("ranks")), "record": bounded(obj)}
+
+
+def agent_ranks(ranks: Any) -> Dict[int, Dict[str, Any]]:
+    """slot -> {"down_s", "transitions"} of an agent record's "ranks": the
+    clocked-down time and transitions the agent (root) measured for each
+    slot (docs/agent.md), the figures a node record gives for them.  An
+    entry that is not exact (types, range) is left out: that slot's
+    figures are null, never the rank's own."""
+    out: Dict[int, Dict[str, Any]] = {}
+    if not isinstance(ranks, list):
+        return out
+    for e in ranks[:MAX_RANKS]:
+        if not isinstance(e, dict):
+            continue
+        slot, down, tr = e.get("slot"), e.get("down_s"), e.get("transitions")
+        if type(slot) is int and 0 <= slot < MAX_RANKS and type(tr) is int and \
+                0 <= tr < 1 << 53 and type(down) in (int, float) and math.isfinite(down) and \
+                0 <= down < 1e9:
+            out[slot] = {"down_s": round(float(down), 6), "transitions": tr}
+    return out
 
 
 def _joules(v: Any) -> Optional[float]:
@@ -330,6 +530,8 @@ def validate_rank(r: Any) -> Dict[str, Any]:
             out[k] = None
     for k in RANK_KEYS:
         _check(k in out, f"rank field {k} missing")
+    if out.get("mpi_share") is not None:  # a share is in [0, 1] whoever wrote the record
+        out["mpi_share"] = min(1.0, max(0.0, out["mpi_share"]))
     for k in RANK_REQUIRED:
         out.setdefault(k, None)
     _check(_STEP_OK(out["step"]) is not None, "bad step")
@@ -400,11 +602,49 @@ def validate(rec: Any, job: int, node: str) -> Dict[str, Any]:
     for k in ("settings", "restore", "job_info"):
         if isinstance(rec.get(k), dict):
             out[k] = rec[k]
+    if "rest" in rec:
+        out["rest"] = validate_rest(rec["rest"])
+    return out
+
+
+def validate_rest(rest: Any) -> Dict[str, Any]:
+    """A node record's aggregate (build(), docs/records.md): known keys,
+    exact types, numbers finite, non-negative and below 1e19; ValueError
+    otherwise (the record is refused: a whole node's counts are at stake)."""
+    _check(isinstance(rest, dict), "rest is not an object")
+    out: Dict[str, Any] = {}
+    for k in REST_COUNTS:
+        v = rest.get(k, 0)
+        _check(type(v) is int and 0 <= v < _LIMIT, f"rest.{k} is bad")
+        out[k] = v
+    for k in REST_SUMS + ("step_wall_s",):
+        v = rest.get(k, 0.0)
+        _check(type(v) in (int, float) and 0 <= v < _LIMIT, f"rest.{k} is bad")
+        out[k] = float(v)
+    ids, names, why = rest.get("step_ids", []), rest.get("named_steps", []), rest.get("why", [])
+    _check(isinstance(ids, list) and len(ids) <= MAX_REST_RANGES and all(
+        type(r) is list and len(r) == 2 and type(r[0]) is int and type(r[1]) is int and
+        0 <= r[0] <= r[1] < 1 << 32 for r in ids), "rest.step_ids is bad")
+    _check(isinstance(names, list) and len(names) <= 8 and
+           all(isinstance(n, str) and _STEP_OK(n) for n in names), "rest.named_steps is bad")
+    _check(isinstance(why, list) and len(why) <= 8 and all(isinstance(w, str) for w in why),
+           "rest.why is bad")
+    out.update(step_ids=ids, named_steps=names, why=[clip(w) for w in why],
+               ids_cut=rest.get("ids_cut") is True)
     return out
 
 
 def encode(rec: Dict[str, Any]) -> bytes:
-    return (json.dumps(rec, separators=(",", ":"), sort_keys=False) + "\n").encode()
+    """The record as compact JSON and a newline; rank entries may be
+    EncodedRank (their text is put in as it is)."""
+    ranks = rec.get("ranks")
+    if not any(isinstance(r, EncodedRank) for r in ranks or []):
+        return (json.dumps(rec, separators=(",", ":")) + "\n").encode()
+    mark = "\u0001" + os.urandom(8).hex()  # no text in the record can hold it
+    head = json.dumps(dict(rec, ranks=mark), separators=(",", ":"))
+    body = ",".join(r.text() if isinstance(r, EncodedRank) else
+                    json.dumps(r, separators=(",", ":")) for r in ranks)
+    return head.replace(json.dumps(mark), "[" + body + "]", 1).encode() + b"\n"
 
 
 def _no_constant(name: str) -> Any:

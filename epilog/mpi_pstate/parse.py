@@ -3,7 +3,7 @@ only, no sign, no hex or octal surprises; a bad value raises ValueError so
 that callers keep their default and say which value was refused."""
 import os
 import re
-from typing import Dict, List, Set, Tuple, Union
+from typing import Dict, List, Optional, Set, Tuple, Union
 
 _U64 = re.compile(r"[ \t]*([0-9]+)[ \t]*\n?")
 _FREQ = re.compile(r"[ \t]*([0-9]+)(\.[0-9]+)?[ \t]*(khz|mhz|ghz)?[ \t]*\n?", re.IGNORECASE)
@@ -236,3 +236,14 @@ def compress_hostlist(names: List[str]) -> str:
 def _natural(name: str) -> Tuple[str, int, str]:
     m = re.fullmatch(r"(.*?)([0-9]+)", name)
     return (m.group(1), int(m.group(2)), name) if m else (name, -1, name)
+
+
+def elapsed(text: Optional[str]) -> Optional[float]:
+    """sacct's Elapsed ([D-]HH:MM:SS, MM:SS.mmm) in seconds; None when it is
+    not one (Unknown, INVALID, empty)."""
+    m = re.fullmatch(r"(?:([0-9]{1,6})-)?(?:([0-9]{1,2}):)?([0-9]{1,2}):([0-9]{2})(?:\.[0-9]+)?",
+                     (text or "").strip())
+    if not m:
+        return None
+    d, h, mi, sec = (int(x) if x else 0 for x in m.groups())
+    return float(((d * 24 + h) * 60 + mi) * 60 + sec)

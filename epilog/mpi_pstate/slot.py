@@ -96,11 +96,49 @@ def bucket_range(b: int) -> Tuple[int, int]:
     return 1 << (b - 1), hi
 
 
-def parse_slot(buf: bytes, base: int = 0) -> Optional[Dict[str, Any]]:
-    """The slot at buf[base:base+SLOT_SIZE] as a dict, None for a free slot."""
+# One unpack per part (the node Epilog parses up to 16384 slots as root:
+# docs/security.md bounds its CPU time): the fixed fields in SLOT_FIELDS'
+# order, then the function table as 128 (name, calls, time_ns, bytes,
+# long_calls) entries.
+_SLOT_FIXED = [(k, struct.Struct("<" + f), o) for k, (o, f) in SLOT_FIELDS.items()]
+_FN_TABLE = struct.Struct("<" + "%dsQQQQ" % NAME_LEN * MAX_FUNCS)
+_FN_KEYS = ("calls", "time_ns", "bytes", "long_calls")
+_CPUSET = struct.Struct("<%dQ" % CPUSET_WORDS)
+_HIST = struct.Struct("<%dQ" % BUCKETS)
+assert FN_SIZE == NAME_LEN + 8 * len(_FN_KEYS) and \
+    [FN_FIELDS[k][0] for k in _FN_KEYS] == [NAME_LEN + 8 * i for i in range(len(_FN_KEYS))]
+
+
+_NAMES: Dict[bytes, str] = {}  # the 32 name bytes of a function entry -> its name
+
+
+def _name(raw: bytes) -> str:
+    """The name of a function entry: every rank of a program has the same
+    table, so the decoding is cached (bounded)."""
+    n = _NAMES.get(raw)
+    if n is None:
+        if len(_NAMES) >= 4096:
+            _NAMES.clear()
+        n = _NAMES[raw] = raw.split(b"\0", 1)[0].decode("ascii", "replace")
+    return n
+
+
+def _bits(words: Tuple[int, ...]) -> List[int]:
+    out = []
+    for w, x in enumerate(words):
+        while x:
+            low = x & -x
+            out.append(w * 64 + low.bit_length() - 1)
+            x ^= low
+    return out
+
+
+def parse_slot(buf: bytes, base: int = 0, cpuset: bool = True) -> Optional[Dict[str, Any]]:
+    """The slot at buf[base:base+SLOT_SIZE] as a dict, None for a free slot.
+    cpuset=False leaves the CPU list out (the node Epilog has no use for it)."""
     if len(buf) < base + SLOT_SIZE:
         raise SlotError("short slot")
-    s: Dict[str, Any] = {k: _get(buf, base, v) for k, v in SLOT_FIELDS.items()}
+    s: Dict[str, Any] = {k: st.unpack_from(buf, base + o)[0] for k, st, o in _SLOT_FIXED}
     if s["magic"] == 0:
         return None
     if (s["magic"] != SLOT_MAGIC or s["version"] not in READABLE_VERSIONS
@@ -115,24 +153,22 @@ def parse_slot(buf: bytes, base: int = 0) -> Optional[Dict[str, Any]]:
     s["clock"] = CLOCKS[s["clock"]]
     s["mode"] = MODES[s["mode"]]
     s["abi"] = ABIS[s["abi"]] if s["abi"] < len(ABIS) else "unknown"
-    words = struct.unpack_from("<%dQ" % CPUSET_WORDS, buf, base + CPUSET_OFFSET)
-    s["cpuset"] = [w * 64 + b for w, x in enumerate(words) for b in range(64) if x >> b & 1]
-    s["hist_bytes"] = list(struct.unpack_from("<%dQ" % BUCKETS, buf, base + HIST_BYTES_OFFSET))
-    s["hist_ns"] = list(struct.unpack_from("<%dQ" % BUCKETS, buf, base + HIST_NS_OFFSET))
+    if cpuset:
+        s["cpuset"] = _bits(_CPUSET.unpack_from(buf, base + CPUSET_OFFSET))
+    s["hist_bytes"] = list(_HIST.unpack_from(buf, base + HIST_BYTES_OFFSET))
+    s["hist_ns"] = list(_HIST.unpack_from(buf, base + HIST_NS_OFFSET))
+    table = _FN_TABLE.unpack_from(buf, base + FN_OFFSET)
+    raws = table[0::5]
+    if not all(b"\0" in r for r in raws):
+        raise SlotError("unterminated function name %d" %
+                        next(i for i, r in enumerate(raws) if b"\0" not in r))
     funcs: Dict[str, Dict[str, int]] = {}
-    names: List[str] = []
-    for i in range(MAX_FUNCS):
-        fb = base + FN_OFFSET + i * FN_SIZE
-        raw = buf[fb:fb + NAME_LEN]
-        if b"\0" not in raw:
-            raise SlotError("unterminated function name %d" % i)
-        if i >= s["nfuncs"]:
-            continue
-        name = raw.split(b"\0", 1)[0].decode("ascii", "replace")
-        names.append(name)
+    names: List[str] = [_name(r) for r in raws[:s["nfuncs"]]]
+    for i, name in enumerate(names):
         if name:
-            funcs[name] = {k: _get(buf, fb, v) for k, v in FN_FIELDS.items()}
-            funcs[name]["id"] = i
+            k = 5 * i
+            funcs[name] = {"calls": table[k + 1], "time_ns": table[k + 2],
+                           "bytes": table[k + 3], "long_calls": table[k + 4], "id": i}
     s["function_names"] = names
     s["functions"] = funcs
     s["wait_fn_name"] = names[s["wait_fn"]] if s["wait_since"] and s["wait_fn"] < len(names) \

@@ -10,11 +10,13 @@ one slot at a time; each slot is validated by the preload reader, and a
 slot that fails is reported by index, never fatal (docs/security.md,
 "Epilog side")."""
 import errno
+import heapq
 import os
 import re
 import stat
 import sys
-from typing import Any, Dict, List, Optional, Set, Tuple
+import time
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import safeio
 
@@ -30,6 +32,7 @@ SEG_RE = re.compile(r"mpi-pstate\.([0-9]{1,10})\.([0-9]{1,10}|batch|extern|inter
 MAX_SEGMENTS = 64  # segments per job and node we read (one per step); more are reported
 MAX_SEG_SLOTS = 4096  # slots of a version 1 step record's segment (no nslots given)
 MAX_NODE_RANKS = 16384  # slots read per job and node, all steps together (plugin's cap)
+MAX_REMOVE = 1 << 20  # segment names one pass collects (the rest: the next pass)
 # Life-cycle calls frame the application (kind init/finalize/abort in
 # preload/mpi_functions.def): not "time in MPI".
 FRAME_FUNCS = frozenset({"MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Abort"})
@@ -68,9 +71,35 @@ def _time(v: int, dropped: List[str], name: str) -> Optional[int]:
     return ns
 
 
-def rank_figures(s: Dict[str, Any], step: str) -> Dict[str, Any]:
+_FN_OK = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}").fullmatch
+
+
+_KIND: Dict[str, int] = {}  # function name -> 0 skipped, 1 life cycle, 2 MPI (cached)
+
+
+def _kind(name: str) -> int:
+    if len(_KIND) >= 4096:
+        _KIND.clear()
+    k = _KIND[name] = 0 if not _FN_OK(name) else 1 if name in FRAME_FUNCS else 2
+    return k
+
+
+def share(part: Optional[int], whole: Optional[int]) -> Optional[float]:
+    """part / whole in [0, 1]: a figure the rank reports may exceed the
+    wall time it also reports; no share is ever above one."""
+    if not whole or part is None:
+        return None
+    return round(min(1.0, max(0.0, part / whole)), 4)
+
+
+def rank_figures(s: Dict[str, Any], step: str,
+                 agent: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The node-record entry of one validated slot (docs/records.md).
-    Fields out of range are None, named in "dropped"."""
+    Fields out of range are None, named in "dropped".  agent: what the
+    agent (root) measured for this slot ({"down_s", "transitions"},
+    noderec.agent_ranks()): the clocked-down time and transitions are
+    its figures, never the slot's, which the rank can write (issue 21,
+    item 4); without it they are null."""
     dropped: List[str] = []
     tps = s["ticks_per_sec"]
     wall = None
@@ -81,19 +110,23 @@ def rank_figures(s: Dict[str, Any], step: str) -> Dict[str, Any]:
     top = []
     hist = list(s["hist_ns"])
     for name, f in s["functions"].items():
-        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,31}", name):
+        kind = _KIND.get(name)
+        if kind is None:
+            kind = _kind(name)
+        if kind == 0:
             continue
         calls += f["calls"]
         nbytes += f["bytes"]
-        if name in FRAME_FUNCS and f["calls"]:
-            # out of the wait histogram too: MPI_Init is no wait to clock down
-            b = _bucket(f["time_ns"] // f["calls"])
-            hist[b] = max(0, hist[b] - f["calls"])
-        if name not in FRAME_FUNCS:
-            mpi += f["time_ns"]
+        if kind == 1:
             if f["calls"]:
-                top.append((f["time_ns"], name, f["calls"]))
-    top.sort(reverse=True)
+                # out of the wait histogram too: MPI_Init is no wait to clock down
+                b = _bucket(f["time_ns"] // f["calls"])
+                hist[b] = max(0, hist[b] - f["calls"])
+            continue
+        mpi += f["time_ns"]
+        if f["calls"]:
+            top.append((f["time_ns"], name, f["calls"]))
+    top = heapq.nlargest(TOP_FUNCS, top)
     state = s["state"]
     if state in ("attached", "running"):
         state = "killed"  # the job is over: this rank never reached finalize or exit
@@ -103,12 +136,12 @@ def rank_figures(s: Dict[str, Any], step: str) -> Dict[str, Any]:
         "cpu": s["cpu"], "state": state, "mode": s["mode"], "abi": s["abi"],
         "threshold_us": s["threshold_ns"] // 1000 if _ns(s["threshold_ns"]) else None,
         "wall_s": _s(wall), "mpi_s": _s(mpi_ns),
-        "mpi_share": round(mpi_ns / wall, 4) if wall and mpi_ns is not None else None,
+        "mpi_share": share(mpi_ns, wall),
         "wait_s": _s(_time(s["long_ns"], dropped, "long_ns")),
         "long_calls": _count(s["long_calls"], dropped, "long_calls"),
         "over_s": _s(_time(s["over_ns"], dropped, "over_ns")),
-        "down_s": _s(_time(s["down_ns"], dropped, "down_ns")),
-        "transitions": _count(s["transitions"], dropped, "transitions"),
+        "down_s": (agent or {}).get("down_s"),
+        "transitions": (agent or {}).get("transitions"),
         "calls": _count(calls, dropped, "calls"), "bytes": _count(nbytes, dropped, "bytes"),
         "wakeups": _count(s["wakeups"], dropped, "wakeups"),
         "top": [[n, _s(_ns(t)), c] for t, n, c in top[:TOP_FUNCS] if 0 <= c <= COUNT_MAX],
@@ -132,17 +165,22 @@ def _pread_all(fd: int, n: int, off: int) -> bytes:
     return out
 
 
+SlotSink = Callable[[int, Any], None]
+
+
 def read_listed(dirfd: int, seg: Dict[str, Any], uid: int, budget: List[int],
-                problems: List[str]) -> Optional[Tuple[Dict[str, Any], List[Any]]]:
+                problems: List[str], on_slot: SlotSink,
+                cpu_until: Optional[float] = None) -> Optional[int]:
     """One segment the plugin listed in its root-owned step record
     (noderec.plugin_segments): opened without following a symlink and
     accepted only if it is that very inode (st_dev, st_ino), has one link
     (a hard link of it under another name cannot count twice), belongs to
     the job's user or root and has the size the plugin gave it.  Slots are
-    read one at a time (memory: one slot), never more than the plugin's
-    nslots (the header is the user's and may lie) nor than budget[0], the
-    node's remaining rank allowance.  Returns (header, slots) or None with
-    the reason in problems."""
+    read one at a time and handed to on_slot(index, slot or SlotError)
+    (memory: one slot, whatever the segment holds), never more than the
+    plugin's nslots (the header is the user's and may lie) nor than
+    budget[0], the node's remaining slot allowance.  Returns the number
+    of slots read, or None with the reason in problems."""
     name = seg["name"]
     try:
         fd = os.open(name, safeio.O_READ, dir_fd=dirfd)
@@ -182,15 +220,19 @@ def read_listed(dirfd: int, seg: Dict[str, Any], uid: int, budget: List[int],
             problems.append(f"segment {name}: {nslots} slots, {budget[0]} left of the node's "
                             f"{MAX_NODE_RANKS}: the rest not read")
             nslots = budget[0]
-        out: List[Any] = []
         for i in range(nslots):
+            if cpu_until is not None and i % 64 == 0 and time.process_time() > cpu_until:
+                problems.append(f"segment {name}: CPU budget spent, slots {i}-{nslots - 1} "
+                                "not read")
+                budget[0] = 0
+                return i
             buf = _pread_all(fd, slotlib.SLOT_SIZE, slotlib.HEADER_SIZE + i * slotlib.SLOT_SIZE)
             try:
-                out.append(slotlib.parse_slot(buf))
+                on_slot(i, slotlib.parse_slot(buf, cpuset=False))
             except slotlib.SlotError as e:
-                out.append(e)
+                on_slot(i, e)
         budget[0] -= nslots
-        return hdr, out
+        return nslots
     except OSError as e:
         problems.append(f"segment {name}: {e.strerror}")
         return None
@@ -199,13 +241,23 @@ def read_listed(dirfd: int, seg: Dict[str, Any], uid: int, budget: List[int],
 
 
 def job_segments(job_id: int, owner_uid: int, listed: List[Dict[str, Any]],
-                 shm_dir: str = SHM_DIR
+                 shm_dir: str = SHM_DIR, budget: Optional[List[int]] = None,
+                 agent: Optional[Dict[int, Dict[str, Any]]] = None,
+                 cpu_until: Optional[float] = None,
+                 keep: Optional[Callable[[Dict[str, Any]], Any]] = None
                  ) -> Tuple[List[Dict[str, Any]], List[str], List[str]]:
-    """(steps, problems, names): per step {"step", "segment", "slots",
+    """(steps, problems, names): per segment {"step", "segment", "slots",
     "ranks"}; problems are one-line reasons; names are the files read.
     listed: the segments the plugin made, from its step records
     ({"step", "name", "dev", "ino", "nslots", "bytes"}); nothing else in
-    shm_dir is looked at, so no other user's file can take a place."""
+    shm_dir is looked at, so no other user's file can take a place.
+    budget: [slots the node may still read] shared by every call of one
+    Epilog (MAX_NODE_RANKS when not given; 0 once cpu_until, a
+    time.process_time(), is passed); agent: slot index -> the
+    agent's figures of that slot (noderec.agent_ranks()), for the first
+    segment of the step (the one the agent watched).  Each slot is turned
+    into its rank entry as it is read, and that into keep(entry) when
+    given (the node Epilog keeps text or sums): no parsed slot is kept."""
     steps: List[Dict[str, Any]] = []
     problems: List[str] = []
     names: List[str] = []
@@ -215,9 +267,9 @@ def job_segments(job_id: int, owner_uid: int, listed: List[Dict[str, Any]],
         dfd = safeio.open_dir(shm_dir, trusted={0}, shared=True)
     except OSError as e:
         return steps, [f"{shm_dir}: {e.strerror}"], names
-    budget = [MAX_NODE_RANKS]
+    budget = budget if budget is not None else [MAX_NODE_RANKS]
     try:
-        for seg in listed[:MAX_SEGMENTS]:
+        for k, seg in enumerate(listed[:MAX_SEGMENTS]):
             n, step = seg["name"], seg["step"]
             m = SEG_RE.fullmatch(n)
             if not m or int(m.group(1)) != job_id or m.group(2) != step or n in names:
@@ -228,26 +280,32 @@ def job_segments(job_id: int, owner_uid: int, listed: List[Dict[str, Any]],
                 problems.append(f"segment {n}: not read, the node's {MAX_NODE_RANKS} ranks "
                                 "are reached")
                 continue
-            got = read_listed(dfd, seg, owner_uid, budget, problems)
+            ranks: List[Dict[str, Any]] = []
+            figures = (agent or {}) if k == 0 else {}
+
+            def one(i: int, s: Any, n: str = n, step: str = step,
+                    ranks: List[Dict[str, Any]] = ranks,
+                    figures: Dict[int, Dict[str, Any]] = figures) -> None:
+                if isinstance(s, Exception):
+                    problems.append(f"segment {n} slot {i}: {s}")
+                    return
+                if s is None:
+                    return
+                try:
+                    r = rank_figures(s, step, figures.get(i))
+                except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+                    problems.append(f"segment {n} slot {i}: {type(e).__name__}")
+                    return
+                if r.get("dropped"):
+                    problems.append(f"segment {n} slot {i}: out of range, dropped: "
+                                    f"{','.join(r['dropped'])}")
+                ranks.append(keep(r) if keep else r)
+
+            got = read_listed(dfd, seg, owner_uid, budget, problems, one, cpu_until)
             names.append(n)
             if got is None:
                 continue
-            hdr, slots = got
-            ranks = []
-            for i, s in enumerate(slots):
-                if isinstance(s, Exception):
-                    problems.append(f"segment {n} slot {i}: {s}")
-                elif s is not None:
-                    try:
-                        r = rank_figures(s, step)
-                    except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
-                        problems.append(f"segment {n} slot {i}: {type(e).__name__}")
-                        continue
-                    if r.get("dropped"):
-                        problems.append(f"segment {n} slot {i}: out of range, dropped: "
-                                        f"{','.join(r['dropped'])}")
-                    ranks.append(r)
-            steps.append({"step": step, "segment": n, "slots": len(slots), "ranks": ranks})
+            steps.append({"step": step, "segment": n, "slots": got, "ranks": ranks})
         if len(listed) > MAX_SEGMENTS:
             problems.append(f"{len(listed)} segments listed, only the first {MAX_SEGMENTS} read")
     finally:
@@ -259,9 +317,42 @@ def noderec_clip(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in str(text))[:80]
 
 
+def job_names(shm_dir: str = SHM_DIR, jobs: Optional[Set[int]] = None,
+              limit: int = MAX_REMOVE) -> Dict[int, List[str]]:
+    """Every segment name in shm_dir, by job (only the jobs in `jobs` when
+    given), whatever the plugin listed or the Epilog read: what the node
+    Epilog and the node-side prune remove.  At most `limit` names in all
+    (the rest is left for the next pass)."""
+    out: Dict[int, List[str]] = {}
+    n = 0
+    try:
+        dfd = safeio.open_dir(shm_dir, trusted={0}, shared=True)
+    except OSError:
+        return out
+    try:
+        # scandir streams (listdir would hold every name of a directory any
+        # user can fill); by the descriptor's /proc path: Python 3.6 scans
+        # no descriptor, and the path names the directory already checked
+        with os.scandir(f"/proc/self/fd/{dfd}") as it:
+            for e in it:
+                m = SEG_RE.fullmatch(e.name)
+                if not m:
+                    continue
+                job = int(m.group(1))
+                if jobs is not None and job not in jobs:
+                    continue
+                out.setdefault(job, []).append(e.name)
+                n += 1
+                if n >= limit:
+                    break
+    finally:
+        os.close(dfd)
+    return out
+
+
 def remove_segments(job_id: int, names: List[str], shm_dir: str = SHM_DIR) -> int:
-    """Unlinks the job's segments once read (unlink never follows a symlink;
-    only names of this job's pattern are touched)."""
+    """Unlinks the job's segments (unlink never follows a symlink; only
+    names of this job's pattern are touched)."""
     n = 0
     try:
         dfd = safeio.open_dir(shm_dir, trusted={0}, shared=True)
@@ -282,3 +373,9 @@ def remove_segments(job_id: int, names: List[str], shm_dir: str = SHM_DIR) -> in
     finally:
         os.close(dfd)
     return n
+
+
+def remove_job(job_id: int, shm_dir: str = SHM_DIR) -> int:
+    """Every segment of the job in shm_dir, read or not (issue 21, item 1:
+    the names past the Epilog's bounds stayed for ever)."""
+    return remove_segments(job_id, job_names(shm_dir, {job_id}).get(job_id, []), shm_dir)

@@ -6,7 +6,14 @@ action; `mpi-pstate prune` deletes records older than the kept time.
 
     <collect_dir>/.queue/            SlurmUser's, 0700 (the controller's side)
         <job>.json                   one queued job (QUEUE_FORMAT)
+        late/<job>.json              a job written without some node's record,
+                                     awaiting it (kept apart: issue 21, item 3)
         .lock                        one flusher at a time (flock)
+
+A pass takes the queued jobs in order of queue time, one of each user in
+turn (at most PER_USER_PASS of one user), then at most LATE_PER_PASS late
+ones, those checked longest ago first: no user's jobs, and no number of
+late ones, hold another user's summary back by more than a pass.
 
 Who runs flush: the EpilogSlurmctld starts one in the background (detached,
 its own session) after queueing, which also takes every older queued job;
@@ -25,13 +32,14 @@ from . import collect, config, ctld, log, noderec, parse, safeio, slurm
 QUEUE = ".queue"
 QUEUE_FORMAT = "mpi-pstate-queue"
 ENTRY_MAX_BYTES = 1 << 20
-MAX_ENTRIES = 10000  # queued jobs looked at per pass; more wait for the next pass
+MAX_ENTRIES = 100000  # queued jobs read per pass (all of any real queue)
+PER_USER_PASS = 1000  # queued jobs of one user processed per pass
+LATE = "late"
+LATE_PER_PASS = 200  # late jobs checked per pass, those checked longest ago first
 WAIT_RECORDS_S = 30.0  # node records awaited before a summary without them
 LATE_S = 86400.0  # a missing node's record is still taken this long after the job
 KEEP_DAYS = 30.0  # default of `mpi-pstate prune --keep-days`
-# A node record written this long before its job was queued is a previous
-# job's of the same id (job ids wrap at MaxJobId): never merged.
-STALE_MARGIN_S = 3600.0
+STALE_MARGIN_S = ctld.STALE_MARGIN_S
 
 
 def open_queue(cfg: config.Config, trusted: Set[int], create: bool = False) -> Optional[int]:
@@ -100,40 +108,97 @@ def read_entry(qfd: int, name: str) -> Dict[str, Any]:
                     arr if isinstance(arr, str) and len(arr) < 32 else None, float(q), seen)
 
 
-def entries(qfd: int) -> Tuple[List[Dict[str, Any]], List[str]]:
-    """Queued jobs, oldest first (at most MAX_ENTRIES), and the names of
-    entries that are not valid (removed by the caller)."""
+def _names(dfd: int) -> List[str]:
+    return [n for n in os.listdir(dfd) if n.endswith(".json") and n[0].isdigit()]
+
+
+def _read_all(dfd: int, names: List[str]) -> Tuple[List[Dict[str, Any]], List[str]]:
     out, bad = [], []
-    names = sorted((n for n in os.listdir(qfd) if n.endswith(".json") and n[0].isdigit()),
-                   key=lambda n: (len(n), n))
-    for n in names[:MAX_ENTRIES]:
+    for n in names:
         try:
-            out.append(read_entry(qfd, n))
+            out.append(read_entry(dfd, n))
+        except FileNotFoundError:
+            continue  # dropped meanwhile
         except (OSError, ValueError, UnicodeDecodeError):
             bad.append(n)
-    out.sort(key=lambda e: e["queued"])
     return out, bad
 
 
+def fair(es: List[Dict[str, Any]], per_user: int = PER_USER_PASS) -> List[Dict[str, Any]]:
+    """es in order of queue time, one job of each user in turn (users in
+    order of their oldest job), at most per_user of any user."""
+    by_uid: Dict[Optional[int], List[Dict[str, Any]]] = {}
+    for e in sorted(es, key=lambda e: (e["queued"], e["job"])):
+        by_uid.setdefault(e["uid"], []).append(e)
+    out = []
+    for i in range(per_user):
+        row = [lst[i] for lst in by_uid.values() if i < len(lst)]
+        if not row:
+            break
+        out += row
+    return out
+
+
+def entries(qfd: int) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """Queued jobs (not the late ones) in the order a pass takes them
+    (fair()), and the names of entries that are not valid (removed by the
+    caller)."""
+    names = sorted(_names(qfd), key=lambda n: (len(n), n))[:MAX_ENTRIES]
+    out, bad = _read_all(qfd, names)
+    return fair(out), bad
+
+
 def drop(qfd: int, job: int) -> None:
+    for d in (None, LATE):
+        try:
+            os.unlink(f"{job}.json" if d is None else f"{d}/{job}.json", dir_fd=qfd)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+
+
+def open_late(qfd: int, create: bool = False) -> Optional[int]:
+    if create:
+        try:
+            os.mkdir(LATE, 0o700, dir_fd=qfd)
+        except FileExistsError:
+            pass
     try:
-        os.unlink(f"{job}.json", dir_fd=qfd)
+        return os.open(LATE, safeio.O_DIR, dir_fd=qfd)
+    except FileNotFoundError:
+        return None
+
+
+def late_entries(lfd: int, limit: int = LATE_PER_PASS
+                 ) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """At most `limit` late jobs, those checked longest ago first (each
+    check touches its entry), and the names of invalid ones."""
+    stamped = []
+    for n in _names(lfd):
+        st = safeio.entry_stat(lfd, n)
+        if st is not None:
+            stamped.append((st.st_mtime, n))
+    stamped.sort()
+    return _read_all(lfd, [n for _, n in stamped[:limit]])
+
+
+def to_late(qfd: int, e: Dict[str, Any]) -> None:
+    """The job, written without some node, waits apart for that node."""
+    lfd = open_late(qfd, create=True)
+    assert lfd is not None
+    try:
+        enqueue(lfd, e)
+    finally:
+        os.close(lfd)
+    try:
+        os.unlink(f"{e['job']}.json", dir_fd=qfd)
     except FileNotFoundError:
         pass
 
 
-def fresh(entry: Dict[str, Any]) -> Callable[[Dict[str, Any]], Optional[str]]:
+def fresh(entry: Dict[str, Any]) -> ctld.Accept:
     """The check a node record of the queued job must pass: same user,
     written after (a margin before) the job was queued at its end."""
-    def check(rec: Dict[str, Any]) -> Optional[str]:
-        if entry.get("uid") is not None and rec.get("uid") is not None and \
-                rec["uid"] != entry["uid"]:
-            return f"record of uid {rec['uid']}, the job's is {entry['uid']}"
-        w = rec.get("written")
-        if isinstance(w, (int, float)) and w < entry["queued"] - STALE_MARGIN_S:
-            return "written before the job ran (a previous job of the same id)"
-        return None
-    return check
+    return ctld.accept_for(entry.get("uid"), entry["queued"] - STALE_MARGIN_S)
 
 
 def process(cfg: config.Config, db: slurm.DbTool, e: Dict[str, Any], trusted: Set[int],
@@ -167,7 +232,8 @@ def process(cfg: config.Config, db: slurm.DbTool, e: Dict[str, Any], trusted: Se
         row = slurm.sacct_one(job, timeout=10)
     except slurm.SlurmError as err:
         return f"database unreachable: {noderec.clip(err, 120)}", True
-    if row is None or row.state not in slurm.TERMINAL:
+    if row is None or row.state not in slurm.TERMINAL or row.wall_s() is None:
+        # no End yet either: sacct's Elapsed would count to now
         return "not in the database yet", age < late
     state, code, current = row.state, row.exit_code, row.system_comment
     try:
@@ -179,7 +245,7 @@ def process(cfg: config.Config, db: slurm.DbTool, e: Dict[str, Any], trusted: Se
     except slurm.SlurmError:
         pass
     res = ctld.finish(cfg, db, job, nodes, trusted, ctld.Deadline(5), state, code, current,
-                      e["array"], elapsed=row.elapsed, accept=fresh(e))
+                      e["array"], wall_s=row.wall_s(), accept=fresh(e))
     if res in ("written", "up to date"):
         keep = not all_there and age < late  # a late node's record still counts
         if keep:
@@ -254,29 +320,22 @@ def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, e
     tool = os.path.exists(db.path)
     while True:
         es, bad = entries(qfd)
-        for n in bad:
-            log.warning(f"queue entry {n} is not valid: removed")
-            try:
-                os.unlink(n, dir_fd=qfd)
-            except OSError:
-                pass
-        db_down = False
-        idle = True
-        for e in es:
-            if db_down:
-                break
-            res, keep = process(cfg, db, e, trusted, time.time(), wait, late)
-            db_down = res.startswith("database unreachable")
-            idle = idle and res == "waiting for a late node"
-            key = res.split(":")[0]
-            tally[key] = tally.get(key, 0) + 1
-            if keep and e.get("seen") is not None and key in ("written", "up to date"):
-                enqueue(qfd, e)  # remembers which nodes the summary was made of
-            if not keep:
-                drop(qfd, e["job"])
-                lvl = log.info if res in ("written", "up to date", "no records",
-                                          "without mpi-pstate") else log.error
-                lvl(f"job {e['job']}: {res} (queued {time.time() - e['queued']:.0f} s ago)")
+        lfd = open_late(qfd)
+        try:
+            if lfd is not None:
+                les, lbad = late_entries(lfd)
+                es += les
+                bad += [f"{LATE}/{n}" for n in lbad]
+            for n in bad:
+                log.warning(f"queue entry {n} is not valid: removed")
+                try:
+                    os.unlink(n, dir_fd=qfd)
+                except OSError:
+                    pass
+            db_down, idle = _pass(cfg, db, trusted, qfd, lfd, es, wait, late, tally)
+        finally:
+            if lfd is not None:
+                os.close(lfd)
         if not es:
             return True
         if idle or time.monotonic() >= end or _program_id() != me or \
@@ -284,6 +343,36 @@ def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, e
             return False
         sleep(min(pause, max(0.0, end - time.monotonic())))
         pause = min(pause * 1.5, 10.0)
+
+
+def _pass(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int,
+          lfd: Optional[int], es: List[Dict[str, Any]], wait: float, late: float,
+          tally: Dict[str, int]) -> Tuple[bool, bool]:
+    """One pass over es: (slurmdbd was down, only late nodes are awaited)."""
+    db_down = False
+    idle = True
+    for e in es:
+        if db_down:
+            break
+        res, keep = process(cfg, db, e, trusted, time.time(), wait, late)
+        db_down = res.startswith("database unreachable")
+        idle = idle and res == "waiting for a late node"
+        key = res.split(":")[0]
+        tally[key] = tally.get(key, 0) + 1
+        if keep and e.get("seen") is not None:
+            if key in ("written", "up to date"):
+                to_late(qfd, e)  # remembers which nodes the summary was made of
+            elif lfd is not None:
+                try:  # checked now: the others' turn next pass
+                    os.utime(f"{e['job']}.json", dir_fd=lfd)
+                except OSError:
+                    pass
+        if not keep:
+            drop(qfd, e["job"])
+            lvl = log.info if res in ("written", "up to date", "no records",
+                                      "without mpi-pstate") else log.error
+            lvl(f"job {e['job']}: {res} (queued {time.time() - e['queued']:.0f} s ago)")
+    return db_down, idle
 
 
 def prune(cfg: config.Config, trusted: Set[int], keep_days: float, now: float,
@@ -315,12 +404,16 @@ def prune(cfg: config.Config, trusted: Set[int], keep_days: float, now: float,
         os.close(cfd)
     qfd = open_queue(cfg, trusted)
     if qfd is not None:
+        lfd = open_late(qfd)
         try:
-            for n in os.listdir(qfd):
-                st = safeio.entry_stat(qfd, n)
-                if n.endswith(".json") and st is not None and st.st_mtime < limit and \
-                        not dry_run:
-                    os.unlink(n, dir_fd=qfd)
+            for dfd in (qfd, lfd):
+                for n in os.listdir(dfd) if dfd is not None else []:
+                    st = safeio.entry_stat(dfd, n)
+                    if n.endswith(".json") and st is not None and st.st_mtime < limit and \
+                            not dry_run:
+                        os.unlink(n, dir_fd=dfd)
         finally:
+            if lfd is not None:
+                os.close(lfd)
             os.close(qfd)
     return gone

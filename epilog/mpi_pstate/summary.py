@@ -41,12 +41,8 @@ def rank_label(r: Dict[str, Any], multi_step: bool) -> str:
 def elapsed_seconds(text: Optional[str]) -> Optional[int]:
     """sacct's Elapsed ([D-]HH:MM:SS, MM:SS.mmm) in seconds; None when it is
     not one (Unknown, INVALID, empty)."""
-    m = re.fullmatch(r"(?:([0-9]{1,6})-)?(?:([0-9]{1,2}):)?([0-9]{1,2}):([0-9]{2})(?:\.[0-9]+)?",
-                     (text or "").strip())
-    if not m:
-        return None
-    d, h, mi, sec = (int(x) if x else 0 for x in m.groups())
-    return ((d * 24 + h) * 60 + mi) * 60 + sec
+    v = parse.elapsed(text)
+    return None if v is None else int(v)
 
 
 def merge(job: int, expected: List[str], records: Dict[str, Dict[str, Any]],
@@ -76,10 +72,11 @@ def merge(job: int, expected: List[str], records: Dict[str, Dict[str, Any]],
     ranks.sort(key=lambda r: (not r["step"].isdigit(), int(r["step"]) if r["step"].isdigit()
                               else 0, r["step"], r["rank"], r["node"], r["local"]))
     with_data = [n for n in exp + extra if records.get(n, {}).get("status") == "ok"]
+    rest = merge_rest([records[n]["rest"] for n in sorted(records) if records[n].get("rest")])
     if not with_data:
         state = "none" if not missing else "unknown"
     else:
-        state = "partial" if missing else "complete"
+        state = "partial" if missing or rest["why"] else "complete"
     detail: Dict[str, Any] = {
         "format": JOB_FORMAT, "version": JOB_VERSION, "job": job, "state": state,
         "job_state": job_state, "exit_code": exit_code, "array": array,
@@ -87,8 +84,45 @@ def merge(job: int, expected: List[str], records: Dict[str, Dict[str, Any]],
         "missing": missing, "nodes": nodes, "steps": steps, "ranks": ranks,
         "elapsed_s": elapsed_s,
     }
+    if rest["why"]:
+        detail["rest"] = rest
     detail["summary"] = summarize(detail, records)
     return detail
+
+
+def merge_rest(rests: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The nodes' aggregates (noderec "rest": what each counted past its
+    detail bound) as one: sums added, step names united (a step on two
+    nodes is one step), reasons once each."""
+    out: Dict[str, Any] = {"rank_steps": 0, "ranks_max": 0, "transitions": 0,
+                           "unread_steps": 0, "steps": set(), "why": [], "ids_cut": False,
+                           "step_wall_s": 0.0}
+    for k in _REST_SUMS:
+        out[k] = 0.0
+    for r in rests:
+        for k in ("rank_steps", "transitions", "unread_steps") + _REST_SUMS:
+            out[k] += r[k]
+        out["ranks_max"] += r["ranks_max"]  # a step's ranks are spread over the nodes
+        # steps of a node run one after the other; nodes side by side
+        out["step_wall_s"] = max(out["step_wall_s"], r["step_wall_s"])
+        out["steps"].update(str(n) for lo, hi in r["step_ids"] for n in range(lo, hi + 1))
+        out["steps"].update(r["named_steps"])
+        out["ids_cut"] = out["ids_cut"] or r["ids_cut"]
+        out["why"] += [w for w in r["why"] if w not in out["why"]]
+    out["steps"] = sorted(out["steps"], key=lambda x: (not x.isdigit(), int(x) if x.isdigit()
+                                                       else 0, x))
+    return out
+
+
+_REST_SUMS = ("wall_s", "mpi_s", "paired_wall_s", "paired_mpi_s", "wait_s", "down_s")
+
+
+def _share(part: Optional[float], whole: Optional[float]) -> Optional[float]:
+    """part / whole clamped to [0, 1]: the parts come from the ranks'
+    own slots, which can claim anything (issue 21, item 4)."""
+    if not whole or part is None:
+        return None
+    return min(1.0, max(0.0, part / whole))
 
 
 def _step_of(r: Dict[str, Any]) -> str:
@@ -131,14 +165,31 @@ def energy_meter(records: Dict[str, Dict[str, Any]]) -> str:
     return meters.pop() if len(meters) == 1 else "mixed"
 
 
+def distinct_ranks(per_step: Dict[str, int], rest: Dict[str, Any]) -> int:
+    """The most ranks one step had: its detailed ranks plus, for a step
+    the nodes also summed (rest), the most ranks a summed step had on each
+    node, added over the nodes (a step's ranks are spread over them)."""
+    summed = set(rest["steps"])
+    return max([per_step.get(st, 0) + (rest["ranks_max"] if st in summed else 0)
+                for st in set(per_step) | summed], default=0)
+
+
+def _plus(a: Optional[float], b: float) -> Optional[float]:
+    return b if a is None and b else a if not b else (a or 0.0) + b
+
+
 def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
     ranks = detail["ranks"]
-    multi = len(detail["steps"]) > 1
-    wall = _sum([r.get("wall_s") for r in ranks])
-    mpi = _sum([r.get("mpi_s") for r in ranks])
+    rest = detail.get("rest") or merge_rest([])
+    all_steps = set(detail["steps"]) | set(rest["steps"])
+    multi = len(all_steps) > 1
+    wall = _plus(_sum([r.get("wall_s") for r in ranks]), rest["wall_s"])
+    mpi = _plus(_sum([r.get("mpi_s") for r in ranks]), rest["mpi_s"])
     paired = [(r["wall_s"], r["mpi_s"]) for r in ranks
               if r.get("wall_s") and r.get("mpi_s") is not None]
-    pw = sum(w for w, _ in paired)
+    pw = sum(w for w, _ in paired) + rest["paired_wall_s"]
+    pm = sum(m for _, m in paired) + rest["paired_mpi_s"]
+    down = _plus(_sum([r.get("down_s") for r in ranks]), rest["down_s"])
     per_step: Dict[str, int] = {}
     step_wall: Dict[str, float] = {}
     for r in ranks:
@@ -147,24 +198,29 @@ def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dic
         if r.get("wall_s") is not None:
             step_wall[st] = max(step_wall.get(st, 0.0), r["wall_s"])
     elapsed = detail.get("elapsed_s")
+    steps_wall = sum(step_wall.values()) + rest["step_wall_s"]
     s: Dict[str, Any] = {
         "v": SUMMARY_VERSION, "state": detail["state"], "job_state": detail["job_state"],
         "nodes": len(detail["nodes"]) - len(detail["missing"]),
         # distinct ranks: the most ranks one step had (8 steps of 4 ranks: 4)
-        "ranks": max(per_step.values(), default=0), "rank_steps": len(ranks),
-        "steps": len(detail["steps"]),
+        "ranks": distinct_ranks(per_step, rest),
+        "rank_steps": len(ranks) + rest["rank_steps"],
+        "steps": len(all_steps),
         # sacct counts whole seconds: a job under a second has Elapsed 0,
         # and no job is shorter than its longest step
         "wall_s": _r(max(float(elapsed), max(step_wall.values(), default=0.0)))
-        if elapsed is not None else _r(sum(step_wall.values())) if step_wall else None,
-        "wall_src": "sacct" if elapsed is not None else "steps" if step_wall else None,
+        if elapsed is not None else _r(steps_wall) if steps_wall else None,
+        "wall_src": "sacct" if elapsed is not None else "steps" if steps_wall else None,
         "step_wall_s": _r(max(step_wall.values(), default=None)),
-        "mpi_s": _r(mpi), "mpi_share": _r(sum(m for _, m in paired) / pw if pw else None),
-        "wait_s": _r(_sum([r.get("wait_s") for r in ranks])),
-        "down_s": _r(_sum([r.get("down_s") for r in ranks])),
-        "down_share": _r((_sum([r.get("down_s") for r in ranks]) or 0) / wall if wall else None),
-        "transitions": sum(r.get("transitions") or 0 for r in ranks),
+        "mpi_s": _r(mpi), "mpi_share": _r(_share(pm, pw)),
+        "wait_s": _r(_plus(_sum([r.get("wait_s") for r in ranks]), rest["wait_s"])),
+        "down_s": _r(down),
+        "down_share": _r(_share(down or 0.0, wall)),
+        "transitions": sum(r.get("transitions") or 0 for r in ranks) + rest["transitions"],
         "imbalance": _r(imbalance(ranks)),
+        # figures only the ranks know, from their own slots: the job's user
+        # can write them (docs/records.md, "Who vouches for what")
+        "user": "mpi,wait",
     }
     top = sorted((r for r in ranks if r.get("mpi_share") is not None),
                  key=lambda r: (-r["mpi_share"], r["rank"]))[:TOP_WAITERS]
@@ -197,6 +253,14 @@ def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dic
         s["bad_n"] = len(bad)
     if detail.get("array"):
         s["array"] = detail["array"][:24]
+    unread = [w for w in rest["why"] if "not read" in w]
+    why = (["nodes missing"] if detail["missing"] else []) + \
+        (["steps summed past the detail bound"] if rest["rank_steps"] or
+         len(unread) < len(rest["why"]) else []) + \
+        ([f"slots not read: {'CPU' if any('CPU' in w for w in unread) else 'slot'} bound"]
+         if unread else [])
+    if why and detail["state"] == "partial":
+        s["why"] = "; ".join(why)
     return {k: v for k, v in s.items() if v is not None}
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import audit, config, log, node, noderec, parse, plugincheck, safeio, slots
+from mpi_pstate import audit, config, log, node, noderec, parse, pending, plugincheck, safeio, slots
 
 slotlib = fx.slotlib
 NOBODY = 65534
@@ -291,13 +291,17 @@ class Slots(Tmp):
             {"rank": 2, "state": "running"}], nslots=4)
         listed = [{"step": "0", "name": "mpi-pstate.77.0", "dev": None, "ino": None,
                    "nslots": None, "bytes": None}]  # a version 1 step record's
-        steps, problems, names = slots.job_segments(77, os.getuid(), listed, str(self.tmp))
+        agent = {0: {"down_s": 0.75, "transitions": 4}}  # what root measured of slot 0
+        steps, problems, names = slots.job_segments(77, os.getuid(), listed, str(self.tmp),
+                                                    agent=agent)
         self.assertEqual((problems, names), ([], ["mpi-pstate.77.0"]))
         self.assertEqual((steps[0]["step"], steps[0]["slots"]), ("0", 4))
         r0, r1, r2 = steps[0]["ranks"]
+        # clocked-down time and transitions are the agent's, never the slot's (1.0, 9)
         self.assertEqual((r0["rank"], r0["wall_s"], r0["mpi_s"], r0["wait_s"], r0["down_s"],
-                          r0["transitions"], r0["state"]), (0, 10.0, 2.25, 1.5, 1.0, 9,
+                          r0["transitions"], r0["state"]), (0, 10.0, 2.25, 1.5, 0.75, 4,
                                                              "finalized"))
+        self.assertEqual((r1["down_s"], r1["transitions"]), (None, None))  # no agent figure
         self.assertEqual(r0["mpi_share"], 0.225)  # MPI_Init does not count as MPI time
         self.assertEqual(r0["top"][0], ["MPI_Barrier", 2.0, 11])
         self.assertEqual(r1["state"], "aborted")
@@ -434,12 +438,7 @@ class NodeEpilog(Tmp):
 
     def setUp(self) -> None:
         super().setUp()
-        self.collect = self.tmp / "records"
-        self.runtime = self.tmp / "run"
-        self.shm = self.tmp / "shm"
-        self.shm.mkdir(mode=0o1777)
-        os.chmod(self.shm, 0o1777)
-        self.sys = fx.fake_sysfs(self.tmp / "sys")
+        self.collect, self.runtime, self.shm, self.sys = fx.epilog_dirs(self.tmp)
         self.env = {"SLURM_JOB_ID": "4242", "SLURMD_NODENAME": "n1", "SLURM_JOB_UID": "1000",
                     "SLURM_CONF": str(self.tmp / "none.conf"), "PATH": os.environ["PATH"]}
         self.err = io.StringIO()
@@ -530,10 +529,13 @@ class NodeEpilog(Tmp):
         self.assertEqual(victim.read_text(), "keep me")
         self.assertFalse((self.tmp / "node.n1.json").exists())  # nothing written through it
         self.assertIn("failed", self.err.getvalue())
-        self.assertTrue(step.exists())  # not published: kept for a later run
+        # not published: the record waits on the node for a later pass
+        self.assertEqual(pending.waiting(str(self.runtime)), ["4242.n1.json"])
+        self.assertFalse(step.exists())
         (self.collect / "4242").unlink()
         self.err.truncate(0)
-        self.assertEqual(self.run_epilog(), 0)
+        self.assertEqual(self.run_epilog(SLURM_JOB_ID="4243"), 0)  # the next job's Epilog
+        self.assertEqual(pending.waiting(str(self.runtime)), [])
         rec = self.record()
         self.assertEqual((rec["status"], rec["ranks"]), ("ok", []))
         self.assertTrue(any("symlink" in p for p in rec["problems"]), rec["problems"])

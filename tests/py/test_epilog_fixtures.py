@@ -136,6 +136,16 @@ def node_record(job: int, node: str, ranks: list[dict[str, Any]], joules: Option
                          infos=infos, restore={"status": "ok"}, problems=[], written=time.time())
 
 
+def epilog_dirs(tmp: Path) -> tuple[Path, Path, Path, Path]:
+    """(collect_dir, runtime_dir, shm dir, sysroot) of a node Epilog run in
+    tmp: the shm directory sticky and world-writable like /dev/shm, a fake
+    sysfs."""
+    shm = tmp / "shm"
+    shm.mkdir(mode=0o1777)
+    os.chmod(shm, 0o1777)
+    return tmp / "records", tmp / "run", shm, fake_sysfs(tmp / "sys")
+
+
 def plugin_json(runtime: Path, job: int, step: str, seg: Optional[Path], nslots: int = 0,
                 node: str = "n1", version: int = 2) -> Path:
     """The plugin's step record <runtime>/steps/<job>.<step>/plugin.json

@@ -17,7 +17,7 @@ from typing import List, Set
 
 TOP = Path(__file__).resolve().parents[2]
 PKG = TOP / "epilog" / "mpi_pstate"
-ENTRY = ["rootcli"]
+ENTRY = ["rootcli", "nodeprune"]  # nodeprune: `mpi-pstate node-prune` (root, timer)
 EXTRA = [TOP / "epilog" / "mpi-pstate"]
 
 # 3.7+ (and later) names, as module.attribute or module
@@ -116,7 +116,8 @@ def problems(path: Path) -> List[str]:
 class Python36(unittest.TestCase):
     def test_the_closure_is_what_slurm_runs(self) -> None:
         names = {p.stem for p in closure()}
-        for m in ("node", "ctld", "spool", "noderec", "slots", "safeio", "config", "slurm"):
+        for m in ("node", "ctld", "spool", "noderec", "slots", "safeio", "config", "slurm",
+                  "pending", "nodeprune"):
             self.assertIn(m, names)
         self.assertNotIn("cli", names)  # the user-facing commands may use newer Python
         self.assertNotIn("report", names)

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 import unittest
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -184,6 +185,24 @@ class Report(unittest.TestCase):
         rc, out, _ = self.report("701")
         self.assertIn("mpi-pstate backfill 701", out)
         self.assertIn("mpi-pstate: complete", out)
+
+    def test_records_of_an_earlier_job_of_the_same_id_are_not_merged(self) -> None:
+        """report applies the flusher's uid/time check (issue 21, item 6)."""
+        self.job(702, "702", {"n1": [fx.rank("n1", 0)], "n2": [fx.rank("n2", 1)]},
+                 in_db=False, detail=False)
+        rec = json.loads((self.collect / "702" / "node.n2.json").read_text())
+        rec["uid"] = 2000  # another user's job of that id
+        (self.collect / "702" / "node.n2.json").write_bytes(noderec.encode(rec))
+        self.rows[-1] = self.rows[-1]._replace(uid=1000, start="2000-01-01T00:00:00",
+                                               end="2000-01-01T00:01:00")
+        rc, out, _ = self.report("702", "--json")
+        j = json.loads(out)["jobs"][0]
+        self.assertEqual((j["detail"]["state"], j["detail"]["missing"]), ("partial", ["n2"]))
+        self.assertEqual(j["detail"]["elapsed_s"], 60.0)
+        self.rows[-1] = self.rows[-1]._replace(start=time.strftime(
+            "%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 7200)))  # a later job's
+        rc, out, _ = self.report("702", "--json")
+        self.assertNotIn("detail", json.loads(out)["jobs"][0])
 
     def test_unknown_job_and_bad_ids(self) -> None:
         rc, out, err = self.report("999")
