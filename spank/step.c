@@ -61,6 +61,7 @@ static struct {
         const char *preload; /* NULL: not injected */
         enum mpi_pstate_container container;
         bool unmeasured_container;      /* library absent in the task's root */
+        char unmeasured[96];            /* else why the ranks are not measured, "" */
         struct mpi_pstate_root_id root; /* slurmstepd's "/", to see a task moved */
         const char *agent_state;
         pid_t agent;
@@ -266,7 +267,9 @@ static void write_step_record(const struct mpi_pstate_step *st, bool ended,
             .launcher = w.launcher,
             .preload = w.preload,
             .container = mpi_pstate_container_name(w.container),
-            .unmeasured = w.unmeasured_container ? "container" : NULL,
+            .unmeasured = w.unmeasured_container ? "container"
+                          : w.unmeasured[0]      ? w.unmeasured
+                                                 : NULL,
             .shm = w.shm_ok ? w.paths.shm : NULL,
             .shm_dev = (uint64_t)w.shm_made.st_dev,
             .shm_ino = (uint64_t)w.shm_made.st_ino,
@@ -331,6 +334,8 @@ static int make_segment(const struct mpi_pstate_step *st)
                                                                  &w.shm_made);
         }
         if (rc) {
+                /* ENOSPC: /dev/shm is full (the segment is allocated whole) */
+                snprintf(w.unmeasured, sizeof(w.unmeasured), "segment: %s", strerror(-rc));
                 mp_error("job %u step %u: segment %s: %s; ranks run unmeasured", st->job_id,
                          st->step_id, w.paths.shm, strerror(-rc));
                 return rc;
