@@ -101,8 +101,9 @@ $(SPANK_LIB): $(SPANK_MOD_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 SPANK_UNIT_BINS := $(B)/tests/unit/test_spank_modules $(B)/tests/unit/test_pin \
-	$(B)/tests/unit/test_freqlimits
+	$(B)/tests/unit/test_freqlimits $(B)/tests/unit/test_container
 $(B)/tests/unit/test_spank_modules: spank/tests/test_modules.c
+$(B)/tests/unit/test_container: spank/tests/test_container.c
 $(B)/tests/unit/test_pin: spank/tests/test_pin.c
 $(B)/tests/unit/test_freqlimits: spank/tests/test_freqlimits.c
 $(SPANK_UNIT_BINS): $(SPANK_LIB) $(COMMON_LIB)

@@ -478,8 +478,12 @@ static void check_container(const struct mpi_pstate_step *st, const char *lib)
                 mp_verbose("job %u step %u: %s container without %s: ranks run unmeasured",
                            st->job_id, st->step_id, mpi_pstate_container_name(w.container), lib);
         } else if (rc < 0) {
+                /* A user's path with a newline would forge slurmd log lines. */
                 mp_verbose("job %u step %u: %s container %s: %s; library kept", st->job_id,
-                           st->step_id, mpi_pstate_container_name(w.container), bundle,
+                           st->step_id, mpi_pstate_container_name(w.container),
+                           mpi_pstate_container_printable(bundle)
+                               ? bundle
+                               : "(a path with control characters, not read)",
                            strerror(-rc));
         }
 }
