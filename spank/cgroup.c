@@ -1,0 +1,199 @@
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cpufreq.h"
+#include "safeio.h"
+
+/* The cpuset files, most precise first: v1 (with and without the "cpuset."
+ * prefix of a noprefix mount), then v2's (whose cpuset.cpus is only what
+ * was asked for, often empty). */
+static const char *const cpus_files[2][4] = {
+    {"cpuset.effective_cpus", "effective_cpus", "cpuset.cpus", "cpus"},
+    {"cpuset.cpus.effective"},
+};
+
+static int read_cpus(const char *dir, bool v2, cpu_set_t *set)
+{
+        char path[700], buf[4096];
+        int rc = -ENOENT;
+
+        for (size_t i = 0; i < 4 && cpus_files[v2][i] && rc == -ENOENT; i++) {
+                if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, cpus_files[v2][i]) >=
+                    sizeof(path))
+                        return -ENAMETOOLONG;
+                rc = mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0);
+        }
+        if (rc < 0)
+                return rc;
+        return mpi_pstate_cpufreq_parse_cpulist(buf, set) || CPU_COUNT(set) == 0 ? -EINVAL : 0;
+}
+
+/* The cpuset cgroup of pid as a directory: the v1 cpuset hierarchy's line
+ * of /proc/<pid>/cgroup, else the v2 line ("0::"), under cgroot (or its
+ * "unified" mount on a hybrid system). */
+static int cgroup_dir(const char *procroot, const char *cgroot, pid_t pid, char *dir, size_t len,
+                      bool *v2out)
+{
+        char path[300], buf[16384], v2[4096] = "";
+        const char *line;
+        int n;
+
+        snprintf(path, sizeof(path), "%s/%ld/cgroup", procroot, (long)pid);
+        n = mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0);
+        if (n < 0)
+                return n;
+        for (line = buf; *line; line += strcspn(line, "\n"), line += *line == '\n') {
+                const char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                size_t end = strcspn(line, "\n"), cl;
+
+                if (!c2 || (size_t)(c2 - line) > end)
+                        continue;
+                cl = (size_t)(c2 - c1 - 1);
+                if (cl == 0) {
+                        snprintf(v2, sizeof(v2), "%.*s", (int)(line + end - c2 - 1), c2 + 1);
+                        continue;
+                }
+                for (const char *k = c1 + 1; k < c2; k += strcspn(k, ",:"), k += *k == ',') {
+                        if (strncmp(k, "cpuset", 6) == 0 && (k[6] == ',' || k[6] == ':')) {
+                                n = snprintf(dir, len, "%s/cpuset%.*s", cgroot,
+                                             (int)(line + end - c2 - 1), c2 + 1);
+                                *v2out = false;
+                                return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
+                        }
+                }
+        }
+        if (!v2[0])
+                return -ENOENT;
+        for (int hybrid = 0; hybrid < 2; hybrid++) {
+                char probe[700];
+                cpu_set_t set;
+
+                n = snprintf(dir, len, "%s%s%s", cgroot, hybrid ? "/unified" : "", v2);
+                if (n <= 0 || (size_t)n >= len)
+                        return -ENAMETOOLONG;
+                snprintf(probe, sizeof(probe), "%s", dir);
+                *v2out = true;
+                if (read_cpus(probe, true, &set) == 0)
+                        return 0;
+        }
+        return -ENOENT;
+}
+
+/* The end of the last path component of dir[0..upto) starting with prefix
+ * (its length within dir), or 0. */
+static size_t component(const char *dir, size_t upto, const char *prefix)
+{
+        size_t found = 0, plen = strlen(prefix);
+
+        for (size_t i = 0; i < upto; i++)
+                if (dir[i] == '/' && strncmp(dir + i + 1, prefix, plen) == 0) {
+                        size_t e = i + 1 + strcspn(dir + i + 1, "/");
+
+                        if (e <= upto)
+                                found = e;
+                }
+        return found;
+}
+
+/* Every "job_*" directory of parent except skip (a name), OR-ed into
+ * out->others; counts them in out->jobs. */
+static void scan_jobs(const char *parent, const char *skip, bool v2,
+                      struct mpi_pstate_cgroup_cpus *out)
+{
+        DIR *d = opendir(parent);
+        struct dirent *e;
+
+        if (!d)
+                return;
+        while ((e = readdir(d)) && out->jobs < MPI_PSTATE_CGROUP_MAX_JOBS) {
+                char path[700];
+                cpu_set_t set;
+
+                if (strncmp(e->d_name, "job_", 4) != 0 || (skip && strcmp(e->d_name, skip) == 0))
+                        continue;
+                if ((size_t)snprintf(path, sizeof(path), "%s/%s", parent, e->d_name) >=
+                        sizeof(path) ||
+                    read_cpus(path, v2, &set) != 0)
+                        continue;
+                CPU_OR(&out->others, &out->others, &set);
+                out->jobs++;
+        }
+        closedir(d);
+}
+
+/* Other jobs beside the job directory dir[0..job_end): its siblings, and
+ * with v1's uid_<U> level, every uid_* directory's jobs. */
+static void other_jobs(const char *dir, size_t job_end, bool v2, struct mpi_pstate_cgroup_cpus *out)
+{
+        char parent[512], job[256], grand[512];
+        const char *slash;
+        size_t plen;
+
+        snprintf(parent, sizeof(parent), "%.*s", (int)job_end, dir);
+        slash = strrchr(parent, '/');
+        if (!slash)
+                return;
+        snprintf(job, sizeof(job), "%s", slash + 1);
+        plen = (size_t)(slash - parent);
+        parent[plen] = '\0';
+        out->have_jobs = true;
+        slash = strrchr(parent, '/');
+        if (!slash || strncmp(slash + 1, "uid_", 4) != 0) {
+                scan_jobs(parent, job, v2, out);
+                return;
+        }
+        snprintf(grand, sizeof(grand), "%.*s", (int)(slash - parent), parent);
+        {
+                DIR *d = opendir(grand);
+                struct dirent *e;
+
+                if (!d)
+                        return;
+                while ((e = readdir(d))) {
+                        char udir[700];
+
+                        if (strncmp(e->d_name, "uid_", 4) != 0 ||
+                            (size_t)snprintf(udir, sizeof(udir), "%s/%s", grand, e->d_name) >=
+                                sizeof(udir))
+                                continue;
+                        scan_jobs(udir, strcmp(udir, parent) == 0 ? job : NULL, v2, out);
+                }
+                closedir(d);
+        }
+}
+
+int mpi_pstate_cgroup_cpus(const char *procroot, const char *cgroot, pid_t pid,
+                           struct mpi_pstate_cgroup_cpus *out, char *err, size_t errlen)
+{
+        char dir[sizeof(out->dir)];
+        size_t step_end, job_end;
+        bool v2 = false;
+        int rc;
+
+        memset(out, 0, sizeof(*out));
+        rc = cgroup_dir(procroot, cgroot, pid, dir, sizeof(dir), &v2);
+        if (rc) {
+                snprintf(err, errlen, "no cpuset cgroup for pid %ld: %s", (long)pid, strerror(-rc));
+                return rc;
+        }
+        /* The step's level: its tasks' own cgroups (task_N, user/, slurm/)
+         * may be narrower or lack the file. */
+        step_end = component(dir, strlen(dir), "step_");
+        if (step_end)
+                dir[step_end] = '\0';
+        snprintf(out->dir, sizeof(out->dir), "%s", dir);
+        rc = read_cpus(dir, v2, &out->step);
+        if (rc) {
+                snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
+                return rc;
+        }
+        job_end = component(dir, strlen(dir), "job_");
+        if (job_end)
+                other_jobs(dir, job_end, v2, out);
+        return 0;
+}
