@@ -100,8 +100,34 @@ static size_t component(const char *dir, size_t upto, const char *prefix)
         return found;
 }
 
-/* Every "job_*" directory of parent except skip (a name), OR-ed into
- * out->others; counts them in out->jobs. */
+/* Whether a process is in dir or its descendants down to depth levels
+ * (a job's step_*, then task_* or user/ and slurm/, then task_*). */
+static bool has_procs(const char *dir, int depth)
+{
+        char path[700], buf[64];
+        struct dirent *e;
+        bool found = false;
+        DIR *d;
+        int n;
+
+        if ((size_t)snprintf(path, sizeof(path), "%s/cgroup.procs", dir) < sizeof(path)) {
+                n = mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0);
+                if (n > 0 || n == -EFBIG) /* pids, more than fit here */
+                        return true;
+        }
+        if (depth == 0 || !(d = opendir(dir)))
+                return false;
+        while (!found && (e = readdir(d)))
+                if (e->d_type == DT_DIR && e->d_name[0] != '.' &&
+                    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < sizeof(path))
+                        found = has_procs(path, depth - 1);
+        closedir(d);
+        return found;
+}
+
+/* Every "job_*" directory of parent except skip (a name) that holds a
+ * process (a job that ended may leave its directory a moment longer),
+ * OR-ed into out->others; counts them in out->jobs. */
 static void scan_jobs(const char *parent, const char *skip, bool v2,
                       struct mpi_pstate_cgroup_cpus *out)
 {
@@ -118,7 +144,7 @@ static void scan_jobs(const char *parent, const char *skip, bool v2,
                         continue;
                 if ((size_t)snprintf(path, sizeof(path), "%s/%s", parent, e->d_name) >=
                         sizeof(path) ||
-                    read_cpus(path, v2, &set) != 0)
+                    read_cpus(path, v2, &set) != 0 || !has_procs(path, 3))
                         continue;
                 CPU_OR(&out->others, &out->others, &set);
                 out->jobs++;

@@ -57,7 +57,14 @@ START_TEST(v1_step_and_other_jobs)
         /* OverSubscribe=FORCE: job 8 of the same user on CPU 3; job 9 of
          * another user elsewhere; a directory that is not a job */
         fakesys_put(&fs, "cg/cpuset/slurm_n1/uid_1000/job_8/cpuset.effective_cpus", 0644, "3\n");
+        fakesys_put(&fs, "cg/cpuset/slurm_n1/uid_1000/job_8/step_0/task_0/cgroup.procs", 0644,
+                    "4242\n4243\n");
         fakesys_put(&fs, "cg/cpuset/slurm_n1/uid_1001/job_9/cpuset.effective_cpus", 0644, "4-5\n");
+        fakesys_put(&fs, "cg/cpuset/slurm_n1/uid_1001/job_9/step_extern/cgroup.procs", 0644,
+                    "77\n");
+        /* a job that ended: its directory lingers, without a process */
+        fakesys_put(&fs, "cg/cpuset/slurm_n1/uid_1000/job_6/cpuset.effective_cpus", 0644, "6\n");
+        fakesys_put(&fs, "cg/cpuset/slurm_n1/uid_1000/job_6/step_0/cgroup.procs", 0644, "%s", "");
         fakesys_put(&fs, "cg/cpuset/slurm_n1/system/cpuset.effective_cpus", 0644, "0-7\n");
         /* another node's slurmd (the test cluster's n2) is not this node */
         fakesys_put(&fs, "cg/cpuset/slurm_n2/uid_1000/job_10/cpuset.effective_cpus", 0644, "2\n");
@@ -77,6 +84,7 @@ START_TEST(v1_noprefix_and_cpus_only)
         fakesys_put(&fs, "proc/42/cgroup", 0644, "3:cpuset:/slurm/uid_0/job_7/step_batch\n");
         fakesys_put(&fs, "cg/cpuset/slurm/uid_0/job_7/step_batch/cpus", 0644, "0,4\n");
         fakesys_put(&fs, "cg/cpuset/slurm/uid_0/job_8/cpus", 0644, "0\n");
+        fakesys_put(&fs, "cg/cpuset/slurm/uid_0/job_8/cgroup.procs", 0644, "1\n");
         ck_assert_int_eq(mpi_pstate_cgroup_cpus(proc, cg, 42, &out, err, sizeof(err)), 0);
         expect(&out.step, "0,4");
         expect(&out.others, "0");
@@ -100,6 +108,9 @@ START_TEST(v2_sluid_named_jobs)
                     0644, "1\n");
         fakesys_put(&fs, "cg/system.slice/slurmstepd.scope/job_s01JD9XX/cpuset.cpus.effective",
                     0644, "1\n");
+        fakesys_put(&fs,
+                    "cg/system.slice/slurmstepd.scope/job_s01JD9XX/step_0/user/task_0/cgroup.procs",
+                    0644, "99\n");
         ck_assert_int_eq(mpi_pstate_cgroup_cpus(proc, cg, 42, &out, err, sizeof(err)), 0);
         expect(&out.step, "0-1");
         expect(&out.others, "1");
@@ -141,6 +152,7 @@ START_TEST(outside_slurm)
         fakesys_put(&fs, "proc/42/cgroup", 0644, "3:cpuset:/\n");
         fakesys_put(&fs, "cg/cpuset/cpuset.effective_cpus", 0644, "0-3\n");
         fakesys_put(&fs, "cg/cpuset/slurm/uid_0/job_8/cpuset.effective_cpus", 0644, "0\n");
+        fakesys_put(&fs, "cg/cpuset/slurm/uid_0/job_8/cgroup.procs", 0644, "1\n");
         ck_assert_int_eq(mpi_pstate_cgroup_cpus(proc, cg, 42, &out, err, sizeof(err)), 0);
         expect(&out.step, "0-3");
         ck_assert(!out.have_jobs);
