@@ -6,7 +6,6 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,19 +14,14 @@
 #include <unistd.h>
 
 #include "container.h"
+#include "fakesys.h"
 #include "check_main.h"
 
 #define LIB "/usr/local/lib/mpi-pstate/libmpi-pstate.so"
 
-static char dir[] = "/tmp/mpi-pstate-oci.XXXXXX";
+static struct fakesys fs;
+static char *dir = fs.root; /* the bundle */
 static char cfg[600];
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-        (void)st;
-        (void)f;
-        return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
 
 static void put(const char *path, const char *text, size_t len)
 {
@@ -62,15 +56,14 @@ static void library_in_root(const char *bundle)
 
 static void setup(void)
 {
-        ck_assert_ptr_nonnull(mkdtemp(dir));
+        fakesys_init(&fs);
         snprintf(cfg, sizeof(cfg), "%s/config.json", dir);
         library_in_root(dir);
 }
 
 static void teardown(void)
 {
-        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-        strcpy(dir, "/tmp/mpi-pstate-oci.XXXXXX");
+        fakesys_cleanup(&fs);
 }
 
 /* text: head, then unit repeated up to size bytes in all (no closing). */
