@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cpufreq.h"
 #include "safeio.h"
@@ -100,6 +101,59 @@ static size_t component(const char *dir, size_t upto, const char *prefix)
         return found;
 }
 
+/* Jobs found in a hierarchy without their cpusets (v1 freezer where
+ * Slurm does not constrain cores): each may run on every CPU. */
+#define UNCONFINED 2
+
+static void fill(cpu_set_t *set)
+{
+        for (int c = 0; c < CPU_SETSIZE; c++)
+                CPU_SET(c, set);
+}
+
+/* Where the process's job is when its cpuset cgroup does not say (cores
+ * not constrained): the first hierarchy of /proc/<pid>/cgroup whose path
+ * has a "job_*" directory, as a directory under cgroot (v1: the mount of
+ * its controller list, or of its first controller). */
+static int job_hierarchy(const char *procroot, const char *cgroot, pid_t pid, char *dir, size_t len)
+{
+        char path[300], buf[16384];
+        const char *line;
+        int n;
+
+        snprintf(path, sizeof(path), "%s/%ld/cgroup", procroot, (long)pid);
+        n = mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0);
+        if (n < 0)
+                return n;
+        for (line = buf; *line; line += strcspn(line, "\n"), line += *line == '\n') {
+                const char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                int end = (int)strcspn(line, "\n"), cl, pl;
+                struct stat st;
+
+                if (!c2 || c2 - line > end || !strstr(c2, "/job_") ||
+                    strstr(c2, "/job_") - line > end)
+                        continue;
+                cl = (int)(c2 - c1 - 1);
+                pl = (int)(line + end - c2 - 1);
+                /* v2 ("0::"): the unified mount or a hybrid's "unified";
+                 * v1: the controller list's mount, or its first one's */
+                for (int k = 0; k < 2; k++) {
+                        const char *name = cl ? c1 + 1 : "unified";
+                        int l = !cl ? (k ? 7 : 0) : k ? (int)strcspn(name, ",:") : cl;
+
+                        if (strncmp(name, "name=", 5) == 0) {
+                                name += 5;
+                                l -= 5;
+                        }
+                        n = snprintf(dir, len, "%s%s%.*s%.*s", cgroot, l ? "/" : "", l, name, pl,
+                                     c2 + 1);
+                        if (n > 0 && (size_t)n < len && stat(dir, &st) == 0)
+                                return 0;
+                }
+        }
+        return -ENOENT;
+}
+
 /* Whether a process is in dir or its descendants down to depth levels
  * (a job's step_*, then task_* or user/ and slurm/, then task_*). */
 static bool has_procs(const char *dir, int depth)
@@ -128,7 +182,7 @@ static bool has_procs(const char *dir, int depth)
 /* Every "job_*" directory of parent except skip (a name) that holds a
  * process (a job that ended may leave its directory a moment longer),
  * OR-ed into out->others; counts them in out->jobs. */
-static void scan_jobs(const char *parent, const char *skip, bool v2,
+static void scan_jobs(const char *parent, const char *skip, int v2,
                       struct mpi_pstate_cgroup_cpus *out)
 {
         DIR *d = opendir(parent);
@@ -144,7 +198,8 @@ static void scan_jobs(const char *parent, const char *skip, bool v2,
                         continue;
                 if ((size_t)snprintf(path, sizeof(path), "%s/%s", parent, e->d_name) >=
                         sizeof(path) ||
-                    read_cpus(path, v2, &set) != 0 || !has_procs(path, 3))
+                    (v2 == UNCONFINED ? (fill(&set), false) : read_cpus(path, v2, &set) != 0) ||
+                    !has_procs(path, 3))
                         continue;
                 CPU_OR(&out->others, &out->others, &set);
                 out->jobs++;
@@ -154,7 +209,7 @@ static void scan_jobs(const char *parent, const char *skip, bool v2,
 
 /* Other jobs beside the job directory dir[0..job_end): its siblings, and
  * with v1's uid_<U> level, every uid_* directory's jobs. */
-static void other_jobs(const char *dir, size_t job_end, bool v2, struct mpi_pstate_cgroup_cpus *out)
+static void other_jobs(const char *dir, size_t job_end, int v2, struct mpi_pstate_cgroup_cpus *out)
 {
         char parent[512], job[256], grand[512];
         const char *slash;
@@ -219,7 +274,12 @@ int mpi_pstate_cgroup_cpus(const char *procroot, const char *cgroot, pid_t pid,
                 return rc;
         }
         job_end = component(dir, strlen(dir), "job_");
-        if (job_end)
+        if (job_end) {
                 other_jobs(dir, job_end, v2, out);
+        } else if (job_hierarchy(procroot, cgroot, pid, dir, sizeof(dir)) == 0 &&
+                   (job_end = component(dir, strlen(dir), "job_")) != 0) {
+                /* Cores not constrained: every other job may use them all. */
+                other_jobs(dir, job_end, UNCONFINED, out);
+        }
         return 0;
 }

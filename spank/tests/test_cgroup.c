@@ -130,6 +130,31 @@ START_TEST(hybrid_unified_mount)
 }
 END_TEST
 
+START_TEST(cores_not_constrained)
+{
+        /* ConstrainCores=no (the test cluster): no cpuset directory of the
+         * job; its other hierarchies (freezer, v1) name it.  Another running
+         * job may use every CPU; one that ended counts for nothing. */
+        fakesys_put(&fs, "proc/42/cgroup", 0644,
+                    "9:name=systemd:/\n6:freezer:/slurm_n1/uid_1001/job_253/step_0\n"
+                    "3:cpuset:/\n0::/\n");
+        fakesys_put(&fs, "cg/cpuset/cpuset.effective_cpus", 0644, "0-1\n");
+        fakesys_put(&fs, "cg/freezer/slurm_n1/uid_1001/job_253/step_0/cgroup.procs", 0644, "42\n");
+        fakesys_put(&fs, "cg/freezer/slurm_n1/uid_1001/job_250/step_0/cgroup.procs", 0644, "%s",
+                    "");
+        ck_assert_int_eq(mpi_pstate_cgroup_cpus(proc, cg, 42, &out, err, sizeof(err)), 0);
+        expect(&out.step, "0-1");
+        ck_assert(out.have_jobs);
+        ck_assert_uint_eq(out.jobs, 0);
+        fakesys_put(&fs, "cg/freezer/slurm_n1/uid_1000/job_252/step_batch/cgroup.procs", 0644,
+                    "77\n");
+        ck_assert_int_eq(mpi_pstate_cgroup_cpus(proc, cg, 42, &out, err, sizeof(err)), 0);
+        ck_assert_uint_eq(out.jobs, 1);
+        ck_assert(CPU_ISSET(0, &out.others) && CPU_ISSET(1, &out.others) &&
+                  CPU_ISSET(CPU_SETSIZE - 1, &out.others));
+}
+END_TEST
+
 START_TEST(no_cpuset_cgroup)
 {
         /* cgroup v2 without the cpuset controller: no file anywhere */
@@ -170,6 +195,7 @@ static Suite *suite(void)
         tcase_add_test(tc, v1_noprefix_and_cpus_only);
         tcase_add_test(tc, v2_sluid_named_jobs);
         tcase_add_test(tc, hybrid_unified_mount);
+        tcase_add_test(tc, cores_not_constrained);
         tcase_add_test(tc, no_cpuset_cgroup);
         tcase_add_test(tc, outside_slurm);
         suite_add_tcase(s, tc);
