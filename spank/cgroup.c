@@ -34,35 +34,63 @@ static int read_cpus(const char *dir, bool v2, cpu_set_t *set)
         return mpi_pstate_cpufreq_parse_cpulist(buf, set) || CPU_COUNT(set) == 0 ? -EINVAL : 0;
 }
 
-/* The cpuset cgroup of pid as a directory: the v1 cpuset hierarchy's line
- * of /proc/<pid>/cgroup, else the v2 line ("0::"), under cgroot (or its
- * "unified" mount on a hybrid system). */
-static int cgroup_dir(const char *procroot, const char *cgroot, pid_t pid, char *dir, size_t len,
-                      bool *v2out)
+/* One "N:controllers:path" line of /proc/<pid>/cgroup (controllers empty
+ * for v2's "0::"). */
+struct cg_line {
+        const char *ctrls, *path;
+        int ctrls_len, path_len;
+};
+
+static int proc_cgroup(const char *procroot, pid_t pid, char *buf, size_t len)
 {
-        char path[300], buf[16384], v2[4096] = "";
-        const char *line;
+        char path[300];
         int n;
 
         snprintf(path, sizeof(path), "%s/%ld/cgroup", procroot, (long)pid);
-        n = mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0);
-        if (n < 0)
-                return n;
-        for (line = buf; *line; line += strcspn(line, "\n"), line += *line == '\n') {
-                const char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-                size_t end = strcspn(line, "\n"), cl;
+        n = mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, len, 0, 0);
+        return n < 0 ? n : 0;
+}
 
-                if (!c2 || (size_t)(c2 - line) > end)
+/* The next line at *p (advanced past it), or false at the end. */
+static bool next_line(const char **p, struct cg_line *l)
+{
+        while (**p) {
+                const char *line = *p, *c1, *c2;
+                size_t end = strcspn(line, "\n");
+
+                *p = line + end + (line[end] == '\n');
+                c1 = memchr(line, ':', end);
+                c2 = c1 ? memchr(c1 + 1, ':', end - (size_t)(c1 + 1 - line)) : NULL;
+                if (!c2)
                         continue;
-                cl = (size_t)(c2 - c1 - 1);
-                if (cl == 0) {
-                        snprintf(v2, sizeof(v2), "%.*s", (int)(line + end - c2 - 1), c2 + 1);
+                l->ctrls = c1 + 1;
+                l->ctrls_len = (int)(c2 - c1 - 1);
+                l->path = c2 + 1;
+                l->path_len = (int)(line + end - c2 - 1);
+                return true;
+        }
+        return false;
+}
+
+/* The cpuset cgroup of a process as a directory, from the text of its
+ * /proc/<pid>/cgroup: the v1 cpuset hierarchy's line, else the v2 line ("0::"), under cgroot (or
+ * its "unified" mount on a hybrid system). */
+static int cgroup_dir(const char *text, const char *cgroot, char *dir, size_t len, bool *v2out)
+{
+        char v2[4096] = "";
+        const char *p = text;
+        struct cg_line l;
+        int n;
+
+        while (next_line(&p, &l)) {
+                if (l.ctrls_len == 0) {
+                        snprintf(v2, sizeof(v2), "%.*s", l.path_len, l.path);
                         continue;
                 }
-                for (const char *k = c1 + 1; k < c2; k += strcspn(k, ",:"), k += *k == ',') {
+                for (const char *k = l.ctrls; k < l.ctrls + l.ctrls_len;
+                     k += strcspn(k, ",:"), k += *k == ',') {
                         if (strncmp(k, "cpuset", 6) == 0 && (k[6] == ',' || k[6] == ':')) {
-                                n = snprintf(dir, len, "%s/cpuset%.*s", cgroot,
-                                             (int)(line + end - c2 - 1), c2 + 1);
+                                n = snprintf(dir, len, "%s/cpuset%.*s", cgroot, l.path_len, l.path);
                                 *v2out = false;
                                 return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
                         }
@@ -71,15 +99,13 @@ static int cgroup_dir(const char *procroot, const char *cgroot, pid_t pid, char 
         if (!v2[0])
                 return -ENOENT;
         for (int hybrid = 0; hybrid < 2; hybrid++) {
-                char probe[700];
                 cpu_set_t set;
 
                 n = snprintf(dir, len, "%s%s%s", cgroot, hybrid ? "/unified" : "", v2);
                 if (n <= 0 || (size_t)n >= len)
                         return -ENAMETOOLONG;
-                snprintf(probe, sizeof(probe), "%s", dir);
                 *v2out = true;
-                if (read_cpus(probe, true, &set) == 0)
+                if (read_cpus(dir, true, &set) == 0)
                         return 0;
         }
         return -ENOENT;
@@ -112,41 +138,35 @@ static void fill(cpu_set_t *set)
 }
 
 /* Where the process's job is when its cpuset cgroup does not say (cores
- * not constrained): the first hierarchy of /proc/<pid>/cgroup whose path
+ * not constrained): the first hierarchy of its /proc/<pid>/cgroup whose path
  * has a "job_*" directory, as a directory under cgroot (v1: the mount of
  * its controller list, or of its first controller). */
-static int job_hierarchy(const char *procroot, const char *cgroot, pid_t pid, char *dir, size_t len)
+static int job_hierarchy(const char *text, const char *cgroot, char *dir, size_t len)
 {
-        char path[300], buf[16384];
-        const char *line;
+        const char *p = text;
+        struct cg_line l;
         int n;
 
-        snprintf(path, sizeof(path), "%s/%ld/cgroup", procroot, (long)pid);
-        n = mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0);
-        if (n < 0)
-                return n;
-        for (line = buf; *line; line += strcspn(line, "\n"), line += *line == '\n') {
-                const char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-                int end = (int)strcspn(line, "\n"), cl, pl;
+        while (next_line(&p, &l)) {
+                const char *job = strstr(l.path, "/job_");
                 struct stat st;
 
-                if (!c2 || c2 - line > end || !strstr(c2, "/job_") ||
-                    strstr(c2, "/job_") - line > end)
+                if (!job || job >= l.path + l.path_len)
                         continue;
-                cl = (int)(c2 - c1 - 1);
-                pl = (int)(line + end - c2 - 1);
                 /* v2 ("0::"): the unified mount or a hybrid's "unified";
                  * v1: the controller list's mount, or its first one's */
                 for (int k = 0; k < 2; k++) {
-                        const char *name = cl ? c1 + 1 : "unified";
-                        int l = !cl ? (k ? 7 : 0) : k ? (int)strcspn(name, ",:") : cl;
+                        const char *name = l.ctrls_len ? l.ctrls : "unified";
+                        int nl = !l.ctrls_len ? (k ? 7 : 0)
+                                 : k          ? (int)strcspn(name, ",:")
+                                              : l.ctrls_len;
 
                         if (strncmp(name, "name=", 5) == 0) {
                                 name += 5;
-                                l -= 5;
+                                nl -= 5;
                         }
-                        n = snprintf(dir, len, "%s%s%.*s%.*s", cgroot, l ? "/" : "", l, name, pl,
-                                     c2 + 1);
+                        n = snprintf(dir, len, "%s%s%.*s%.*s", cgroot, nl ? "/" : "", nl, name,
+                                     l.path_len, l.path);
                         if (n > 0 && (size_t)n < len && stat(dir, &st) == 0)
                                 return 0;
                 }
@@ -251,13 +271,16 @@ static void other_jobs(const char *dir, size_t job_end, int v2, struct mpi_pstat
 int mpi_pstate_cgroup_cpus(const char *procroot, const char *cgroot, pid_t pid,
                            struct mpi_pstate_cgroup_cpus *out, char *err, size_t errlen)
 {
+        static char text[16384]; /* /proc/<pid>/cgroup; slurmstepd's one thread */
         char dir[sizeof(out->dir)];
         size_t step_end, job_end;
         bool v2 = false;
         int rc;
 
         memset(out, 0, sizeof(*out));
-        rc = cgroup_dir(procroot, cgroot, pid, dir, sizeof(dir), &v2);
+        rc = proc_cgroup(procroot, pid, text, sizeof(text));
+        if (rc == 0)
+                rc = cgroup_dir(text, cgroot, dir, sizeof(dir), &v2);
         if (rc) {
                 snprintf(err, errlen, "no cpuset cgroup for pid %ld: %s", (long)pid, strerror(-rc));
                 return rc;
@@ -276,7 +299,7 @@ int mpi_pstate_cgroup_cpus(const char *procroot, const char *cgroot, pid_t pid,
         job_end = component(dir, strlen(dir), "job_");
         if (job_end) {
                 other_jobs(dir, job_end, v2, out);
-        } else if (job_hierarchy(procroot, cgroot, pid, dir, sizeof(dir)) == 0 &&
+        } else if (job_hierarchy(text, cgroot, dir, sizeof(dir)) == 0 &&
                    (job_end = component(dir, strlen(dir), "job_")) != 0) {
                 /* Cores not constrained: every other job may use them all. */
                 other_jobs(dir, job_end, UNCONFINED, out);
