@@ -5,7 +5,7 @@
  *   loop.c    the segment, the slot scan, the pidfd watcher, the main loop
  *   record.c  the agent record (JSON, docs/agent.md)
  *   log.c     log file, syslog or stderr
- *   harden.c  capabilities, no_new_privs, seccomp once set up
+ *   harden.c  capabilities, no_new_privs, Landlock, seccomp once set up
  *
  * The decisions themselves live in agent/agent.c (pure, unit tested). */
 #ifndef MPI_PSTATE_AGENTD_H
@@ -32,6 +32,33 @@
 /* Bounds of the scan interval (docs/agent.md, "Timing"). */
 #define AGENTD_SCAN_MIN_NS UINT64_C(50000)
 #define AGENTD_SCAN_MAX_NS UINT64_C(100000000)
+
+/* harden.c.  The fence: where the agent may still change files once
+ * hardened, each a directory (rights beneath it) or a file. */
+enum {
+        AGENTD_FENCE_WRITE = 1,  /* write and truncate existing files (sysfs) */
+        AGENTD_FENCE_REMOVE = 2, /* remove files (the segment it created) */
+        AGENTD_FENCE_FILES = 4,  /* write, create, replace and remove files */
+};
+struct agentd_fence {
+        const char *path;
+        unsigned what;
+};
+/* What hardening achieved, for the log and the record: 0 or a negative
+ * errno each; landlock_abi 0 when the kernel has none. */
+struct agentd_hardening {
+        int caps_rc, landlock_rc, seccomp_rc;
+        int landlock_abi;
+        char landlock[160]; /* "on", "absent", "disabled", or what failed */
+};
+/* Drops every capability of the calling thread (which must be the only
+ * one) and sets no_new_privs, confines it with Landlock to the fence, calls
+ * spawn(arg) (which may start threads: they inherit both), then installs
+ * the seccomp allow-list on every thread.  Returns spawn's non-zero result
+ * (seccomp is then not installed), else 0: a failed hardening step is in
+ * *out, never fatal. */
+int mpi_pstate_agentd_harden(const struct agentd_fence *fence, size_t n, int (*spawn)(void *),
+                             void *arg, struct agentd_hardening *out);
 
 struct agentd_opts {
         const char *shm;    /* segment path */
@@ -148,6 +175,8 @@ struct agentd {
         enum mpi_pstate_energy_source energy_src;
         struct mpi_pstate_hwmon *hwmon;
 
+        struct agentd_hardening hard;
+
         /* liveness watcher */
         int epfd, stopfd;
         pthread_t watcher;
@@ -177,10 +206,9 @@ const char *mpi_pstate_agentd_dom_status_name(enum agentd_dom_status s);
 
 /* loop.c */
 int mpi_pstate_agentd_segment_open(struct agentd *a, char *err, size_t errlen);
+/* Starts the pidfd watcher thread (the agentd *, as a harden() spawn). */
+int mpi_pstate_agentd_watcher_start(void *agentd);
 
-/* harden.c: drops every capability of the calling thread and sets
- * no_new_privs; installs the seccomp allow-list on every thread.  0 or a
- * negative errno (the agent logs it and carries on). */
 int mpi_pstate_agentd_drop_caps(void);
 int mpi_pstate_agentd_seccomp(void);
 int mpi_pstate_agentd_core_setup(struct agentd *a);
@@ -190,5 +218,8 @@ void mpi_pstate_agentd_poke(struct agentd *a); /* async-signal-safe wake-up */
 
 /* record.c */
 int mpi_pstate_agentd_record_write(struct agentd *a);
+/* The directory part of an absolute file path (the record's, the
+ * segment's) into dir; -EINVAL for a path with no file name. */
+int mpi_pstate_agentd_parent_dir(const char *path, char *dir, size_t len);
 
 #endif

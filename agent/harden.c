@@ -1,28 +1,44 @@
 /* What the agent keeps of root once its setup is done: its uid 0 (the sysfs
  * files, restore records and its record are root's: plain owner access, no
- * capability) and nothing else.
+ * capability), confined to writing those files, and nothing else.  In this
+ * order, on the one thread there is (mpi_pstate_agentd_harden):
  *
  *   - every capability dropped from the effective, permitted, inheritable,
- *     ambient and bounding sets of each thread (capabilities are per thread:
- *     the pidfd watcher drops its own when it starts);
- *   - PR_SET_NO_NEW_PRIVS: no execve() can give any back;
+ *     ambient and bounding sets, and PR_SET_NO_NEW_PRIVS.  Capabilities are
+ *     per thread: dropped before the pidfd watcher exists, it inherits the
+ *     empty sets instead of racing to drop its own under the seccomp filter
+ *     (which forbids capset);
+ *   - Landlock: no write, creation, removal, rename, truncation, execution,
+ *     device ioctl or TCP anywhere but beneath the fence the caller names
+ *     (its domains' sysfs directories, its restore records, its record's
+ *     directory); reads stay open (sysfs, /proc, the records).  Where the
+ *     kernel has no Landlock the agent carries on and its record says so;
+ *   - the caller's threads are created here, so that they inherit both;
  *   - a seccomp allow-list (raw BPF, no libseccomp) of the system calls the
  *     loop, the restore and the record need (strace of a run under load,
- *     a hostile rank and SIGTERM; docs/security.md).  Anything else fails
- *     with EPERM instead of killing the agent: a process killed there would
- *     leave a core clocked down, an error return only loses that one call.
+ *     a hostile rank and SIGTERM; docs/security.md), with kill() and
+ *     tgkill() bound to the agent itself (kill(pid, 0), the liveness probe
+ *     without pidfds, excepted), no socket() or connect() (syslog connects
+ *     at open), no fchmod() or directory removal.  Anything else fails
+ *     with EPERM instead of killing the agent: a process killed there
+ *     would leave a core clocked down, an error return only loses that one
+ *     call.
  *
  * Setup (the segment owned by the user: CAP_DAC_OVERRIDE; SCHED_FIFO:
  * CAP_SYS_NICE; the restore records) happens before.  A failure here is
- * logged and the agent carries on: hardening never costs a measurement. */
+ * logged and recorded and the agent carries on: hardening never costs a
+ * measurement. */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -56,10 +72,146 @@ int mpi_pstate_agentd_drop_caps(void)
         return rc;
 }
 
+/* ---- Landlock: the ABI's numbers (stable), not <linux/landlock.h>, whose
+ * version on the build host may predate the rights used here. ---- */
+#ifndef __NR_landlock_create_ruleset
+#define __NR_landlock_create_ruleset 444 /* one number on every architecture */
+#define __NR_landlock_add_rule 445
+#define __NR_landlock_restrict_self 446
+#endif
+#define LL_VERSION_FLAG (1u << 0) /* LANDLOCK_CREATE_RULESET_VERSION */
+#define LL_RULE_PATH_BENEATH 1
+enum {
+        LL_EXECUTE = 1 << 0,
+        LL_WRITE_FILE = 1 << 1,
+        LL_REMOVE_DIR = 1 << 4,
+        LL_REMOVE_FILE = 1 << 5,
+        LL_MAKE_CHAR = 1 << 6,
+        LL_MAKE_DIR = 1 << 7,
+        LL_MAKE_REG = 1 << 8,
+        LL_MAKE_SOCK = 1 << 9,
+        LL_MAKE_FIFO = 1 << 10,
+        LL_MAKE_BLOCK = 1 << 11,
+        LL_MAKE_SYM = 1 << 12,
+        LL_REFER = 1 << 13,         /* ABI 2 */
+        LL_TRUNCATE = 1 << 14,      /* ABI 3 */
+        LL_IOCTL_DEV = 1 << 15,     /* ABI 5 */
+        LL_NET_TCP = 3,             /* ABI 4: bind and connect */
+        LL_SCOPE_ABSTRACT_UNIX = 1, /* ABI 6 */
+};
+struct ll_ruleset_attr {
+        uint64_t handled_access_fs, handled_access_net, scoped;
+};
+struct ll_path_beneath {
+        uint64_t allowed_access;
+        int32_t parent_fd;
+} __attribute__((packed));
+
+/* Everything that changes the file system, by ABI version: what is not
+ * handled cannot be denied. */
+static uint64_t ll_fs_handled(long abi)
+{
+        uint64_t h = LL_EXECUTE | LL_WRITE_FILE | LL_REMOVE_DIR | LL_REMOVE_FILE | LL_MAKE_CHAR |
+                     LL_MAKE_DIR | LL_MAKE_REG | LL_MAKE_SOCK | LL_MAKE_FIFO | LL_MAKE_BLOCK |
+                     LL_MAKE_SYM;
+
+        if (abi >= 2)
+                h |= LL_REFER;
+        if (abi >= 3)
+                h |= LL_TRUNCATE;
+        if (abi >= 5)
+                h |= LL_IOCTL_DEV;
+        return h;
+}
+
+static uint64_t ll_rights(unsigned what)
+{
+        uint64_t r = 0;
+
+        if (what & AGENTD_FENCE_WRITE)
+                r |= LL_WRITE_FILE | LL_TRUNCATE;
+        if (what & AGENTD_FENCE_REMOVE)
+                r |= LL_REMOVE_FILE;
+        if (what & AGENTD_FENCE_FILES)
+                r |= LL_WRITE_FILE | LL_TRUNCATE | LL_MAKE_REG | LL_REMOVE_FILE;
+        return r;
+}
+
+static int landlock(const struct agentd_fence *fence, size_t n, struct agentd_hardening *out)
+{
+        struct ll_ruleset_attr attr = {0};
+        long abi = syscall(__NR_landlock_create_ruleset, NULL, 0, LL_VERSION_FLAG);
+        int rs = -1, rc = 0;
+
+        if (abi < 0) {
+                /* ENOSYS: not built in; EOPNOTSUPP: not enabled at boot (lsm=) */
+                snprintf(out->landlock, sizeof(out->landlock), "%s",
+                         errno == EOPNOTSUPP ? "disabled" : "absent");
+                return -errno;
+        }
+        out->landlock_abi = (int)abi;
+        attr.handled_access_fs = ll_fs_handled(abi);
+        if (abi >= 4)
+                attr.handled_access_net = LL_NET_TCP;
+        if (abi >= 6)
+                attr.scoped = LL_SCOPE_ABSTRACT_UNIX;
+        rs = (int)syscall(__NR_landlock_create_ruleset, &attr, sizeof(attr), 0);
+        if (rs < 0) {
+                rc = -errno;
+                snprintf(out->landlock, sizeof(out->landlock), "ruleset: %s", strerror(-rc));
+                goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct ll_path_beneath pb = {.allowed_access =
+                                                 ll_rights(fence[i].what) & attr.handled_access_fs,
+                                             .parent_fd = open(fence[i].path, O_PATH | O_CLOEXEC)};
+                struct stat st;
+
+                /* Nothing there yet: nothing to write there, and nothing
+                 * can be created there either. */
+                if (pb.parent_fd < 0 && errno == ENOENT)
+                        continue;
+                if (pb.parent_fd < 0 || fstat(pb.parent_fd, &st) != 0) {
+                        rc = -errno;
+                        snprintf(out->landlock, sizeof(out->landlock), "%s: %s", fence[i].path,
+                                 strerror(-rc));
+                        if (pb.parent_fd >= 0)
+                                close(pb.parent_fd);
+                        goto out;
+                }
+                /* A file takes only the rights on its content. */
+                if (!S_ISDIR(st.st_mode))
+                        pb.allowed_access &= LL_WRITE_FILE | LL_TRUNCATE;
+                if (syscall(__NR_landlock_add_rule, rs, LL_RULE_PATH_BENEATH, &pb, 0) != 0)
+                        rc = -errno;
+                close(pb.parent_fd);
+                if (rc) {
+                        snprintf(out->landlock, sizeof(out->landlock), "%s: %s", fence[i].path,
+                                 strerror(-rc));
+                        goto out;
+                }
+        }
+        /* no_new_privs is set: restrict_self needs no capability. */
+        if (syscall(__NR_landlock_restrict_self, rs, 0) != 0) {
+                rc = -errno;
+                snprintf(out->landlock, sizeof(out->landlock), "restrict: %s", strerror(-rc));
+                goto out;
+        }
+        snprintf(out->landlock, sizeof(out->landlock), "on");
+out:
+        if (rs >= 0)
+                close(rs);
+        return rc;
+}
+
 #ifdef AUDIT_ARCH_SELF
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the argument checks below read the low word of an argument at its offset"
+#endif
 /* Every system call the agent makes once it is running; anything else fails
  * with EPERM.  One table for every architecture: the #ifdefs add the calls
- * that exist only on some of them. */
+ * that exist only on some of them.  kill and tgkill are not here: they are
+ * checked against the agent's pid (seccomp() below). */
 static const unsigned allowed[] = {
     /* the loop: the futex, clocks, slots' pidfds, frequency writes */
     __NR_futex,
@@ -75,8 +227,6 @@ static const unsigned allowed[] = {
     __NR_pidfd_open,
     __NR_epoll_ctl,
     __NR_epoll_pwait,
-    __NR_kill,
-    __NR_tgkill,
     __NR_getpid,
     __NR_gettid,
     __NR_geteuid,
@@ -88,7 +238,8 @@ static const unsigned allowed[] = {
     __NR_rt_sigprocmask,
     __NR_rt_sigaction,
     __NR_eventfd2,
-    /* files: restore records, the record (atomic write), the log, RAPL */
+    /* files: restore records, the record (atomic write), the log, RAPL;
+     * where each may be written is Landlock's to say */
     __NR_openat,
     __NR_close,
     __NR_newfstatat,
@@ -97,16 +248,18 @@ static const unsigned allowed[] = {
     __NR_fcntl,
     __NR_fsync,
     __NR_fdatasync,
-    __NR_fchmod,
     __NR_ftruncate,
-    __NR_unlinkat,
     __NR_renameat,
     __NR_renameat2,
     __NR_readlinkat,
     __NR_getdents64,
-    __NR_mkdirat,
     __NR_getrandom,
-    /* memory, threads, exit */
+    /* memory, threads, exit; a thread started just before the filter
+     * (the watcher) may register its robust list and rseq area under it */
+    __NR_set_robust_list,
+#ifdef __NR_rseq
+    __NR_rseq,
+#endif
     __NR_mmap,
     __NR_munmap,
     __NR_mprotect,
@@ -114,9 +267,7 @@ static const unsigned allowed[] = {
     __NR_brk,
     __NR_exit,
     __NR_exit_group,
-    /* syslog(3), when the log is syslog */
-    __NR_socket,
-    __NR_connect,
+    /* syslog(3), when the log is syslog: on the socket openlog() connected */
     __NR_sendto,
     __NR_sendmsg,
 #ifdef __NR_epoll_wait
@@ -135,24 +286,49 @@ static const unsigned allowed[] = {
 #endif
 };
 
+#define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
+#define LD(off) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
+#define RET(v) BPF_STMT(BPF_RET | BPF_K, (v))
+#define JEQ(k, t, f) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (k), (t), (f))
+
 int mpi_pstate_agentd_seccomp(void)
 {
-        enum { HEAD = 4, NALLOWED = sizeof(allowed) / sizeof(allowed[0]) };
-        struct sock_filter f[HEAD + 2 * NALLOWED + 1] = {
-            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_SELF, 1, 0),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        enum { NALLOWED = sizeof(allowed) / sizeof(allowed[0]) };
+        const unsigned self = (unsigned)getpid();
+        /* After the allow-list, with nr loaded: kill(self, any) or
+         * kill(any, 0); tgkill(self, ...); unlinkat(..., 0) (files, never
+         * a directory).  The pid is the low word: the kernel's pid_t. */
+        const struct sock_filter args[] = {
+            /*  0 */ JEQ(__NR_kill, 0, 4),
+            /*  1 */ LD(ARG_LO(0)),
+            /*  2 */ JEQ(self, 8, 0),
+            /*  3 */ LD(ARG_LO(1)),
+            /*  4 */ JEQ(0, 6, 7),
+            /*  5 */ JEQ(__NR_tgkill, 0, 2),
+            /*  6 */ LD(ARG_LO(0)),
+            /*  7 */ JEQ(self, 3, 4),
+            /*  8 */ JEQ(__NR_unlinkat, 0, 3),
+            /*  9 */ LD(ARG_LO(2)),
+            /* 10 */ JEQ(0, 0, 1),
+            /* 11 */ RET(SECCOMP_RET_ALLOW),
+            /* 12 */ RET(SECCOMP_RET_ERRNO | EPERM),
+        };
+        enum { HEAD = 4, NARGS = sizeof(args) / sizeof(args[0]) };
+        struct sock_filter f[HEAD + 2 * NALLOWED + NARGS] = {
+            LD(offsetof(struct seccomp_data, arch)),
+            JEQ(AUDIT_ARCH_SELF, 1, 0),
+            RET(SECCOMP_RET_ERRNO | EPERM),
+            LD(offsetof(struct seccomp_data, nr)),
         };
         struct sock_fprog prog = {.len = (unsigned short)(sizeof(f) / sizeof(f[0])), .filter = f};
         unsigned k = HEAD;
 
         for (size_t i = 0; i < NALLOWED; i++) {
-                f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, allowed[i], 0, 1);
-                f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+                f[k++] = (struct sock_filter)JEQ(allowed[i], 0, 1);
+                f[k++] = (struct sock_filter)RET(SECCOMP_RET_ALLOW);
         }
-        f[k] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
-        /* TSYNC: the watcher thread gets the same filter. */
+        memcpy(f + k, args, sizeof(args));
+        /* TSYNC: every thread gets the same filter. */
         if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0)
                 return -errno;
         return 0;
@@ -163,3 +339,19 @@ int mpi_pstate_agentd_seccomp(void)
         return -ENOSYS; /* no allow-list for this architecture yet */
 }
 #endif
+
+int mpi_pstate_agentd_harden(const struct agentd_fence *fence, size_t n, int (*spawn)(void *),
+                             void *arg, struct agentd_hardening *out)
+{
+        int rc;
+
+        memset(out, 0, sizeof(*out));
+        out->caps_rc = mpi_pstate_agentd_drop_caps();
+        /* landlock() names its state in out->landlock; its errno is there too */
+        out->landlock_rc = landlock(fence, n, out);
+        rc = spawn ? spawn(arg) : 0;
+        if (rc)
+                return rc;
+        out->seccomp_rc = mpi_pstate_agentd_seccomp();
+        return 0;
+}

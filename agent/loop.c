@@ -158,8 +158,9 @@ static void *watcher_main(void *arg)
         struct agentd *a = arg;
         struct epoll_event ev[64];
 
-        /* Capabilities are per thread: this one needs none, ever. */
-        (void)mpi_pstate_agentd_drop_caps();
+        /* Started by mpi_pstate_agentd_harden(): it was born with no
+         * capability and under Landlock, and gets the seccomp filter by
+         * TSYNC. */
         for (;;) {
                 int n = epoll_wait(a->epfd, ev, 64, -1);
 
@@ -182,8 +183,9 @@ static void *watcher_main(void *arg)
         }
 }
 
-static int watcher_start(struct agentd *a)
+int mpi_pstate_agentd_watcher_start(void *agentd)
 {
+        struct agentd *a = agentd;
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = STOP_EVENT};
         sigset_t all, old;
         int rc;
@@ -657,11 +659,6 @@ int mpi_pstate_agentd_segment_open(struct agentd *a, char *err, size_t errlen)
         for (unsigned i = 0; i < a->seg.nslots; i++)
                 a->slots[i].pidfd = -1;
         a->pidfd_ok = true;
-        rc = watcher_start(a);
-        if (rc) {
-                snprintf(err, errlen, "starting the liveness watcher: %s", strerror(-rc));
-                goto fail;
-        }
         return 0;
 fail:
         if (a->created)

@@ -636,9 +636,41 @@ static void settle(struct agentd *a)
                                       strerror(errno));
 }
 
-/* Scheduling and privileges for the loop, once setup is done. */
-static void confine(struct agentd *a)
+/* Where the hardened agent may still change files: its domains' sysfs
+ * directories (lower, raise, restore), the restore records (removed once
+ * restored), its record's directory (created now: the fence needs it to
+ * exist), and the segment's directory when it removes the segment it made. */
+static size_t fence(struct agentd *a, struct agentd_fence *f, size_t max, char *rec_dir,
+                    size_t rec_len, char *shm_dir, size_t shm_len)
 {
+        size_t n = 0;
+        int fd;
+
+        for (unsigned i = 0; i < a->ndom && n + 3 < max; i++)
+                if (a->dom[i].saved || a->dom[i].status == AGENTD_DOM_MANAGED)
+                        f[n++] = (struct agentd_fence){a->node->policies[a->dom[i].policy].dir,
+                                                       AGENTD_FENCE_WRITE};
+        f[n++] = (struct agentd_fence){a->o.runtime_dir, AGENTD_FENCE_FILES};
+        if (a->o.record && mpi_pstate_agentd_parent_dir(a->o.record, rec_dir, rec_len) == 0 &&
+            (fd = mpi_pstate_safeio_open_dir(rec_dir, 1, 0755)) >= 0) {
+                close(fd);
+                f[n++] = (struct agentd_fence){rec_dir, AGENTD_FENCE_FILES};
+        }
+        if (a->created && !a->o.keep_shm &&
+            mpi_pstate_agentd_parent_dir(a->o.shm, shm_dir, shm_len) == 0)
+                f[n++] = (struct agentd_fence){shm_dir, AGENTD_FENCE_REMOVE};
+        return n;
+}
+
+/* Scheduling and privileges for the loop, once setup is done; the liveness
+ * watcher is started in between (mpi_pstate_agentd_harden()).  Fails only
+ * when the watcher cannot start. */
+static int confine(struct agentd *a)
+{
+        struct agentd_fence f[MPI_PSTATE_AGENT_MAX_DOMAINS + 3];
+        char rec_dir[4096], shm_dir[4096];
+        struct agentd_hardening *h = &a->hard;
+        size_t n;
         int rc;
 
         if (a->o.rt_prio) {
@@ -652,13 +684,20 @@ static void confine(struct agentd *a)
         }
         /* Everything that needs a capability is done (the user's segment
          * mapped, SCHED_FIFO set): the loop, the restore and the record need
-         * only the uid that owns their files. */
-        rc = mpi_pstate_agentd_drop_caps();
-        if (rc)
-                mpi_pstate_agentd_log(LOG_WARNING, "dropping capabilities: %s", strerror(-rc));
-        rc = mpi_pstate_agentd_seccomp();
-        if (rc)
-                mpi_pstate_agentd_log(LOG_WARNING, "seccomp allow-list: %s", strerror(-rc));
+         * only the uid that owns their files, and only those files. */
+        n = fence(a, f, sizeof(f) / sizeof(f[0]), rec_dir, sizeof(rec_dir), shm_dir,
+                  sizeof(shm_dir));
+        rc = mpi_pstate_agentd_harden(f, n, mpi_pstate_agentd_watcher_start, a, h);
+        if (h->caps_rc)
+                mpi_pstate_agentd_log(LOG_WARNING, "dropping capabilities: %s",
+                                      strerror(-h->caps_rc));
+        if (h->landlock_rc)
+                mpi_pstate_agentd_log(
+                    LOG_WARNING, "Landlock: %s: the agent's writes are not confined", h->landlock);
+        if (h->seccomp_rc)
+                mpi_pstate_agentd_log(LOG_WARNING, "seccomp allow-list: %s",
+                                      strerror(-h->seccomp_rc));
+        return rc;
 }
 
 /* Restore and record, whether or not the loop ever ran. */
@@ -717,7 +756,11 @@ static int run_agent(struct agentd *a, int ready)
                 snprintf(err, sizeof(err), "pidfile %s: %s", a->o.pidfile, strerror(-rc));
                 goto fail;
         }
-        confine(a);
+        rc = confine(a);
+        if (rc) {
+                snprintf(err, sizeof(err), "starting the liveness watcher: %s", strerror(-rc));
+                goto fail;
+        }
         mpi_pstate_agentd_log(
             LOG_INFO,
             "running: %u slots in %s, %u domain(s), threshold %lluus, scan %lluus, "

@@ -287,24 +287,45 @@ static void put_agent(struct mpi_pstate_json *b, const struct agentd *a, uint64_
         mpi_pstate_json_put(b, "},\n");
 }
 
+int mpi_pstate_agentd_parent_dir(const char *path, char *dir, size_t len)
+{
+        const char *slash = strrchr(path, '/');
+
+        if (!slash || slash == path || !slash[1] || strlen(slash + 1) >= 256 ||
+            (size_t)(slash - path) >= len)
+                return -EINVAL;
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = '\0';
+        return 0;
+}
+
+/* How far the agent's hardening went (harden.c): what a reader needs to
+ * know that, on this node, an exploited agent could have written more. */
+static void put_hardening(struct mpi_pstate_json *b, const struct agentd_hardening *h)
+{
+        mpi_pstate_json_put(b, "  \"hardening\": {\"capabilities\": ");
+        mpi_pstate_json_str(b, h->caps_rc ? strerror(-h->caps_rc) : "dropped");
+        mpi_pstate_json_put(b, ", \"landlock\": ");
+        mpi_pstate_json_str(b, h->landlock[0] ? h->landlock : "not applied");
+        mpi_pstate_json_put(b, ", \"landlock_abi\": %d, \"seccomp\": ", h->landlock_abi);
+        mpi_pstate_json_str(b, h->seccomp_rc ? strerror(-h->seccomp_rc) : "on");
+        mpi_pstate_json_put(b, "},\n");
+}
+
 int mpi_pstate_agentd_record_write(struct agentd *a)
 {
         struct mpi_pstate_json b = {0};
-        char dir[4096], name[256];
-        const char *slash;
+        char dir[4096];
+        const char *name;
         uint64_t elapsed =
             a->end_real_ns > a->start_real_ns ? a->end_real_ns - a->start_real_ns : 0;
         int dfd, rc;
 
         if (!a->o.record)
                 return 0;
-        slash = strrchr(a->o.record, '/');
-        if (!slash || slash == a->o.record || strlen(slash + 1) >= sizeof(name) ||
-            (size_t)(slash - a->o.record) >= sizeof(dir))
+        if (mpi_pstate_agentd_parent_dir(a->o.record, dir, sizeof(dir)) != 0)
                 return -EINVAL;
-        memcpy(dir, a->o.record, (size_t)(slash - a->o.record));
-        dir[slash - a->o.record] = '\0';
-        snprintf(name, sizeof(name), "%s", slash + 1);
+        name = strrchr(a->o.record, '/') + 1;
 
         mpi_pstate_json_put(&b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"node\": ",
                             AGENTD_RECORD_FORMAT, AGENTD_RECORD_VERSION);
@@ -346,6 +367,7 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
         put_ranks(&b, a);
         put_energy(&b, a);
         put_agent(&b, a, elapsed);
+        put_hardening(&b, &a->hard);
         mpi_pstate_json_put(&b, "  \"restore\": {\"restored\": %u, \"failed\": %u}\n}\n",
                             a->restored, a->restore_failed);
         if (b.failed) {

@@ -29,8 +29,12 @@ AGENT_UNIT_BINS := $(patsubst agent/tests/%.c,$(B)/tests/unit/%,$(wildcard agent
 $(AGENT_UNIT_BINS): $(B)/tests/unit/%: agent/tests/%.c $(AGENT_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -Icommon -Iagent -I$(B)/gen -Itests/unit $(CHECK_CFLAGS) \
-	  -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ $< $(AGENT_LIB) $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS)
+	  -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ $< $(AGENT_UNIT_OBJS) $(AGENT_LIB) $(COMMON_LIB) \
+	  $(CHECK_LIBS) $(COMMON_LIBS)
 UNIT_BINS += $(AGENT_UNIT_BINS)
+# The adversarial test of the hardening runs the daemon's own harden.o.
+$(B)/tests/unit/test_harden: $(B)/agent/harden.o
+$(B)/tests/unit/test_harden: AGENT_UNIT_OBJS := $(B)/agent/harden.o -lpthread
 
 # Helper programs of the integration tests and benchmarks: a simulator of
 # many ranks that follows the slot protocol with the inline functions of

@@ -142,6 +142,20 @@ static int write_all(int fd, const void *data, size_t len)
         return 0;
 }
 
+/* The umask must not decide the mode of a state file; fchmod only when it
+ * did, so that the hardened agent, which may not call fchmod, writes its
+ * record under the usual umask. */
+static int exact_mode(int fd, mode_t mode)
+{
+        struct stat st;
+
+        if (fstat(fd, &st) != 0)
+                return -errno;
+        if ((st.st_mode & 07777) != mode && fchmod(fd, mode) != 0)
+                return -errno;
+        return 0;
+}
+
 static int publish(int dirfd, const char *tmp, const char *name, int noreplace)
 {
         if (!noreplace)
@@ -175,11 +189,9 @@ int mpi_pstate_safeio_write_atomic(int dirfd, const char *name, const void *data
         fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
         if (fd < 0)
                 return -errno;
-        /* The umask must not decide the mode of a state file. */
-        if (fchmod(fd, mode) != 0) {
-                rc = -errno;
+        rc = exact_mode(fd, mode);
+        if (rc)
                 goto fail;
-        }
         rc = write_all(fd, data, len);
         if (rc)
                 goto fail;
@@ -276,10 +288,8 @@ int mpi_pstate_safeio_open_dir(const char *path, int create, mode_t mode)
                 }
                 close(fd);
                 fd = nfd;
-                if (made && fchmod(fd, mode) != 0) {
-                        rc = -errno;
+                if (made && (rc = exact_mode(fd, mode)) != 0)
                         goto fail;
-                }
                 rc = check_dir(fd, next == NULL);
                 if (rc)
                         goto fail;

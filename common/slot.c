@@ -110,6 +110,17 @@ fail:
         return rc;
 }
 
+/* Every page of a new segment is allocated now, not at a rank's first
+ * store: on a /dev/shm that another user has filled, the creation fails
+ * with ENOSPC (the step is then unmeasured, and says why) where a sparse
+ * file would raise SIGBUS in the rank.  Sets the size too. */
+static int allocate(int fd, size_t len)
+{
+        int rc = posix_fallocate(fd, 0, (off_t)len);
+
+        return rc ? -rc : 0;
+}
+
 int mpi_pstate_slot_create_segment(const char *path, uint32_t nslots, uid_t uid, gid_t gid)
 {
         return mpi_pstate_slot_create_segment_stat(path, nslots, uid, gid, NULL);
@@ -126,10 +137,9 @@ int mpi_pstate_slot_create_segment_stat(const char *path, uint32_t nslots, uid_t
         fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -errno;
-        if (ftruncate(fd, (off_t)segment_size(nslots)) != 0) {
-                rc = -errno;
+        rc = allocate(fd, segment_size(nslots));
+        if (rc)
                 goto fail;
-        }
         header_init(&h, nslots, 0);
         rc = pwrite_all(fd, &h, sizeof(h), 0);
         if (rc)
@@ -278,10 +288,9 @@ int mpi_pstate_slot_attach_private(const char *path, struct mpi_pstate_attach *a
                 fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
                 if (fd < 0)
                         return -errno;
-                if (ftruncate(fd, (off_t)len) != 0) {
-                        rc = -errno;
+                rc = allocate(fd, len);
+                if (rc)
                         goto fail;
-                }
                 base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         } else {
                 base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

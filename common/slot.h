@@ -239,7 +239,8 @@ struct mpi_pstate_attach {
 };
 
 /* Creates the segment file for nslots slots: O_CREAT|O_EXCL|O_NOFOLLOW,
- * zero-filled, header written, mode 0600 and, when uid is not (uid_t)-1,
+ * zero-filled and allocated (posix_fallocate: -ENOSPC on a full /dev/shm,
+ * never a SIGBUS later in a rank), header written, mode 0600 and, when uid is not (uid_t)-1,
  * owned by uid:gid so that the job's ranks can write their slots.  The file
  * is removed again on failure.  Returns 0 or a negative errno. */
 int mpi_pstate_slot_create_segment(const char *path, uint32_t nslots, uid_t uid, gid_t gid);

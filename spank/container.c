@@ -53,139 +53,275 @@ static bool holds(const char *dir, size_t n, const char *path)
         return strncmp(dir, path, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-/* The JSON string starting at p (after its opening quote) into out;
- * returns the position after the closing quote or NULL.  Escapes other
- * than \" and \\ make the string unusable (out empty). */
+/* config.json is the user's, read as root (fsuid the user's): one pass, no
+ * recursion, a bounded nesting, strict JSON.  Only what decides whether the
+ * container sees the library is kept: root.path, and each mount's
+ * destination, source, type and options. */
+#define OCI_MAX_DEPTH 64
+
+enum oci_at {
+        AT_OTHER,
+        AT_TOP,
+        AT_ROOT,
+        AT_ROOT_PATH,
+        AT_MOUNTS,
+        AT_MOUNT,
+        AT_DEST,
+        AT_SRC,
+        AT_TYPE,
+        AT_OPTIONS,
+        AT_OPTION,
+};
+
+struct oci_walk {
+        const char *path; /* the library */
+        char dest[PATH_MAX], src[PATH_MAX], type[64], root[PATH_MAX], str[PATH_MAX];
+        bool bind; /* the mount being read binds (type or options) */
+        /* The last mount over path decides, as in the mount table. */
+        bool covered, last_bind;
+        char last_src[PATH_MAX];
+        size_t last_dn; /* its destination's length without trailing slashes */
+};
+
+static const char *ws(const char *p)
+{
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+                p++;
+        return p;
+}
+
+/* The JSON string starting at p (after its opening quote) into out; returns
+ * the position after the closing quote, or NULL for invalid JSON.  A string
+ * that does not fit, or holds an escape other than \" \\ \/, is kept as ""
+ * (unusable, as no path holds it). */
 static const char *json_string(const char *p, char *out, size_t len)
 {
         size_t o = 0;
         bool bad = false;
 
-        for (; *p && *p != '"'; p++) {
+        for (; *p != '"'; p++) {
                 char c = *p;
 
+                if ((unsigned char)c < 0x20)
+                        return NULL; /* the end, or a raw control character */
                 if (c == '\\') {
-                        p++;
-                        if (*p != '"' && *p != '\\')
+                        c = *++p;
+                        if (c == 'u') {
+                                for (int i = 0; i < 4; i++) {
+                                        c = *++p;
+                                        if (!c || !strchr("0123456789abcdefABCDEF", c))
+                                                return NULL;
+                                }
                                 bad = true;
-                        if (!*p)
+                                continue;
+                        }
+                        if (!c || !strchr("\"\\/bfnrt", c))
                                 return NULL;
-                        c = *p;
+                        bad = bad || !strchr("\"\\/", c);
                 }
                 if (o + 1 < len)
                         out[o++] = c;
                 else
                         bad = true;
         }
-        if (*p != '"')
-                return NULL;
         out[bad ? 0 : o] = '\0';
         return p + 1;
 }
 
-/* The string value of the first "key" at or after p, or NULL. */
-static const char *json_value(const char *p, const char *key, char *out, size_t len)
+static enum oci_at key_at(enum oci_at in, const char *key)
 {
-        char pat[64];
-        const char *k;
+        static const struct {
+                enum oci_at in;
+                const char *key;
+                enum oci_at at;
+        } keys[] = {
+            {AT_TOP, "root", AT_ROOT},         {AT_TOP, "mounts", AT_MOUNTS},
+            {AT_ROOT, "path", AT_ROOT_PATH},   {AT_MOUNT, "destination", AT_DEST},
+            {AT_MOUNT, "source", AT_SRC},      {AT_MOUNT, "type", AT_TYPE},
+            {AT_MOUNT, "options", AT_OPTIONS},
+        };
 
-        snprintf(pat, sizeof(pat), "\"%s\"", key);
-        k = strstr(p, pat);
-        if (!k)
-                return NULL;
-        k += strlen(pat);
-        while (*k == ' ' || *k == '\t' || *k == '\n' || *k == '\r' || *k == ':')
-                k++;
-        if (*k != '"')
-                return json_value(k, key, out, len);
-        return json_string(k + 1, out, len);
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+                if (keys[i].in == in && strcmp(keys[i].key, key) == 0)
+                        return keys[i].at;
+        return AT_OTHER;
 }
 
-/* The mounts array of config.json, one object at a time: [*p, *end) of
- * the next object, or false.  Mount objects hold no nested object. */
-static bool next_mount(const char **p, const char **obj, const char **end)
+static enum oci_at element_at(enum oci_at array)
 {
-        const char *o = *p, *e;
+        return array == AT_MOUNTS ? AT_MOUNT : array == AT_OPTIONS ? AT_OPTION : AT_OTHER;
+}
 
-        while (*o == ' ' || *o == '\t' || *o == '\n' || *o == '\r' || *o == ',')
-                o++;
-        if (*o != '{')
-                return false;
-        e = strchr(o, '}');
-        if (!e)
-                return false;
-        *obj = o;
-        *end = e;
-        *p = e + 1;
-        return true;
+static void string_at(struct oci_walk *w, enum oci_at at)
+{
+        switch (at) {
+        case AT_ROOT_PATH:
+                snprintf(w->root, sizeof(w->root), "%s", w->str);
+                break;
+        case AT_DEST:
+                snprintf(w->dest, sizeof(w->dest), "%s", w->str);
+                break;
+        case AT_SRC:
+                snprintf(w->src, sizeof(w->src), "%s", w->str);
+                break;
+        case AT_TYPE:
+        case AT_OPTION:
+                w->bind = w->bind || strcmp(w->str, "bind") == 0 || strcmp(w->str, "rbind") == 0;
+                break;
+        default:
+                break;
+        }
+}
+
+static void mount_begin(struct oci_walk *w)
+{
+        w->dest[0] = w->src[0] = '\0';
+        w->bind = false;
+}
+
+static void mount_end(struct oci_walk *w)
+{
+        size_t dn = strlen(w->dest);
+
+        if (!holds(w->dest, dn, w->path))
+                return;
+        while (dn > 1 && w->dest[dn - 1] == '/')
+                dn--;
+        w->covered = true;
+        w->last_bind = w->bind;
+        w->last_dn = dn == 1 ? 0 : dn;
+        snprintf(w->last_src, sizeof(w->last_src), "%s", w->src);
+}
+
+/* One pass over the text: 0, -EINVAL (not JSON), -E2BIG (nested deeper
+ * than OCI_MAX_DEPTH). */
+static int oci_walk(const char *p, struct oci_walk *w)
+{
+        struct {
+                char close;
+                enum oci_at at;
+        } stack[OCI_MAX_DEPTH];
+        enum { VALUE, VALUE_OR_END, KEY, KEY_OR_END, AFTER } state = VALUE;
+        enum oci_at at = AT_TOP; /* where the value expected lands */
+        int depth = 0;
+        char key[16];
+
+        for (;;) {
+                p = ws(p);
+                switch (state) {
+                case VALUE_OR_END:
+                case VALUE:
+                        if (state == VALUE_OR_END && *p == ']') {
+                                p++;
+                                depth--;
+                                state = AFTER;
+                        } else if (*p == '{' || *p == '[') {
+                                if (depth == OCI_MAX_DEPTH)
+                                        return -E2BIG;
+                                stack[depth].close = *p == '{' ? '}' : ']';
+                                stack[depth++].at = at;
+                                if (*p == '{' && at == AT_MOUNT)
+                                        mount_begin(w);
+                                state = *p == '{' ? KEY_OR_END : VALUE_OR_END;
+                                at = element_at(at);
+                                p++;
+                        } else if (*p == '"') {
+                                if (!(p = json_string(p + 1, w->str, sizeof(w->str))))
+                                        return -EINVAL;
+                                string_at(w, at);
+                                state = AFTER;
+                        } else {
+                                size_t n = strspn(p, "-+.0123456789eEtrufalsn");
+
+                                if (n == 0)
+                                        return -EINVAL;
+                                p += n;
+                                state = AFTER;
+                        }
+                        break;
+                case KEY_OR_END:
+                case KEY:
+                        if (state == KEY_OR_END && *p == '}') {
+                                p++;
+                                if (stack[--depth].at == AT_MOUNT)
+                                        mount_end(w);
+                                state = AFTER;
+                                break;
+                        }
+                        if (*p != '"' || !(p = json_string(p + 1, key, sizeof(key))))
+                                return -EINVAL;
+                        p = ws(p);
+                        if (*p++ != ':')
+                                return -EINVAL;
+                        at = key_at(stack[depth - 1].at, key);
+                        state = VALUE;
+                        break;
+                case AFTER:
+                        if (depth == 0)
+                                return *p ? -EINVAL : 0;
+                        if (*p == ',') {
+                                p++;
+                                state = stack[depth - 1].close == '}' ? KEY : VALUE;
+                                at = element_at(stack[depth - 1].at);
+                        } else if (*p == stack[depth - 1].close) {
+                                p++;
+                                if (stack[--depth].at == AT_MOUNT && *(p - 1) == '}')
+                                        mount_end(w);
+                        } else {
+                                return -EINVAL;
+                        }
+                        break;
+                }
+        }
+}
+
+bool mpi_pstate_container_printable(const char *s)
+{
+        for (; s && *s; s++)
+                if ((unsigned char)*s < 0x20 || *s == 0x7f)
+                        return false;
+        return s != NULL;
 }
 
 int mpi_pstate_container_oci_sees(const char *bundle, const char *path)
 {
         static char text[OCI_CONFIG_MAX];
-        char cfg[PATH_MAX], root[PATH_MAX], dest[PATH_MAX], src[PATH_MAX], type[64];
-        char full[PATH_MAX * 2], last_src[PATH_MAX] = "";
-        const char *p, *r, *obj, *end, *last_rest = NULL;
-        bool covered = false, last_bind = false;
+        static struct oci_walk w; /* slurmstepd's one thread: off its stack */
+        char cfg[PATH_MAX], full[PATH_MAX * 2];
         struct stat st;
         int n;
 
         if (!bundle || bundle[0] != '/' || !path || path[0] != '/')
+                return -EINVAL;
+        /* The caller logs the bundle: no line of a user's making. */
+        if (!mpi_pstate_container_printable(bundle))
                 return -EINVAL;
         if ((size_t)snprintf(cfg, sizeof(cfg), "%s/config.json", bundle) >= sizeof(cfg))
                 return -ENAMETOOLONG;
         n = mpi_pstate_safeio_read_small(AT_FDCWD, cfg, text, sizeof(text), 0, 0);
         if (n < 0)
                 return n;
-        /* The last mount over path decides, as in the mount table: a bind
-         * (the site's line for the library, or the host's /usr) shows its
-         * source; anything else (a tmpfs) hides what was there. */
-        p = strstr(text, "\"mounts\"");
-        p = p ? strchr(p, '[') : NULL;
-        if (p)
-                p++;
-        while (p && next_mount(&p, &obj, &end)) {
-                char one[PATH_MAX * 2 + 256];
-                size_t len = (size_t)(end - obj);
-
-                if (len >= sizeof(one))
-                        continue;
-                memcpy(one, obj, len);
-                one[len] = '\0';
-                if (!json_value(one, "destination", dest, sizeof(dest)) ||
-                    !holds(dest, strlen(dest), path))
-                        continue;
-                covered = true;
-                if (!json_value(one, "type", type, sizeof(type)))
-                        type[0] = '\0';
-                last_bind = strcmp(type, "bind") == 0 || strstr(one, "\"bind\"") ||
-                            strstr(one, "\"rbind\"");
-                if (!json_value(one, "source", src, sizeof(src)))
-                        src[0] = '\0';
-                snprintf(last_src, sizeof(last_src), "%s", src);
-                {
-                        size_t dn = strlen(dest);
-
-                        while (dn > 1 && dest[dn - 1] == '/')
-                                dn--;
-                        last_rest = path + (dn == 1 ? 0 : dn);
-                }
-        }
-        if (covered) {
-                if (!last_bind || last_src[0] != '/')
+        memset(&w, 0, sizeof(w));
+        w.path = path;
+        n = oci_walk(text, &w);
+        if (n)
+                return n;
+        /* A bind (the site's line for the library, or the host's /usr) shows
+         * its source; anything else (a tmpfs) hides what was there. */
+        if (w.covered) {
+                if (!w.last_bind || w.last_src[0] != '/')
                         return 0;
-                n = snprintf(full, sizeof(full), "%s%s", last_src, last_rest);
+                n = snprintf(full, sizeof(full), "%s%s", w.last_src, path + w.last_dn);
                 if (n < 0 || (size_t)n >= sizeof(full))
                         return -ENAMETOOLONG;
                 return stat(full, &st) == 0 ? 1 : 0;
         }
-        r = strstr(text, "\"root\"");
-        if (!r || !json_value(r, "path", root, sizeof(root)) || !root[0])
-                snprintf(root, sizeof(root), "rootfs");
-        if (root[0] == '/')
-                n = snprintf(full, sizeof(full), "%s%s", root, path);
+        if (!w.root[0])
+                snprintf(w.root, sizeof(w.root), "rootfs");
+        if (w.root[0] == '/')
+                n = snprintf(full, sizeof(full), "%s%s", w.root, path);
         else
-                n = snprintf(full, sizeof(full), "%s/%s%s", bundle, root, path);
+                n = snprintf(full, sizeof(full), "%s/%s%s", bundle, w.root, path);
         if (n < 0 || (size_t)n >= sizeof(full))
                 return -ENAMETOOLONG;
         /* Symlinks inside the root would resolve against the host's: a

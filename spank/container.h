@@ -34,8 +34,16 @@ enum mpi_pstate_container mpi_pstate_container_of_step(const char *oci_bundle, c
  * whose destination holds path (the site's bind mount), else path under
  * the bundle's root.path exists.  1 yes, 0 no, negative errno when the
  * bundle cannot be read (then the caller keeps the library: ld.so's
- * message is better than silently measuring nothing on a guess). */
+ * message is better than silently measuring nothing on a guess): -EINVAL
+ * for a bundle path with a control character (never read, never to be
+ * logged) or a config.json that is not JSON, -E2BIG for one nested deeper
+ * than 64 levels, -EFBIG for one above 256 KiB.  One pass, no recursion:
+ * its stack use does not depend on the file. */
 int mpi_pstate_container_oci_sees(const char *bundle, const char *path);
+
+/* Whether s (not NULL) is free of control characters (< 0x20, DEL): the
+ * only user strings the plugin writes to slurmd's log. */
+bool mpi_pstate_container_printable(const char *s);
 
 /* Whether apptainer binds a directory holding path: binds is a
  * comma-separated list of src[:dst[:opts]] (APPTAINER_BIND and friends,

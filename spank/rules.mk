@@ -2,7 +2,8 @@
 # the generated option documentation, and the plugin's stub-driven unit test.
 SPANK_SRCS := spank/mpi_pstate.c spank/step.c spank/agentctl.c spank/launch.c spank/paths.c \
 	spank/pin.c spank/slurmfreq.c \
-	spank/pinning.c spank/policy.c spank/steprec.c spank/steptime.c spank/container.c
+	spank/pinning.c spank/policy.c spank/steprec.c spank/steptime.c spank/container.c \
+	spank/cgroup.c
 SPANK_OBJS := $(SPANK_SRCS:%.c=$(B)/%.o)
 SPANK_SO := $(B)/spank/spank_mpi_pstate.so
 SPANK_MAN := $(B)/man/mpi_pstate.8
@@ -101,8 +102,10 @@ $(SPANK_LIB): $(SPANK_MOD_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 SPANK_UNIT_BINS := $(B)/tests/unit/test_spank_modules $(B)/tests/unit/test_pin \
-	$(B)/tests/unit/test_freqlimits
+	$(B)/tests/unit/test_freqlimits $(B)/tests/unit/test_container $(B)/tests/unit/test_cgroup
 $(B)/tests/unit/test_spank_modules: spank/tests/test_modules.c
+$(B)/tests/unit/test_container: spank/tests/test_container.c
+$(B)/tests/unit/test_cgroup: spank/tests/test_cgroup.c
 $(B)/tests/unit/test_pin: spank/tests/test_pin.c
 $(B)/tests/unit/test_freqlimits: spank/tests/test_freqlimits.c
 $(SPANK_UNIT_BINS): $(SPANK_LIB) $(COMMON_LIB)

@@ -19,6 +19,7 @@
 #include <slurm/slurm.h>
 
 #include "agentctl.h"
+#include "cgroup.h"
 #include "container.h"
 #include "contract.h"
 #include "cpufreq.h"
@@ -48,6 +49,10 @@ static struct {
         struct mpi_pstate_pinning pin;
         cpu_set_t cpus;
         char cpulist[512];
+        /* What the step's cgroup allowed (cgroup_confine()): the record's "cgroup". */
+        bool cg_ok;
+        char cg_cpus[512], cg_outside[512], cg_shared[512];
+        unsigned cg_jobs;
         bool policy_ok; /* cpufreq found; policy holds the domains */
         struct mpi_pstate_policy_result policy;
         struct mpi_pstate_policy_req policy_req; /* of the save, for the set */
@@ -61,6 +66,7 @@ static struct {
         const char *preload; /* NULL: not injected */
         enum mpi_pstate_container container;
         bool unmeasured_container;      /* library absent in the task's root */
+        char unmeasured[96];            /* else why the ranks are not measured, "" */
         struct mpi_pstate_root_id root; /* slurmstepd's "/", to see a task moved */
         const char *agent_state;
         pid_t agent;
@@ -255,6 +261,8 @@ static void write_step_record(const struct mpi_pstate_step *st, bool ended,
 {
         const char *mech =
             w.policy_ok && w.policy.set ? mpi_pstate_cpufreq_mech_name(w.policy.mech) : NULL;
+        const struct mpi_pstate_steprec_cgroup cg = {w.cg_cpus, w.cg_outside, w.cg_shared,
+                                                     w.cg_jobs};
         struct mpi_pstate_steprec r = {
             .job = st->job_id,
             .step = st->step_id,
@@ -266,7 +274,10 @@ static void write_step_record(const struct mpi_pstate_step *st, bool ended,
             .launcher = w.launcher,
             .preload = w.preload,
             .container = mpi_pstate_container_name(w.container),
-            .unmeasured = w.unmeasured_container ? "container" : NULL,
+            .cgroup = w.cg_ok ? &cg : NULL,
+            .unmeasured = w.unmeasured_container ? "container"
+                          : w.unmeasured[0]      ? w.unmeasured
+                                                 : NULL,
             .shm = w.shm_ok ? w.paths.shm : NULL,
             .shm_dev = (uint64_t)w.shm_made.st_dev,
             .shm_ino = (uint64_t)w.shm_made.st_ino,
@@ -331,6 +342,8 @@ static int make_segment(const struct mpi_pstate_step *st)
                                                                  &w.shm_made);
         }
         if (rc) {
+                /* ENOSPC: /dev/shm is full (the segment is allocated whole) */
+                snprintf(w.unmeasured, sizeof(w.unmeasured), "segment: %s", strerror(-rc));
                 mp_error("job %u step %u: segment %s: %s; ranks run unmeasured", st->job_id,
                          st->step_id, w.paths.shm, strerror(-rc));
                 return rc;
@@ -473,8 +486,12 @@ static void check_container(const struct mpi_pstate_step *st, const char *lib)
                 mp_verbose("job %u step %u: %s container without %s: ranks run unmeasured",
                            st->job_id, st->step_id, mpi_pstate_container_name(w.container), lib);
         } else if (rc < 0) {
+                /* A user's path with a newline would forge slurmd log lines. */
                 mp_verbose("job %u step %u: %s container %s: %s; library kept", st->job_id,
-                           st->step_id, mpi_pstate_container_name(w.container), bundle,
+                           st->step_id, mpi_pstate_container_name(w.container),
+                           mpi_pstate_container_printable(bundle)
+                               ? bundle
+                               : "(a path with control characters, not read)",
                            strerror(-rc));
         }
 }
@@ -521,11 +538,73 @@ static void policy_set(const struct mpi_pstate_step *st)
                    w.policy.failed, err[0] ? ": " : "", err);
 }
 
+/* The step's CPUs so far are its cores as Slurm allocated them, mapped
+ * through hwloc.  Once the first task is in the step's cgroup, only those
+ * its cpuset allows and no other job's cgroup does are kept: with
+ * OverSubscribe=YES/FORCE, or hardware threads declared as cores, another
+ * job runs on the rest, and neither a frequency write nor the agent's
+ * SCHED_FIFO may reach it.  A domain the save already recorded that holds
+ * a CPU taken out is put back now (nothing was changed yet; its record is
+ * released for whoever runs there): policy_set() then leaves it alone as
+ * shared, and the agent as outside. */
+static void cgroup_confine(const struct mpi_pstate_step *st)
+{
+        struct mpi_pstate_restore_owner owner = {st->job_id, st->step_id};
+        struct mpi_pstate_cgroup_cpus cg;
+        cpu_set_t keep, outside, shared, out;
+        char cgroot[600], err[256] = "";
+        pid_t pid = 0;
+
+        if (spank_get_item(st->sp, S_TASK_PID, &pid) != ESPANK_SUCCESS || pid <= 0)
+                pid = getpid();
+        snprintf(cgroot, sizeof(cgroot), "%s/fs/cgroup", st->cfg->sysroot);
+        if (mpi_pstate_cgroup_cpus("/proc", cgroot, pid, &cg, err, sizeof(err)) != 0) {
+                mp_verbose("job %u step %u: %s: the step's CPUs are its allocated cores",
+                           st->job_id, st->step_id, err);
+                return;
+        }
+        CPU_AND(&keep, &w.cpus, &cg.step);
+        CPU_XOR(&outside, &w.cpus, &keep);
+        CPU_AND(&shared, &keep, &cg.others);
+        CPU_XOR(&keep, &keep, &shared);
+        CPU_OR(&out, &outside, &shared);
+        w.cg_ok = true;
+        w.cg_jobs = cg.jobs;
+        if (mpi_pstate_steprec_cpulist(&cg.step, w.cg_cpus, sizeof(w.cg_cpus)) < 0 ||
+            mpi_pstate_steprec_cpulist(&outside, w.cg_outside, sizeof(w.cg_outside)) < 0 ||
+            mpi_pstate_steprec_cpulist(&shared, w.cg_shared, sizeof(w.cg_shared)) < 0)
+                w.cg_ok = false;
+        if (CPU_COUNT(&out) == 0)
+                return;
+        mp_info("job %u step %u: CPUs %s outside the step's cgroup %s, CPUs %s shared with %u "
+                "other job(s): their frequency domains are left alone",
+                st->job_id, st->step_id, w.cg_outside[0] ? w.cg_outside : "none", cg.dir,
+                w.cg_shared[0] ? w.cg_shared : "none", cg.jobs);
+        for (unsigned i = 0; w.policy_ok && i < w.policy.ndomains; i++) {
+                struct mpi_pstate_policy_domain *d = &w.policy.domains[i];
+                cpu_set_t both;
+                int rc;
+
+                CPU_AND(&both, &d->cpus, &out);
+                if (d->status != MPI_PSTATE_POLICY_SET || CPU_COUNT(&both) == 0)
+                        continue;
+                rc = mpi_pstate_restore_policy(w.paths.restore, st->cfg->sysroot, d->name, &owner,
+                                               0, err, sizeof(err));
+                if (rc < 0)
+                        mp_error("job %u step %u: %s: releasing a shared domain: %s", st->job_id,
+                                 st->step_id, d->name, err[0] ? err : strerror(-rc));
+        }
+        w.cpus = keep;
+        if (mpi_pstate_steprec_cpulist(&w.cpus, w.cpulist, sizeof(w.cpulist)) < 0)
+                w.cpulist[0] = '\0';
+}
+
 int mpi_pstate_step_step_start(const struct mpi_pstate_step *st)
 {
         if (!w.paths_ok)
                 return 0; /* logged by mpi_pstate_step_policy_apply(): nothing saved */
         mpi_pstate_steptime_begin(&w.time);
+        cgroup_confine(st);
         policy_set(st);
         mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_POLICY);
         if (w.shm_ok && CPU_COUNT(&w.cpus) > 0) {

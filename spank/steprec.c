@@ -63,6 +63,15 @@ int mpi_pstate_steprec_format(const struct mpi_pstate_steprec *r, char *buf, siz
         mpi_pstate_json_str(&w, r->container);
         mpi_pstate_json_put(&w, ",\"unmeasured\":");
         mpi_pstate_json_str(&w, r->unmeasured);
+        if (r->cgroup) {
+                mpi_pstate_json_put(&w, ",\"cgroup\":{\"cpus\":");
+                mpi_pstate_json_str(&w, r->cgroup->cpus);
+                mpi_pstate_json_put(&w, ",\"outside\":");
+                mpi_pstate_json_str(&w, r->cgroup->outside);
+                mpi_pstate_json_put(&w, ",\"shared\":");
+                mpi_pstate_json_str(&w, r->cgroup->shared);
+                mpi_pstate_json_put(&w, ",\"other_jobs\":%u}", r->cgroup->other_jobs);
+        }
         mpi_pstate_json_put(&w, ",\"shm\":");
         mpi_pstate_json_str(&w, r->shm);
         mpi_pstate_json_put(&w, ",\"segments\":[");

@@ -22,7 +22,10 @@
  * link count is 1, and reads at most nslots slots; docs/security.md):
  *   "segments":[{"name":"mpi-pstate.J.S.<16 hex>","dir":"/dev/shm","dev":45,
  *                "ino":123,"nslots":4,"bytes":69632,"uid":1000}]
- * [] when none was made. */
+ * [] when none was made.
+ *
+ * An optional "cgroup" after "unmeasured", when the step's cgroup was read:
+ *   "cgroup":{"cpus":"0-3","outside":"","shared":"3","other_jobs":1} */
 #ifndef MPI_PSTATE_SPANK_STEPREC_H
 #define MPI_PSTATE_SPANK_STEPREC_H
 #include <sched.h>
@@ -34,6 +37,15 @@
 
 #define MPI_PSTATE_STEPREC_VERSION 2
 
+/* What the step's cgroup said of its CPUs (spank/cgroup.h): its cpuset,
+ * the allocated CPUs it does not allow ("outside"), and those another job's
+ * cgroup allows ("shared"); both were taken out of "cpus", and the domains
+ * holding them left alone.  Lists in cpulist syntax, "" for none. */
+struct mpi_pstate_steprec_cgroup {
+        const char *cpus, *outside, *shared;
+        unsigned other_jobs;
+};
+
 struct mpi_pstate_steprec {
         uint32_t job, step;
         const char *node, *mode, *cpus, *governor, *mechanism;
@@ -41,7 +53,8 @@ struct mpi_pstate_steprec {
         const char *preload;    /* NULL: not injected */
         const char *container;  /* "oci", "apptainer", "root" (container.h), NULL: none seen */
         const char *unmeasured; /* why the ranks are not measured ("container"), NULL */
-        const char *shm;        /* NULL: no segment */
+        const struct mpi_pstate_steprec_cgroup *cgroup; /* NULL: not read, key absent */
+        const char *shm;                                /* NULL: no segment */
         /* The segment the plugin made (with shm): its fstat and slot count. */
         uint64_t shm_dev, shm_ino;
         uint32_t shm_nslots, shm_uid;

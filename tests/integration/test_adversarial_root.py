@@ -126,8 +126,10 @@ class AdversarialRoot(unittest.TestCase):
 
     def test_agent_keeps_no_privilege(self) -> None:
         """Once set up, every thread of the agent has no capability (not even
-        in its bounding set), no_new_privs and the seccomp allow-list; and it
-        still lowers and restores (the loop and the restore need none)."""
+        in its bounding set), no_new_privs, Landlock and the seccomp
+        allow-list; and it still lowers and restores (the loop and the
+        restore need none).  What an exploited agent could still try is
+        agent/tests/test_harden.c's."""
         before = self.tree.snapshot()
         a = self.start(2)
         for task in Path(f"/proc/{a.pid}/task").iterdir():
@@ -145,7 +147,12 @@ class AdversarialRoot(unittest.TestCase):
         self.assertEqual(self.tree.snapshot(), before)
         # (SCHED_FIFO may be refused where the cgroup has no real-time budget,
         # as in the Debian 13 root: a warning of its own, not hardening's)
-        self.assertNotRegex(a.log.read_text(), r"dropping capabilities|seccomp allow-list")
+        self.assertNotRegex(a.log.read_text(), r"dropping capabilities|seccomp allow-list|Landlock")
+        # Landlock confined its writes (this kernel has it: ABI >= 1); the
+        # record says how far hardening went on the node
+        hard = rec["hardening"]
+        self.assertEqual((hard["capabilities"], hard["landlock"], hard["seccomp"]), ("dropped", "on", "on"), hard)
+        self.assertGreaterEqual(hard["landlock_abi"], 1)
 
     def test_ceiling_sleeps_with_every_domain_up(self) -> None:
         """In debt to its CPU ceiling the agent sleeps deaf to the futex: it

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -437,6 +439,66 @@ START_TEST(clock_and_buckets)
 }
 END_TEST
 
+/* A full /dev/shm fails the creation, never a rank's first store: in a
+ * mount namespace of its own (root only), a 1 MiB tmpfs filled to leave a
+ * dozen pages takes a 1-slot segment and refuses a 64-slot one (1 MiB) with
+ * ENOSPC, leaving no file; a sparse segment would have been made, and its
+ * first store past the free pages would have raised SIGBUS. */
+static int full_tmpfs_child(void)
+{
+        char mnt[] = "/tmp/test_slot_full.XXXXXX", path[128];
+        struct stat st;
+        int fd, rc = 77;
+
+        if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+            !mkdtemp(mnt))
+                return 77;
+        if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0)
+                goto out;
+        snprintf(path, sizeof(path), "%s/hog", mnt);
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+        rc = 1;
+        if (fd < 0 || posix_fallocate(fd, 0, (1 << 20) - 12 * 4096) != 0)
+                goto out;
+        snprintf(path, sizeof(path), "%s/seg1", mnt);
+        rc = 2;
+        if (mpi_pstate_slot_create_segment(path, 1, (uid_t)-1, (gid_t)-1) != 0)
+                goto out;
+        snprintf(path, sizeof(path), "%s/seg64", mnt);
+        rc = 3;
+        if (mpi_pstate_slot_create_segment(path, 64, (uid_t)-1, (gid_t)-1) != -ENOSPC)
+                goto out;
+        rc = stat(path, &st) == 0 || errno != ENOENT ? 4 : 0;
+out:
+        umount2(mnt, MNT_DETACH);
+        rmdir(mnt);
+        return rc;
+}
+
+START_TEST(full_shm_fails_creation_not_a_rank)
+{
+        pid_t pid;
+        int st;
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "full_shm_fails_creation_not_a_rank: not root, not run\n");
+                return;
+        }
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+                _exit(full_tmpfs_child());
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert(WIFEXITED(st));
+        if (WEXITSTATUS(st) == 77) {
+                fprintf(stderr, "full_shm_fails_creation_not_a_rank: no mount namespace here\n");
+                return;
+        }
+        /* 1: could not fill; 2: the small one failed; 3: the big one made; 4: left a file */
+        ck_assert_int_eq(WEXITSTATUS(st), 0);
+}
+END_TEST
+
 static Suite *slot_suite(void)
 {
         Suite *s = suite_create("slot");
@@ -444,6 +506,7 @@ static Suite *slot_suite(void)
 
         tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
         tcase_add_test(tc, create_and_map);
+        tcase_add_test(tc, full_shm_fails_creation_not_a_rank);
         tcase_add_test(tc, map_with_the_creators_nslots);
         tcase_add_test(tc, map_refuses_hostile_files);
         tcase_add_test(tc, attach_claims_and_sets_up);
