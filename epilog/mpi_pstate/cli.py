@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--points", type=int, default=3,
                    help="frequencies measured, both ends included (default 3)")
     p.add_argument("--json", action="store_true", help="print the model as JSON")
+    p.add_argument("--runtime-dir", help="runtime_dir checked for running jobs "
+                   "(default: the plugstack line's)")
+    p.add_argument("--slurm-conf", help="slurm.conf to find plugstack.conf from")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
 

@@ -44,11 +44,15 @@ def find_tool(name: str, dirs: List[str], env: Optional[str] = None,
     return None
 
 
-def backstop(agent: Optional[str], restore_dir: str, job: int) -> Dict[str, Any]:
+def backstop(agent: Optional[str], restore_dir: str, job: int,
+             refused: Optional[List[str]] = None) -> Dict[str, Any]:
     """Every core this job still holds back to its saved state, through the
-    agent's own restore code (one implementation of restore)."""
+    agent's own restore code (one implementation of restore).  Without an
+    agent the record says why: the trust rule's refusal, when there was one,
+    not "not installed" (an admin would look for a missing file)."""
     if not agent:
-        return {"status": "skipped", "why": "mpi-pstate-agent not installed"}
+        why = "; ".join(refused) if refused else "mpi-pstate-agent not installed"
+        return {"status": "skipped", "why": noderec.clip(why)}
     t0 = time.monotonic()
     try:
         r = slurm.run([agent, "--restore", restore_dir, "--job", str(job)],
@@ -311,7 +315,7 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
             write_cache(os.environ["MPI_PSTATE_EPILOG_CACHE"], runtime, cfg.sources)
         ran = plugin_ran(runtime, job)
         if restore_pending(runtime):
-            restore = backstop(agent, os.path.join(runtime, "restore"), job)
+            restore = backstop(agent, os.path.join(runtime, "restore"), job, refused)
         else:
             restore = {"status": "ok", "why": "nothing to restore"}
         if restore["status"] == "failed":

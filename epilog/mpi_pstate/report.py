@@ -270,7 +270,7 @@ def _load_model(path: Optional[str]) -> tuple[Optional[dict[str, Any]], Optional
     try:
         return whatif.load_model(path), None
     except FileNotFoundError:
-        return None, f"no model file {path or os.environ.get(whatif.MODEL_ENV) or whatif.DEFAULT_MODEL}"
+        return None, f"no model file {whatif.model_path(path)}"
     except (OSError, ValueError) as e:
         return None, str(e)
 
