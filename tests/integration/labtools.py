@@ -63,6 +63,39 @@ def plugstack_args(*args: str) -> Iterator[None]:
         PLUGSTACK_DROPIN.write_text(saved)
 
 
+@contextlib.contextmanager
+def slurm_conf_lines(*lines: str) -> Iterator[None]:
+    """The lab's slurm.conf with lines appended, every Slurm daemon restarted
+    on it (as an admin does after such a change), then put back and restarted
+    again, whatever happens meanwhile."""
+    conf = LAB / "etc" / "slurm.conf"
+    saved = conf.read_text()
+    conf.write_text(saved + "".join(f"{ln}\n" for ln in lines))
+    try:
+        lab("restart-slurm", timeout=300)
+        yield
+    finally:
+        conf.write_text(saved)
+        lab("restart-slurm", timeout=300)
+
+
+def slurm_version() -> tuple[int, int]:
+    """The lab's Slurm release, (major, minor): slurmd -V says "slurm 24.11.5"
+    (Debian: "slurm-wlm 22.05.8")."""
+    word = root(["/usr/sbin/slurmd", "-V"]).stdout.split()[-1]
+    major, minor = word.split(".")[:2]
+    return int(major), int(minor)
+
+
+def node_state(node: str) -> str:
+    """slurmctld's state of a node with its flags (idle, mixed, idle+drain, ...)
+    and the reason an admin or Slurm gave, when there is one."""
+    r = root(["scontrol", "show", "node", "-o", node])
+    fields = dict(f.split("=", 1) for f in r.stdout.split() if "=" in f)
+    reason = r.stdout.split("Reason=", 1)[1].strip() if "Reason=" in r.stdout else ""
+    return fields.get("State", "?").lower() + (f" ({reason})" if reason else "")
+
+
 def installed() -> Installed:
     return Installed()
 
