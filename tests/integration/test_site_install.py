@@ -55,6 +55,19 @@ class SiteInstall(unittest.TestCase):
         ours = sorted(p.name for p in inst.plugin.parent.iterdir() if "pstate" in p.name)
         self.assertEqual(ours, ["spank_mpi_pstate.so"])
 
+    def test_plugin_asks_for_job_failure_not_node_failure(self) -> None:
+        """Slurm 25.05 and later drain the node on a failed remote
+        slurm_spank_init unless the plugin exports
+        slurm_spank_init_failure_mode (ESPANK_JOB_FAILURE): the installed
+        plugin does, built against such a release."""
+        r = lt.root(["nm", "-D", "--defined-only", str(lt.installed().plugin)])
+        exported = {ln.split()[-1] for ln in r.stdout.splitlines() if ln.strip()}
+        self.assertIn("slurm_spank_init", exported)
+        if lt.slurm_version() >= (25, 5):
+            self.assertIn("slurm_spank_init_failure_mode", exported)
+        else:
+            self.assertNotIn("slurm_spank_init_failure_mode", exported)
+
     def test_daemons_serve_jobs_installed_uninstalled_reinstalled(self) -> None:
         self.assert_cluster_serves(with_plugin=True)
         try:
