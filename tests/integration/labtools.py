@@ -132,13 +132,15 @@ def give(src: Path, dest_dir: Path) -> Path:
 
 
 def as_user(argv: Sequence[str], cwd: Path | None = None, timeout: float = 120,
-            extra_env: dict[str, str] | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run argv as the test user with the lab's SLURM_CONF."""
+            extra_env: dict[str, str] | None = None, check: bool = False,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run argv as the test user with the lab's SLURM_CONF (input: its stdin)."""
     envv = ["SLURM_CONF=" + SLURM_CONF, "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
             "HOME=" + str(user_home()), "USER=" + TEST_USER, "LANG=C.UTF-8"]
     envv += [f"{k}={v}" for k, v in (extra_env or {}).items()]
     cmd = ["runuser", "-u", TEST_USER, "--", "env", "-i", *envv, *argv]
-    r = subprocess.run(cmd, cwd=cwd or user_home(), capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(cmd, cwd=cwd or user_home(), capture_output=True, text=True, timeout=timeout,
+                       input=input)
     if check and r.returncode != 0:
         raise AssertionError(f"{' '.join(argv)} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
     return r
