@@ -37,11 +37,17 @@
 /* Only libslurm's public API is used, so that one source builds against
  * Slurm 22.05 (Debian 12), 24.11 (Debian 13) and 26.05 (Debian forky).  The
  * differences that matter here: 24.11 removed the `List` pointer typedef for
- * `list_t`; 26.05's slurm_load_job() names the job by a step id (load_job). */
+ * `list_t`; 26.05's slurm_load_job() names the job by a step id (load_job)
+ * and slurm_free_ctl_conf() became slurm_free_conf(). */
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
 typedef list_t *db_list;
 #else
 typedef List db_list;
+#endif
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+#define free_ctl_conf slurm_free_conf
+#else
+#define free_ctl_conf slurm_free_ctl_conf
 #endif
 
 #define TEXT_MAX 65535u /* slurmdbd's admin_comment is a TEXT column */
@@ -245,7 +251,7 @@ out:
         if (cond.cluster_list)
                 slurm_list_destroy(cond.cluster_list);
         if (conf)
-                slurm_free_ctl_conf(conf);
+                free_ctl_conf(conf);
         free(job); /* admin_comment / system_comment are the caller's */
         return rc;
 }
