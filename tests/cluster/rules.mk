@@ -40,7 +40,7 @@ B26 ?= build-26
 CHECK26_MPICC_ompi ?= mpicc.openmpi -Wno-stringop-overread
 CHECK26_LOCK ?= /run/mpi-pstate-lab-26.lock
 CHECK26_TESTS ?= test_site_install test_never_drain test_cpufreq_slurm test_jobstats_coexist \
-	StepsBothFamilies test_governor_visible_during_the_job_and_restored test_two_nodes_
+	StepsBothFamilies test_governor_visible_during_the_job_and_restored test_two_nodes_mpich
 CHECK26_ARGS = --phase unit,$(if $(strip $(CHECK26_TESTS)),,py,)integration $(addprefix -K ,$(CHECK26_TESTS))
 
 .PHONY: check-26 debroot-26 debroot-26-stop

@@ -87,6 +87,23 @@ def slurm_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def srun_mpi_types() -> set[str]:
+    """srun --mpi=list's plugin types: Debian's Slurm 26.05 ships no mpi/pmix
+    (Open MPI then starts only through mpirun inside an allocation)."""
+    out = root(["srun", "--mpi=list"], check=False)
+    words = (out.stdout + out.stderr).replace(":", " ").split()
+    return {w.rstrip(",").removeprefix("mpi/") for w in words}
+
+
+def skip_without_pmix(test: "object") -> None:
+    """Skips a test that starts Open MPI with srun --mpi=pmix where this
+    Slurm has no mpi/pmix plugin, saying so."""
+    import unittest
+    if "pmix" not in srun_mpi_types():
+        raise unittest.SkipTest("this Slurm has no mpi/pmix plugin (srun --mpi=list): "
+                                "Open MPI runs through mpirun here")
+
+
 def node_state(node: str) -> str:
     """slurmctld's state of a node with its flags (idle, mixed, idle+drain, ...)
     and the reason an admin or Slurm gave, when there is one."""

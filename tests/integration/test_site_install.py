@@ -23,10 +23,13 @@ def users_job(with_plugin: bool, name: str) -> tuple[int, str]:
     """The demo's job (tests/cluster/demo.sh): one rank per node, rank 0
     computes while rank 1 waits in MPI_Barrier."""
     wd = lt.workdir(f"site-install-{name}")
-    lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
+    # Open MPI through Slurm's mpi/pmix where this Slurm has it (Debian's
+    # 26.05 has none), else MPICH through pmi2
+    fam, mpi = ("openmpi", "pmix") if "pmix" in lt.srun_mpi_types() else ("mpich", "pmi2")
+    lt.give(lt.BUILD / "tests" / "mpi" / f"imbalance.{fam}", wd)
     job = lt.sbatch(["-N", "2", "--ntasks-per-node=1", "-c", "2", "-J", f"site-{name}",
                      *(["--mpi-pstate"] if with_plugin else [])],
-                    "srun --mpi=pmix ./imbalance.openmpi 10 50\n", wd)
+                    f"srun --mpi={mpi} ./imbalance.{fam} 10 50\n", wd)
     return job, lt.wait_job(job)
 
 
