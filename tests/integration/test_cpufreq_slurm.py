@@ -189,10 +189,10 @@ class SlurmCpuFreq(tp.PluginCase):
                  "cut -d- -f1); echo \"STEP gov=$(cat /sys/devices/system/cpu/cpu$c/cpufreq/"
                  "scaling_governor) speed=$(cat /sys/devices/system/cpu/cpu$c/cpufreq/"
                  "scaling_setspeed)\"; exit\n")
-        # The interactive step is a shell on a terminal: Python's pty gives it one.
+        # The interactive step is $SHELL on a terminal: Python's pty gives it one.
         r = lt.as_user(["python3", "-c", "import pty, sys; pty.spawn(sys.argv[1:])", "salloc",
                         "-N1", "-w", NODE, "-n1", "--exclusive", "-t", "2", "--cpu-freq=1800000",
-                        "--mpi-pstate"], input=probe, timeout=120)
+                        "--mpi-pstate"], input=probe, timeout=120, extra_env={"SHELL": "/bin/bash"})
         self.assertRegex(r.stdout, r"STEP gov=userspace speed=1800000", r.stdout + r.stderr)
         for _ in range(60):
             if tp.state_of(lt.snapshot(NODE)) == before:

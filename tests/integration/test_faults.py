@@ -49,9 +49,10 @@ def queued_times(jobs: List[int], since: int) -> Dict[int, float]:
     return out
 
 
-class Faults(unittest.TestCase):
+class AccountingJobs:
     """Accounting's set-up (lab, plugin, hooks, MPI programs) and helpers,
-    borrowed, not inherited (its tests would run twice)."""
+    borrowed, not inherited (its tests would run twice); a mixin of the
+    fault suites here and in test_never_drain.py."""
     setUpClass = classmethod(ta.Accounting.setUpClass.__func__)  # type: ignore[attr-defined]
     tearDownClass = classmethod(ta.Accounting.tearDownClass.__func__)  # type: ignore
     script = ta.Accounting.script
@@ -60,6 +61,9 @@ class Faults(unittest.TestCase):
     comment = ta.Accounting.comment
     wait_summary = ta.Accounting.wait_summary
     wait_output = ta.Accounting.wait_output
+
+
+class Faults(AccountingJobs, unittest.TestCase):
 
     def stop_slurmdbd(self) -> None:
         pidf = lt.LAB / "run" / "slurmdbd.pid"

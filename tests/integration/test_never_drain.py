@@ -22,20 +22,12 @@ from typing import Any
 
 import labtools as lt
 import test_accounting as ta
+import test_faults as ft
 
 ON = "--mpi-pstate=on --mpi-pstate-threshold=1ms"
 
 
-class NeverDrain(unittest.TestCase):
-    """Accounting's set-up (lab, plugin, hooks, MPI programs) and helpers,
-    borrowed, not inherited (its tests would run twice)."""
-    setUpClass = classmethod(ta.Accounting.setUpClass.__func__)  # type: ignore[attr-defined]
-    tearDownClass = classmethod(ta.Accounting.tearDownClass.__func__)  # type: ignore
-    script = ta.Accounting.script
-    submit = ta.Accounting.submit
-    comments = ta.Accounting.comments
-    comment = ta.Accounting.comment
-    wait_summary = ta.Accounting.wait_summary
+class NeverDrain(ft.AccountingJobs, unittest.TestCase):
 
     def family(self) -> str:
         return "mpich" if "mpich" in self.progs else next(iter(self.progs))
