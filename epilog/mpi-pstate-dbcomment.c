@@ -35,12 +35,19 @@
 #include "parse.h"
 
 /* Only libslurm's public API is used, so that one source builds against
- * Slurm 22.05 (Debian 12) and 24.11 (Debian 13).  The one difference that
- * matters here: 24.11 removed the `List` pointer typedef for `list_t`. */
+ * Slurm 22.05 (Debian 12), 24.11 (Debian 13) and 26.05 (Debian forky).  The
+ * differences that matter here: 24.11 removed the `List` pointer typedef for
+ * `list_t`; 26.05's slurm_load_job() names the job by a step id (load_job)
+ * and slurm_free_ctl_conf() became slurm_free_conf(). */
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
 typedef list_t *db_list;
 #else
 typedef List db_list;
+#endif
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+#define free_ctl_conf slurm_free_conf
+#else
+#define free_ctl_conf slurm_free_ctl_conf
 #endif
 
 #define TEXT_MAX 65535u /* slurmdbd's admin_comment is a TEXT column */
@@ -88,6 +95,19 @@ static char *read_text(void)
         return buf;
 }
 
+/* The job as slurmctld has it.  26.05 takes a slurm_step_id_t, the whole
+ * job being its step NO_VAL; earlier releases the bare job id. */
+static int load_job(job_info_msg_t **msg, uint32_t job_id)
+{
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+        slurm_step_id_t id = {.job_id = job_id, .step_id = NO_VAL, .step_het_comp = NO_VAL};
+
+        return slurm_load_job(msg, id, SHOW_DETAIL);
+#else
+        return slurm_load_job(msg, job_id, SHOW_DETAIL);
+#endif
+}
+
 static int show(uint32_t job_id)
 {
         job_info_msg_t *msg = NULL;
@@ -98,7 +118,7 @@ static int show(uint32_t job_id)
         /* libslurm reports its errors in errno (slurm_get_errno() is gone
          * from 24.11). */
         errno = 0;
-        if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
+        if (load_job(&msg, job_id) != SLURM_SUCCESS) {
                 int e = errno;
 
                 fprintf(stderr, "mpi-pstate-dbcomment: job %u: %s\n", job_id, slurm_strerror(e));
@@ -125,14 +145,6 @@ static int show(uint32_t job_id)
         return fflush(stdout) == 0 ? 0 : 1;
 }
 
-/* task == NO_VAL: a plain job id.  slurmdbd reads a plain id as "this job
- * or the array it heads", so for the array task that keeps the array's own
- * id, only JOBID_TASK selects that one task and spares its siblings.
- *
- * The condition's step and the job record are built here rather than with
- * libslurm's slurm_addto_step_list() / slurmdb_create_job_rec(), which are
- * not public API: both stay ours (malloc'd, freed by us), libslurm only
- * packs them for slurmdbd. */
 /* The condition that selects the job: its step list (one step that owns
  * nothing but the ids) and its cluster list.  0, or -1 out of memory. */
 static int make_cond(slurmdb_job_cond_t *cond, uint32_t job_id, uint32_t task, const char *cluster)
@@ -239,7 +251,7 @@ out:
         if (cond.cluster_list)
                 slurm_list_destroy(cond.cluster_list);
         if (conf)
-                slurm_free_ctl_conf(conf);
+                free_ctl_conf(conf);
         free(job); /* admin_comment / system_comment are the caller's */
         return rc;
 }

@@ -9,7 +9,10 @@
  * Return values follow spank(8)'s error table: only the option callbacks in
  * local and allocator context may fail (that refuses a bad submission);
  * every other hook returns 0, because a non-zero return in remote or
- * job_script context fails the job or drains the node. */
+ * job_script context fails the job or drains the node (from Slurm 25.05 on
+ * every non-zero return counts as an error, and a failed remote
+ * slurm_spank_init drains the node unless the plugin says otherwise:
+ * slurm_spank_init_failure_mode below). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,6 +33,14 @@
 #pragma GCC visibility push(default)
 SPANK_PLUGIN(mpi_pstate, 1);
 #pragma GCC visibility pop
+
+/* Slurm 25.05 and later read this symbol: with ESPANK_NODE_FAILURE, their
+ * default, a remote slurm_spank_init error drains the node and requeues the
+ * job.  Ours never fails, but a measuring tool must never take a node out
+ * of service, whatever a later change does: the job fails instead. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+HOOK int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+#endif
 
 /* One plugin instance per process: slurmd, slurmstepd, srun, sbatch, salloc
  * or the prolog/epilog slurmstepd.  slurmstepd forks the tasks after

@@ -62,9 +62,13 @@ ALL_TARGETS += $(SPANK_SO) $(SPANK_MAN) $(SPANK_CONF) $(SPANK_GEN)
 # make check: the plugin exports exactly what Slurm looks up, nothing of the
 # common archive (a visibility slip would either hide a hook from Slurm or
 # leak our symbols into slurmstepd).
+# Slurm 25.05 and later also read slurm_spank_init_failure_mode
+# (spank/mpi_pstate.c exports it when built against such a release).
+SPANK_FAILURE_MODE := $(shell printf '\043include <slurm/slurm_version.h>\n\043if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)\nyes\n\043endif\n' | \
+	$(CC) -E -P -x c - 2>/dev/null | grep -x yes)
 spank-check-exports: $(SPANK_SO)
 	@got=$$(nm -D --defined-only $(SPANK_SO) | awk '{print $$3}' | sort | tr '\n' ' '); \
-	want="plugin_name plugin_type plugin_version slurm_spank_exit slurm_spank_init slurm_spank_init_post_opt slurm_spank_job_epilog slurm_spank_job_prolog slurm_spank_task_exit slurm_spank_task_init slurm_spank_task_init_privileged slurm_spank_task_post_fork spank_plugin_version "; \
+	want="plugin_name plugin_type plugin_version slurm_spank_exit slurm_spank_init $(if $(SPANK_FAILURE_MODE),slurm_spank_init_failure_mode )slurm_spank_init_post_opt slurm_spank_job_epilog slurm_spank_job_prolog slurm_spank_task_exit slurm_spank_task_init slurm_spank_task_init_privileged slurm_spank_task_post_fork spank_plugin_version "; \
 	if [ "$$got" != "$$want" ]; then echo "spank_mpi_pstate.so exports: $$got"; echo "expected: $$want"; exit 1; fi
 CHECK_PREREQS += spank-check-exports
 .PHONY: spank-check-exports

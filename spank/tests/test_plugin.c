@@ -1117,6 +1117,19 @@ START_TEST(job_script_without_init)
 }
 END_TEST
 
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+extern int slurm_spank_init_failure_mode;
+
+/* Slurm 25.05+ drains the node on a failed remote slurm_spank_init unless
+ * the plugin asks for the job to fail instead. */
+START_TEST(init_failure_fails_the_job_not_the_node)
+{
+        ck_assert_int_eq(slurm_spank_init_failure_mode, ESPANK_JOB_FAILURE);
+        ck_assert_int_ne(slurm_spank_init_failure_mode, ESPANK_NODE_FAILURE);
+}
+END_TEST
+#endif
+
 static Suite *plugin_suite(void)
 {
         Suite *s = suite_create("spank_plugin");
@@ -1162,6 +1175,9 @@ static Suite *plugin_suite(void)
         tc = tcase_create("job_script");
         tcase_add_test(tc, job_script_hooks_read_options_and_return_0);
         tcase_add_test(tc, job_script_without_init);
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+        tcase_add_test(tc, init_failure_fails_the_job_not_the_node);
+#endif
         suite_add_tcase(s, tc);
         return s;
 }

@@ -22,6 +22,11 @@ PKGS=(
 # has no network to fetch them).
 HOST_PKGS=(mmdebstrap qemu-user-static binfmt-support)
 [ -n "${MPI_PSTATE_DEBROOT:-}" ] || PKGS+=("${HOST_PKGS[@]}")
+# Inside a root, what it was made with (its /.mpi-pstate-debroot) is all
+# there is: a package its suite lacks was replaced there (debroot says how).
+if [ -n "${MPI_PSTATE_DEBROOT:-}" ] && [ -f /.mpi-pstate-debroot ]; then
+        mapfile -t PKGS < <(printf '%s\n' "${PKGS[@]}" | grep -xF -f /.mpi-pstate-debroot)
+fi
 missing=()
 for p in "${PKGS[@]}"; do
         dpkg-query -W -f='${db:Status-Status}\n' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")

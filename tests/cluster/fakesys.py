@@ -31,6 +31,12 @@ blocked in the kernel (an MPI that sleeps, an idle core) draws nothing
 dynamic.  Contention with the machine's other work does not change it: a
 runnable task counts as if it had its own core.
 
+"unreadable": true makes every cpufreq attribute fail to read and write with
+EIO (a driver or firmware fault: root cannot read it either), and
+"delay_s": S makes every cpufreq read and write take S seconds more (a slow
+firmware interface), for the tests that such a node is never drained
+(test_never_drain.py).
+
 Every accepted write, and every refused one, is appended to the write log as
 "<CLOCK_MONOTONIC seconds> policy<N> <attr>=<value> [EINVAL]" so tests can
 assert the exact sequence of P-state changes.
@@ -64,6 +70,8 @@ DEFAULTS: dict[str, Any] = {
     "dram_w": 3.0,
     "load": "none",  # or "proc": the CPU's dynamic power only while a task of this node runs there
     "load_period_s": 0.02,
+    "unreadable": False,  # True: every cpufreq attribute read or write fails with EIO
+    "delay_s": 0.0,  # every cpufreq attribute read or write takes this much longer
 }
 
 ACPI_GOVS = ["conservative", "ondemand", "userspace", "powersave", "performance", "schedutil"]
@@ -400,22 +408,36 @@ class FakeSys(Operations):
     def truncate(self, path: str, length: int, fh: Any = None) -> int:
         return 0  # O_TRUNC on sysfs is a no-op
 
+    def slow(self, path: str) -> None:
+        """A slow flavour's delay, outside the lock (as a slow firmware call
+        blocks only its caller)."""
+        delay = float(self.hw.cfg["delay_s"])
+        if delay > 0 and path.startswith("/cpufreq/"):
+            time.sleep(delay)
+
     def read(self, path: str, size: int, offset: int, fh: Any) -> bytes:
+        self.slow(path)
         with self.mtx:
             self._maybe_reload()
             kind, obj, attr = self._resolve(path)
             if attr is None:
                 raise FuseOSError(errno.EISDIR)
+            if kind in ("boost", "policy") and self.hw.cfg["unreadable"]:
+                raise FuseOSError(errno.EIO)
             _, val = self._file(kind, obj, attr)
         return (val + "\n").encode()[offset:offset + size]
 
     def write(self, path: str, data: bytes, offset: int, fh: Any) -> int:
+        self.slow(path)
         with self.mtx:
             self._maybe_reload()
             kind, obj, attr = self._resolve(path)
             value = data.decode(errors="replace").strip()
             if kind != "policy" or attr not in RW_ATTRS | {"energy_performance_preference"}:
                 raise FuseOSError(errno.EACCES)
+            if self.hw.cfg["unreadable"]:
+                self.log.write(f"{now():.6f} policy{obj.idx} {attr}={value} EIO\n")
+                raise FuseOSError(errno.EIO)
             self.hw.advance()  # energy up to now belongs to the old frequency
             tag = f"policy{obj.idx} {attr}={value}"
             try:

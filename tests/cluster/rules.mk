@@ -22,6 +22,41 @@ debroot:
 debroot-stop:
 	./tests/cluster/debroot stop
 
+# ---- make check-26: Slurm 26.05 (Debian forky: Open MPI 5, MPICH 4) in
+# tests/cluster/debroot --suite forky's cached root, built into B26 (default
+# build-26), its cluster in that root's own namespaces (host name mpst26), so
+# it may run beside make check and make check-24.  It runs every unit suite
+# and the integration tests CHECK26_TESTS names (tests/run -K): the admin's
+# install and the package (daemons start and serve jobs), a measured job of
+# each MPI family with its restore, the summary, Slurm's --cpu-freq (with
+# LaunchParameters=interactive_step_set_cpu_freq), AdminComment writers
+# (scancel --admin-comment) and every never-drain fault.  CHECK26_TESTS=
+# (empty) runs the whole suite.
+B26 ?= build-26
+# gcc 15 reads Open MPI 6's MPI_UNWEIGHTED (a sentinel pointer) as an empty
+# array and warns (-Wstringop-overread) on tests/preload/c_large_calls.c's
+# MPI_Dist_graph_create_adjacent, built with -Werror: not a fault of the
+# program, silenced for that release's test programs only.
+CHECK26_MPICC_ompi ?= mpicc.openmpi -Wno-stringop-overread
+CHECK26_LOCK ?= /run/mpi-pstate-lab-26.lock
+CHECK26_TESTS ?= test_site_install test_never_drain test_cpufreq_slurm test_jobstats_coexist \
+	StepsBothFamilies test_governor_visible_during_the_job_and_restored test_two_nodes_mpich
+CHECK26_ARGS = --phase unit,$(if $(strip $(CHECK26_TESTS)),,py,)integration $(addprefix -K ,$(CHECK26_TESTS))
+
+.PHONY: check-26 debroot-26 debroot-26-stop
+check-26: debroot-26
+	@t0=$$(date +%s); \
+	flock $(CHECK26_LOCK) bash -c './tests/cluster/debroot --suite forky enter make -j2 --no-print-directory \
+	  B=$(B26) check CHECK_ARGS="$(CHECK26_ARGS)" PRELOAD_MPICC_ompi="$(CHECK26_MPICC_ompi)"; \
+	  rc=$$?; ./tests/cluster/debroot --suite forky stop; exit $$rc'; rc=$$?; \
+	echo "---- make check-26: exit $$rc after $$(( $$(date +%s) - t0 )) s"; exit $$rc
+
+debroot-26:
+	./tests/cluster/debroot --suite forky create
+
+debroot-26-stop:
+	./tests/cluster/debroot --suite forky stop
+
 # ---- make check-arm64: the aarch64 build, every unit suite and the preload
 # suites (exact call counts, both MPIs, every binding) in a Debian 12 arm64
 # root run under qemu-user (tests/cluster/debroot --arch arm64, cached like

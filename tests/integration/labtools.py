@@ -63,6 +63,56 @@ def plugstack_args(*args: str) -> Iterator[None]:
         PLUGSTACK_DROPIN.write_text(saved)
 
 
+@contextlib.contextmanager
+def slurm_conf_lines(*lines: str) -> Iterator[None]:
+    """The lab's slurm.conf with lines appended, every Slurm daemon restarted
+    on it (as an admin does after such a change), then put back and restarted
+    again, whatever happens meanwhile."""
+    conf = LAB / "etc" / "slurm.conf"
+    saved = conf.read_text()
+    conf.write_text(saved + "".join(f"{ln}\n" for ln in lines))
+    try:
+        lab("restart-slurm", timeout=300)
+        yield
+    finally:
+        conf.write_text(saved)
+        lab("restart-slurm", timeout=300)
+
+
+def slurm_version() -> tuple[int, int]:
+    """The lab's Slurm release, (major, minor): slurmd -V says "slurm 24.11.5"
+    (Debian: "slurm-wlm 22.05.8")."""
+    word = root(["/usr/sbin/slurmd", "-V"]).stdout.split()[-1]
+    major, minor = word.split(".")[:2]
+    return int(major), int(minor)
+
+
+def srun_mpi_types() -> set[str]:
+    """srun --mpi=list's plugin types: Debian's Slurm 26.05 ships no mpi/pmix
+    (Open MPI then starts only through mpirun inside an allocation)."""
+    out = root(["srun", "--mpi=list"], check=False)
+    words = (out.stdout + out.stderr).replace(":", " ").split()
+    return {w.rstrip(",").removeprefix("mpi/") for w in words}
+
+
+def skip_without_pmix(test: "object") -> None:
+    """Skips a test that starts Open MPI with srun --mpi=pmix where this
+    Slurm has no mpi/pmix plugin, saying so."""
+    import unittest
+    if "pmix" not in srun_mpi_types():
+        raise unittest.SkipTest("this Slurm has no mpi/pmix plugin (srun --mpi=list): "
+                                "Open MPI runs through mpirun here")
+
+
+def node_state(node: str) -> str:
+    """slurmctld's state of a node with its flags (idle, mixed, idle+drain, ...)
+    and the reason an admin or Slurm gave, when there is one."""
+    r = root(["scontrol", "show", "node", "-o", node])
+    fields = dict(f.split("=", 1) for f in r.stdout.split() if "=" in f)
+    reason = r.stdout.split("Reason=", 1)[1].strip() if "Reason=" in r.stdout else ""
+    return fields.get("State", "?").lower() + (f" ({reason})" if reason else "")
+
+
 def installed() -> Installed:
     return Installed()
 
@@ -99,13 +149,15 @@ def give(src: Path, dest_dir: Path) -> Path:
 
 
 def as_user(argv: Sequence[str], cwd: Path | None = None, timeout: float = 120,
-            extra_env: dict[str, str] | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run argv as the test user with the lab's SLURM_CONF."""
+            extra_env: dict[str, str] | None = None, check: bool = False,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run argv as the test user with the lab's SLURM_CONF (input: its stdin)."""
     envv = ["SLURM_CONF=" + SLURM_CONF, "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
             "HOME=" + str(user_home()), "USER=" + TEST_USER, "LANG=C.UTF-8"]
     envv += [f"{k}={v}" for k, v in (extra_env or {}).items()]
     cmd = ["runuser", "-u", TEST_USER, "--", "env", "-i", *envv, *argv]
-    r = subprocess.run(cmd, cwd=cwd or user_home(), capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(cmd, cwd=cwd or user_home(), capture_output=True, text=True, timeout=timeout,
+                       input=input)
     if check and r.returncode != 0:
         raise AssertionError(f"{' '.join(argv)} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
     return r

@@ -176,6 +176,30 @@ class SlurmCpuFreq(tp.PluginCase):
                                          ("scaling_governor", "performance")], mine)
         self.assert_nodes_restored((NODE,))
 
+    def test_interactive_step_gets_cpu_freq(self) -> None:
+        """Slurm 25.11's LaunchParameters=interactive_step_set_cpu_freq (the
+        lab sets it, with use_interactive_step, from 25.11 on): salloc's
+        interactive step runs at --cpu-freq although the job asked for
+        mpi-pstate too, which leaves that step (no MPI rank) to Slurm; the
+        node ends as it began."""
+        if lt.slurm_version() < (25, 11):
+            self.skipTest("LaunchParameters=interactive_step_set_cpu_freq is new in Slurm 25.11")
+        before = tp.state_of(lt.snapshot(NODE))
+        probe = ("c=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status | cut -d, -f1 | "
+                 "cut -d- -f1); echo \"STEP gov=$(cat /sys/devices/system/cpu/cpu$c/cpufreq/"
+                 "scaling_governor) speed=$(cat /sys/devices/system/cpu/cpu$c/cpufreq/"
+                 "scaling_setspeed)\"; exit\n")
+        # The interactive step is $SHELL on a terminal: Python's pty gives it one.
+        r = lt.as_user(["python3", "-c", "import pty, sys; pty.spawn(sys.argv[1:])", "salloc",
+                        "-N1", "-w", NODE, "-n1", "--exclusive", "-t", "2", "--cpu-freq=1800000",
+                        "--mpi-pstate"], input=probe, timeout=120, extra_env={"SHELL": "/bin/bash"})
+        self.assertRegex(r.stdout, r"STEP gov=userspace speed=1800000", r.stdout + r.stderr)
+        for _ in range(60):
+            if tp.state_of(lt.snapshot(NODE)) == before:
+                break
+            time.sleep(0.5)
+        self.assertEqual(tp.state_of(lt.snapshot(NODE)), before, "n1's cores not as before")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,8 +1,9 @@
 """Failing parts on the lab cluster (issue 13, items 7 and 8): slurmdbd down
-while jobs end, a node whose collect_dir is full, a node "crash" (the
+while jobs end, a node "crash" (the
 step's slurmstepd and agent killed, the node's Epilog runs after), a node's
 slurmd restarted while a step runs, slurmctld restarted while a job is
-COMPLETING.  Every job must end
+COMPLETING (a node whose collect_dir is full, with the other faults that
+must never drain a node: test_never_drain.py).  Every job must end
 without being held by mpi-pstate, every summary must arrive (or say which
 node is missing) with no admin action (no `mpi-pstate backfill`), and the
 lab is left as found.
@@ -48,9 +49,10 @@ def queued_times(jobs: List[int], since: int) -> Dict[int, float]:
     return out
 
 
-class Faults(unittest.TestCase):
+class AccountingJobs:
     """Accounting's set-up (lab, plugin, hooks, MPI programs) and helpers,
-    borrowed, not inherited (its tests would run twice)."""
+    borrowed, not inherited (its tests would run twice); a mixin of the
+    fault suites here and in test_never_drain.py."""
     setUpClass = classmethod(ta.Accounting.setUpClass.__func__)  # type: ignore[attr-defined]
     tearDownClass = classmethod(ta.Accounting.tearDownClass.__func__)  # type: ignore
     script = ta.Accounting.script
@@ -59,6 +61,9 @@ class Faults(unittest.TestCase):
     comment = ta.Accounting.comment
     wait_summary = ta.Accounting.wait_summary
     wait_output = ta.Accounting.wait_output
+
+
+class Faults(AccountingJobs, unittest.TestCase):
 
     def stop_slurmdbd(self) -> None:
         pidf = lt.LAB / "run" / "slurmdbd.pid"
@@ -107,32 +112,6 @@ class Faults(unittest.TestCase):
         print(f"\n  slurmdbd down {outage:.0f} s while {len(jobs)} jobs ended: EpilogSlurmctld "
               f"max {max(times.values()):.2f} s, all {len(got)} summaries "
               f"{time.monotonic() - t_back:.0f} s after slurmdbd was back", file=sys.stderr)
-
-    def test_collect_dir_full_on_a_node(self) -> None:
-        """n1's collect_dir is a full 64 KiB tmpfs (its own mount namespace):
-        its Epilog fails to publish, logs it, exits 0 (the node is not
-        drained); the summary says n1 is missing; the lab is restored."""
-        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
-        rec_dir = self.cfg.collect_dir
-        lt.node_exec("n1", f"mount -t tmpfs -o size=64k,mode=755 tmpfs {rec_dir} && "
-                     f"chown slurm: {rec_dir} && "
-                     f"dd if=/dev/zero of={rec_dir}/fill bs=4k count=1000 2>/dev/null; true")
-        self.addCleanup(lt.node_exec, "n1", f"umount {rec_dir}", check=False)
-        since = (lt.LAB / "log" / "hooks-root.log").stat().st_size
-        job = self.submit(["-N2", "--ntasks-per-node=1", "-t", "5"],
-                          self.script(fam, 2, 2, iters=3, ms=1), "enospc")
-        # n1's record never comes: its queue entry would wait a day for it
-        queued = Path(rec_dir) / ".queue" / f"{job}.json"
-        self.addCleanup(lambda: queued.unlink(missing_ok=True))
-        s = self.wait_summary(job, timeout=180)
-        self.assertEqual((s["state"], s["missing"], s["ranks"]), ("partial", "n1", 1), s)
-        state = lt.root(["sinfo", "-h", "-n", "n1", "-o", "%T"]).stdout.strip()
-        self.assertNotIn("drain", state)
-        log = (lt.LAB / "log" / "hooks-root.log").read_text(errors="replace")[since:]
-        self.assertRegex(log, rf"mpi-pstate-epilog\[{job}\].*(No space left|failed)")
-        lt.node_exec("n1", f"umount {rec_dir}")
-        out = lt.node_exec("n1", f"ls {rec_dir}/{job} 2>&1; true").stdout
-        self.assertNotIn("node.n1.json", out)
 
     def test_node_crash_agent_and_stepd_killed(self) -> None:
         """The step's slurmstepd and agent killed (-9) mid-job on n1 while the

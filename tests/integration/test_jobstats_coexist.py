@@ -179,6 +179,38 @@ srun --mpi={ta.FAMILIES[self.fam][1]} {ta.PLUGIN} -N{nodes} -n{ntasks} {self.pro
             with self.subTest(task=task):
                 self.check_job(f"{job}_{task}", 1, 1)
 
+    def test_scancel_admin_comment_left_untouched(self) -> None:
+        """Slurm 25.11's `scancel --admin-comment` is one more AdminComment
+        writer: an admin's reason for cancelling stays exactly as given,
+        and our summary of the cancelled job arrives beside it."""
+        if lt.slurm_version() < (25, 11):
+            self.skipTest("scancel --admin-comment is new in Slurm 25.11")
+        path = self.wd / "js-scancel.sh"
+        # 2 iterations, then 120 s of 1 s barriers: alive until cancelled.
+        path.write_text(f"#!/bin/bash\nsrun --mpi={ta.FAMILIES[self.fam][1]} {ta.PLUGIN} "
+                        f"-N1 -n1 {self.prog} 2 1 120\n")
+        shutil.chown(path, lt.TEST_USER)
+        r = lt.as_user(["sbatch", "--parsable", "-o", str(self.wd / "js-scancel-%j.out"),
+                        "-N1", "-n1", "-t", "5", str(path)], cwd=self.wd, check=True)
+        job = int(r.stdout.strip().split(";")[0])
+        self.addCleanup(lt.root, ["scancel", str(job)], check=False)
+        t_end = time.monotonic() + 60
+        while time.monotonic() < t_end and not lt.root(
+                ["squeue", "-h", "-s", "-j", str(job), "-o", "%i"]).stdout.count(f"{job}.0"):
+            time.sleep(0.3)
+        reason = 'maintenance: "node n1" (ticket #42)'
+        lt.root(["scancel", f"--admin-comment={reason}", str(job)])
+        t_end = time.monotonic() + 150
+        got = ("", "", "")
+        while time.monotonic() < t_end:
+            got = comments(str(job))
+            if summary.find(got[1])[0] is not None:
+                break
+            time.sleep(0.5)
+        self.assertIsNotNone(summary.find(got[1])[0], f"no summary: {got}")
+        self.assertEqual(got[2], reason)
+        self.assertEqual(summary.find(got[1])[0]["job_state"], "CANCELLED", got[1])
+
     def test_our_summary_leaves_the_admin_comment_to_jobstats(self) -> None:
         """Without jobstats: the AdminComment stays NULL in slurmdbd, so
         jobstats' backfill (admin_comment IS NULL) still picks the job."""

@@ -275,6 +275,7 @@ class StepsBothFamilies(PluginCase):
         self.assert_nodes_restored()
 
     def test_openmpi_srun_pmix(self) -> None:
+        lt.skip_without_pmix(self)
         self.launch("openmpi", "srun")
 
     def test_mpich_srun_pmi2(self) -> None:
@@ -292,8 +293,8 @@ class Policy(PluginCase):
         wd = self.workdir("governor")
         job, out = self.batch(wd, ["-N1", "-w", "n1", "-n2", "--mpi-pstate",
                                    "--mpi-pstate-governor=powersave"],
-                              "srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 10 40")
-        self.check_served(out, job, "openmpi", 2, governor="powersave")
+                              "srun --mpi=pmi2 ./wrap.sh ./imbalance.mpich 10 40")
+        self.check_served(out, job, "mpich", 2, governor="powersave")
         t0, t1 = window(out)
         # powersave is not userspace: the agent clocks down through max_freq.
         w = writes("n1", t0, t1)

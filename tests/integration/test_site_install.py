@@ -23,10 +23,13 @@ def users_job(with_plugin: bool, name: str) -> tuple[int, str]:
     """The demo's job (tests/cluster/demo.sh): one rank per node, rank 0
     computes while rank 1 waits in MPI_Barrier."""
     wd = lt.workdir(f"site-install-{name}")
-    lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
+    # Open MPI through Slurm's mpi/pmix where this Slurm has it (Debian's
+    # 26.05 has none), else MPICH through pmi2
+    fam, mpi = ("openmpi", "pmix") if "pmix" in lt.srun_mpi_types() else ("mpich", "pmi2")
+    lt.give(lt.BUILD / "tests" / "mpi" / f"imbalance.{fam}", wd)
     job = lt.sbatch(["-N", "2", "--ntasks-per-node=1", "-c", "2", "-J", f"site-{name}",
                      *(["--mpi-pstate"] if with_plugin else [])],
-                    "srun --mpi=pmix ./imbalance.openmpi 10 50\n", wd)
+                    f"srun --mpi={mpi} ./imbalance.{fam} 10 50\n", wd)
     return job, lt.wait_job(job)
 
 
@@ -54,6 +57,19 @@ class SiteInstall(unittest.TestCase):
         inst = lt.installed()
         ours = sorted(p.name for p in inst.plugin.parent.iterdir() if "pstate" in p.name)
         self.assertEqual(ours, ["spank_mpi_pstate.so"])
+
+    def test_plugin_asks_for_job_failure_not_node_failure(self) -> None:
+        """Slurm 25.05 and later drain the node on a failed remote
+        slurm_spank_init unless the plugin exports
+        slurm_spank_init_failure_mode (ESPANK_JOB_FAILURE): the installed
+        plugin does, built against such a release."""
+        r = lt.root(["nm", "-D", "--defined-only", str(lt.installed().plugin)])
+        exported = {ln.split()[-1] for ln in r.stdout.splitlines() if ln.strip()}
+        self.assertIn("slurm_spank_init", exported)
+        if lt.slurm_version() >= (25, 5):
+            self.assertIn("slurm_spank_init_failure_mode", exported)
+        else:
+            self.assertNotIn("slurm_spank_init_failure_mode", exported)
 
     def test_daemons_serve_jobs_installed_uninstalled_reinstalled(self) -> None:
         self.assert_cluster_serves(with_plugin=True)
