@@ -258,6 +258,7 @@ exit $rc
         self.check_two_node("mpich")
 
     def test_two_nodes_openmpi(self) -> None:
+        lt.skip_without_pmix(self)  # Debian's Slurm 26.05: Open MPI runs through mpirun only
         self.check_two_node("openmpi")
 
     def test_cancelled_failed_and_timed_out_jobs(self) -> None:
