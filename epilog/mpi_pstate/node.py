@@ -69,6 +69,14 @@ def backstop(agent: Optional[str], restore_dir: str, job: int,
 
 STEP_DIR_RE = re.compile(r"([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)")
 STEP_FILES = ("agent.json", "plugin.json")
+# agent.log is removed with its step directory: its errors (a restore that
+# failed, a domain given up) go into the record's problems first.  Bounded
+# because a 1000-step sweep has 1000 logs: the last LOG_TAIL_BYTES of each,
+# LOG_BUDGET_BYTES in all, LOG_ERRORS_PER_STEP lines a step.
+LOG_TAIL_BYTES = 64 << 10
+LOG_BUDGET_BYTES = 1 << 20
+LOG_ERRORS_PER_STEP = 4
+LOG_ERROR_RE = re.compile(r"mpi-pstate-agent\[\d+\]: (?:job \d+\.\d+: )?error: (.*)")
 
 
 def job_step_dirs(sfd: int, job: int) -> List[Tuple[str, str]]:
@@ -211,6 +219,35 @@ class StepScan:
         return out
 
 
+def agent_log_errors(dfd: int, budget: List[int]) -> List[str]:
+    """The error lines of a step's agent.log (root's file in root's step
+    directory; its tail only, within budget[0] bytes left for all steps),
+    control characters removed: what the log said before it is deleted."""
+    if budget[0] <= 0:
+        return []
+    try:
+        fd = os.open("agent.log", safeio.O_READ, dir_fd=dfd)
+    except OSError:
+        return []
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != 0 or st.st_size == 0:
+            return []
+        n = min(LOG_TAIL_BYTES, budget[0], st.st_size)
+        budget[0] -= n
+        data = os.pread(fd, n, st.st_size - n)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    out: List[str] = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        m = LOG_ERROR_RE.search(line)
+        if m:
+            out.append("".join(c for c in m.group(1) if c.isprintable()))
+    return out[-LOG_ERRORS_PER_STEP:]
+
+
 def scan_steps(runtime: str, job: int, node: str, scan: StepScan) -> None:
     """Feeds every step directory of the job on this node to scan, in
     step order: <runtime>/steps/<job>.<step>/{agent,plugin}.json, root-owned
@@ -222,17 +259,18 @@ def scan_steps(runtime: str, job: int, node: str, scan: StepScan) -> None:
     except OSError as e:
         scan.problems.append(f"{runtime}/steps: {e.strerror}")
         return
+    log_budget = [LOG_BUDGET_BYTES]
     try:
         for step, n in job_step_dirs(sfd, job):
-            info = step_dir(sfd, n, step, node, scan.problems)
+            info = step_dir(sfd, n, step, node, scan.problems, log_budget)
             if info is not None:
                 scan.add(step, info)
     finally:
         os.close(sfd)
 
 
-def step_dir(sfd: int, n: str, step: str, node: str, problems: List[str]
-             ) -> Optional[Dict[str, Any]]:
+def step_dir(sfd: int, n: str, step: str, node: str, problems: List[str],
+             log_budget: Optional[List[int]] = None) -> Optional[Dict[str, Any]]:
     try:
         dfd = os.open(n, safeio.O_DIR, dir_fd=sfd)
     except OSError as e:
@@ -258,6 +296,8 @@ def step_dir(sfd: int, n: str, step: str, node: str, problems: List[str]
                 continue
             except (OSError, ValueError, UnicodeDecodeError) as e:
                 problems.append(f"{n}/{fname}: {getattr(e, 'strerror', None) or e}")
+        if log_budget is not None:
+            problems += [f"step {step} agent: {e}" for e in agent_log_errors(dfd, log_budget)]
     finally:
         os.close(dfd)
     return info if info["agent"] or info["plugin"] else None

@@ -302,3 +302,43 @@ class NodePrune(Scale):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AgentLog(Scale):
+    """issue 22, item 5: agent.log goes with its step directory; what it
+    said went wrong is in the record's problems first."""
+
+    def record_of(self, job: int = JOB) -> dict[str, Any]:
+        data = (self.collect / str(job) / "node.n1.json").read_bytes()
+        return noderec.validate(noderec.decode(data), job, "n1")
+
+    def test_errors_reach_the_problems_before_the_log_is_removed(self) -> None:
+        self.step(JOB, "0", [{"rank": 0}])
+        d = self.runtime / "steps" / f"{JOB}.0"
+        (d / "agent.log").write_text(
+            "2026-11-27T04:00:00.001 mpi-pstate-agent[42]: job 4242.0: warning: slow sysfs\n"
+            "2026-11-27T04:00:00.002 mpi-pstate-agent[42]: job 4242.0: error: restore of "
+            "policy3 failed: Input/output error\x1b[2J\n")
+        self.assertEqual(self.run_epilog(), 0)
+        self.assertFalse(d.exists(), "the step directory and its log stay")
+        probs = self.record_of()["problems"]
+        self.assertIn("step 0 agent: restore of policy3 failed: Input/output error[2J", probs)
+        self.assertFalse(any("slow sysfs" in p for p in probs), probs)
+
+    def test_a_log_not_roots_is_not_read(self) -> None:
+        self.step(JOB, "0", [{"rank": 0}])
+        log_path = self.runtime / "steps" / f"{JOB}.0" / "agent.log"
+        log_path.write_text("x mpi-pstate-agent[1]: error: planted\n")
+        os.chown(log_path, 65534, 65534)
+        self.assertEqual(self.run_epilog(), 0)
+        self.assertFalse(any("planted" in p for p in self.record_of()["problems"]))
+
+    def test_logs_are_read_within_one_budget(self) -> None:
+        with mock.patch.object(node, "LOG_BUDGET_BYTES", 100):
+            for s in ("0", "1"):
+                self.step(JOB, s, [{"rank": 0}])
+                (self.runtime / "steps" / f"{JOB}.{s}" / "agent.log").write_text(
+                    f"a mpi-pstate-agent[1]: job {JOB}.{s}: error: step {s} failed\n" * 3)
+            self.assertEqual(self.run_epilog(), 0)
+        probs = [p for p in self.record_of()["problems"] if " agent: " in p]
+        self.assertTrue(probs and all(p.startswith("step 0 agent:") for p in probs), probs)
