@@ -62,7 +62,7 @@ def job_text(j: dict[str, Any]) -> str:
       f"{_f(s.get('step_wall_s'), '{:.3f} s')}\n")
     w(f"  MPI share {_pct(s.get('mpi_share'))}, long waits {_f(s.get('wait_s'))} s, "
       f"clocked down {_f(s.get('down_s'))} s ({_pct(s.get('down_share'))}), "
-      f"transitions {s.get('transitions', 0)}; imbalance {_pct(s.get('imbalance'))}\n")
+      f"transitions {_f(s.get('transitions'), '{}')}; imbalance {_pct(s.get('imbalance'))}\n")
     w(f"  energy: {_f(s.get('energy_j'), '{:.1f} J')} ({s.get('energy')}; "
       f"{METER_TEXT.get(s.get('energy_src'), 'source unknown')})\n")
     d = j.get("detail")
@@ -80,9 +80,9 @@ def job_text(j: dict[str, Any]) -> str:
         if cf:
             sets = (f"driver {cf.get('driver') or 'none'}, governor "
                     f"{','.join(cf.get('governors') or []) or '-'}, boost {cf.get('boost')}")
-        w(f"  {n:<11} {v.get('status', '?'):<8} {v.get('ranks', 0):>5}  "
-          f"{_f(en.get('joules'), '{:.1f} J'):>10} {en.get('status', ''):<3}"
-          f"{'*' if en.get('meter') == 'simulated' else ' '} {rs:<8} "
+        w(f"  {n:<11} {_f(v.get('status'), '{}', '?'):<8} {_f(v.get('ranks'), '{}', '0'):>5}  "
+          f"{_f(en.get('joules'), '{:.1f} J'):>10} {_f(en.get('status'), '{}', ''):<3}"
+          f"{'*' if en.get('meter') == 'simulated' else ' '} {_f(rs, '{}'):<8} "
           f"{sets}\n")
         if v.get("why"):
             w(f"              {v['why']}\n")
@@ -108,10 +108,13 @@ def job_text(j: dict[str, Any]) -> str:
       " trans  top function\n")
     for r in ranks:
         top = r.get("top") or []
-        w(f"  {r['step']:>4} {r['rank']:>4} {r['node']:<11} {_f(r.get('cpu'), '{}'):>3} "
-          f"{r['state']:<10} {_f(r.get('wall_s')):>8} {_f(r.get('mpi_s')):>8} "
+        # Every field through _f: a rank the agent did not vouch for has null
+        # down_s and transitions, and the text must still print.
+        w(f"  {_f(r.get('step'), '{}'):>4} {_f(r.get('rank'), '{}'):>4} "
+          f"{_f(r.get('node'), '{}'):<11} {_f(r.get('cpu'), '{}'):>3} "
+          f"{_f(r.get('state'), '{}'):<10} {_f(r.get('wall_s')):>8} {_f(r.get('mpi_s')):>8} "
           f"{_pct(r.get('mpi_share')):>6} {_f(r.get('wait_s')):>8} {_f(r.get('down_s')):>8} "
-          f"{r.get('transitions', 0):>6}  {top[0][0] if top else '-'}\n")
+          f"{_f(r.get('transitions'), '{}'):>6}  {_f(top[0][0] if top else None, '{}')}\n")
     return out.getvalue()
 
 

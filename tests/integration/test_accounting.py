@@ -247,7 +247,8 @@ exit $rc
         rep = json.loads(r.stdout)["jobs"][0]
         self.assertEqual((rep["status"], len(rep["detail"]["ranks"])), ("ok", 4))
         r = self.report(str(job))
-        self.assertIn("mpi-pstate: complete", r.stdout)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("mpi-pstate: complete", r.stdout, r.stderr)
         self.assertIn("ranks that wait most", r.stdout)
         self.assertIn("SIMULATED", r.stdout)
         self.assertNotIn("measured: RAPL", r.stdout)

@@ -114,7 +114,7 @@ def segment(path: Path, ranks: list[dict[str, Any]], nslots: Optional[int] = Non
 
 
 def rank(node: str, r: int, step: str = "0", wall: float = 10.0, mpi: float = 2.0,
-         down: float = 0.5, transitions: int = 7) -> dict[str, Any]:
+         down: Optional[float] = 0.5, transitions: Optional[int] = 7) -> dict[str, Any]:
     return {"step": step, "rank": r, "size": 4, "local": r % 2, "cpu": r % 2,
             "state": "finalized", "mode": "on", "abi": "ompi", "threshold_us": 500,
             "wall_s": wall, "mpi_s": mpi, "mpi_share": round(mpi / wall, 4), "wait_s": mpi * 0.9,

@@ -86,6 +86,17 @@ class Report(unittest.TestCase):
         self.assertIn("driver acpi-cpufreq, governor performance", out)
         self.assertEqual(len([l for l in out.splitlines() if "finalized" in l]), 3)
 
+    def test_text_when_no_agent_vouched_for_the_clocked_down_time(self) -> None:
+        # The node Epilog leaves down_s and transitions null for a rank whose
+        # agent record is missing; the text must print "-", not fail.
+        self.job(502, "502", {"n1": [fx.rank("n1", 0, down=None, transitions=None),
+                                     fx.rank("n1", 1)]})
+        rc, out, err = self.report("502")
+        self.assertEqual((rc, err), (0, ""))
+        rows = [l.split() for l in out.splitlines() if "finalized" in l]
+        self.assertEqual(len(rows), 2, out)
+        self.assertIn("-", rows[0][8:11], out)
+
     def test_json_and_csv(self) -> None:
         self.two_node_job()
         rc, out, _ = self.report("501", "--json")
