@@ -222,7 +222,8 @@ static void scan_jobs(const char *parent, const char *skip, int v2,
                     !has_procs(path, 3))
                         continue;
                 CPU_OR(&out->others, &out->others, &set);
-                out->jobs++;
+                if (out->jobs++ == 0) /* named in the record: which job an admin looks for */
+                        snprintf(out->first, sizeof(out->first), "%.63s", e->d_name);
         }
         closedir(d);
 }

@@ -27,6 +27,7 @@ struct mpi_pstate_cgroup_cpus {
         unsigned jobs;    /* other jobs' cgroups read */
         bool have_jobs;   /* a "job_*" ancestor was found: others is known */
         char dir[512];    /* the step's cgroup directory */
+        char first[64];   /* the first other job's directory name ("job_123"), "" */
 };
 
 /* Fills *out for the process pid, with /proc at procroot and the cgroup

@@ -53,6 +53,7 @@ static struct {
         bool cg_ok;
         char cg_cpus[512], cg_outside[512], cg_shared[512];
         unsigned cg_jobs;
+        char cg_first[64];
         bool policy_ok; /* cpufreq found; policy holds the domains */
         struct mpi_pstate_policy_result policy;
         struct mpi_pstate_policy_req policy_req; /* of the save, for the set */
@@ -262,7 +263,7 @@ static void write_step_record(const struct mpi_pstate_step *st, bool ended,
         const char *mech =
             w.policy_ok && w.policy.set ? mpi_pstate_cpufreq_mech_name(w.policy.mech) : NULL;
         const struct mpi_pstate_steprec_cgroup cg = {w.cg_cpus, w.cg_outside, w.cg_shared,
-                                                     w.cg_jobs};
+                                                     w.cg_jobs, w.cg_first};
         struct mpi_pstate_steprec r = {
             .job = st->job_id,
             .step = st->step_id,
@@ -570,6 +571,7 @@ static void cgroup_confine(const struct mpi_pstate_step *st)
         CPU_OR(&out, &outside, &shared);
         w.cg_ok = true;
         w.cg_jobs = cg.jobs;
+        snprintf(w.cg_first, sizeof(w.cg_first), "%s", cg.first);
         if (mpi_pstate_steprec_cpulist(&cg.step, w.cg_cpus, sizeof(w.cg_cpus)) < 0 ||
             mpi_pstate_steprec_cpulist(&outside, w.cg_outside, sizeof(w.cg_outside)) < 0 ||
             mpi_pstate_steprec_cpulist(&shared, w.cg_shared, sizeof(w.cg_shared)) < 0)
@@ -577,9 +579,10 @@ static void cgroup_confine(const struct mpi_pstate_step *st)
         if (CPU_COUNT(&out) == 0)
                 return;
         mp_info("job %u step %u: CPUs %s outside the step's cgroup %s, CPUs %s shared with %u "
-                "other job(s): their frequency domains are left alone",
+                "other job(s)%s%s%s: their frequency domains are left alone",
                 st->job_id, st->step_id, w.cg_outside[0] ? w.cg_outside : "none", cg.dir,
-                w.cg_shared[0] ? w.cg_shared : "none", cg.jobs);
+                w.cg_shared[0] ? w.cg_shared : "none", cg.jobs, cg.first[0] ? " (" : "",
+                cg.first, cg.first[0] ? ", ...)" : "");
         for (unsigned i = 0; w.policy_ok && i < w.policy.ndomains; i++) {
                 struct mpi_pstate_policy_domain *d = &w.policy.domains[i];
                 cpu_set_t both;

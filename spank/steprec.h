@@ -25,7 +25,8 @@
  * [] when none was made.
  *
  * An optional "cgroup" after "unmeasured", when the step's cgroup was read:
- *   "cgroup":{"cpus":"0-3","outside":"","shared":"3","other_jobs":1} */
+ *   "cgroup":{"cpus":"0-3","outside":"","shared":"3","other_jobs":1,
+ *             "first_other":"job_123"} ("first_other" null with no other job) */
 #ifndef MPI_PSTATE_SPANK_STEPREC_H
 #define MPI_PSTATE_SPANK_STEPREC_H
 #include <sched.h>
@@ -44,6 +45,7 @@
 struct mpi_pstate_steprec_cgroup {
         const char *cpus, *outside, *shared;
         unsigned other_jobs;
+        const char *first_other; /* the first other job's cgroup directory name, "" */
 };
 
 struct mpi_pstate_steprec {

@@ -213,7 +213,8 @@ class Squatting(unittest.TestCase):
 
     def test_predictable_names_blocked_by_another_user(self) -> None:
         wd = lt.workdir("adversarial-squat")
-        lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
+        # MPICH over pmi2: every release's Slurm has it (Debian's 26.05 has no mpi/pmix)
+        lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.mpich", wd)
         probe = lt.as_user(["sbatch", "--parsable", "-H", "-o", "/dev/null", "--wrap", "true"], cwd=wd, check=True)
         last = int(probe.stdout.strip().split(";")[0])
         lt.root(["scancel", str(last)], check=False)
@@ -225,8 +226,8 @@ class Squatting(unittest.TestCase):
         try:
             for node in ("n1",):
                 lt.node_exec(node, f"runuser -u {squatter} -- sh -c '{plant}'")
-            r = lt.as_user(["srun", "-t", "2", "-N1", "-w", "n1", "-n2", "--mpi=pmix", "--mpi-pstate=profile",
-                            "./imbalance.openmpi", "10", "40"], cwd=wd, extra_env={"MPI_PSTATE_VERBOSE": "1"},
+            r = lt.as_user(["srun", "-t", "2", "-N1", "-w", "n1", "-n2", "--mpi=pmi2", "--mpi-pstate=profile",
+                            "./imbalance.mpich", "10", "40"], cwd=wd, extra_env={"MPI_PSTATE_VERBOSE": "1"},
                            timeout=150)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             libs = LIB_RE.findall(r.stdout + r.stderr)

@@ -36,7 +36,7 @@ class OverSubscribeForce(tp.PluginCase):
     def step(self, wd) -> tuple[int, str]:
         """Two ranks of the imbalanced program in one srun step on n1."""
         script = (f"{tp.MONO} start\nexport MPI_PSTATE_VERBOSE=1\n"
-                  "srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 10 40\n"
+                  "srun --mpi=pmi2 ./wrap.sh ./imbalance.mpich 10 40\n"
                   f"{tp.MONO} end\n")
         job = lt.sbatch(["-p", PART, "-w", NODE, "-n2", "-t", "2", "--mpi-pstate"], script, wd)
         got = lt.wait_job(job, timeout=150)
@@ -45,13 +45,13 @@ class OverSubscribeForce(tp.PluginCase):
         return job, out
 
     def test_other_jobs_cores_left_alone(self) -> None:
-        wd = self.workdir("oversubscribe", ("imbalance.openmpi",))
+        wd = self.workdir("oversubscribe", ("imbalance.mpich",))
         # Alone on the partition: the step clocks a core down.
         job, out = self.step(wd)
         t0, t1 = tp.window(out)
         self.check_clocked_down(NODE, t0, t1, None)
         rec = tp.step_record(NODE, job, "0")
-        self.assertEqual(rec["cgroup"]["shared"], "", rec)
+        self.assertEqual((rec["cgroup"]["shared"], rec["cgroup"]["first_other"]), ("", None), rec)
         self.assertNotEqual(rec["cpus"], "", rec)
         self.assert_nodes_restored((NODE,))
 
@@ -73,10 +73,12 @@ class OverSubscribeForce(tp.PluginCase):
         rec = tp.step_record(NODE, job, "0")
         self.assertEqual(rec["cgroup"]["shared"], rec["cgroup"]["cpus"], rec)
         self.assertGreaterEqual(rec["cgroup"]["other_jobs"], 1, rec)
+        self.assertEqual(rec["cgroup"]["first_other"], f"job_{other}", rec)
         self.assertEqual((rec["cpus"], rec["domains"], rec["agent"]["status"]), ("", [], "none"), rec)
         log = (lt.LAB / "log" / f"slurmd-{NODE}.log").read_text(errors="replace")
         self.assertRegex(log, rf"job {job} step 0: CPUs none outside the step's cgroup \S+, CPUs "
-                              rf"\S+ shared with \d+ other job\(s\): their frequency domains are left alone")
+                              rf"\S+ shared with 1 other job\(s\) \(job_{other}, \.\.\.\): their frequency "
+                              rf"domains are left alone")
         self.assert_nodes_restored((NODE,))
 
 
