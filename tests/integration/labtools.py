@@ -95,6 +95,14 @@ def srun_mpi_types() -> set[str]:
     return {w.rstrip(",").removeprefix("mpi/") for w in words}
 
 
+def srun_family() -> tuple[str, str]:
+    """(MPI family, srun --mpi type) for a test whose point is not Open MPI:
+    Open MPI over mpi/pmix where this Slurm has it, else MPICH over mpi/pmi2,
+    which every release ships (Debian's 26.05 has no mpi/pmix), so such tests
+    run on every release instead of failing where srun cannot start Open MPI."""
+    return ("openmpi", "pmix") if "pmix" in srun_mpi_types() else ("mpich", "pmi2")
+
+
 def skip_without_pmix(test: "object") -> None:
     """Skips a test that starts Open MPI with srun --mpi=pmix where this
     Slurm has no mpi/pmix plugin, saying so."""

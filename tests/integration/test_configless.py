@@ -38,9 +38,10 @@ def plugin_line() -> str:
 def job_on_node(name: str, summary: bool = True) -> tuple[int, str, str]:
     """summary: wait (bounded) for the summary (lt.summary_comment)."""
     wd = lt.workdir(f"configless-{name}")
-    lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
+    fam, mpi = lt.srun_family()
+    lt.give(lt.BUILD / "tests" / "mpi" / f"imbalance.{fam}", wd)
     job = lt.sbatch(["-w", NODE, "-N", "1", "-n", "2", "-J", f"configless-{name}", "--mpi-pstate"],
-                    "srun --mpi=pmix ./imbalance.openmpi 4 20\n", wd)
+                    f"srun --mpi={mpi} ./imbalance.{fam} 4 20\n", wd)
     state = lt.wait_job(job)
     return job, state, lt.summary_comment(job, timeout=60 if summary else 0)
 

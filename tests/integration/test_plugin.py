@@ -323,9 +323,10 @@ class Policy(PluginCase):
     def test_intel_pstate_flavour(self) -> None:
         self.flavour("n1", driver="intel_pstate")
         wd = self.workdir("intel")
+        fam, mpi = lt.srun_family()
         job, out = self.batch(wd, ["-N1", "-w", "n1", "-n2", "--mpi-pstate"],
-                              "srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 10 40")
-        self.check_served(out, job, "openmpi", 2, governor="powersave")
+                              f"srun --mpi={mpi} ./wrap.sh ./imbalance.{fam} 10 40")
+        self.check_served(out, job, fam, 2, governor="powersave")
         t0, t1 = window(out)
         self.assertTrue([x for x in writes("n1", t0, t1) if x[1] == "scaling_max_freq"])
         self.assertEqual(step_record("n1", job, FIRST)["driver"], "intel_pstate")
@@ -335,10 +336,11 @@ class Policy(PluginCase):
         """One policy spans both CPUs: a one-core step must not touch it."""
         self.flavour("n1", cpus_per_policy=2)
         wd = self.workdir("shared")
+        fam, mpi = lt.srun_family()
         job, out = self.batch(wd, ["-N1", "-w", "n1", "-n2", "--mpi-pstate",
                                    "--mpi-pstate-governor=powersave"],
-                              "srun -n1 --exact --mpi=pmix ./wrap.sh ./imbalance.openmpi 2 10\n"
-                              "srun -n2 --mpi=pmix ./wrap.sh ./imbalance.openmpi 2 10")
+                              f"srun -n1 --exact --mpi={mpi} ./wrap.sh ./imbalance.{fam} 2 10\n"
+                              f"srun -n2 --mpi={mpi} ./wrap.sh ./imbalance.{fam} 2 10")
         t0, t1 = window(out)
         rec0, rec1 = step_record("n1", job, FIRST), step_record("n1", job, "2")
         self.assertEqual([d["status"] for d in rec0["domains"]], ["shared"], rec0)
@@ -370,11 +372,13 @@ class Policy(PluginCase):
 
 class Modes(PluginCase):
     def test_off_touches_nothing(self) -> None:
+        fam, mpi = lt.srun_family()
         for opt in ([], ["--mpi-pstate=off"]):
             with self.subTest(opt=opt):
                 wd = self.workdir("off" + "".join(opt).replace("=", "-"))
+                # mpirun starts Open MPI on every release (it needs no mpi/pmix)
                 job, out = self.batch(wd, ["-N1", "-w", "n1", "-n2", *opt],
-                                      "srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 5 20\n"
+                                      f"srun --mpi={mpi} ./wrap.sh ./imbalance.{fam} 5 20\n"
                                       "mpirun.openmpi ./wrap.sh ./imbalance.openmpi 5 20")
                 t0, t1 = window(out)
                 self.assertEqual(writes("n1", t0, t1), [])
@@ -388,8 +392,9 @@ class Modes(PluginCase):
 
     def test_off_step_in_an_on_job(self) -> None:
         wd = self.workdir("off-step")
+        fam, mpi = lt.srun_family()
         job, out = self.batch(wd, ["-N1", "-w", "n1", "-n2", "--mpi-pstate"],
-                              "srun --mpi-pstate=off --mpi=pmix ./wrap.sh ./imbalance.openmpi 5 20")
+                              f"srun --mpi-pstate=off --mpi={mpi} ./wrap.sh ./imbalance.{fam} 5 20")
         t0, t1 = window(out)
         self.assertEqual(writes("n1", t0, t1), [])
         for r in self.ranks(out):
@@ -426,7 +431,8 @@ class Tasks(PluginCase):
         self.put(wd / "userwrap.sh", f'#!/bin/bash\nexport LD_PRELOAD="$LD_PRELOAD:{wd}/marker.so"\n'
                  'exec "$@"\n', 0o755)
         batch = f"export LD_PRELOAD={wd}/marker.so\n"
-        cases = (("srun", "openmpi", batch + "srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 5 20"),
+        fam, mpi = lt.srun_family()
+        cases = (("srun", fam, batch + f"srun --mpi={mpi} ./wrap.sh ./imbalance.{fam} 5 20"),
                  ("mpirun", "openmpi", batch + "mpirun.openmpi ./wrap.sh ./imbalance.openmpi 5 20"),
                  ("mpiexec", "mpich",
                   "mpiexec.mpich -bind-to core ./userwrap.sh ./wrap.sh ./imbalance.mpich 5 20"))
@@ -440,10 +446,12 @@ class Tasks(PluginCase):
 
     def test_bind_modes_and_cpu_bind(self) -> None:
         wd = self.workdir("bind")
+        fam, mpi = lt.srun_family()
+        run = f"--mpi={mpi} ./wrap.sh ./imbalance.{fam} 2 5"
         job, out = self.batch(wd, ["-N1", "-w", "n1", "-n2", "--mpi-pstate"],
-                              "srun -l --mpi-pstate-bind=none --mpi=pmix ./wrap.sh ./imbalance.openmpi 2 5\n"
-                              "srun -l --cpu-bind=map_cpu:1,0 --mpi=pmix ./wrap.sh ./imbalance.openmpi 2 5\n"
-                              "srun -l --mpi-pstate-bind=scatter --mpi=pmix ./wrap.sh ./imbalance.openmpi 2 5")
+                              f"srun -l --mpi-pstate-bind=none {run}\n"
+                              f"srun -l --cpu-bind=map_cpu:1,0 {run}\n"
+                              f"srun -l --mpi-pstate-bind=scatter {run}")
         lines = re.findall(r"^(\d+): RANK host=\S+ cpus=(\S+) ", out, re.M)
         self.assertEqual(len(lines), 6, out)
         none, user, scatter = lines[0:2], lines[2:4], lines[4:6]
@@ -474,14 +482,15 @@ def placements(out: str) -> dict[tuple[str, str], dict[str, tuple[str, str]]]:
     return got
 
 
-def placement_body(modes: tuple[str, ...], binds: tuple[str, ...]) -> str:
-    """One step per (mode, bind): each task prints its affinity (wrap.sh)."""
+def placement_body(modes: tuple[str, ...], binds: tuple[str, ...], fam: str, mpi: str) -> str:
+    """One step per (mode, bind): each task prints its affinity (wrap.sh);
+    fam and mpi: lt.srun_family()."""
     lines = []
     for b in binds:
         for mode in modes:
             opt = "" if mode == "default" else f"--mpi-pstate={mode}"
-            lines.append(f"echo CASE {mode} {b}; srun -l {opt} {BINDS[b]} --mpi=pmix "
-                         "./wrap.sh ./imbalance.openmpi 2 5 | sort")
+            lines.append(f"echo CASE {mode} {b}; srun -l {opt} {BINDS[b]} --mpi={mpi} "
+                         f"./wrap.sh ./imbalance.{fam} 2 5 | sort")
     return "\n".join(lines)
 
 
@@ -495,10 +504,11 @@ class Placement(PluginCase):
         return {t: c for t, (c, _) in got[case].items()}
 
     def test_profile_and_cpu_bind_keep_slurms_placement(self) -> None:
-        wd = self.workdir("placement", ("imbalance.openmpi",))
+        fam, mpi = lt.srun_family()
+        wd = self.workdir("placement", (f"imbalance.{fam}",))
         binds = ("default", "none", "map", "cores")
         job, out = self.batch(wd, ["-N1", "-w", "n1", "-n2"],
-                              placement_body(("off", "profile", "on"), binds))
+                              placement_body(("off", "profile", "on"), binds, fam, mpi))
         got = placements(out)
         for b in binds:
             with self.subTest(bind=b):
@@ -515,10 +525,11 @@ class Placement(PluginCase):
         self.assert_nodes_restored(("n1",))
 
     def test_site_default_profile_keeps_placement(self) -> None:
+        fam, mpi = lt.srun_family()
         with lt.plugstack_args("default_mode=profile"):
-            wd = self.workdir("placement-site", ("imbalance.openmpi",))
+            wd = self.workdir("placement-site", (f"imbalance.{fam}",))
             _, out = self.batch(wd, ["-N1", "-w", "n1", "-n2"],
-                                placement_body(("off", "default"), ("default", "none")))
+                                placement_body(("off", "default"), ("default", "none"), fam, mpi))
         got = placements(out)
         for b in ("default", "none"):
             self.assertEqual({m for _, m in got[("default", b)].values()}, {"profile"}, out)
@@ -530,8 +541,9 @@ class AgentBudget(PluginCase):
     settings), and the built-in one without it."""
 
     def test_site_budget_reaches_the_agents(self) -> None:
-        wd = self.workdir("agent-budget", ("imbalance.openmpi",))
-        body = "srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 4 20"
+        fam, mpi = lt.srun_family()
+        wd = self.workdir("agent-budget", (f"imbalance.{fam}",))
+        body = f"srun --mpi={mpi} ./wrap.sh ./imbalance.{fam} 4 20"
         job0, _ = self.batch(wd, ["-N2", "-n2", "--ntasks-per-node=1", "--mpi-pstate"], body)
         with lt.plugstack_args("agent_cpu_budget=2.5"):
             job, _ = self.batch(wd, ["-N2", "-n2", "--ntasks-per-node=1", "--mpi-pstate"], body)
@@ -548,10 +560,11 @@ class Hybrid(PluginCase):
     block's other core may be computing OpenMP work)."""
 
     def test_only_the_waiting_threads_core_goes_down(self) -> None:
-        wd = self.workdir("hybrid", ("imbalance.openmpi",))
+        fam, mpi = lt.srun_family()
+        wd = self.workdir("hybrid", (f"imbalance.{fam}",))
         job, out = self.batch(wd, ["-N2", "-n2", "--ntasks-per-node=1", "-c2", "--mpi-pstate"],
                               # 22.05: srun does not inherit sbatch -c
-                              "srun -c2 --mpi=pmix ./wrap.sh ./imbalance.openmpi 10 60")
+                              f"srun -c2 --mpi={mpi} ./wrap.sh ./imbalance.{fam} 10 60")
         ranks = self.ranks(out)
         self.assertEqual(len(ranks), 2, out)
         self.assertEqual({r["cpus"] for r in ranks}, {"0-1"}, out)  # the block
@@ -583,8 +596,8 @@ class Commands(PluginCase):
     OPTS = ["--mpi-pstate", "--mpi-pstate-threshold=2ms", "--mpi-pstate-low=1.8GHz",
             "--mpi-pstate-governor=performance", "--mpi-pstate-bind=compact"]
 
-    def check_options(self, out: str, job: int, step: str = FIRST) -> None:
-        ranks = self.check_served(out, job, "openmpi", 2, governor="performance")
+    def check_options(self, out: str, job: int, fam: str, step: str = FIRST) -> None:
+        ranks = self.check_served(out, job, fam, 2, governor="performance")
         for r in ranks:
             self.assertEqual((r["thr"], r["low"], r["bind"]), ("2000", "1800000", "compact"), out)
         rec = step_record("n1", job, step)
@@ -594,29 +607,32 @@ class Commands(PluginCase):
 
     def test_sbatch_options_reach_every_step(self) -> None:
         wd = self.workdir("sbatch-options")
+        fam, mpi = lt.srun_family()
         job, out = self.batch(wd, ["-N1", "-w", "n1", "-n2", *self.OPTS],
-                              "srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 10 40")
-        self.check_options(out, job)
+                              f"srun --mpi={mpi} ./wrap.sh ./imbalance.{fam} 10 40")
+        self.check_options(out, job, fam)
 
     def test_salloc_then_srun(self) -> None:
         wd = self.workdir("salloc")
+        fam, mpi = lt.srun_family()
         r = lt.as_user(["salloc", "-t", "2", "--exclusive", "-N1", "-w", "n1", "-n2", *self.OPTS,
-                        "bash", "-c", f"{STATE_DUMP}; srun --mpi=pmix ./wrap.sh ./imbalance.openmpi 10 40"],
+                        "bash", "-c", f"{STATE_DUMP}; srun --mpi={mpi} ./wrap.sh ./imbalance.{fam} 10 40"],
                        cwd=wd, extra_env={"MPI_PSTATE_VERBOSE": "1"}, timeout=150)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         job = int(re.search(r"Granted job allocation (\d+)", r.stderr).group(1))
         self.note_state(r.stdout)
-        self.check_options(r.stdout + r.stderr, job)
+        self.check_options(r.stdout + r.stderr, job, fam)
 
     def test_bare_srun(self) -> None:
         wd = self.workdir("srun")
+        fam, mpi = lt.srun_family()
         r = lt.as_user(["srun", "-t", "2", "--exclusive", "-N1", "-w", "n1", "-n2", *self.OPTS,
-                        "--mpi=pmix", "./wrap.sh", "./imbalance.openmpi", "10", "40"],
+                        f"--mpi={mpi}", "./wrap.sh", f"./imbalance.{fam}", "10", "40"],
                        cwd=wd, extra_env={"MPI_PSTATE_VERBOSE": "1"}, timeout=150)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         shm = re.search(r"shm=/dev/shm/mpi-pstate\.(\d+)\.0\.[0-9a-f]{16} ", r.stdout)
         self.assertIsNotNone(shm, r.stdout)
-        self.check_options(r.stdout + r.stderr, int(shm.group(1)), "0")
+        self.check_options(r.stdout + r.stderr, int(shm.group(1)), fam, "0")
 
 
 if __name__ == "__main__":

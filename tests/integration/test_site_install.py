@@ -23,9 +23,7 @@ def users_job(with_plugin: bool, name: str) -> tuple[int, str]:
     """The demo's job (tests/cluster/demo.sh): one rank per node, rank 0
     computes while rank 1 waits in MPI_Barrier."""
     wd = lt.workdir(f"site-install-{name}")
-    # Open MPI through Slurm's mpi/pmix where this Slurm has it (Debian's
-    # 26.05 has none), else MPICH through pmi2
-    fam, mpi = ("openmpi", "pmix") if "pmix" in lt.srun_mpi_types() else ("mpich", "pmi2")
+    fam, mpi = lt.srun_family()
     lt.give(lt.BUILD / "tests" / "mpi" / f"imbalance.{fam}", wd)
     job = lt.sbatch(["-N", "2", "--ntasks-per-node=1", "-c", "2", "-J", f"site-{name}",
                      *(["--mpi-pstate"] if with_plugin else [])],
