@@ -368,6 +368,26 @@ int mpi_pstate_agentctl_pidfd(pid_t pid)
         return fd < 0 ? -errno : (int)fd;
 }
 
+bool mpi_pstate_agentctl_pidfd_is(int fd, pid_t pid)
+{
+        char path[64], text[1024], want[32];
+        const char *p;
+        int n;
+
+        if (fd < 0 || pid <= 0)
+                return false;
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+        n = mpi_pstate_safeio_read_small(AT_FDCWD, path, text, sizeof(text), 0, 0);
+        if (n <= 0)
+                return false;
+        /* the read strips the last newline: "Pid:\t<pid>" ends a line or the text */
+        n = snprintf(want, sizeof(want), "Pid:\t%d", (int)pid);
+        for (p = strstr(text, want); p; p = strstr(p + 1, want))
+                if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+                        return true;
+        return false;
+}
+
 /* 1 once the process behind pidfd has exited (a zombie counts), 0 when it
  * still runs after timeout_ms, a negative errno when poll fails. */
 static int pidfd_wait(int pidfd, unsigned timeout_ms)

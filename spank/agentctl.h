@@ -80,6 +80,13 @@ int mpi_pstate_agentctl_stop(pid_t pid, const char *record, unsigned timeout_ms)
  * process still shows slurmstepd's command line. */
 int mpi_pstate_agentctl_pidfd(pid_t pid);
 
+/* Whether fd is still a pidfd of pid (/proc/self/fdinfo's "Pid:" line).
+ * slurmstepd is not ours: between the hook that took the pidfd and the one
+ * that stops the agent, a descriptor may be closed and its number reused;
+ * poll() on a regular file is always "readable", which read as "the agent
+ * had exited" and left it running (seen under Slurm 26.05). */
+bool mpi_pstate_agentctl_pidfd_is(int fd, pid_t pid);
+
 /* _stop through a pidfd from _pidfd: same steps and return values, with no
  * command-line check (the pidfd is the identity).  0 when the process had
  * already exited.  The caller closes pidfd. */

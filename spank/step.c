@@ -755,6 +755,13 @@ static void stop_agent(const struct mpi_pstate_step *st)
         if (w.agent <= 0)
                 return;
         mpi_pstate_steptime_begin(&w.time);
+        if (w.agent_fd >= 0 && !mpi_pstate_agentctl_pidfd_is(w.agent_fd, w.agent)) {
+                /* not ours any more: never closed here, the pid way below */
+                mp_info("job %u step %u: descriptor %d is no longer agent %d's pidfd: stopped "
+                        "by its pid and command line",
+                        st->job_id, st->step_id, w.agent_fd, (int)w.agent);
+                w.agent_fd = -1;
+        }
         if (w.agent_fd >= 0) {
                 rc = mpi_pstate_agentctl_stop_pidfd(w.agent_fd, AGENT_STOP_MS);
                 close(w.agent_fd);

@@ -308,6 +308,9 @@ START_TEST(agent_stop_by_pidfd)
         fd = mpi_pstate_agentctl_pidfd(pid);
         ck_assert_int_ge(fd, 0);
         ck_assert_int_eq(mpi_pstate_agentctl_pidfd(1), -EINVAL); /* never init */
+        ck_assert(mpi_pstate_agentctl_pidfd_is(fd, pid));
+        ck_assert(!mpi_pstate_agentctl_pidfd_is(fd, pid + 1));
+        ck_assert(!mpi_pstate_agentctl_pidfd_is(fd, pid * 10)); /* "Pid:\t123" is not 1230's */
         if (_i) /* ignores SIGTERM: only once its trap is set, or SIGTERM kills it */
                 for (int i = 0; i < 100 && !mpi_pstate_agentctl_is_ours(pid, record); i++)
                         usleep(10000);
@@ -317,6 +320,27 @@ START_TEST(agent_stop_by_pidfd)
         ck_assert(!alive(pid));
         ck_assert_int_eq(mpi_pstate_agentctl_stop_pidfd(fd, 300), 0);
         close(fd);
+}
+END_TEST
+
+/* The pidfd's number closed by someone else and reused for a file (a
+ * regular file polls "readable": it read as "the agent had exited"). */
+START_TEST(pidfd_number_reused)
+{
+        char path[512];
+        pid_t pid = getpid();
+        int fd = mpi_pstate_agentctl_pidfd(pid), file;
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert(mpi_pstate_agentctl_pidfd_is(fd, pid));
+        close(fd);
+        snprintf(path, sizeof(path), "%s/plain", adir);
+        file = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        ck_assert_int_eq(file, fd); /* the lowest free number: the same */
+        ck_assert(!mpi_pstate_agentctl_pidfd_is(file, pid));
+        close(file);
+        ck_assert(!mpi_pstate_agentctl_pidfd_is(fd, pid)); /* closed */
+        ck_assert(!mpi_pstate_agentctl_pidfd_is(-1, pid));
 }
 END_TEST
 
@@ -1135,6 +1159,7 @@ static Suite *modules_suite(void)
         tcase_add_test(tc, agent_argv);
         tcase_add_loop_test(tc, agent_start_detached_and_stopped, 0, 2);
         tcase_add_loop_test(tc, agent_stop_by_pidfd, 0, 2);
+        tcase_add_test(tc, pidfd_number_reused);
         tcase_add_test(tc, agent_start_blocked_signals);
         tcase_add_test(tc, agent_missing_or_not_executable);
         tcase_add_test(tc, pidfile_round_trip_and_hostile);

@@ -116,7 +116,9 @@ class Faults(AccountingJobs, unittest.TestCase):
     def test_node_crash_agent_and_stepd_killed(self) -> None:
         """The step's slurmstepd and agent killed (-9) mid-job on n1 while the
         cores are clocked down: the node Epilog's backstop puts every core
-        back (the job's time limit ends it at worst), and the summary is there."""
+        back, and the summary is there.  The job is cancelled once both are
+        dead, as its user would (its time limit would end it two minutes
+        later, with the same Epilog: only slower)."""
         import test_plugin as tp
         fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
         before = tp.state_of(lt.snapshot("n1"))
@@ -132,6 +134,8 @@ class Faults(AccountingJobs, unittest.TestCase):
         stepd = lt.root(["pgrep", "-f", rf"slurmstepd: \[{job}\.0\]"], check=False).stdout.split()
         self.assertTrue(stepd, "no slurmstepd of the step")
         lt.root(["kill", "-9", *stepd, *([str(agent)] if agent else [])], check=False)
+        time.sleep(2)  # the kill lands first: nothing of ours restores before the Epilog
+        lt.root(["scancel", str(job)], check=False)
         s = self.wait_summary(job, timeout=240)
         self.assertIn(s["state"], ("complete", "partial"), s)
         for _ in range(60):
