@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import re
+import signal
 import socket
 import time
 from typing import Any, Dict, List, Optional, Tuple
@@ -65,6 +66,68 @@ def backstop(agent: Optional[str], restore_dir: str, job: int,
     if msg:
         out["message"] = noderec.clip(msg[-1])
     return out
+
+
+AGENT_STOP_S = 2.0
+CMDLINE_MAX = 64 << 10
+
+
+def stop_leftover_agents(agent: str, job: int, proc: str = "/proc") -> List[str]:
+    """Agents of this job still running when its Epilog starts: the plugin
+    stops each at its step's end, so one here outlived that (a slurmstepd
+    killed, a plugin that lost track of it).  Each is stopped (SIGTERM, then
+    SIGKILL after AGENT_STOP_S) before the backstop restores, so none lowers
+    a core after it.  An agent is a process whose executable is the agent
+    the Epilog trusts and whose command line has "--job <job>"; nothing else
+    is signalled.  Returns what was done, for the record's problems."""
+    exe = os.path.realpath(agent)
+    found: List[int] = []
+    try:
+        names = os.listdir(proc)
+    except OSError:
+        return []
+    for n in names:
+        if not n.isdigit() or int(n) == os.getpid():
+            continue
+        try:
+            if os.readlink(os.path.join(proc, n, "exe")) != exe:
+                continue
+            with open(os.path.join(proc, n, "cmdline"), "rb") as f:
+                args = f.read(CMDLINE_MAX).split(b"\0")
+        except OSError:  # gone, or a kernel thread
+            continue
+        if any(args[i] == b"--job" and args[i + 1] == str(job).encode()
+               for i in range(len(args) - 1)):
+            found.append(int(n))
+    done: List[str] = []
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            continue
+        end = time.monotonic() + AGENT_STOP_S
+        how = "stopped"
+        while _alive(pid, proc):
+            if time.monotonic() > end:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                how = "killed (ignored SIGTERM)"
+                break
+            time.sleep(0.02)
+        done.append(f"agent {pid} of job {job} outlived its step: {how}")
+    return done
+
+
+def _alive(pid: int, proc: str) -> bool:
+    """Running, not a zombie (a zombie's parent reaps it; it holds nothing)."""
+    try:
+        with open(os.path.join(proc, str(pid), "stat"), "rb") as f:
+            st = f.read(4096)
+        return st[st.rindex(b")") + 2:][:1] != b"Z"
+    except (OSError, ValueError):
+        return False
 
 
 STEP_DIR_RE = re.compile(r"([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)")
@@ -354,6 +417,9 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
         if os.environ.get("MPI_PSTATE_EPILOG_CACHE") and not a.runtime_dir:
             write_cache(os.environ["MPI_PSTATE_EPILOG_CACHE"], runtime, cfg.sources)
         ran = plugin_ran(runtime, job)
+        leftover = stop_leftover_agents(agent, job) if agent and ran else []
+        for p in leftover:
+            log.error(p)
         if restore_pending(runtime):
             restore = backstop(agent, os.path.join(runtime, "restore"), job, refused)
         else:
@@ -368,7 +434,7 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
             return 0  # the plugin was off for this job here: nothing to say
         scan = StepScan(job, uid, node, a.shm_dir)
         scan_steps(runtime, job, node, scan)
-        problems = scan.problems
+        problems = leftover + scan.problems
         has_data = scan.steps or scan.infos or scan.rest_agents or scan.rest["steps"]
         settings = audit.node_settings(a.sysroot) if has_data else None
         if settings is not None:  # `mpi-pstate calibrate`'s model, for report --what-if

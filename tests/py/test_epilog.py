@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import tempfile
 import time
 import unittest
@@ -206,6 +207,39 @@ class Config(Tmp):
             config.expand_host("/run/%x", "n1")
         with self.assertRaises(ValueError):
             config.expand_host("/run/%h", "../evil")
+
+
+class LeftoverAgents(Tmp):
+    """An agent that outlived its step (Slurm 26.05: the plugin lost its
+    pidfd) is stopped by the job's node Epilog, and nothing else is."""
+
+    def spawn(self, exe: str, job: str, ignore_term: bool = False) -> "subprocess.Popen[bytes]":
+        body = ('trap "" TERM; ' if ignore_term else "") + "sleep 30 & wait; :"
+        p = subprocess.Popen([exe, "-c", body, "agent", "--job", job])
+        self.addCleanup(lambda: (p.kill(), p.wait()))
+        t_end = time.monotonic() + 10  # the trap is set once bash reads the body
+        while time.monotonic() < t_end and b"sleep" not in subprocess.run(
+                ["ps", "-o", "args=", "--ppid", str(p.pid)], capture_output=True).stdout:
+            time.sleep(0.02)
+        return p
+
+    def test_only_this_jobs_agents(self) -> None:
+        agent = str(self.tmp / "mpi-pstate-agent")
+        shutil.copy("/bin/bash", agent)
+        mine = self.spawn(agent, "77")
+        stubborn = self.spawn(agent, "77", ignore_term=True)
+        other_job = self.spawn(agent, "778")
+        not_agent = self.spawn("/bin/bash", "77")
+        with mock.patch.object(node, "AGENT_STOP_S", 0.5):
+            done = node.stop_leftover_agents(agent, 77)
+        self.assertEqual(sorted(done), sorted([
+            f"agent {mine.pid} of job 77 outlived its step: stopped",
+            f"agent {stubborn.pid} of job 77 outlived its step: killed (ignored SIGTERM)"]))
+        self.assertEqual(mine.wait(5), -15)
+        self.assertEqual(stubborn.wait(5), -9)
+        self.assertIsNone(other_job.poll())
+        self.assertIsNone(not_agent.poll())
+        self.assertEqual(node.stop_leftover_agents(agent, 77), [])
 
 
 class PluginCheck(Tmp):
