@@ -93,7 +93,9 @@ def problems(path: Path) -> List[str]:
         if isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and (node.value.id, node.attr) in NEW_ATTRS:
                 out.append(f"{where(node)}: {node.value.id}.{node.attr} (3.7+)")
-            elif node.attr in NEW_METHODS:
+            # Path.readlink is 3.9; os.readlink has always been there
+            elif node.attr in NEW_METHODS and not (
+                    isinstance(node.value, ast.Name) and node.value.id == "os"):
                 out.append(f"{where(node)}: .{node.attr}() (3.8+)")
         if isinstance(node, ast.Call):
             fn = node.func.attr if isinstance(node.func, ast.Attribute) else \
