@@ -15,6 +15,7 @@ slurmdbd is down, which stays down at least MPI_PSTATE_FAULT_OUTAGE_S
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -48,6 +49,24 @@ def queued_times(jobs: List[int], since: int) -> Dict[int, float]:
             out[int(m.group(1))] = float(m.group(2))
     return out
 
+
+
+def end_orphans(job: int) -> None:
+    """The ranks of a step whose slurmstepd was killed: nobody is left to
+    end them at the job's end (its time limit would, after their own hold),
+    and while they run their job's cgroup still holds a process, so the next
+    test's step would see another job on every CPU and clock nothing down."""
+    for _ in range(50):
+        pids = [int(p) for f in Path("/sys/fs/cgroup").glob(f"*/slurm*/uid_*/job_{job}/**/cgroup.procs")
+                for p in f.read_text().split()]
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.2)
 
 class AccountingJobs:
     """Accounting's set-up (lab, plugin, hooks, MPI programs) and helpers,
@@ -136,6 +155,7 @@ class Faults(AccountingJobs, unittest.TestCase):
         lt.root(["kill", "-9", *stepd, *([str(agent)] if agent else [])], check=False)
         time.sleep(2)  # the kill lands first: nothing of ours restores before the Epilog
         lt.root(["scancel", str(job)], check=False)
+        self.addCleanup(end_orphans, job)
         s = self.wait_summary(job, timeout=240)
         self.assertIn(s["state"], ("complete", "partial"), s)
         for _ in range(60):
