@@ -50,7 +50,6 @@ def queued_times(jobs: List[int], since: int) -> Dict[int, float]:
     return out
 
 
-
 def end_orphans(job: int) -> None:
     """The ranks of a step whose slurmstepd was killed: nobody is left to
     end them at the job's end (its time limit would, after their own hold),
@@ -67,6 +66,7 @@ def end_orphans(job: int) -> None:
             except OSError:
                 pass
         time.sleep(0.2)
+
 
 class AccountingJobs:
     """Accounting's set-up (lab, plugin, hooks, MPI programs) and helpers,
