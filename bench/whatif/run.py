@@ -71,6 +71,12 @@ def calibrate(node: str, seconds: float, reps: int, points: int) -> dict[str, An
     return json.loads(r.stdout[:r.stdout.rindex("}") + 1])
 
 
+def program() -> str:
+    """The imbalance program of the MPI family srun can start on this release
+    (Open MPI over mpi/pmix, else MPICH over mpi/pmi2: labtools.srun_family)."""
+    return f"imbalance.{lt.srun_family()[0]}"
+
+
 def submit(wd: Path, mode: str, threshold: Optional[str], command: str, nodes: int,
            ntasks: int) -> int:
     # Placement as in profile mode (unbound) for both runs: the lab's two nodes
@@ -81,7 +87,7 @@ def submit(wd: Path, mode: str, threshold: Optional[str], command: str, nodes: i
     opt = [f"--mpi-pstate={mode}", "--mpi-pstate-bind=none"] + \
         ([f"--mpi-pstate-threshold={threshold}"] if threshold else [])
     return lt.sbatch(["-N", str(nodes), f"--ntasks-per-node={ntasks}", "-t", "10",
-                      "--exclusive", *opt], f"srun --mpi=pmix {command}\n", wd)
+                      "--exclusive", *opt], f"srun --mpi={lt.srun_family()[1]} {command}\n", wd)
 
 
 def figures(job: int, timeout: float = 60) -> dict[str, Any]:
@@ -293,7 +299,8 @@ def main() -> int:
     def say(s: str) -> None:
         print(s, file=sys.stderr, flush=True)
     wd = lt.workdir("whatif-bench")
-    lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
+    prog = program()
+    lt.give(lt.BUILD / "tests" / "mpi" / prog, wd)
     rows: list[dict[str, Any]] = []
     t0 = time.time()
     tag = f", budget {a.agent_budget} %" if a.agent_budget else ""
@@ -306,7 +313,7 @@ def main() -> int:
                 f"{model['noise_w']} W, write {model['transition']['write_us']} us")
             def run(what: str, command: str, ths: list[int], reps: int) -> None:
                 rows.extend(run_workload(f"{what}{tag}", command, ths, reps, wd, 2, a.ntasks, say))
-            cmd = f"./imbalance.openmpi {a.iters} {a.work_ms:g}"
+            cmd = f"./{prog} {a.iters} {a.work_ms:g}"
             ths = [int(x) for x in a.thresholds.split(",") if x]
             run(f"imbalance 2x{a.ntasks}", cmd, ths, a.reps)
             sw = [int(x) for x in a.sweep.split(",") if x]
@@ -314,7 +321,7 @@ def main() -> int:
                 run(f"imbalance 2x{a.ntasks}, sweep", cmd, sw, max(1, a.reps - 1))
             sp = [int(x) for x in a.spread.split(",") if x]
             if sp:
-                run(f"imbalance 2x{a.ntasks}, spread", f"./imbalance.openmpi {a.iters} 10 20", sp,
+                run(f"imbalance 2x{a.ntasks}, spread", f"./{prog} {a.iters} 10 20", sp,
                     max(1, a.reps - 1))
             if a.hpcc_n:
                 from mpi_pstate import bench as ld

@@ -6,6 +6,7 @@ fake hardware of each node is read through `tests/cluster/lab`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pwd
 import shutil
@@ -87,12 +88,13 @@ def slurm_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def srun_mpi_types() -> set[str]:
+@functools.lru_cache(maxsize=None)
+def srun_mpi_types() -> frozenset[str]:
     """srun --mpi=list's plugin types: Debian's Slurm 26.05 ships no mpi/pmix
     (Open MPI then starts only through mpirun inside an allocation)."""
     out = root(["srun", "--mpi=list"], check=False)
     words = (out.stdout + out.stderr).replace(":", " ").split()
-    return {w.rstrip(",").removeprefix("mpi/") for w in words}
+    return frozenset(w.rstrip(",").removeprefix("mpi/") for w in words)
 
 
 def srun_family() -> tuple[str, str]:

@@ -31,7 +31,8 @@ class BenchEval(unittest.TestCase):
         # The installed bench and report, as a user runs them: a checkout may
         # be unreadable to users (a 0700 home directory).
         inst = lt.installed()
-        prog = lt.BUILD / "tests" / "mpi" / "imbalance.openmpi"
+        family, mpi = lt.srun_family()
+        prog = lt.BUILD / "tests" / "mpi" / f"imbalance.{family}"
         report, script = inst.cli, inst.libexec / "mpi-pstate-bench"
         d = lt.workdir("bench-eval")
         exe = lt.give(prog, d)
@@ -39,7 +40,7 @@ class BenchEval(unittest.TestCase):
         r = lt.as_user(["timeout", "-s", "INT", "170", "/usr/bin/python3", str(script),
                         "--reps", "2", "--thresholds", "0,2ms", "--json", "--workdir",
                         str(d / "runs"), "--report-cmd", str(report), "--record-wait", "20",
-                        "--", str(exe), str(ITER), str(WORK_MS)], cwd=d, timeout=200)
+                        "--launcher", f"srun --mpi={mpi}", "--", str(exe), str(ITER), str(WORK_MS)], cwd=d, timeout=200)
         cls.proc = r
         cls.res = json.loads(r.stdout) if r.stdout.strip().startswith("{") else None
 

@@ -39,9 +39,18 @@ class PreloadUnderSrun(unittest.TestCase):
             script.chmod(0o755)
             os.chown(script, pw.pw_uid, pw.pw_gid)
             argv = [str(script)]
-        env = f"ALL,LD_PRELOAD={FRONT},MPI_PSTATE_MODE=profile,MPI_PSTATE_PROFILE_DIR={prof}"
-        r = lt.as_user(["srun", "-t", "2", f"--mpi={SRUN_MPI[abi]}", "-N2", "-n2", "-c2", "--cpu-bind=none",
-                        f"--export={env}", *argv], cwd=wd)
+        env = {"LD_PRELOAD": str(FRONT), "MPI_PSTATE_MODE": "profile", "MPI_PSTATE_PROFILE_DIR": str(prof)}
+        if SRUN_MPI[abi] in lt.srun_mpi_types():
+            cmd = ["srun", "-t", "2", f"--mpi={SRUN_MPI[abi]}", "-N2", "-n2", "-c2", "--cpu-bind=none",
+                   "--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items()), *argv]
+        else:
+            # This Slurm cannot start Open MPI's ranks (Debian's 26.05 has no
+            # mpi/pmix): mpirun does, inside an allocation of the same shape,
+            # its daemons started on both nodes by srun, as such a site runs
+            # Open MPI.  The library reaches only the ranks (-x), not mpirun.
+            cmd = ["salloc", "-t", "2", "-N2", "-n2", "-c2", "mpirun.openmpi", "--bind-to", "none",
+                   *[w for k, v in env.items() for w in ("-x", f"{k}={v}")], *argv]
+        r = lt.as_user(cmd, cwd=wd)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         profs = ph.read_profiles(prof)
         self.assertEqual(sorted(profs), [0, 1], r.stdout + r.stderr)

@@ -61,8 +61,9 @@ class WhatIf(unittest.TestCase):
         self.assertLess(model["idle_w"], lo["busy_w"])
 
         wd = lt.workdir("whatif")
-        lt.give(lt.BUILD / "tests" / "mpi" / "imbalance.openmpi", wd)
-        cmd = "./imbalance.openmpi 80 50"
+        prog = bench.program()
+        lt.give(lt.BUILD / "tests" / "mpi" / prog, wd)
+        cmd = f"./{prog} 80 50"
         # No pilot: the prediction charges the agent's CPU budget itself,
         # from the profile run's agent record (its CPU per timer wake-up)
         # and the model's CPU per lower+raise pair (docs/evaluation.md).
