@@ -6,6 +6,7 @@ fake hardware of each node is read through `tests/cluster/lab`.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import functools
 import os
 import pwd
@@ -95,6 +96,13 @@ def srun_mpi_types() -> frozenset[str]:
     out = root(["srun", "--mpi=list"], check=False)
     words = (out.stdout + out.stderr).replace(":", " ").split()
     return frozenset(w.rstrip(",").removeprefix("mpi/") for w in words)
+
+
+def selected(test_id: str) -> bool:
+    """Whether tests/run runs the test (module.Class.method) in this run: the
+    patterns it gave unittest's loader, matched as the loader does."""
+    pats = [p for p in os.environ.get("MPI_PSTATE_TEST_PATTERNS", "").split("\n") if p]
+    return not pats or any(fnmatch.fnmatchcase(test_id, p) for p in pats)
 
 
 def srun_family() -> tuple[str, str]:

@@ -88,6 +88,7 @@ class Accounting(unittest.TestCase):
     cfg: config.Config
     wd: Path
     progs: dict[str, Path]
+    timed_out: int | None
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -112,32 +113,52 @@ class Accounting(unittest.TestCase):
                 shutil.chown(out, lt.TEST_USER)
                 cls.progs[fam] = out
         cls.cleanup_dirs: list[Path] = []
+        # A job that runs into its time limit: Slurm's limits are whole
+        # minutes, checked every 30 s, so it ends 60-90 s after it starts.
+        # It is submitted first and checked by test_timed_out_job, which the
+        # other tests' jobs have kept busy meanwhile (one core of one node),
+        # and only when that test runs: a job of both whole nodes waits for it.
+        cls.timed_out = None
+        if lt.selected(f"{__name__}.{cls.__name__}.test_timed_out_job"):
+            cls.timed_out = cls.submit_as_user(["-N1", "-n1", "-c1", "-t", "1"],
+                                               cls.script(cls.family(), 1, 1, hold=600), "timeout")
 
     @classmethod
     def tearDownClass(cls) -> None:
+        if getattr(cls, "timed_out", None):
+            lt.root(["scancel", str(cls.timed_out)], check=False)
         for d in getattr(cls, "cleanup_dirs", []):
             shutil.rmtree(d, ignore_errors=True)
 
     # ---- helpers
 
-    def script(self, fam: str, nodes: int, ntasks: int, iters: int = 10, ms: float = 5,
+    @classmethod
+    def family(cls) -> str:
+        return "mpich" if "mpich" in cls.progs else next(iter(cls.progs))
+
+    @classmethod
+    def script(cls, fam: str, nodes: int, ntasks: int, iters: int = 10, ms: float = 5,
                hold: int = 0, before_end: str = "", after: str = "") -> str:
         mpi = FAMILIES[fam][1]
         return f"""set -u
-srun --mpi={mpi} {PLUGIN} -N{nodes} -n{ntasks} {self.progs[fam]} {iters} {ms} {hold}
+srun --mpi={mpi} {PLUGIN} -N{nodes} -n{ntasks} {cls.progs[fam]} {iters} {ms} {hold}
 rc=$?
 {before_end}
 {after}
 exit $rc
 """
 
-    def submit(self, args: list[str], script: str, name: str) -> int:
-        path = self.wd / f"{name}.sh"
+    @classmethod
+    def submit_as_user(cls, args: list[str], script: str, name: str) -> int:
+        path = cls.wd / f"{name}.sh"
         path.write_text("#!/bin/bash\n" + script)
         shutil.chown(path, lt.TEST_USER)
-        r = lt.as_user(["sbatch", "--parsable", "-o", str(self.wd / f"{name}-%j.out"), "-J", name,
-                        *args, str(path)], cwd=self.wd, check=True)
-        job = int(r.stdout.strip().split(";")[0])
+        r = lt.as_user(["sbatch", "--parsable", "-o", str(cls.wd / f"{name}-%j.out"), "-J", name,
+                        *args, str(path)], cwd=cls.wd, check=True)
+        return int(r.stdout.strip().split(";")[0])
+
+    def submit(self, args: list[str], script: str, name: str) -> int:
+        job = self.submit_as_user(args, script, name)
         self.addCleanup(lt.root, ["scancel", str(job)], check=False)
         return job
 
@@ -262,12 +283,11 @@ exit $rc
         lt.skip_without_pmix(self)  # Debian's Slurm 26.05: Open MPI runs through mpirun only
         self.check_two_node("openmpi")
 
-    def test_cancelled_failed_and_timed_out_jobs(self) -> None:
-        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+    def test_cancelled_and_failed_jobs(self) -> None:
+        fam = self.family()
         one = ["-N1", "-n1", "-c1"]
         cancel = self.submit(one + ["-t", "5"], self.script(fam, 1, 1, hold=300), "cancel")
         fail = self.submit(one + ["-t", "5"], self.script(fam, 1, 1, after="exit 3"), "fail")
-        tmo = self.submit(one + ["-t", "1"], self.script(fam, 1, 1, hold=600), "timeout")
         self.wait_output(cancel, "cancel", "started")
         time.sleep(1)
         lt.root(["scancel", str(cancel)])
@@ -276,14 +296,17 @@ exit $rc
         self.assertIn(self.detail(cancel)["ranks"][0]["state"], ("killed", "exited"))
         s = self.wait_summary(fail)
         self.assertEqual((s["state"], s["job_state"]), ("complete", "FAILED"))
-        s = self.wait_summary(tmo, timeout=240)
+
+    def test_timed_out_job(self) -> None:
+        assert self.timed_out is not None
+        s = self.wait_summary(self.timed_out, timeout=240)
         self.assertEqual((s["state"], s["job_state"]), ("complete", "TIMEOUT"))
 
     def test_hundred_jobs_back_to_back(self) -> None:
         """100 small jobs, a third across both nodes, some with an admin's
         comment set before they run: every one gets its own complete
         summary, and it is still there a while later."""
-        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        fam = self.family()
         jobs: dict[int, tuple[int, int]] = {}  # job -> (iters, ranks)
         admin: set[int] = set()
         t0 = time.monotonic()
@@ -324,7 +347,7 @@ exit $rc
         print(f"\n  100 jobs: all summaries in slurmdbd after {elapsed:.0f} s", file=sys.stderr)
 
     def test_hostile_inputs(self) -> None:
-        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        fam = self.family()
         before = sha("/etc/shadow")
         # Names of this job's pattern the job's user makes: never looked at
         # (only the plugin's step record names a segment); the plugin's own
@@ -369,7 +392,7 @@ exit $rc
         self.assertIn(f"job {job}: up to date", r.stdout)
 
     def test_array_job_and_report(self) -> None:
-        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        fam = self.family()
         job = self.submit(["--array=1-3", "-N1", "-n1", "-t", "5"],
                           self.script(fam, 1, 1, iters=3), "array")
         rows = []
@@ -394,7 +417,7 @@ exit $rc
     def test_several_steps(self) -> None:
         """3 steps of 2 ranks: 2 distinct ranks, 6 rank-steps; the job's wall
         time is sacct's Elapsed, longer than any one step."""
-        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        fam = self.family()
         steps = "".join(f"srun --mpi={FAMILIES[fam][1]} {PLUGIN} -N1 -n2 {self.progs[fam]} 5 5\n"
                         for i in range(3))
         job = self.submit(["-N1", "-n2", "-t", "5"], "set -u\n" + steps, "steps")
@@ -420,7 +443,7 @@ exit $rc
     def test_plugin_job(self) -> None:
         if "--mpi-pstate" not in lt.as_user(["sbatch", "--help"]).stdout:
             self.skipTest("the plugin is not active in the lab")
-        fam = "mpich" if "mpich" in self.progs else next(iter(self.progs))
+        fam = self.family()
         job = self.submit(["-N2", "--ntasks-per-node=2", "-t", "5", "--mpi-pstate=profile"],
                           f"srun --mpi={FAMILIES[fam][1]} {self.progs[fam]} 10 5\n", "plugin")
         s = self.wait_summary(job)
