@@ -190,7 +190,8 @@ def cmd_report(a: argparse.Namespace) -> int:
     if wi is not None:
         return report.what_if_output(jobs, missing, wi, a)
     for m in missing:
-        print(f"{PROG} report: job {m} not found in the accounting database", file=sys.stderr)
+        print(f"{PROG} report: job {m} not found in the accounting database (or hidden "
+              "from you by its PrivateData, as from sacct)", file=sys.stderr)
     if a.json:
         sys.stdout.write(report.to_json(jobs) + "\n")
     elif a.csv:

@@ -2,7 +2,9 @@
 the controller):
 
     <collect_dir>/                 owned by SlurmUser, mode 0755
-    <collect_dir>/<jobid>/         one per job (raw job id), owned by SlurmUser
+    <collect_dir>/<jobid>/         one per job (raw job id), owned by SlurmUser;
+                                   with PrivateData=jobs mode 0700 plus an
+                                   ACL for the job's user (open_job_dir)
         node.<node>.json           node record, written by root (node Epilog)
         job.json                   merged detail, written by SlurmUser
                                    (EpilogSlurmctld) or root (backfill)
@@ -43,9 +45,15 @@ def open_collect(path: str, trusted: Set[int], create_mode: Optional[int] = None
     return safeio.open_dir(path, trusted={0}, final_owner=trusted, create_mode=create_mode)
 
 
-def open_job_dir(cfd: int, job: int, trusted: Set[int], create: bool = False) -> Optional[int]:
+def open_job_dir(cfd: int, job: int, trusted: Set[int], create: bool = False,
+                 private: bool = False, reader: Optional[int] = None,
+                 problems: Optional[List[str]] = None) -> Optional[int]:
     """The job's directory (None if absent).  With create, make it owned by
-    the owner of collect_dir (root hands it over with fchown)."""
+    the owner of collect_dir (root hands it over with fchown), mode 0755; or,
+    private (slurm.conf's PrivateData=jobs), mode 0700 and searchable by the
+    job's user (`reader`) alone through an ACL: the records inside stay
+    0644, and the directory is what hides them from other users, as sacct
+    hides the job.  Where the ACL cannot be set, why is added to problems."""
     name = str(job)
     if create:
         try:
@@ -68,7 +76,11 @@ def open_job_dir(cfd: int, job: int, trusted: Set[int], create: bool = False) ->
             os.fchown(fd, cst.st_uid, cst.st_gid)
             st = os.fstat(fd)
         if create and created:
-            os.fchmod(fd, 0o755)
+            os.fchmod(fd, 0o700 if private else 0o755)
+            if private and reader is not None and reader != st.st_uid:
+                why = safeio.set_dir_reader(fd, reader)
+                if why and problems is not None:
+                    problems.append(f"{name}: {why}: only its owner reads the records")
             st = os.fstat(fd)
         if st.st_uid not in trusted:
             raise safeio.UnsafeFile(errno.EPERM, f"{name}: owned by uid {st.st_uid}")

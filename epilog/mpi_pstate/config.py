@@ -43,6 +43,9 @@ class Config:
         # Files and directories the settings were resolved from (the node
         # Epilog's fast-path cache is stale once any is newer)
         self.sources = []  # type: List[str]
+        # slurm.conf's PrivateData hides jobs: each job's directory in
+        # collect_dir is its owner's and the job's user's alone (collect.py)
+        self.private_jobs = False
 
     @property
     def slurm_uid(self) -> int:
@@ -182,12 +185,20 @@ def default_slurm_conf() -> str:
     return SLURM_CONF_PATHS[0]
 
 
+def private_jobs(value: str) -> bool:
+    """Whether slurm.conf's PrivateData hides a job from other users
+    (slurm.conf(5): "jobs"; "all" is no value of it, so not taken)."""
+    return "jobs" in {w.strip().lower() for w in value.split(",")}
+
+
 def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
          runtime_dir: Optional[str] = None) -> Config:
     c = Config()
     c.slurm_conf = slurm_conf or os.environ.get("SLURM_CONF") or default_slurm_conf()
-    vals = slurm_conf_values(c.slurm_conf, ("SlurmUser", "PlugStackConfig"), c.problems)
+    vals = slurm_conf_values(c.slurm_conf, ("SlurmUser", "PlugStackConfig", "PrivateData"),
+                             c.problems)
     c.slurm_user = vals.get("SlurmUser", "root")
+    c.private_jobs = private_jobs(vals.get("PrivateData", ""))
     plugstack = vals.get("PlugStackConfig") or os.path.join(os.path.dirname(c.slurm_conf),
                                                             "plugstack.conf")
     c.sources = [c.slurm_conf]

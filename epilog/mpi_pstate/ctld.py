@@ -96,7 +96,7 @@ def load_records(cfg: config.Config, job: int, nodes: List[str], trusted: Set[in
 def write_detail(cfg: config.Config, job: int, detail: Dict[str, Any], trusted: Set[int]) -> None:
     cfd = collect.open_collect(cfg.collect_dir, trusted)
     try:
-        jfd = collect.open_job_dir(cfd, job, trusted, create=True)
+        jfd = collect.open_job_dir(cfd, job, trusted, create=True, private=cfg.private_jobs)
         assert jfd is not None
         try:
             safeio.write_atomic(jfd, collect.JOB_FILE, noderec.encode(detail), mode=0o644)

@@ -452,7 +452,7 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
         data = noderec.encode(rec)
         done = "published"
         try:
-            publish(cfg, job, node, data)
+            publish(cfg, job, node, data, uid)
         except OSError as e:
             done = "kept for a later pass"
             # collect_dir full, unreachable, unsafe: the record waits in
@@ -514,7 +514,10 @@ def meter_here(sysroot: str) -> str:
     return noderec.rapl_meter(os.path.realpath(sysroot), text)
 
 
-def publish(cfg: config.Config, job: int, node: str, data: bytes) -> None:
+def publish(cfg: config.Config, job: int, node: str, data: bytes,
+            uid: Optional[int] = None) -> None:
+    """Writes the node record into the job's directory of collect_dir (made
+    private to the job's user, uid or the record's own, under PrivateData)."""
     owner = cfg.slurm_uid
     try:
         cfd = collect.open_collect(cfg.collect_dir, trusted={0, owner})
@@ -527,8 +530,14 @@ def publish(cfg: config.Config, job: int, node: str, data: bytes) -> None:
             import pwd
             os.fchown(cfd, owner, pwd.getpwuid(owner).pw_gid)
     try:
-        jfd = collect.open_job_dir(cfd, job, trusted={0, owner}, create=True)
+        problems: List[str] = []
+        if cfg.private_jobs and uid is None:
+            uid = noderec.head_uid(data)
+        jfd = collect.open_job_dir(cfd, job, trusted={0, owner}, create=True,
+                                   private=cfg.private_jobs, reader=uid, problems=problems)
         assert jfd is not None
+        for p in problems:
+            log.warning(p)
         try:
             safeio.write_atomic(jfd, collect.node_file(node), data, mode=0o644)
         finally:

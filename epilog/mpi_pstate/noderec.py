@@ -634,6 +634,17 @@ def validate_rest(rest: Any) -> Dict[str, Any]:
     return out
 
 
+_HEAD_UID = re.compile(rb'\{"format":[^,]{1,40},"version":[^,]{1,40},"job":[0-9]{1,10},'
+                       rb'"node":"[A-Za-z0-9._-]{1,64}","uid":([0-9]{1,10})[,}]')
+
+
+def head_uid(data: bytes) -> Optional[int]:
+    """The uid at the head of an encoded record of ours (build() puts it
+    there), without decoding the whole record; None if it is not there."""
+    m = _HEAD_UID.match(data[:512])
+    return int(m.group(1)) if m else None
+
+
 def encode(rec: Dict[str, Any]) -> bytes:
     """The record as compact JSON and a newline; rank entries may be
     EncodedRank (their text is put in as it is)."""

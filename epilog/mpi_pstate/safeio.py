@@ -23,7 +23,8 @@ and carry on."""
 import errno
 import os
 import stat
-from typing import Iterable, Iterator, List, Optional, Set
+import struct
+from typing import Dict, Iterable, Iterator, List, Optional, Set
 
 O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -292,6 +293,42 @@ def entry_stat(dirfd: int, name: str) -> Optional[os.stat_result]:
 
 
 _tmp_counter = iter(range(1, 1 << 62))
+
+
+# POSIX ACL in its xattr form (linux/posix_acl_xattr.h): a version word,
+# then (tag, perm, id) entries sorted by tag, then id.
+_ACL_VERSION, _ACL_UNDEFINED = 2, 0xFFFFFFFF
+_ACL_USER_OBJ, _ACL_USER, _ACL_GROUP_OBJ, _ACL_MASK, _ACL_OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
+
+
+def acl_owner_and(uid: int, perm: int) -> bytes:
+    """An access ACL: the owner all rights, `uid` perm (4 r, 2 w, 1 x),
+    the owning group and others nothing."""
+    ents = [(_ACL_USER_OBJ, 7, _ACL_UNDEFINED), (_ACL_USER, perm, uid),
+            (_ACL_GROUP_OBJ, 0, _ACL_UNDEFINED), (_ACL_MASK, perm, _ACL_UNDEFINED),
+            (_ACL_OTHER, 0, _ACL_UNDEFINED)]
+    return struct.pack("<I", _ACL_VERSION) + b"".join(struct.pack("<HHI", *e) for e in ents)
+
+
+def acl_users(blob: bytes) -> Dict[int, int]:
+    """{uid: perm} of the named-user entries of an access ACL's xattr."""
+    out = {}
+    for off in range(4, len(blob) - 7, 8):
+        tag, perm, uid = struct.unpack_from("<HHI", blob, off)
+        if tag == _ACL_USER:
+            out[uid] = perm
+    return out
+
+
+def set_dir_reader(fd: int, uid: int) -> Optional[str]:
+    """fd (a directory of ours, mode 0700) also readable and searchable by
+    uid, through a POSIX ACL; None, or why not (a file system without
+    ACLs: the directory stays its owner's alone)."""
+    try:
+        os.setxattr(fd, "system.posix_acl_access", acl_owner_and(uid, 5))
+        return None
+    except OSError as e:
+        return f"no ACL for uid {uid}: {e.strerror or e}"
 
 
 def write_atomic(dirfd: int, name: str, data: bytes, mode: int = 0o644,

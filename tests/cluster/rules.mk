@@ -40,7 +40,8 @@ debroot-stop:
 # PMIx 7, MPICH 5.0, Python 3.14), in tests/cluster/debroot --suite forky's cached root,
 # built into B26 (default build-26), its cluster in that root's own namespaces
 # (host name mpst26), so it may run beside make check and make check-24.  The
-# 1000-step sweep (test_scale) runs on CHECK26_SCALE_STEPS steps, the same
+# 1000-step sweep (test_scale) runs on CHECK26_SCALE_STEPS steps and the
+# 100-job queue (test_accounting) on CHECK26_QUEUE_JOBS jobs, the same
 # assertions, to keep CI within its budget.  Debian's 26.05 has no mpi/pmix:
 # tests whose point is not Open MPI under srun take the family srun can start
 # (labtools.srun_family), and the three that are skip, named.
@@ -53,6 +54,7 @@ B26 ?= build-26
 CHECK26_MPICC_ompi ?= mpicc.openmpi -Wno-stringop-overread
 CHECK26_LOCK ?= /run/mpi-pstate-lab-26.lock
 CHECK26_SCALE_STEPS ?= 300
+CHECK26_QUEUE_JOBS ?= 50
 CHECK26_TESTS ?=
 # CHECK26_PHASES=unit,py then CHECK26_PHASES=integration is the same suite in
 # two runs (.ci/run runs the first, which needs no cluster, beside make check).
@@ -63,6 +65,7 @@ CHECK26_ARGS = --phase $(CHECK26_PHASES) $(addprefix -K ,$(CHECK26_TESTS))
 check-26: debroot-26
 	@t0=$$(date +%s); \
 	flock $(CHECK26_LOCK) bash -c './tests/cluster/debroot --suite forky enter env MPI_PSTATE_SCALE_STEPS=$(CHECK26_SCALE_STEPS) \
+	  MPI_PSTATE_QUEUE_JOBS=$(CHECK26_QUEUE_JOBS) \
 	  make -j2 --no-print-directory \
 	  B=$(B26) check CHECK_ARGS="$(CHECK26_ARGS)" PRELOAD_MPICC_ompi="$(CHECK26_MPICC_ompi)"; \
 	  rc=$$?; ./tests/cluster/debroot --suite forky stop; exit $$rc'; rc=$$?; \

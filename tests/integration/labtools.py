@@ -66,18 +66,21 @@ def plugstack_args(*args: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def slurm_conf_lines(*lines: str) -> Iterator[None]:
-    """The lab's slurm.conf with lines appended, every Slurm daemon restarted
-    on it (as an admin does after such a change), then put back and restarted
-    again, whatever happens meanwhile."""
-    conf = LAB / "etc" / "slurm.conf"
-    saved = conf.read_text()
-    conf.write_text(saved + "".join(f"{ln}\n" for ln in lines))
+def slurm_conf_lines(*lines: str, dbd: Sequence[str] = ()) -> Iterator[None]:
+    """The lab's slurm.conf with lines appended (and slurmdbd.conf with dbd),
+    every Slurm daemon restarted on it (as an admin does after such a change),
+    then put back and restarted again, whatever happens meanwhile."""
+    confs = [(LAB / "etc" / "slurm.conf", lines), (LAB / "etc" / "slurmdbd.conf", dbd)]
+    saved = [(c, c.read_text()) for c, add in confs if add]
+    for c, add in confs:
+        if add:
+            c.write_text(c.read_text() + "".join(f"{ln}\n" for ln in add))
     try:
         lab("restart-slurm", timeout=300)
         yield
     finally:
-        conf.write_text(saved)
+        for c, text in saved:
+            c.write_text(text)
         lab("restart-slurm", timeout=300)
 
 

@@ -30,6 +30,9 @@ from mpi_pstate import config, slurm, summary  # noqa: E402
 INST = lt.installed()
 CLI, SLOTPY, FRONT = INST.cli, INST.pydir, INST.front
 FAMILIES = {"mpich": ("mpicc.mpich", "pmi2"), "openmpi": ("mpicc.openmpi", "pmix")}
+# Jobs of test_hundred_jobs_back_to_back: 100 in make check; fewer, the same
+# assertions, where CI runs the whole suite a second time (make check-26).
+QUEUE_JOBS = int(os.environ.get("MPI_PSTATE_QUEUE_JOBS", "100"))
 # The plugin makes the step's segment (the only kind the node Epilog reads)
 PLUGIN = "--mpi-pstate=profile --mpi-pstate-threshold=1ms"
 
@@ -119,7 +122,9 @@ class Accounting(unittest.TestCase):
         # other tests' jobs have kept busy meanwhile (one core of one node),
         # and only when that test runs: a job of both whole nodes waits for it.
         cls.timed_out = None
-        if lt.selected(f"{__name__}.{cls.__name__}.test_timed_out_job"):
+        # test_faults reuses this set-up for classes without the test
+        if hasattr(cls, "test_timed_out_job") and \
+                lt.selected(f"{cls.__module__}.{cls.__name__}.test_timed_out_job"):
             cls.timed_out = cls.submit_as_user(["-N1", "-n1", "-c1", "-t", "1"],
                                                cls.script(cls.family(), 1, 1, hold=600), "timeout")
 
@@ -303,14 +308,14 @@ exit $rc
         self.assertEqual((s["state"], s["job_state"]), ("complete", "TIMEOUT"))
 
     def test_hundred_jobs_back_to_back(self) -> None:
-        """100 small jobs, a third across both nodes, some with an admin's
-        comment set before they run: every one gets its own complete
-        summary, and it is still there a while later."""
+        """100 small jobs (QUEUE_JOBS), a third across both nodes, some with
+        an admin's comment set before they run: every one gets its own
+        complete summary, and it is still there a while later."""
         fam = self.family()
         jobs: dict[int, tuple[int, int]] = {}  # job -> (iters, ranks)
         admin: set[int] = set()
         t0 = time.monotonic()
-        for i in range(100):
+        for i in range(QUEUE_JOBS):
             nodes = 2 if i % 3 == 0 else 1
             held = i % 10 == 5
             job = self.submit(["-N", str(nodes), "-n", str(nodes), "-c1", "-t", "5"] +
@@ -344,7 +349,8 @@ exit $rc
         time.sleep(5)
         again = {j: summary.find(self.comment(j))[0] for j in jobs}
         self.assertEqual(again, seen, "a summary changed or vanished after the jobs ended")
-        print(f"\n  100 jobs: all summaries in slurmdbd after {elapsed:.0f} s", file=sys.stderr)
+        print(f"\n  {QUEUE_JOBS} jobs: all summaries in slurmdbd after {elapsed:.0f} s",
+              file=sys.stderr)
 
     def test_hostile_inputs(self) -> None:
         fam = self.family()
@@ -389,7 +395,11 @@ exit $rc
         (jd / f"node.{other}.json").unlink()
         (jd / f"node.{node}.json").write_bytes(good)
         r = lt.root([str(CLI), "backfill", str(job)])
-        self.assertIn(f"job {job}: up to date", r.stdout)
+        # FLAKY (2 of 3 CI runs, 2026-11-27): "no data yet" here, "up to date"
+        # when run again by hand later; the log lines and files say which record
+        # was left out, and why
+        self.assertIn(f"job {job}: up to date", r.stdout,
+                      r.stdout + r.stderr + lt.root(["ls", "-la", str(jd)], check=False).stdout)
 
     def test_array_job_and_report(self) -> None:
         fam = self.family()

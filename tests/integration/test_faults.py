@@ -74,7 +74,10 @@ class AccountingJobs:
     fault suites here and in test_never_drain.py."""
     setUpClass = classmethod(ta.Accounting.setUpClass.__func__)  # type: ignore[attr-defined]
     tearDownClass = classmethod(ta.Accounting.tearDownClass.__func__)  # type: ignore
-    script = ta.Accounting.script
+    # its class methods rebound, so that cls is the borrowing class
+    script = classmethod(ta.Accounting.script.__func__)  # type: ignore[attr-defined]
+    family = classmethod(ta.Accounting.family.__func__)  # type: ignore[attr-defined]
+    submit_as_user = classmethod(ta.Accounting.submit_as_user.__func__)  # type: ignore[attr-defined]
     submit = ta.Accounting.submit
     comments = ta.Accounting.comments
     comment = ta.Accounting.comment

@@ -591,6 +591,74 @@ class NodeEpilog(Tmp):
         self.assertEqual((self.collect / "4242").stat().st_uid, NOBODY)
         self.assertEqual((self.collect / "4242" / "node.n1.json").stat().st_uid, 0)
 
+    def test_private_data_hides_the_job_from_other_users(self) -> None:
+        """PrivateData=jobs: the job's directory is SlurmUser's and the job's
+        user's alone (an ACL); another user cannot even list it."""
+        fx.plugin_json(self.runtime, 4242, "0", None)
+        etc = self.tmp / "etc"
+        etc.mkdir()
+        (etc / "slurm.conf").write_text("SlurmUser=nobody\nPrivateData=accounts,JOBS\n")
+        self.assertEqual(self.run_epilog(SLURM_CONF=str(etc / "slurm.conf")), 0)
+        jd = self.collect / "4242"
+        st = jd.stat()
+        self.assertEqual((st.st_uid, st.st_mode & 0o007), (NOBODY, 0), oct(st.st_mode))
+        try:
+            acl = os.getxattr(jd, "system.posix_acl_access")
+        except OSError as e:
+            self.assertIn("no ACL for uid 1000", self.err.getvalue())
+            self.skipTest(f"no POSIX ACLs on {self.tmp}: {e}")
+        self.assertEqual(safeio.acl_users(acl), {1000: 5})
+        self.assertEqual(as_uid(1000, lambda: sorted(os.listdir(jd))), ["node.n1.json"])
+        self.assertEqual(as_uid(4243, lambda: sorted(os.listdir(jd))), "PermissionError")
+        # the default, without PrivateData: world-readable as before
+        (etc / "slurm.conf").write_text("SlurmUser=nobody\n")
+        self.env["SLURM_JOB_ID"] = "4243"
+        fx.plugin_json(self.runtime, 4243, "0", None)
+        self.assertEqual(self.run_epilog(SLURM_CONF=str(etc / "slurm.conf")), 0)
+        self.assertEqual((self.collect / "4243").stat().st_mode & 0o777, 0o755)
+
+
+def as_uid(uid: int, fn: "object") -> object:
+    """fn() in a child process running as uid: its result, or the name of
+    the exception it raised."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            out = json.dumps(fn())  # type: ignore[operator]
+        except Exception as e:  # noqa: BLE001 (reported to the parent by name)
+            out = json.dumps(type(e).__name__)
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(text)
+
+
+class PrivateData(unittest.TestCase):
+    def test_jobs_word_of_private_data(self) -> None:
+        for v, want in (("jobs", True), ("accounts,Jobs", True), (" usage , jobs ", True),
+                        ("usage", False), ("", False), ("jobsx", False)):
+            with self.subTest(v=v):
+                self.assertEqual(config.private_jobs(v), want)
+
+    def test_acl_blob(self) -> None:
+        blob = safeio.acl_owner_and(1234, 5)
+        self.assertEqual(len(blob), 4 + 5 * 8)
+        self.assertEqual(safeio.acl_users(blob), {1234: 5})
+
+    def test_uid_read_from_the_records_head(self) -> None:
+        rec = noderec.build(77, "n-1.x", 4321, settings=None, steps=[], infos=[],
+                            restore={"status": "ok"}, problems=[], written=1.0)
+        self.assertEqual(noderec.head_uid(noderec.encode(rec)), 4321)
+        self.assertIsNone(noderec.head_uid(b'{"format":"x","uid":1}'))
+
 
 if __name__ == "__main__":
     unittest.main()
