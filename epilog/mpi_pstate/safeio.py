@@ -24,7 +24,7 @@ import errno
 import os
 import stat
 import struct
-from typing import Dict, Iterable, Iterator, List, Optional, Set
+from typing import Iterable, Iterator, List, Optional, Set
 
 O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -308,16 +308,6 @@ def acl_owner_and(uid: int, perm: int) -> bytes:
             (_ACL_GROUP_OBJ, 0, _ACL_UNDEFINED), (_ACL_MASK, perm, _ACL_UNDEFINED),
             (_ACL_OTHER, 0, _ACL_UNDEFINED)]
     return struct.pack("<I", _ACL_VERSION) + b"".join(struct.pack("<HHI", *e) for e in ents)
-
-
-def acl_users(blob: bytes) -> Dict[int, int]:
-    """{uid: perm} of the named-user entries of an access ACL's xattr."""
-    out = {}
-    for off in range(4, len(blob) - 7, 8):
-        tag, perm, uid = struct.unpack_from("<HHI", blob, off)
-        if tag == _ACL_USER:
-            out[uid] = perm
-    return out
 
 
 def set_dir_reader(fd: int, uid: int) -> Optional[str]:

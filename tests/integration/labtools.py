@@ -70,16 +70,15 @@ def slurm_conf_lines(*lines: str, dbd: Sequence[str] = ()) -> Iterator[None]:
     """The lab's slurm.conf with lines appended (and slurmdbd.conf with dbd),
     every Slurm daemon restarted on it (as an admin does after such a change),
     then put back and restarted again, whatever happens meanwhile."""
-    confs = [(LAB / "etc" / "slurm.conf", lines), (LAB / "etc" / "slurmdbd.conf", dbd)]
-    saved = [(c, c.read_text()) for c, add in confs if add]
-    for c, add in confs:
-        if add:
-            c.write_text(c.read_text() + "".join(f"{ln}\n" for ln in add))
+    adds = {LAB / "etc" / "slurm.conf": lines, LAB / "etc" / "slurmdbd.conf": dbd}
+    saved = {c: c.read_text() for c, add in adds.items() if add}
+    for c, text in saved.items():
+        c.write_text(text + "".join(f"{ln}\n" for ln in adds[c]))
     try:
         lab("restart-slurm", timeout=300)
         yield
     finally:
-        for c, text in saved:
+        for c, text in saved.items():
             c.write_text(text)
         lab("restart-slurm", timeout=300)
 

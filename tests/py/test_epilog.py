@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import stat
+import struct
 import subprocess
 import tempfile
 import time
@@ -607,7 +608,7 @@ class NodeEpilog(Tmp):
         except OSError as e:
             self.assertIn("no ACL for uid 1000", self.err.getvalue())
             self.skipTest(f"no POSIX ACLs on {self.tmp}: {e}")
-        self.assertEqual(safeio.acl_users(acl), {1000: 5})
+        self.assertEqual(acl_users(acl), {1000: 5})
         self.assertEqual(as_uid(1000, lambda: sorted(os.listdir(jd))), ["node.n1.json"])
         self.assertEqual(as_uid(4243, lambda: sorted(os.listdir(jd))), "PermissionError")
         # the default, without PrivateData: world-readable as before
@@ -616,6 +617,11 @@ class NodeEpilog(Tmp):
         fx.plugin_json(self.runtime, 4243, "0", None)
         self.assertEqual(self.run_epilog(SLURM_CONF=str(etc / "slurm.conf")), 0)
         self.assertEqual((self.collect / "4243").stat().st_mode & 0o777, 0o755)
+
+
+def acl_users(blob: bytes) -> dict[int, int]:
+    """{uid: perm} of the named-user entries (tag 2) of an access ACL's xattr."""
+    return {uid: perm for tag, perm, uid in struct.iter_unpack("<HHI", blob[4:]) if tag == 2}
 
 
 def as_uid(uid: int, fn: "object") -> object:
@@ -651,7 +657,7 @@ class PrivateData(unittest.TestCase):
     def test_acl_blob(self) -> None:
         blob = safeio.acl_owner_and(1234, 5)
         self.assertEqual(len(blob), 4 + 5 * 8)
-        self.assertEqual(safeio.acl_users(blob), {1234: 5})
+        self.assertEqual(acl_users(blob), {1234: 5})
 
     def test_uid_read_from_the_records_head(self) -> None:
         rec = noderec.build(77, "n-1.x", 4321, settings=None, steps=[], infos=[],
