@@ -10,7 +10,8 @@
 # integration tests CHECK24_TESTS names (tests/run -K): the admin's install
 # and the package (daemons start and serve jobs), each launcher of both MPI
 # families with its restore, the summary, Slurm's --cpu-freq, AdminComment
-# writers and every never-drain fault.
+# writers, every never-drain fault and the adversarial tests of the root side
+# (test_adversarial_root; in the py phase, CHECK24_PY_TESTS).
 # CHECK24_TESTS= (empty) runs the whole suite, its sweep on
 # CHECK24_SCALE_STEPS steps.
 B24 ?= build-24
@@ -18,8 +19,11 @@ CHECK24_LOCK ?= /run/mpi-pstate-lab-24.lock
 CHECK24_SCALE_STEPS ?= 300
 CHECK24_TESTS ?= test_site_install test_never_drain test_cpufreq_slurm test_jobstats_coexist \
 	StepsBothFamilies test_governor_visible_during_the_job_and_restored test_two_nodes_mpich \
-	test_two_nodes_openmpi
-CHECK24_ARGS = --phase unit,$(if $(strip $(CHECK24_TESTS)),,py,)integration $(addprefix -K ,$(CHECK24_TESTS))
+	test_two_nodes_openmpi test_adversarial_root
+# with CHECK24_TESTS, the py phase runs the adversarial suites only (tests/run -P)
+CHECK24_PY_TESTS ?= test_root_trust test_epilog_adversarial
+CHECK24_ARGS = --phase unit,py,integration $(if $(strip $(CHECK24_TESTS)),$(addprefix -P ,$(CHECK24_PY_TESTS)) \
+	$(addprefix -K ,$(CHECK24_TESTS)))
 
 .PHONY: check-24 debroot debroot-stop
 check-24: debroot
