@@ -194,6 +194,7 @@ struct agentd {
 /* log.c */
 int mpi_pstate_agentd_log_open(const char *spec, bool foreground, int verbose);
 __attribute__((format(printf, 2, 3))) void mpi_pstate_agentd_log(int prio, const char *fmt, ...);
+unsigned mpi_pstate_agentd_log_errors(void);
 void mpi_pstate_agentd_log_tag(uint32_t job, uint32_t step);
 
 /* hw.c */
@@ -218,6 +219,9 @@ void mpi_pstate_agentd_poke(struct agentd *a); /* async-signal-safe wake-up */
 
 /* record.c */
 int mpi_pstate_agentd_record_write(struct agentd *a);
+/* sums.json beside the record: the step's totals for a node Epilog that
+ * does not detail it (docs/agent.md, section 10). */
+int mpi_pstate_agentd_sums_write(struct agentd *a);
 /* The directory part of an absolute file path (the record's, the
  * segment's) into dir; -EINVAL for a path with no file name. */
 int mpi_pstate_agentd_parent_dir(const char *path, char *dir, size_t len);

@@ -19,6 +19,7 @@
 
 static struct {
         uint64_t size, dropped; /* bytes in the file; messages not written */
+        unsigned errors;        /* error messages, written or not (sums.json) */
         int fd;                 /* -1: syslog */
         bool is_syslog;
         int verbose;
@@ -80,6 +81,11 @@ void mpi_pstate_agentd_log_tag(uint32_t job, uint32_t step)
         snprintf(lg.tag, sizeof(lg.tag), "job %u.%u: ", job, step);
 }
 
+unsigned mpi_pstate_agentd_log_errors(void)
+{
+        return lg.errors;
+}
+
 void mpi_pstate_agentd_log(int prio, const char *fmt, ...)
 {
         char msg[1024], line[1200];
@@ -90,6 +96,8 @@ void mpi_pstate_agentd_log(int prio, const char *fmt, ...)
 
         if (prio == LOG_DEBUG && lg.verbose < 1)
                 return;
+        if (prio == LOG_ERR)
+                lg.errors++;
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);

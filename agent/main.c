@@ -712,6 +712,10 @@ static void finish(struct agentd *a, bool started)
                 rc = mpi_pstate_agentd_record_write(a);
                 if (rc)
                         mpi_pstate_agentd_log(LOG_ERR, "record %s: %s", a->o.record, strerror(-rc));
+                rc = mpi_pstate_agentd_sums_write(a);
+                if (rc)
+                        mpi_pstate_agentd_log(LOG_ERR, "sums beside %s: %s", a->o.record,
+                                              strerror(-rc));
                 mpi_pstate_agentd_log(LOG_INFO,
                                       "stopped (%s): %llu lowerings, %llu raises, %u domain(s) "
                                       "restored, %u failed",

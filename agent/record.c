@@ -312,6 +312,28 @@ static void put_hardening(struct mpi_pstate_json *b, const struct agentd_hardeni
         mpi_pstate_json_put(b, "},\n");
 }
 
+/* b into dir/name atomically, mode 0644; b freed.  No fsync: it is
+ * written as the step ends, while slurmstepd waits, and nothing reads it
+ * after a crash of the node (the node epilog that would never ran). */
+static int write_json(const char *dir, const char *name, struct mpi_pstate_json *b)
+{
+        int dfd, rc = -ENOMEM;
+
+        if (b->failed)
+                goto out;
+        dfd = mpi_pstate_safeio_open_dir(dir, 1, 0755);
+        if (dfd < 0) {
+                rc = dfd;
+                goto out;
+        }
+        rc =
+            mpi_pstate_safeio_write_atomic(dfd, name, b->p, b->len, 0644, MPI_PSTATE_SAFEIO_NOSYNC);
+        close(dfd);
+out:
+        free(b->p);
+        return rc;
+}
+
 int mpi_pstate_agentd_record_write(struct agentd *a)
 {
         struct mpi_pstate_json b = {0};
@@ -319,7 +341,6 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
         const char *name;
         uint64_t elapsed =
             a->end_real_ns > a->start_real_ns ? a->end_real_ns - a->start_real_ns : 0;
-        int dfd, rc;
 
         if (!a->o.record)
                 return 0;
@@ -370,21 +391,75 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
         put_hardening(&b, &a->hard);
         mpi_pstate_json_put(&b, "  \"restore\": {\"restored\": %u, \"failed\": %u}\n}\n",
                             a->restored, a->restore_failed);
-        if (b.failed) {
-                rc = -ENOMEM;
-                goto out;
+        return write_json(dir, name, &b);
+}
+
+/* The step's totals (format "mpi-pstate-sums", docs/agent.md section 10):
+ * every slot read once more now that the ranks are gone, reduced by
+ * mpi_pstate_slot_totals(), with this agent's own clocked-down time and
+ * transitions.  A node Epilog past its detail bound reads this small file
+ * instead of the segment, so a job of 10,000 steps costs it one open per
+ * step (issue 21).  Written only when the segment is still mapped. */
+int mpi_pstate_agentd_sums_write(struct agentd *a)
+{
+        struct mpi_pstate_json b = {0};
+        char dir[4096];
+        uint64_t n = 0, invalid = 0, transitions = 0, step_wall = 0;
+        unsigned __int128 wall = 0, mpi = 0, wait = 0, down = 0, pwall = 0, pmpi = 0;
+        int rc;
+
+        if (!a->o.record || !a->seg.hdr || a->seg_lost)
+                return 0;
+        if (mpi_pstate_agentd_parent_dir(a->o.record, dir, sizeof(dir)) != 0)
+                return -EINVAL;
+        for (unsigned r = 0; r < a->seg.nslots; r++) {
+                struct mpi_pstate_slot_totals t;
+
+                rc = mpi_pstate_slot_snapshot(mpi_pstate_slot_at(&a->seg, r), a->copy);
+                if (rc == -ENOENT)
+                        continue;
+                if (rc) {
+                        invalid++;
+                        continue;
+                }
+                mpi_pstate_slot_totals(a->copy, &t);
+                n++;
+                wall += t.wall_ns;
+                mpi += t.mpi_ns;
+                wait += t.wait_ns;
+                down += a->core.ranks[r].down_ns;
+                transitions += a->core.ranks[r].transitions;
+                if (t.has_wall && t.wall_ns && t.has_mpi) {
+                        pwall += t.wall_ns;
+                        pmpi += t.mpi_ns;
+                }
+                if (t.wall_ns > step_wall)
+                        step_wall = t.wall_ns;
         }
-        dfd = mpi_pstate_safeio_open_dir(dir, 1, 0755);
-        if (dfd < 0) {
-                rc = dfd;
-                goto out;
-        }
-        /* No fsync: it is written as the step ends, while slurmstepd waits,
-         * and nothing reads it after a crash of the node (the node epilog
-         * that would never ran). */
-        rc = mpi_pstate_safeio_write_atomic(dfd, name, b.p, b.len, 0644, MPI_PSTATE_SAFEIO_NOSYNC);
-        close(dfd);
-out:
-        free(b.p);
-        return rc;
+        mpi_pstate_json_put(&b, "{\"format\": \"mpi-pstate-sums\", \"version\": 1, \"node\": ");
+        mpi_pstate_json_str(&b, a->host);
+        mpi_pstate_json_put(
+            &b,
+            ", \"job\": %u, \"step\": %u, \"ranks\": %" PRIu64 ", \"invalid\": %" PRIu64
+            ", \"transitions\": %" PRIu64 ", \"log_errors\": %u",
+            a->o.job, a->o.step, n, invalid, transitions, mpi_pstate_agentd_log_errors());
+        /* 16384 slots of at most ten years each stay below 2^64 ns */
+        mpi_pstate_json_put(&b, ", \"wall_s\": ");
+        put_secs(&b, (uint64_t)wall);
+        mpi_pstate_json_put(&b, ", \"mpi_s\": ");
+        put_secs(&b, (uint64_t)mpi);
+        mpi_pstate_json_put(&b, ", \"wait_s\": ");
+        put_secs(&b, (uint64_t)wait);
+        mpi_pstate_json_put(&b, ", \"down_s\": ");
+        put_secs(&b, (uint64_t)down);
+        mpi_pstate_json_put(&b, ", \"paired_wall_s\": ");
+        put_secs(&b, (uint64_t)pwall);
+        mpi_pstate_json_put(&b, ", \"paired_mpi_s\": ");
+        put_secs(&b, (uint64_t)pmpi);
+        mpi_pstate_json_put(&b, ", \"step_wall_s\": ");
+        put_secs(&b, step_wall);
+        mpi_pstate_json_put(&b, ",\n");
+        put_energy(&b, a);
+        mpi_pstate_json_put(&b, "  \"end\": true}\n");
+        return write_json(dir, "sums.json", &b);
 }

@@ -395,6 +395,66 @@ int mpi_pstate_slot_snapshot(const struct mpi_pstate_slot *shared, struct mpi_ps
         return 0;
 }
 
+/* The life-cycle calls of preload/mpi_functions.def (kinds init, finalize,
+ * abort): they frame the application, they are no time in MPI.
+ * tests/py/test_epilog_sums.py holds this list, the .def's and slots.py's
+ * FRAME_FUNCS equal. */
+static const char *const frame_funcs[] = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize",
+                                          "MPI_Abort"};
+
+/* [A-Za-z][A-Za-z0-9_]{0,31}, NUL-terminated within the entry. */
+static bool fn_name_ok(const char *n)
+{
+        if (!((n[0] >= 'A' && n[0] <= 'Z') || (n[0] >= 'a' && n[0] <= 'z')))
+                return false;
+        for (unsigned i = 1; i < MPI_PSTATE_SLOT_NAME_LEN && n[i]; i++)
+                if (!((n[i] >= 'A' && n[i] <= 'Z') || (n[i] >= 'a' && n[i] <= 'z') ||
+                      (n[i] >= '0' && n[i] <= '9') || n[i] == '_'))
+                        return false;
+        return true;
+}
+
+static bool fn_is_frame(const char *n)
+{
+        for (size_t i = 0; i < sizeof(frame_funcs) / sizeof(frame_funcs[0]); i++)
+                if (strcmp(n, frame_funcs[i]) == 0)
+                        return true;
+        return false;
+}
+
+void mpi_pstate_slot_totals(const struct mpi_pstate_slot *snap, struct mpi_pstate_slot_totals *t)
+{
+        uint64_t tps = snap->ticks_per_sec, a = snap->app_start_ticks, e = snap->app_end_ticks;
+        uint32_t nf =
+            snap->nfuncs < MPI_PSTATE_SLOT_MAX_FUNCS ? snap->nfuncs : MPI_PSTATE_SLOT_MAX_FUNCS;
+        unsigned __int128 mpi = 0;
+
+        memset(t, 0, sizeof(*t));
+        if (tps && e > a && a > 0) {
+                unsigned __int128 w = (unsigned __int128)(e - a) * 1000000000u / tps;
+
+                t->has_wall = w <= MPI_PSTATE_SLOT_NS_MAX;
+                t->wall_ns = t->has_wall ? (uint64_t)w : 0;
+        }
+        for (uint32_t i = 0; i < nf; i++) {
+                const char *n = snap->fn[i].name;
+                bool later = false;
+
+                if (!fn_name_ok(n) || fn_is_frame(n))
+                        continue;
+                for (uint32_t j = i + 1; j < nf && !later; j++)
+                        later = strncmp(n, snap->fn[j].name, MPI_PSTATE_SLOT_NAME_LEN) == 0;
+                if (!later)
+                        mpi += atomic_load_explicit(&snap->fn[i].time_ns, memory_order_relaxed);
+        }
+        t->has_mpi = mpi <= MPI_PSTATE_SLOT_NS_MAX;
+        t->mpi_ns = t->has_mpi ? (uint64_t)mpi : 0;
+        t->wait_ns = atomic_load_explicit(&snap->long_ns, memory_order_relaxed);
+        t->has_wait = t->wait_ns <= MPI_PSTATE_SLOT_NS_MAX;
+        if (!t->has_wait)
+                t->wait_ns = 0;
+}
+
 int mpi_pstate_slot_clock_choose(const char *want, enum mpi_pstate_clock *clock)
 {
         char buf[64];

@@ -42,6 +42,7 @@
 #ifndef MPI_PSTATE_SLOT_H
 #define MPI_PSTATE_SLOT_H
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -295,6 +296,21 @@ int mpi_pstate_slot_setup(struct mpi_pstate_slot *s, uint32_t index, const char 
  * names, state and clock in range.  Use only the copy afterwards.  Returns 0,
  * -ENOENT for a free slot (magic 0), or -EPROTO for anything else wrong. */
 int mpi_pstate_slot_snapshot(const struct mpi_pstate_slot *shared, struct mpi_pstate_slot *copy);
+
+/* What a validated snapshot says of its rank's whole run, the figures the
+ * node Epilog sums for a step it does not detail (docs/records.md, "rest"),
+ * reduced as epilog/mpi_pstate/slots.py rank_figures() reduces a slot:
+ * wall from MPI_Init's return to the end, MPI time over the functions in
+ * use with a valid name (the last entry of a name counts, as a reader
+ * keyed by name keeps it), life-cycle calls left out, wait the long_ns
+ * counter.  A figure above ten years, or a wall without both ends, is
+ * absent (has_* false): the rank wrote garbage, which counts as nothing. */
+#define MPI_PSTATE_SLOT_NS_MAX (UINT64_C(10) * 365 * 86400 * 1000000000)
+struct mpi_pstate_slot_totals {
+        bool has_wall, has_mpi, has_wait;
+        uint64_t wall_ns, mpi_ns, wait_ns;
+};
+void mpi_pstate_slot_totals(const struct mpi_pstate_slot *snap, struct mpi_pstate_slot_totals *t);
 
 /* Chooses the time source: want is "auto", "tsc", "monotonic" or NULL
  * (auto).  auto picks tsc when the kernel's clocksource is the CPU's

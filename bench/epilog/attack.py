@@ -11,6 +11,13 @@ Attacks, as the job's user (uid 1000) and as another user (uid 65534):
   counter   one slot with every counter at 2^64-1 (the job's user)
   header    the segment's header rewritten to claim 16384 slots (the job's user)
   swapped   the listed name replaced by another file of the user's (new inode)
+and at scale (issue 21), each with the sums.json every step's agent writes
+as it ends, and as KIND-nosums without (the agents killed: the Epilog reads
+every segment itself, within its CPU bound):
+  maximal   16384 slots of valid but maximal content, SLOTS per step
+  sweep     NAMES x 100 steps of 16 honest ranks
+  sweep10k  10,000 steps of 2 honest ranks
+  wide      one step of 16384 honest ranks
 and, for the plain cases, a job that had the plugin off (nothing to do) and
 big: one honest segment of SLOTS slots, all in use (the largest real load).
 
@@ -129,22 +136,37 @@ def filled_segment(seg: Path, n: int, slot: bytes) -> None:
     os.chown(seg, USER, -1)
 
 
-def agent_json(runtime: Path, step: str, n: int) -> None:
+def agent_json(runtime: Path, step: str, n: int) -> List[Dict[str, Any]]:
     """The agent's record of a step: root's figures of every slot."""
+    ranks = [{"slot": i, "rank": i, "down_s": 1.5, "transitions": 12} for i in range(n)]
     (runtime / "steps" / f"{JOB}.{step}" / "agent.json").write_text(json.dumps(
         {"format": "mpi-pstate-agent", "version": 1, "job": JOB, "step": int(step),
-         "energy": {"status": "ok", "package_j": 10.0, "dram_j": 1.0},
-         "ranks": [{"slot": i, "rank": i, "down_s": 1.5, "transitions": 12}
-                   for i in range(n)]}))
+         "energy": {"status": "ok", "package_j": 10.0, "dram_j": 1.0}, "ranks": ranks}))
+    return ranks
 
 
-def many_steps(tmp: Path, steps: int, per_step: int, slot: bytes) -> None:
+def many_steps(tmp: Path, steps: int, per_step: int, slot: bytes, sums: bool = True) -> None:
+    """steps segments of per_step slots and root's records of each; sums:
+    with the sums.json each agent writes as its step ends (without: the
+    agents were killed before, the Epilog reads every segment itself)."""
     runtime, shm = tmp / "run", tmp / "shm"
+    from mpi_pstate import noderec
     for s in range(steps):
         seg = shm / f"mpi-pstate.{JOB}.{s}.{s:016x}"
         filled_segment(seg, per_step, slot)
         plugin_json(runtime, str(s), seg, per_step)
-        agent_json(runtime, str(s), per_step)
+        ranks = agent_json(runtime, str(s), per_step)
+        if sums:
+            fx.sums_json(runtime / "steps" / f"{JOB}.{s}", JOB, str(s), seg,
+                         noderec.agent_ranks(ranks), joules=11.0)
+
+
+def honest_slot(tmp: Path) -> bytes:
+    one = tmp / "one"
+    fx.segment(one, [{"rank": 0}])
+    slot = one.read_bytes()[fx.slotlib.HEADER_SIZE:]
+    one.unlink()
+    return slot
 
 
 def scenario(tmp: Path, kind: str, names: int, slots: int) -> Path:
@@ -154,15 +176,19 @@ def scenario(tmp: Path, kind: str, names: int, slots: int) -> Path:
     os.chmod(shm, 0o1777)
     if kind == "off":
         return shm
-    if kind == "maximal":  # 16384 maximal slots (the node's bound), SLOTS per step
-        many_steps(tmp, max(1, 16384 // slots), slots, maximal_slot())
+    base, _, nosums = kind.partition("-")
+    sums = nosums != "nosums"
+    if base == "maximal":  # 16384 maximal slots (the node's bound), SLOTS per step
+        many_steps(tmp, max(1, 16384 // slots), slots, maximal_slot(), sums)
         return shm
-    if kind == "sweep":  # a parameter sweep: NAMES x 100 steps of 16 honest ranks
-        one = tmp / "one"
-        fx.segment(one, [{"rank": 0}])
-        slot = one.read_bytes()[fx.slotlib.HEADER_SIZE:]
-        one.unlink()
-        many_steps(tmp, names * 100, 16, slot)
+    if base == "sweep":  # a parameter sweep: NAMES x 100 steps of 16 honest ranks
+        many_steps(tmp, names * 100, 16, honest_slot(tmp), sums)
+        return shm
+    if base == "sweep10k":  # 10,000 steps of 2 honest ranks
+        many_steps(tmp, 10000, 2, honest_slot(tmp), sums)
+        return shm
+    if base == "wide":  # one step of 16384 honest ranks
+        many_steps(tmp, 1, 16384, honest_slot(tmp), sums)
         return shm
     n = slots if kind in ("hardlink", "big") else 4
     step = "9" if kind == "padded" else "0"  # padded: the victim's 10th step
@@ -200,7 +226,8 @@ def scenario(tmp: Path, kind: str, names: int, slots: int) -> Path:
 
 
 def run_one(tree: Path, kind: str, names: int, slots: int) -> Dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="mpi-pstate-attack."))
+    # on tmpfs, as a node's runtime_dir (/run) and segments (/dev/shm) are
+    tmp = Path(tempfile.mkdtemp(prefix="mpi-pstate-attack.", dir="/dev/shm"))
     try:
         shm = scenario(tmp, kind, names, slots)
         sysroot = fx.fake_sysfs(tmp / "sys")
@@ -320,7 +347,11 @@ KIND_TEXT = {
     "hardlink": "one SLOTS-slot segment under NAMES names (job's user)",
     "maximal": "16384 maximal valid slots in SLOTS-slot steps (job's user)",
     "sweep": "NAMES x 100 steps of 16 honest ranks",
+    "sweep10k": "10,000 steps of 2 honest ranks",
+    "wide": "one step of 16384 honest ranks",
 }
+for _k in ("maximal", "sweep", "sweep10k", "wide"):
+    KIND_TEXT[_k + "-nosums"] = KIND_TEXT[_k] + ", no sums.json (agents killed)"
 MARK_BEGIN = "<!-- attack.py begin -->"
 MARK_END = "<!-- attack.py end -->"
 

@@ -85,29 +85,83 @@ def rest_add(rest: Dict[str, Any], step: str, ranks: List[Dict[str, Any]], why: 
     """Counts one step's rank entries into the aggregate, and the reason
     once; unread: a step that had ranks whose slots were not read (the
     node's slot bound): counted as a step, its figures unknown."""
-    if why not in rest["why"] and len(rest["why"]) < 8:
-        rest["why"].append(why)
     if unread:
+        _why(rest, why)
         rest["unread_steps"] += 1
         _add_step_id(rest, step)
         return
-    if not ranks:
-        return
-    rest["steps"] += 1
-    _add_step_id(rest, step)
-    rest["rank_steps"] += len(ranks)
-    walls = [r["wall_s"] for r in ranks if r.get("wall_s") is not None]
-    rest["step_wall_s"] += max(walls, default=0.0)
-    # the most ranks one step had here (not the slots' "size": the user's)
-    rest["ranks_max"] = max(rest["ranks_max"], len(ranks))
+    sums: Dict[str, Any] = {k: 0.0 for k in SUMS_FIGURES}
+    sums.update(ranks=len(ranks), transitions=0)
     for r in ranks:
         for k in ("wall_s", "mpi_s", "wait_s", "down_s"):
             if r.get(k) is not None:
-                rest[k] += r[k]
-        rest["transitions"] += r.get("transitions") or 0
+                sums[k] += r[k]
+        sums["transitions"] += r.get("transitions") or 0
         if r.get("wall_s") and r.get("mpi_s") is not None:
-            rest["paired_wall_s"] += r["wall_s"]
-            rest["paired_mpi_s"] += r["mpi_s"]
+            sums["paired_wall_s"] += r["wall_s"]
+            sums["paired_mpi_s"] += r["mpi_s"]
+        if r.get("wall_s") is not None:
+            sums["step_wall_s"] = max(sums["step_wall_s"], r["wall_s"])
+    rest_add_sums(rest, step, sums, why)
+
+
+def _why(rest: Dict[str, Any], why: str) -> None:
+    if why not in rest["why"] and len(rest["why"]) < 8:
+        rest["why"].append(why)
+
+
+def rest_add_sums(rest: Dict[str, Any], step: str, sums: Dict[str, Any], why: str) -> None:
+    """Counts one step's totals into the aggregate: rest_add()'s own, or
+    the agent's sums.json of the step (parse_sums()), which it made from
+    the same slots as the step ended (issue 21: a step past the detail
+    bound costs one small file, not its segment)."""
+    _why(rest, why)
+    if not sums["ranks"]:
+        return
+    rest["steps"] += 1
+    _add_step_id(rest, step)
+    rest["rank_steps"] += sums["ranks"]
+    rest["step_wall_s"] += sums["step_wall_s"]
+    # the most ranks one step had here (not the slots' "size": the user's)
+    rest["ranks_max"] = max(rest["ranks_max"], sums["ranks"])
+    rest["transitions"] += sums["transitions"]
+    for k in REST_SUMS:
+        rest[k] += sums[k]
+
+
+SUMS_FORMAT = "mpi-pstate-sums"
+SUMS_FIGURES = REST_SUMS + ("step_wall_s",)
+SUMS_COUNTS = ("ranks", "invalid", "transitions", "log_errors")
+SUMS_MAX_RANKS = 16384  # a segment's slots (MPI_PSTATE_SEG_MAX_SLOTS)
+
+
+def parse_sums(data: bytes, node: str) -> Optional[Dict[str, Any]]:
+    """A step's sums.json (the agent's, written as the step ended:
+    docs/agent.md, section 10) as rest_add_sums() takes it.  Root wrote the
+    file, but every figure except the clocked-down ones comes from the
+    user's slots: each is checked for type and range like a rank's.  None when it
+    names another node; ValueError when it is not that format or a figure
+    is out of range."""
+    obj = decode(data)
+    if not isinstance(obj, dict) or obj.get("format") != SUMS_FORMAT or \
+            obj.get("version") != 1:
+        raise ValueError(f"not an {SUMS_FORMAT} record of version 1")
+    if isinstance(obj.get("node"), str) and obj["node"] != node:
+        return None
+    out: Dict[str, Any] = {}
+    for k in SUMS_COUNTS:
+        v = obj.get(k)
+        if type(v) is not int or not 0 <= v < 1 << 53 or (k == "ranks" and v > SUMS_MAX_RANKS):
+            raise ValueError(f"{SUMS_FORMAT}: {k} out of range")
+        out[k] = v
+    for k in SUMS_FIGURES:
+        v = obj.get(k)
+        # SUMS_MAX_RANKS ranks of at most ten years each
+        if type(v) not in (int, float) or not math.isfinite(v) or not 0 <= v <= 5.2e12:
+            raise ValueError(f"{SUMS_FORMAT}: {k} out of range")
+        out[k] = float(v)
+    out["energy"] = agent_energy(obj.get("energy"))
+    return out
 
 
 def _rest_out(rest: Dict[str, Any]) -> Dict[str, Any]:

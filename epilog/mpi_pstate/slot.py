@@ -97,14 +97,30 @@ def bucket_range(b: int) -> Tuple[int, int]:
 
 
 # One unpack per part (the node Epilog parses up to 16384 slots as root:
-# docs/security.md bounds its CPU time): the fixed fields in SLOT_FIELDS'
-# order, then the function table as 128 (name, calls, time_ns, bytes,
-# long_calls) entries.
-_SLOT_FIXED = [(k, struct.Struct("<" + f), o) for k, (o, f) in SLOT_FIELDS.items()]
-_FN_TABLE = struct.Struct("<" + "%dsQQQQ" % NAME_LEN * MAX_FUNCS)
+# docs/security.md bounds its CPU time): the fixed fields in one Struct
+# (offset order, gaps as pad bytes), then only the nfuncs function entries
+# in use, each (name, calls, time_ns, bytes, long_calls).
+def _fixed() -> Tuple[struct.Struct, Tuple[str, ...]]:
+    fmt, at, keys = "<", 0, []
+    for k, (o, f) in sorted(SLOT_FIELDS.items(), key=lambda kv: kv[1][0]):
+        assert o >= at, k
+        fmt += "%dx%s" % (o - at, f) if o > at else f
+        at = o + struct.calcsize("<" + f)
+        keys.append(k)
+    return struct.Struct(fmt), tuple(keys)
+
+
+_SLOT_FIXED, _SLOT_KEYS = _fixed()
 _FN_KEYS = ("calls", "time_ns", "bytes", "long_calls")
+_FN_TABLES = [struct.Struct("<" + "%dsQQQQ" % NAME_LEN * n) for n in range(MAX_FUNCS + 1)]
 _CPUSET = struct.Struct("<%dQ" % CPUSET_WORDS)
 _HIST = struct.Struct("<%dQ" % BUCKETS)
+# Every name of the table, used or not, must hold a NUL (as the C reader
+# checks): the 128 names joined by NULs, each other byte made 1, hold a run
+# of NAME_LEN ones exactly where a name has none (one linear find).
+_NAMES_ONLY = struct.Struct("<" + "%ds%dx" % (NAME_LEN, FN_SIZE - NAME_LEN) * MAX_FUNCS)
+_NONZERO = bytes([0] + [1] * 255)
+_ONES = b"\x01" * NAME_LEN
 assert FN_SIZE == NAME_LEN + 8 * len(_FN_KEYS) and \
     [FN_FIELDS[k][0] for k in _FN_KEYS] == [NAME_LEN + 8 * i for i in range(len(_FN_KEYS))]
 
@@ -138,7 +154,7 @@ def parse_slot(buf: bytes, base: int = 0, cpuset: bool = True) -> Optional[Dict[
     cpuset=False leaves the CPU list out (the node Epilog has no use for it)."""
     if len(buf) < base + SLOT_SIZE:
         raise SlotError("short slot")
-    s: Dict[str, Any] = {k: st.unpack_from(buf, base + o)[0] for k, st, o in _SLOT_FIXED}
+    s: Dict[str, Any] = dict(zip(_SLOT_KEYS, _SLOT_FIXED.unpack_from(buf, base)))
     if s["magic"] == 0:
         return None
     if (s["magic"] != SLOT_MAGIC or s["version"] not in READABLE_VERSIONS
@@ -157,13 +173,14 @@ def parse_slot(buf: bytes, base: int = 0, cpuset: bool = True) -> Optional[Dict[
         s["cpuset"] = _bits(_CPUSET.unpack_from(buf, base + CPUSET_OFFSET))
     s["hist_bytes"] = list(_HIST.unpack_from(buf, base + HIST_BYTES_OFFSET))
     s["hist_ns"] = list(_HIST.unpack_from(buf, base + HIST_NS_OFFSET))
-    table = _FN_TABLE.unpack_from(buf, base + FN_OFFSET)
-    raws = table[0::5]
-    if not all(b"\0" in r for r in raws):
-        raise SlotError("unterminated function name %d" %
-                        next(i for i, r in enumerate(raws) if b"\0" not in r))
+    bad = b"\0".join(_NAMES_ONLY.unpack_from(buf, base + FN_OFFSET)).translate(_NONZERO) \
+        .find(_ONES)
+    if bad >= 0:
+        raise SlotError("unterminated function name %d" % (bad // (NAME_LEN + 1)))
+    nf = s["nfuncs"]
+    table = _FN_TABLES[nf].unpack_from(buf, base + FN_OFFSET)
     funcs: Dict[str, Dict[str, int]] = {}
-    names: List[str] = [_name(r) for r in raws[:s["nfuncs"]]]
+    names: List[str] = [_name(r) for r in table[0::5]]
     for i, name in enumerate(names):
         if name:
             k = 5 * i

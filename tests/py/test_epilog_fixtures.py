@@ -146,6 +146,26 @@ def epilog_dirs(tmp: Path) -> tuple[Path, Path, Path, Path]:
     return tmp / "records", tmp / "run", shm, fake_sysfs(tmp / "sys")
 
 
+def sums_json(d: Path, job: int, step: str, seg: Path, agent: dict[int, dict[str, Any]],
+              joules: float = 1.0, node: str = "n1") -> dict[str, Any]:
+    """The step's sums.json as the agent writes it as the step ends
+    (agent/record.c, docs/agent.md section 10), made here by the Epilog's
+    own reduction of the same segment (slots.rank_figures, noderec.rest_add):
+    test_epilog_sums.py shows the real agent writes the same figures."""
+    from mpi_pstate import slots
+    _, slot_list = slotlib.read_segment(str(seg))
+    rest = noderec.new_rest()
+    noderec.rest_add(rest, step, [slots.rank_figures(s, step, agent.get(i))
+                                  for i, s in enumerate(slot_list) if s], "")
+    obj: dict[str, Any] = {"format": "mpi-pstate-sums", "version": 1, "node": node, "job": job,
+                           "step": int(step), "ranks": rest["rank_steps"], "invalid": 0,
+                           "transitions": rest["transitions"], "log_errors": 0,
+                           "energy": {"status": "ok", "package_j": joules, "dram_j": 0.0}}
+    obj.update({k: round(rest[k], 6) for k in noderec.SUMS_FIGURES})
+    (d / "sums.json").write_text(json.dumps(obj))
+    return obj
+
+
 def plugin_json(runtime: Path, job: int, step: str, seg: Optional[Path], nslots: int = 0,
                 node: str = "n1", version: int = 2) -> Path:
     """The plugin's step record <runtime>/steps/<job>.<step>/plugin.json

@@ -499,6 +499,43 @@ START_TEST(full_shm_fails_creation_not_a_rank)
 }
 END_TEST
 
+/* The reduction a node Epilog takes for a step it does not detail: life
+ * cycle out, bad names out, a repeated name counted once (its last entry),
+ * garbage past ten years absent, never wrapped. */
+START_TEST(totals_reduce_like_the_epilog)
+{
+        static struct mpi_pstate_slot s;
+        struct mpi_pstate_slot_totals t;
+        static const char *const names[] = {"MPI_Init", "MPI_Send",     "MPI_Send",
+                                            "9bad",     "MPI_Finalize", "MPI_Recv"};
+        static const uint64_t ns[] = {7000, 100, 200, 400, 9000, 30};
+
+        memset(&s, 0, sizeof(s));
+        s.nfuncs = 6;
+        for (unsigned i = 0; i < 6; i++) {
+                strcpy(s.fn[i].name, names[i]);
+                atomic_store(&s.fn[i].time_ns, ns[i]);
+        }
+        s.ticks_per_sec = 2000000000u; /* 2 GHz: 5e9 ticks are 2.5 s */
+        s.app_start_ticks = 1000;
+        s.app_end_ticks = 1000 + UINT64_C(5000000000);
+        atomic_store(&s.long_ns, 123);
+        mpi_pstate_slot_totals(&s, &t);
+        ck_assert(t.has_wall && t.has_mpi && t.has_wait);
+        ck_assert_uint_eq(t.wall_ns, UINT64_C(2500000000));
+        ck_assert_uint_eq(t.mpi_ns, 230); /* the second MPI_Send, MPI_Recv */
+        ck_assert_uint_eq(t.wait_ns, 123);
+
+        s.app_end_ticks = 0; /* killed before its end */
+        atomic_store(&s.fn[5].time_ns, UINT64_MAX);
+        atomic_store(&s.fn[2].time_ns, UINT64_MAX); /* the sum would wrap in 64 bits */
+        atomic_store(&s.long_ns, MPI_PSTATE_SLOT_NS_MAX + 1);
+        mpi_pstate_slot_totals(&s, &t);
+        ck_assert(!t.has_wall && !t.has_mpi && !t.has_wait);
+        ck_assert_uint_eq(t.mpi_ns + t.wall_ns + t.wait_ns, 0);
+}
+END_TEST
+
 static Suite *slot_suite(void)
 {
         Suite *s = suite_create("slot");
@@ -517,6 +554,7 @@ static Suite *slot_suite(void)
         tcase_add_test(tc, wait_protocol);
         tcase_add_test(tc, futex_wakes_agent);
         tcase_add_test(tc, clock_and_buckets);
+        tcase_add_test(tc, totals_reduce_like_the_epilog);
         suite_add_tcase(s, tc);
         return s;
 }
