@@ -54,7 +54,7 @@ def clip(text: Any, n: int = MAX_TEXT) -> str:
 MAX_DETAIL_STEPS = 256
 MAX_REST_RANGES = 1024
 REST_SUMS = ("wall_s", "mpi_s", "paired_wall_s", "paired_mpi_s", "wait_s", "down_s")
-REST_COUNTS = ("steps", "rank_steps", "ranks_max", "transitions", "unread_steps")
+REST_COUNTS = ("steps", "rank_steps", "ranks_max", "transitions", "unread_steps", "sums_steps")
 _BULKY = ("hist_ns", "top")  # dropped first, in this order, when a record is too large
 
 

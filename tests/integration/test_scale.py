@@ -87,6 +87,11 @@ seq 0 {STEPS - 1} | xargs -P{STEPS_PARALLEL} -I{{}} \\
         self.assertEqual(self.leftovers(job, "n1"), [])
         node_rec = json.loads((Path(self.cfg.collect_dir) / str(job) / "node.n1.json")
                               .read_text())
+        # every summed step from its agent's sums.json: none cut, none unread
+        rest = node_rec.get("rest") or {"unread_steps": 0, "why": []}
+        self.assertEqual(rest["unread_steps"], 0, rest)
+        self.assertEqual(rest.get("sums_steps"), STEPS - 256 if STEPS > 256 else None, rest)
+        self.assertFalse([w for w in rest["why"] if "CPU" in w], rest)
         print(f"\nscale: {STEPS} steps, job {job}: {took:.0f} s submit to summary; node "
               f"record {len(json.dumps(node_rec))} bytes, {len(node_rec['ranks'])} ranks "
               f"detailed, rest {node_rec.get('rest', {}).get('steps')} steps",

@@ -171,7 +171,8 @@ class EveryStep(Scale):
             self.run_epilog()
         rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
         self.assertEqual((rec["rest"]["steps"], rec["rest"]["unread_steps"],
-                          rec["rest"]["step_ids"]), (9744, 0, [[256, 9999]]))
+                          rec["rest"]["sums_steps"], rec["rest"]["step_ids"]),
+                         (9744, 0, 9744, [[256, 9999]]))
         s = self.summary_of()
         self.assertEqual((s["steps"], s["rank_steps"], s["energy_j"]), (10000, 10000, 10000.0))
         self.assertAlmostEqual(s["down_s"], 2500.0, places=3)
