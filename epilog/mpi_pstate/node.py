@@ -27,6 +27,13 @@ CPU_BUDGET_S = 1.2
 # 40,000 a job): the rest are counted by their directory names alone, the
 # summary partial.  What is left of the 2 s is for the record and removal.
 SCAN_BUDGET_S = 1.5
+# Rank entries' text the Epilog holds for the record before it details no
+# more steps (the record's bound is 16 MiB): memory stays under 100 MiB
+# with maximal slots (2 kB a rank, some 13 kB of memory each while held);
+# honest ranks (350 bytes) reach MAX_RANKS first.
+DETAIL_BYTES = 6 << 20
+SUMMED_WHY = (f"over {noderec.MAX_DETAIL_STEPS} steps, {noderec.MAX_RANKS} ranks or "
+              f"{DETAIL_BYTES >> 20} MiB of rank entries: summed, not detailed")
 
 
 def find_tool(name: str, dirs: List[str], env: Optional[str] = None,
@@ -245,20 +252,20 @@ class StepScan:
         self.budget = [slots.MAX_NODE_RANKS]
         self.embed = noderec.MAX_EMBED_BYTES
         self.nranks = 0
+        self.detail_bytes = 0
         self.cpu_until = time.process_time() + CPU_BUDGET_S
         self.scan_until = time.process_time() + SCAN_BUDGET_S
 
     def detailing(self) -> bool:
         """Whether the next step may still be detailed (else, summed)."""
-        return len(self.infos) < noderec.MAX_DETAIL_STEPS and self.nranks < noderec.MAX_RANKS
+        return len(self.infos) < noderec.MAX_DETAIL_STEPS and \
+            self.nranks < noderec.MAX_RANKS and self.detail_bytes < DETAIL_BYTES
 
     def add_sums(self, step: str, sums: Dict[str, Any],
                  why: Optional[str] = None) -> None:
         """A step not detailed, from its agent's sums.json: its segment is
         not read (noderec.rest_add_sums)."""
-        noderec.rest_add_sums(self.rest, step, sums, why or
-                              f"over {noderec.MAX_DETAIL_STEPS} steps or {noderec.MAX_RANKS} "
-                              "ranks: summed, not detailed")
+        noderec.rest_add_sums(self.rest, step, sums, why or SUMMED_WHY)
         self.rest["sums_steps"] += 1
         self.rest_agents.append({"energy": sums["energy"]})
 
@@ -267,7 +274,8 @@ class StepScan:
         agent = info.get("agent") or {}
         sums = info.get("sums")
         room = noderec.MAX_RANKS - self.nranks
-        if sums is not None and (not self.detailing() or sums["ranks"] > room or
+        detail = self.detailing()
+        if sums is not None and (not detail or sums["ranks"] > room or
                                  sum(x.get("nslots") or 0 for x in listed) > room):
             self.add_sums(step, sums)  # would not be detailed: its slots are not read
             return
@@ -284,7 +292,6 @@ class StepScan:
                              unread=True)
             got: List[Dict[str, Any]] = []
         else:
-            detail = self.detailing()
             got, sprob, _ = slots.job_segments(self.job, self.uid, listed, self.shm_dir,
                                                self.budget, agent.get("ranks"),
                                                cpu_until=self.cpu_until,
@@ -301,16 +308,18 @@ class StepScan:
                 noderec.rest_add(self.rest, step, [], f"over the Epilog's {CPU_BUDGET_S} s of "
                                  "CPU: slots not read")
         n = sum(len(s["ranks"]) for s in got)
-        if len(self.infos) < noderec.MAX_DETAIL_STEPS and \
+        # a step read as sums (not detail) is never detailed; one with no
+        # slot read keeps its place for its records (energy, restore)
+        if (detail or not got) and len(self.infos) < noderec.MAX_DETAIL_STEPS and \
                 self.nranks + n <= noderec.MAX_RANKS:
             self.steps += got
             self.nranks += n
+            self.detail_bytes += sum(len(r.base) + sum(map(len, r.bulky.values()))
+                                     for st in got for r in st["ranks"])
             self.infos.append(self._trim(info))
             return
         for s in got:
-            noderec.rest_add(self.rest, s["step"], s["ranks"],
-                             f"over {noderec.MAX_DETAIL_STEPS} steps or {noderec.MAX_RANKS} "
-                             "ranks: summed, not detailed")
+            noderec.rest_add(self.rest, s["step"], s["ranks"], SUMMED_WHY)
         if not got:
             noderec.rest_add(self.rest, step, [], f"over {noderec.MAX_DETAIL_STEPS} steps: "
                              "summed, not detailed")

@@ -129,6 +129,20 @@ class EveryStep(Scale):
         s = self.summary_of()
         self.assertEqual((s["steps"], s["rank_steps"], s["energy_j"]), (3, 6, 3.0))
 
+    def test_past_the_detail_bytes_steps_are_summed(self) -> None:
+        """Rank entries held for the record are bounded in bytes too
+        (maximal slots make 2 kB entries): past node.DETAIL_BYTES the next
+        steps are summed, from their slots when no agent left sums."""
+        for i in range(3):
+            self.step(JOB, str(i), [{"rank": 0}, {"rank": 1}], sums=i == 2)
+        with mock.patch.object(node, "DETAIL_BYTES", 1):
+            self.run_epilog()
+        rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
+        self.assertEqual((len(rec["steps"]), len(rec["ranks"]), rec["rest"]["steps"],
+                          rec["rest"]["sums_steps"], rec["rest"]["rank_steps"]), (1, 2, 2, 1, 4))
+        s = self.summary_of()
+        self.assertEqual((s["steps"], s["rank_steps"], s["energy_j"]), (3, 6, 3.0))
+
     def test_past_the_scan_budget_steps_are_counted_by_name(self) -> None:
         """Past node.SCAN_BUDGET_S not even a step's own records are read
         (Slurm allows 40,000 steps a job): each step is still counted by
