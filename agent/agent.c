@@ -305,7 +305,7 @@ static void aggregate(struct mpi_pstate_agent_core *c)
 uint64_t mpi_pstate_agent_step(struct mpi_pstate_agent_core *c,
                                const struct mpi_pstate_agent_obs *obs, uint64_t wake_ns)
 {
-        uint64_t now, next;
+        uint64_t now, next, event;
         int retry = 0;
 
         c->stats.steps++;
@@ -335,16 +335,17 @@ uint64_t mpi_pstate_agent_step(struct mpi_pstate_agent_core *c,
         }
         aggregate(c);
         now = c->ops.now(c->ops.ctx);
-        next = now + c->scan_ns < now ? UINT64_MAX : now + c->scan_ns;
-        if (retry && now + RETRY_NS < next)
-                next = now + RETRY_NS;
+        event = retry ? now + RETRY_NS : UINT64_MAX;
         for (unsigned d = 0; d < c->ndomains; d++) {
                 const struct mpi_pstate_agent_domain *dom = &c->domains[d];
 
-                if (!dom->down && dom->usable && !dom->disabled && c->waiting[d] && c->dl[d] < next)
-                        next = c->dl[d] > now ? c->dl[d] : now;
+                if (!dom->down && dom->usable && !dom->disabled && c->waiting[d] &&
+                    c->dl[d] < event)
+                        event = c->dl[d] > now ? c->dl[d] : now;
         }
-        return next;
+        c->next_event = event;
+        next = now + c->scan_ns < now ? UINT64_MAX : now + c->scan_ns;
+        return event < next ? event : next;
 }
 
 int mpi_pstate_agent_set_domains(struct mpi_pstate_agent_core *c, unsigned r, const uint64_t *mask)

@@ -118,7 +118,11 @@ struct mpi_pstate_agent_core {
         unsigned nranks, ndomains;
         struct mpi_pstate_agent_rank *ranks;
         struct mpi_pstate_agent_domain *domains;
-        uint64_t scan_ns;  /* longest sleep between two scans */
+        uint64_t scan_ns; /* longest sleep between two scans */
+        /* set by mpi_pstate_agent_step: its next deadline or write retry,
+         * UINT64_MAX for none (what a caller that spaces its polls itself
+         * must still wake for) */
+        uint64_t next_event;
         unsigned max_errs; /* consecutive write errors before a domain is disabled */
         struct mpi_pstate_agent_stats stats;
         struct mpi_pstate_agent_ops ops;

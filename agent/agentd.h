@@ -128,6 +128,7 @@ struct agentd_slot {
         uint64_t refreshed_ns;
         /* reported by the rank, for the record (untrusted figures) */
         uint64_t long_calls, long_ns, wakeups, slot_down_ns, slot_transitions;
+        uint64_t announced, announced_short; /* waits predicted long; of those, short */
         /* liveness */
         int pidfd;
         uint32_t gen;
@@ -154,6 +155,7 @@ struct agentd {
         struct agentd_slot *slots;
         struct mpi_pstate_agent_obs *obs;
         struct mpi_pstate_slot *copy; /* snapshot buffer */
+        uint64_t *ann;                /* announce bits taken this pass, one per slot */
 
         /* cpufreq */
         struct mpi_pstate_cpufreq_node *node;
@@ -184,6 +186,7 @@ struct agentd {
 
         /* the agent's own figures */
         uint64_t wakeups, woken, timeouts, eagain, throttled, full_scans;
+        uint64_t announced; /* slots read because their rank announced a wait */
         uint64_t cap_t0, cap_cpu0, capped, capped_ns,
             capped_raises;                      /* the hard CPU ceiling (loop.c) */
         int64_t cap_credit;                     /* CPU ns left in its bucket */

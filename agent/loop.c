@@ -378,6 +378,8 @@ static void slot_refresh(struct agentd *a, unsigned i, const struct mpi_pstate_s
         si->wakeups = atomic_load_explicit(&c->wakeups, memory_order_relaxed);
         si->slot_down_ns = atomic_load_explicit(&c->down_ns, memory_order_relaxed);
         si->slot_transitions = atomic_load_explicit(&c->transitions, memory_order_relaxed);
+        si->announced = atomic_load_explicit(&c->announced, memory_order_relaxed);
+        si->announced_short = atomic_load_explicit(&c->announced_short, memory_order_relaxed);
         slot_mask(a, si, mask);
         si->ndoms = 0;
         for (unsigned w = 0; w < MPI_PSTATE_AGENT_MASK_WORDS; w++) {
@@ -459,7 +461,8 @@ static void scan(struct agentd *a, uint64_t now, bool full)
         unsigned n = a->seg.nslots;
 
         for (unsigned i = 0; i < n; i++) {
-                if (!full && !a->obs[i].since && !a->slots[i].dead_pending)
+                if (!full && !a->obs[i].since && !a->slots[i].dead_pending &&
+                    !((a->ann[i / 64] >> (i % 64)) & 1u))
                         continue;
                 if (full && i + 4 < n) {
                         const struct mpi_pstate_slot *ahead = mpi_pstate_slot_at(&a->seg, i + 4);
@@ -468,6 +471,25 @@ static void scan(struct agentd *a, uint64_t now, bool full)
                         __builtin_prefetch(&ahead->wait_since);
                 }
                 scan_one(a, i, now, ref_tsc, ref_ns);
+        }
+}
+
+/* The waits announced since the last pass (common/slot.h, "Reaction"):
+ * each word of the header's map taken with an exchange, only the words of
+ * this segment's slots.  The map is the user's: a bit set for a slot that
+ * is not waiting costs one read of that slot, and the wake-ups that carry
+ * them are throttled like any other. */
+static void take_announced(struct agentd *a)
+{
+        struct mpi_pstate_seg_header *hdr = a->seg.hdr;
+        unsigned words = (a->seg.nslots + 63) / 64;
+
+        for (unsigned w = 0; w < words; w++) {
+                a->ann[w] = 0;
+                if (!atomic_load_explicit(&hdr->announce[w], memory_order_relaxed))
+                        continue;
+                a->ann[w] = atomic_exchange_explicit(&hdr->announce[w], 0, memory_order_acquire);
+                a->announced += (uint64_t)__builtin_popcountll(a->ann[w]);
         }
 }
 
@@ -651,7 +673,8 @@ int mpi_pstate_agentd_segment_open(struct agentd *a, char *err, size_t errlen)
         a->slots = calloc(a->seg.nslots, sizeof(*a->slots));
         a->obs = calloc(a->seg.nslots, sizeof(*a->obs));
         a->copy = malloc(sizeof(*a->copy));
-        if (!a->slots || !a->obs || !a->copy) {
+        a->ann = calloc((a->seg.nslots + 63) / 64, sizeof(*a->ann));
+        if (!a->slots || !a->obs || !a->copy || !a->ann) {
                 snprintf(err, errlen, "out of memory for %u slots", a->seg.nslots);
                 rc = -ENOMEM;
                 goto fail;
@@ -733,7 +756,7 @@ static void final_pass(struct agentd *a)
  * segment jumps out of here into mpi_pstate_agentd_run(). */
 static void loop(struct agentd *a, volatile sig_atomic_t *stop)
 {
-        uint64_t win_start = 0, next_full = 0, last_timer = 0;
+        uint64_t win_start = 0, next_full = 0;
         unsigned early = 0;
         bool kill_checks = false;
 
@@ -751,6 +774,7 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                 wake = mono_ns();
                 a->wakeups++;
                 full = wake >= next_full;
+                take_announced(a);
                 scan(a, wake, full);
                 if (full) {
                         a->full_scans++;
@@ -758,9 +782,11 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                             wake + (a->core.scan_ns > a->gap_ns ? a->core.scan_ns : a->gap_ns);
                         kill_checks = need_kill_checks(a);
                 }
-                next = mpi_pstate_agent_step(&a->core, a->obs, wake);
-                if (next > next_full)
-                        next = next_full;
+                /* The budget spaces the polls (next_full) alone: a deadline
+                 * the agent knows of, announced or polled, is kept to the
+                 * microsecond (docs/agent.md, "Budgets"). */
+                (void)mpi_pstate_agent_step(&a->core, a->obs, wake);
+                next = a->core.next_event < next_full ? a->core.next_event : next_full;
                 done = a->o.exit_when_done && all_done(a);
                 in_segment = 0;
                 if (done) {
@@ -776,15 +802,12 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                 }
                 if (kill_checks && next > wake + KILL_CHECK_NS)
                         next = wake + KILL_CHECK_NS;
-                if (a->gap_ns && next < last_timer + a->gap_ns)
-                        next = last_timer + a->gap_ns;
                 cpu_cap(a);
                 if (*stop)
                         return;
                 rc = futex_wait_until(hdr, v, next);
                 if (rc == -ETIMEDOUT) {
                         a->timeouts++;
-                        last_timer = next;
                         continue;
                 }
                 if (rc == 0)
@@ -843,6 +866,8 @@ void mpi_pstate_agentd_teardown(struct agentd *a)
         free(a->slots);
         free(a->obs);
         free(a->copy);
+        free(a->ann);
+        a->ann = NULL;
         free(a->dom);
         free(a->pol2dom);
         mpi_pstate_cpufreq_free(a->node);

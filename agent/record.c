@@ -159,7 +159,10 @@ static void put_ranks(struct mpi_pstate_json *b, const struct agentd *a)
                 put_secs(b, si->long_ns);
                 mpi_pstate_json_put(b, ", \"wakeups\": %" PRIu64 ", \"down_s\": ", si->wakeups);
                 put_secs(b, si->slot_down_ns);
-                mpi_pstate_json_put(b, ", \"transitions\": %" PRIu64 "}}", si->slot_transitions);
+                mpi_pstate_json_put(b,
+                                    ", \"transitions\": %" PRIu64 ", \"announced\": %" PRIu64
+                                    ", \"announced_short\": %" PRIu64 "}}",
+                                    si->slot_transitions, si->announced, si->announced_short);
         }
         mpi_pstate_json_put(b, "\n  ],\n");
 }
@@ -276,13 +279,14 @@ static void put_agent(struct mpi_pstate_json *b, const struct agentd *a, uint64_
             ", \"timer_gap_final_us\": %" PRIu64 ", \"timer_gap_max_us\": %" PRIu64
             ", \"timer_cpu_us\": %.1f, \"budget_adjusts\": %" PRIu64 ", \"full_scans\": %" PRIu64
             ", \"capped\": %" PRIu64 ", \"capped_ms\": %" PRIu64 ", \"capped_raises\": %" PRIu64
-            ", \"write_ns\": ",
+            ", \"announced\": %" PRIu64 ", \"write_ns\": ",
             a->wakeups, a->woken, a->timeouts, a->eagain, a->throttled, a->core.stats.lowers,
             a->core.stats.raises, a->core.stats.leaves_seen, a->o.rt_prio, a->gap_ns / 1000u,
             a->gap_max_ns / 1000u,
             a->budget_timer_sum ? (double)a->budget_cpu_sum / (double)a->budget_timer_sum / 1e3
                                 : 0.0,
-            a->budget_adjusts, a->full_scans, a->capped, a->capped_ns / 1000000u, a->capped_raises);
+            a->budget_adjusts, a->full_scans, a->capped, a->capped_ns / 1000000u, a->capped_raises,
+            a->announced);
         put_hist(b, &a->core.stats.write_ns);
         mpi_pstate_json_put(b, "},\n");
 }

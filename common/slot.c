@@ -568,6 +568,19 @@ void mpi_pstate_slot_agent_raise(struct mpi_pstate_slot *s, uint64_t down_ns)
         atomic_fetch_add_explicit(&s->transitions, 1, memory_order_relaxed);
 }
 
+void mpi_pstate_slot_announce(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s,
+                              uint32_t index)
+{
+        if (!hdr || index >= MPI_PSTATE_SEG_MAX_SLOTS)
+                return;
+        /* release: the agent that takes the bit sees wait_since */
+        atomic_fetch_or_explicit(&hdr->announce[index / 64], UINT64_C(1) << (index % 64),
+                                 memory_order_release);
+        atomic_fetch_add_explicit(&s->announced, 1, memory_order_relaxed);
+        atomic_fetch_add(&hdr->agent_futex, 1);
+        syscall(SYS_futex, &hdr->agent_futex, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 void mpi_pstate_slot_wake_agent(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s)
 {
         if (!hdr)

@@ -38,6 +38,12 @@
  *    long wait.  Shorter calls never fence; the agent's re-check after its
  *    frequency write covers the window in which such a call ends.
  *  - The agent clears clocked_down after raising the frequency.
+ *  - Reaction (docs/agent.md): a wait the rank predicts long
+ *    (struct mpi_pstate_pred below) is announced right after its entry: the
+ *    slot's bit in the header's announce map, then FUTEX_WAKE.  The agent
+ *    then knows its deadline without a poll and sleeps until it; a wait not
+ *    announced is found by the agent's backstop scan.  Announcing changes
+ *    nothing of what may be lowered.
  */
 #ifndef MPI_PSTATE_SLOT_H
 #define MPI_PSTATE_SLOT_H
@@ -118,7 +124,11 @@ struct mpi_pstate_seg_header {
         _Atomic uint32_t agent_futex;
         uint32_t pad1;            /* 68 */
         _Atomic uint64_t wakeups; /* 72: number of FUTEX_WAKE calls by all ranks */
-        uint8_t reserved[MPI_PSTATE_SEG_HEADER_SIZE - 80];
+        uint8_t reserved[2048 - 80];
+        /* 2048: one bit per slot, set by a rank entering a wait it predicts
+         * long, before its FUTEX_WAKE (mpi_pstate_slot_announce); the agent
+         * takes each word with an exchange and reads those slots. */
+        _Atomic uint64_t announce[MPI_PSTATE_SEG_MAX_SLOTS / 64];
 };
 
 /* One MPI function's totals; one cache line. */
@@ -176,11 +186,13 @@ struct mpi_pstate_slot {
         uint8_t pad6[40];              /* 216 */
 
         /* line 4 (256): rank totals */
-        _Atomic uint64_t long_calls; /* 256: blocking calls lasting >= threshold */
-        _Atomic uint64_t long_ns;    /* 264: time in those calls */
-        _Atomic uint64_t over_ns;    /* 272: time beyond the threshold in those calls */
-        _Atomic uint64_t wakeups;    /* 280: FUTEX_WAKE calls made by this rank */
-        uint8_t pad7[32];            /* 288 */
+        _Atomic uint64_t long_calls;      /* 256: blocking calls lasting >= threshold */
+        _Atomic uint64_t long_ns;         /* 264: time in those calls */
+        _Atomic uint64_t over_ns;         /* 272: time beyond the threshold in those calls */
+        _Atomic uint64_t wakeups;         /* 280: FUTEX_WAKE calls made by this rank */
+        _Atomic uint64_t announced;       /* 288: waits announced as predicted long */
+        _Atomic uint64_t announced_short; /* 296: of those, shorter than the threshold */
+        uint8_t pad7[16];                 /* 304 */
 
         uint64_t cpuset[MPI_PSTATE_SLOT_CPUSET_WORDS]; /* 320: affinity at MPI_Init */
         uint8_t pad8[64];                              /* 448 */
@@ -200,6 +212,7 @@ _Static_assert(ATOMIC_LONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
 _Static_assert(sizeof(struct mpi_pstate_seg_header) == MPI_PSTATE_SEG_HEADER_SIZE, "header");
 _Static_assert(offsetof(struct mpi_pstate_seg_header, agent_futex) == 64, "futex line");
 _Static_assert(offsetof(struct mpi_pstate_seg_header, wakeups) == 72, "wakeups");
+_Static_assert(offsetof(struct mpi_pstate_seg_header, announce) == 2048, "announce map");
 _Static_assert(sizeof(struct mpi_pstate_fn_stats) == 64, "fn stats are one cache line");
 _Static_assert(offsetof(struct mpi_pstate_fn_stats, calls) == 32, "fn calls");
 _Static_assert(offsetof(struct mpi_pstate_fn_stats, long_calls) == 56, "fn long_calls");
@@ -345,6 +358,10 @@ void mpi_pstate_slot_agent_raise(struct mpi_pstate_slot *s, uint64_t down_ns);
 
 /* Rank side: FUTEX_WAKE on the header's word after bumping it. */
 void mpi_pstate_slot_wake_agent(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s);
+/* Rank side: the slot `index` entered a wait it predicts long (after
+ * mpi_pstate_slot_wait_begin*): its announce bit, then FUTEX_WAKE. */
+void mpi_pstate_slot_announce(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s,
+                              uint32_t index);
 
 /* ---- hot path, inline: no system call, no lock, no allocation ---- */
 
@@ -411,6 +428,49 @@ static inline int mpi_pstate_slot_wait_end(struct mpi_pstate_slot *s, uint64_t t
          * re-reading wait_since: one of the two sides sees the other. */
         atomic_thread_fence(memory_order_seq_cst);
         return atomic_load_explicit(&s->clocked_down, memory_order_relaxed) != 0;
+}
+
+/* Wait prediction, rank-private (issue 24): per call site (the caller's
+ * return address hashed into MPI_PSTATE_PRED_SITES entries) a counter of
+ * how its waits ended.  A long wait sets it to 3, a short one takes 1 off:
+ * long is predicted from the first long wait at a site until two short
+ * ones in a row.  A prediction only decides whether the wait is announced
+ * (one system call); what is lowered is decided by the threshold alone. */
+#define MPI_PSTATE_PRED_SITES 256u
+struct mpi_pstate_pred {
+        uint8_t ctr[MPI_PSTATE_PRED_SITES];
+        unsigned site;  /* of the wait in progress */
+        bool announced; /* the wait in progress was announced */
+};
+
+static inline unsigned mpi_pstate_pred_site(uintptr_t pc)
+{
+        return (unsigned)(((uint64_t)pc * UINT64_C(0x9E3779B97F4A7C15)) >> 56) %
+               MPI_PSTATE_PRED_SITES;
+}
+
+/* After mpi_pstate_slot_wait_begin*(); hdr NULL: nobody to announce to. */
+static inline void mpi_pstate_pred_begin(struct mpi_pstate_pred *p, unsigned site,
+                                         struct mpi_pstate_seg_header *hdr,
+                                         struct mpi_pstate_slot *s, uint32_t index)
+{
+        p->site = site;
+        p->announced = hdr && p->ctr[site] >= 2;
+        if (__builtin_expect(p->announced, 0))
+                mpi_pstate_slot_announce(hdr, s, index);
+}
+
+static inline void mpi_pstate_pred_end(struct mpi_pstate_pred *p, struct mpi_pstate_slot *s,
+                                       bool was_long)
+{
+        uint8_t c = p->ctr[p->site];
+
+        p->ctr[p->site] = was_long ? 3u : (uint8_t)(c ? c - 1u : 0u);
+        if (__builtin_expect(p->announced && !was_long, 0))
+                atomic_store_explicit(
+                    &s->announced_short,
+                    atomic_load_explicit(&s->announced_short, memory_order_relaxed) + 1,
+                    memory_order_relaxed);
 }
 
 #endif

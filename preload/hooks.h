@@ -35,6 +35,11 @@ struct mpi_pstate_rt {
         int cpu_src; /* enum mp_cpu_source (arch.h), chosen at MPI_Init */
         struct mpi_pstate_slot *slot;
         struct mpi_pstate_seg_header *hdr;
+        /* the agent's segment in mode on, NULL otherwise: where a wait
+         * predicted long is announced (common/slot.h, "Reaction") */
+        struct mpi_pstate_seg_header *announce_to;
+        uint32_t index; /* the slot's, in the segment */
+        struct mpi_pstate_pred pred;
         void *const *next; /* the front's table of next definitions */
 };
 
@@ -104,14 +109,21 @@ static inline void mp_inc_mt(_Atomic uint64_t *p, uint64_t v)
         atomic_fetch_add_explicit(p, v, memory_order_relaxed);
 }
 
+/* Inlined into the wrapper: the return address is the application's call
+ * site, the unit of wait prediction. */
 static inline void mp_wait_begin(unsigned fid, uint64_t t0)
 {
         mpi_pstate_slot_wait_begin_cpu(mpi_pstate_rt.slot, fid, t0,
                                        mp_arch_cpu(mpi_pstate_rt.cpu_src));
+        mpi_pstate_pred_begin(&mpi_pstate_rt.pred,
+                              mpi_pstate_pred_site((uintptr_t)__builtin_return_address(0)),
+                              mpi_pstate_rt.announce_to, mpi_pstate_rt.slot, mpi_pstate_rt.index);
 }
 
 static inline void mp_wait_end(uint64_t t0, uint64_t t1)
 {
+        mpi_pstate_pred_end(&mpi_pstate_rt.pred, mpi_pstate_rt.slot,
+                            t1 - t0 >= mpi_pstate_rt.threshold_ticks);
         if (__builtin_expect(
                 mpi_pstate_slot_wait_end(mpi_pstate_rt.slot, t0, t1, mpi_pstate_rt.threshold_ticks),
                 0))

@@ -329,6 +329,28 @@ START_TEST(sleeps_until_deadline_then_lowers)
 }
 END_TEST
 
+/* What a caller spacing its own polls must still wake for (issue 24): the
+ * deadline of a known wait, never the scan interval; nothing once it is
+ * lowered or when nothing waits. */
+START_TEST(next_event_is_a_deadline_or_none)
+{
+        uint64_t t0 = fk.now;
+
+        put(0, 0);
+        running(0);
+        step();
+        ck_assert_uint_eq(core.next_event, UINT64_MAX);
+        enter(0, t0, THR);
+        fk.now += 100 * US;
+        step();
+        ck_assert_uint_eq(core.next_event, t0 + THR);
+        fk.now = t0 + THR;
+        step();
+        ck_assert(core.domains[0].down);
+        ck_assert_uint_eq(core.next_event, UINT64_MAX);
+}
+END_TEST
+
 START_TEST(leave_raises_and_accounts)
 {
         uint64_t t0 = fk.now, wake;
@@ -814,6 +836,7 @@ static Suite *agent_suite(void)
         t = tcase_create("decisions");
         tcase_add_checked_fixture(t, setup2, teardown_core);
         tcase_add_test(t, sleeps_until_deadline_then_lowers);
+        tcase_add_test(t, next_event_is_a_deadline_or_none);
         tcase_add_test(t, leave_raises_and_accounts);
         tcase_add_test(t, short_calls_never_transition);
         tcase_add_test(t, threshold_zero_switches_every_call);

@@ -55,6 +55,7 @@ SLOT_FIELDS: Dict[str, Tuple[int, str]] = {
     "wait_since": (128, "Q"), "wait_fn": (136, "I"), "wait_cpu": (140, "i"),
     "clocked_down": (192, "I"), "down_ns": (200, "Q"), "transitions": (208, "Q"),
     "long_calls": (256, "Q"), "long_ns": (264, "Q"), "over_ns": (272, "Q"), "wakeups": (280, "Q"),
+    "announced": (288, "Q"), "announced_short": (296, "Q"),
 }
 CPUSET_OFFSET = 320
 HIST_BYTES_OFFSET = 512

@@ -22,6 +22,11 @@
  *        [--threshold-us 500] [--seconds 5] [--compute-us 2000] [--short-us 50]
  *        [--long-us 5000] [--long-every 4] [--clock tsc|monotonic] [--spin]
  *        [--baseline-wake [--baseline-rt PRIO]] [--mode on|profile] [--sync]
+ *        [--no-announce]
+ * Long and short calls come from two call sites, as in a real code: each
+ * wait is predicted and, predicted long, announced as the preload library
+ * does (common/slot.h, "Reaction"); --no-announce never announces (the
+ * agent then finds every wait by its polls, as before issue 24).
  * Prints one JSON object on stdout. */
 #include <errno.h>
 #include <getopt.h>
@@ -53,7 +58,7 @@ static struct {
         uint64_t threshold_us, seconds, compute_us, short_us, long_us;
         unsigned long_every;
         enum mpi_pstate_clock clock;
-        int spin, baseline, profile, baseline_rt, sync;
+        int spin, baseline, profile, baseline_rt, sync, no_announce;
         uint64_t tps;
 } cfg = {.slots = 1,
          .threshold_us = 500,
@@ -150,6 +155,7 @@ static void *rank_main(void *p)
 {
         struct rank_arg *ra = p;
         struct mpi_pstate_attach att;
+        struct mpi_pstate_pred pred = {0};
         struct mpi_pstate_slot *s;
         uint64_t thr_ticks = cfg.threshold_us * cfg.tps / 1000000u, end;
         unsigned cpu = cfg.first + ra->index, n = 0, seed = ra->index + 1;
@@ -203,6 +209,9 @@ static void *rank_main(void *p)
                 leftover = atomic_load(&s->clocked_down) != 0;
                 t0 = mpi_pstate_slot_now(cfg.clock);
                 mpi_pstate_slot_wait_begin(s, 0, t0);
+                mpi_pstate_pred_begin(&pred, is_long ? 1u : 2u,
+                                      cfg.no_announce || cfg.profile ? NULL : att.hdr, s,
+                                      ra->index);
                 if (cfg.sync)
                         pthread_barrier_wait(&sync_barrier);
                 else
@@ -210,6 +219,7 @@ static void *rank_main(void *p)
                 flagged = atomic_load(&s->clocked_down) != 0;
                 t1 = mpi_pstate_slot_now(cfg.clock);
                 t_left = mono();
+                mpi_pstate_pred_end(&pred, s, t1 - t0 >= thr_ticks);
                 woke = mpi_pstate_slot_wait_end(s, t0, t1, thr_ticks);
                 dur_ns = (uint64_t)((unsigned __int128)(t1 - t0) * NS / cfg.tps);
                 ra->st.calls++;
@@ -263,15 +273,23 @@ static void put_hist(const char *name, const struct mpi_pstate_agent_hist *h)
 
 static int parse(int argc, char **argv)
 {
-        static const struct option lo[] = {
-            {"shm", 1, NULL, 's'},        {"slots", 1, NULL, 'n'},
-            {"first", 1, NULL, 'f'},      {"threshold-us", 1, NULL, 't'},
-            {"seconds", 1, NULL, 'S'},    {"compute-us", 1, NULL, 'c'},
-            {"short-us", 1, NULL, 'o'},   {"long-us", 1, NULL, 'l'},
-            {"long-every", 1, NULL, 'e'}, {"clock", 1, NULL, 'k'},
-            {"spin", 0, NULL, 'P'},       {"baseline-wake", 0, NULL, 'b'},
-            {"mode", 1, NULL, 'm'},       {"baseline-rt", 1, NULL, 'R'},
-            {"sync", 0, NULL, 'Y'},       {NULL, 0, NULL, 0}};
+        static const struct option lo[] = {{"shm", 1, NULL, 's'},
+                                           {"slots", 1, NULL, 'n'},
+                                           {"first", 1, NULL, 'f'},
+                                           {"threshold-us", 1, NULL, 't'},
+                                           {"seconds", 1, NULL, 'S'},
+                                           {"compute-us", 1, NULL, 'c'},
+                                           {"short-us", 1, NULL, 'o'},
+                                           {"long-us", 1, NULL, 'l'},
+                                           {"long-every", 1, NULL, 'e'},
+                                           {"clock", 1, NULL, 'k'},
+                                           {"spin", 0, NULL, 'P'},
+                                           {"baseline-wake", 0, NULL, 'b'},
+                                           {"mode", 1, NULL, 'm'},
+                                           {"baseline-rt", 1, NULL, 'R'},
+                                           {"sync", 0, NULL, 'Y'},
+                                           {"no-announce", 0, NULL, 'A'},
+                                           {NULL, 0, NULL, 0}};
         int c;
 
         while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -321,6 +339,9 @@ static int parse(int argc, char **argv)
                         break;
                 case 'Y':
                         cfg.sync = 1;
+                        break;
+                case 'A':
+                        cfg.no_announce = 1;
                         break;
                 default:
                         return -1;

@@ -536,6 +536,47 @@ START_TEST(totals_reduce_like_the_epilog)
 }
 END_TEST
 
+/* Wait prediction (issue 24): long from the first long wait at a site until
+ * two short ones in a row; an announced wait sets its slot's bit, counts
+ * and bumps the futex; a short one announced is counted as such; no
+ * header, no announcement. */
+START_TEST(prediction_announces_waits_predicted_long)
+{
+        static struct mpi_pstate_seg_header hdr;
+        static struct mpi_pstate_slot s;
+        struct mpi_pstate_pred p = {0};
+        unsigned site = mpi_pstate_pred_site((uintptr_t)&p), other = (site + 1) % 256;
+        const uint32_t idx = 70;
+
+        ck_assert_uint_lt(site, MPI_PSTATE_PRED_SITES);
+        mpi_pstate_pred_begin(&p, site, &hdr, &s, idx);
+        ck_assert(!p.announced);
+        mpi_pstate_pred_end(&p, &s, true);
+        mpi_pstate_pred_begin(&p, site, &hdr, &s, idx);
+        ck_assert(p.announced);
+        ck_assert_uint_eq(atomic_load(&hdr.announce[1]), UINT64_C(1) << 6);
+        ck_assert_uint_eq(atomic_load(&s.announced), 1);
+        ck_assert_uint_eq(atomic_load(&hdr.agent_futex), 1);
+        mpi_pstate_pred_end(&p, &s, false); /* mispredicted */
+        ck_assert_uint_eq(atomic_load(&s.announced_short), 1);
+        mpi_pstate_pred_begin(&p, other, &hdr, &s, idx); /* another site: its own history */
+        ck_assert(!p.announced);
+        mpi_pstate_pred_end(&p, &s, false);
+        mpi_pstate_pred_begin(&p, site, &hdr, &s, idx); /* one short: still long */
+        ck_assert(p.announced);
+        mpi_pstate_pred_end(&p, &s, false);
+        mpi_pstate_pred_begin(&p, site, &hdr, &s, idx); /* two short: not any more */
+        ck_assert(!p.announced);
+        mpi_pstate_pred_end(&p, &s, true);
+        mpi_pstate_pred_begin(&p, site, NULL, &s, idx); /* nobody to announce to */
+        ck_assert(!p.announced);
+        ck_assert_uint_eq(atomic_load(&s.announced), 2);
+        ck_assert_uint_eq(atomic_load(&s.announced_short), 2);
+        mpi_pstate_slot_announce(&hdr, &s, MPI_PSTATE_SEG_MAX_SLOTS); /* out of the map */
+        ck_assert_uint_eq(atomic_load(&s.announced), 2);
+}
+END_TEST
+
 static Suite *slot_suite(void)
 {
         Suite *s = suite_create("slot");
@@ -555,6 +596,7 @@ static Suite *slot_suite(void)
         tcase_add_test(tc, futex_wakes_agent);
         tcase_add_test(tc, clock_and_buckets);
         tcase_add_test(tc, totals_reduce_like_the_epilog);
+        tcase_add_test(tc, prediction_announces_waits_predicted_long);
         suite_add_tcase(s, tc);
         return s;
 }
