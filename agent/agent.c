@@ -69,6 +69,72 @@ static int rank_left(const struct mpi_pstate_agent_rank *r)
                r->obs.since != r->marked_since;
 }
 
+/* Builds the per-domain index of the ranks (counting, then filling);
+ * on allocation failure the index stays off and every rank is visited. */
+static void build_index(struct mpi_pstate_agent_core *c)
+{
+        unsigned words = mask_words(c), total = 0, *start, *list;
+
+        free(c->dom_start);
+        free(c->dom_ranks);
+        c->dom_start = c->dom_ranks = NULL;
+        c->index_ok = 0;
+        start = calloc(c->ndomains + 1, sizeof(*start));
+        if (!start)
+                return;
+        for (unsigned i = 0; i < c->nranks; i++)
+                for (unsigned w = 0; w < words; w++)
+                        for (uint64_t m = c->ranks[i].mask[w]; m; m &= m - 1) {
+                                unsigned d = w * 64u + (unsigned)__builtin_ctzll(m);
+
+                                if (d < c->ndomains) {
+                                        start[d + 1]++;
+                                        total++;
+                                }
+                        }
+        for (unsigned d = 0; d < c->ndomains; d++)
+                start[d + 1] += start[d];
+        list = malloc((total ? total : 1) * sizeof(*list));
+        if (!list) {
+                free(start);
+                return;
+        }
+        for (unsigned i = 0; i < c->nranks; i++)
+                for (unsigned w = 0; w < words; w++)
+                        for (uint64_t m = c->ranks[i].mask[w]; m; m &= m - 1) {
+                                unsigned d = w * 64u + (unsigned)__builtin_ctzll(m);
+
+                                if (d < c->ndomains)
+                                        list[start[d]++] = i;
+                        }
+        /* the fill moved each start to the next domain's: shift back */
+        for (unsigned d = c->ndomains; d > 0; d--)
+                start[d] = start[d - 1];
+        start[0] = 0;
+        c->dom_start = start;
+        c->dom_ranks = list;
+        c->index_ok = 1;
+}
+
+/* Ranks to visit for domain d: its own, or every rank without an index. */
+static unsigned ranks_in(struct mpi_pstate_agent_core *c, unsigned d)
+{
+        if (!c->index_ok)
+                build_index(c);
+        return c->index_ok ? c->dom_start[d + 1] - c->dom_start[d] : c->nranks;
+}
+
+static unsigned rank_at(const struct mpi_pstate_agent_core *c, unsigned d, unsigned k)
+{
+        return c->index_ok ? c->dom_ranks[c->dom_start[d] + k] : k;
+}
+
+/* Each rank i of domain d (has_domain still checked by the loops: the
+ * index-less fallback visits every rank). */
+#define FOR_RANKS_OF(c, d, i)                                                                      \
+        for (unsigned k_ = 0, n_ = ranks_in(c, d), i = 0; k_ < n_ && ((i = rank_at(c, d, k_)), 1); \
+             k_++)
+
 int mpi_pstate_agent_init(struct mpi_pstate_agent_core *c, unsigned nranks, unsigned ndomains,
                           uint64_t scan_ns, const struct mpi_pstate_agent_ops *ops)
 {
@@ -105,6 +171,10 @@ void mpi_pstate_agent_free(struct mpi_pstate_agent_core *c)
         free(c->waiting);
         free(c->left);
         free(c->fresh);
+        free(c->dom_start);
+        free(c->dom_ranks);
+        c->dom_start = c->dom_ranks = NULL;
+        c->index_ok = 0;
         c->ranks = NULL;
         c->domains = NULL;
         c->dl = NULL;
@@ -141,7 +211,8 @@ static int do_raise(struct mpi_pstate_agent_core *c, unsigned d, uint64_t wake_n
         dom->transitions++;
         dom->down_ns += t0 > dom->down_at_ns ? t0 - dom->down_at_ns : 0;
         c->stats.raises++;
-        for (unsigned i = 0; i < c->nranks; i++) {
+        FOR_RANKS_OF(c, d, i)
+        {
                 struct mpi_pstate_agent_rank *r = &c->ranks[i];
                 uint64_t dn;
 
@@ -164,7 +235,8 @@ static int do_raise(struct mpi_pstate_agent_core *c, unsigned d, uint64_t wake_n
 /* Drops the marks this lowering attempt set (no transition happened). */
 static void undo_marks(struct mpi_pstate_agent_core *c, unsigned d)
 {
-        for (unsigned i = 0; i < c->nranks; i++) {
+        FOR_RANKS_OF(c, d, i)
+        {
                 struct mpi_pstate_agent_rank *r = &c->ranks[i];
 
                 if (!has_domain(r, d) || !c->fresh[i])
@@ -185,8 +257,9 @@ static int do_lower(struct mpi_pstate_agent_core *c, unsigned d, uint64_t dl)
         uint64_t t0, t1;
         int rc, gone = 0;
 
-        memset(c->fresh, 0, c->nranks);
-        for (unsigned i = 0; i < c->nranks; i++) {
+        FOR_RANKS_OF(c, d, i) c->fresh[i] = 0;
+        FOR_RANKS_OF(c, d, i)
+        {
                 struct mpi_pstate_agent_rank *r = &c->ranks[i];
 
                 if (!has_domain(r, d))
@@ -224,7 +297,8 @@ static int do_lower(struct mpi_pstate_agent_core *c, unsigned d, uint64_t dl)
         dom->down = 1;
         dom->down_at_ns = t0;
         c->stats.lowers++;
-        for (unsigned i = 0; i < c->nranks; i++) {
+        FOR_RANKS_OF(c, d, i)
+        {
                 struct mpi_pstate_agent_rank *r = &c->ranks[i];
 
                 if (!has_domain(r, d))
@@ -238,7 +312,8 @@ static int do_lower(struct mpi_pstate_agent_core *c, unsigned d, uint64_t dl)
         /* The protocol's re-check: a rank that left during the write did
          * not see its flag in time to wake us, or did and we must not wait
          * for the next wake-up anyway. */
-        for (unsigned i = 0; i < c->nranks; i++) {
+        FOR_RANKS_OF(c, d, i)
+        {
                 struct mpi_pstate_agent_rank *r = &c->ranks[i];
 
                 if (!has_domain(r, d))
@@ -372,6 +447,7 @@ int mpi_pstate_agent_set_domains(struct mpi_pstate_agent_core *c, unsigned r, co
                         do_raise(c, d, 0, 1);
         }
         memcpy(rk->mask, m, sizeof(m));
+        c->index_ok = 0;
         return 0;
 }
 

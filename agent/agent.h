@@ -79,9 +79,9 @@ struct mpi_pstate_agent_ops {
 struct mpi_pstate_agent_rank {
         uint64_t mask[MPI_PSTATE_AGENT_MASK_WORDS]; /* domains it belongs to */
         struct mpi_pstate_agent_obs obs;
-        uint64_t marked_since;  /* the wait its clocked_down flag refers to, 0 = none */
-        uint64_t held_since;    /* a wait raised by mpi_pstate_agent_hold_all: never lowered again */
-        unsigned ndown;         /* its domains that are down now */
+        uint64_t marked_since; /* the wait its clocked_down flag refers to, 0 = none */
+        uint64_t held_since;   /* a wait raised by mpi_pstate_agent_hold_all: never lowered again */
+        unsigned ndown;        /* its domains that are down now */
         uint64_t down_start_ns; /* when the first of them went down */
         /* figures */
         uint64_t transitions; /* periods with at least one of its domains down */
@@ -131,6 +131,10 @@ struct mpi_pstate_agent_core {
         uint8_t *waiting; /* every rank waits (and there is one) */
         uint8_t *left;    /* a marked rank left or died */
         uint8_t *fresh;   /* per rank: marked by the lowering in progress */
+        /* per-domain index of the ranks (rebuilt after a membership
+         * change): a lowering or raise visits its domain's ranks only */
+        unsigned *dom_start, *dom_ranks;
+        int index_ok;
 };
 
 /* Allocates a core for nranks slots and ndomains domains (1..MAX_DOMAINS),

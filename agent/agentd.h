@@ -186,7 +186,8 @@ struct agentd {
 
         /* the agent's own figures */
         uint64_t wakeups, woken, timeouts, eagain, throttled, full_scans;
-        uint64_t announced; /* slots read because their rank announced a wait */
+        uint64_t announced;     /* slots read because their rank announced a wait */
+        uint64_t announce_offs; /* times announcements were turned off (CPU) */
         uint64_t cap_t0, cap_cpu0, capped, capped_ns,
             capped_raises;                      /* the hard CPU ceiling (loop.c) */
         int64_t cap_credit;                     /* CPU ns left in its bucket */

@@ -493,6 +493,18 @@ static void take_announced(struct agentd *a)
         }
 }
 
+/* Whether a rank announced a wait since take_announced(). */
+static bool announce_pending(const struct agentd *a)
+{
+        const struct mpi_pstate_seg_header *hdr = a->seg.hdr;
+        unsigned words = (a->seg.nslots + 63) / 64;
+
+        for (unsigned w = 0; w < words; w++)
+                if (atomic_load(&hdr->announce[w]))
+                        return true;
+        return false;
+}
+
 static bool all_done(const struct agentd *a)
 {
         for (unsigned i = 0; i < a->seg.nslots; i++) {
@@ -565,6 +577,27 @@ static void budget_adjust(struct agentd *a, uint64_t now)
                 }
                 if (want > a->gap_max_ns)
                         a->gap_max_ns = want;
+                /* Reactions (announced waits, their deadlines, their
+                 * transitions) are what savings cost; they are bought while
+                 * the agent stays under half its hard ceiling.  Past that,
+                 * ranks stop announcing and the polls, spaced by the
+                 * budget, find the waits (as before issue 24), until the
+                 * agent is back under a quarter of it: the ceiling, which
+                 * holds every wait up, is not what limits a busy node. */
+                /* not on the first, short period: it holds the start-up */
+                if (a->o.cap_ppm && wall >= BUDGET_PERIOD_NS / 2) {
+                        uint64_t share_ppm = (uint64_t)((unsigned __int128)used * 1000000u / wall);
+                        bool off = atomic_load_explicit(&a->seg.hdr->announce_off,
+                                                        memory_order_relaxed) != 0;
+
+                        if (!off && share_ppm > a->o.cap_ppm / 2) {
+                                off = true;
+                                a->announce_offs++;
+                        } else if (off && share_ppm < a->o.cap_ppm / 4) {
+                                off = false;
+                        }
+                        atomic_store_explicit(&a->seg.hdr->announce_off, off, memory_order_relaxed);
+                }
         }
         a->budget_next_ns = now + (a->budget_t0 ? BUDGET_PERIOD_NS : BUDGET_FIRST_NS);
         a->budget_t0 = now;
@@ -764,10 +797,11 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                 struct mpi_pstate_seg_header *hdr = a->seg.hdr;
                 uint64_t wake, next, now;
                 uint32_t v;
-                bool done, full;
+                bool done, full, pending;
                 int rc;
 
                 in_segment = 1;
+                atomic_store(&hdr->agent_wake_ns, 0); /* awake: no rank need wake us */
                 /* Read before the scan: a wake-up during the scan makes the
                  * wait below return at once. */
                 v = atomic_load_explicit(&hdr->agent_futex, memory_order_acquire);
@@ -805,6 +839,18 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                 cpu_cap(a);
                 if (*stop)
                         return;
+                /* Ranks whose deadline comes later need not wake us; one
+                 * that announced before this store but after the map was
+                 * taken is seen by the load (seq_cst on both sides,
+                 * mpi_pstate_slot_announce). */
+                in_segment = 1;
+                atomic_store(&hdr->agent_wake_ns, next);
+                pending = announce_pending(a);
+                in_segment = 0;
+                if (pending) {
+                        a->eagain++;
+                        continue;
+                }
                 rc = futex_wait_until(hdr, v, next);
                 if (rc == -ETIMEDOUT) {
                         a->timeouts++;

@@ -279,14 +279,14 @@ static void put_agent(struct mpi_pstate_json *b, const struct agentd *a, uint64_
             ", \"timer_gap_final_us\": %" PRIu64 ", \"timer_gap_max_us\": %" PRIu64
             ", \"timer_cpu_us\": %.1f, \"budget_adjusts\": %" PRIu64 ", \"full_scans\": %" PRIu64
             ", \"capped\": %" PRIu64 ", \"capped_ms\": %" PRIu64 ", \"capped_raises\": %" PRIu64
-            ", \"announced\": %" PRIu64 ", \"write_ns\": ",
+            ", \"announced\": %" PRIu64 ", \"announce_offs\": %" PRIu64 ", \"write_ns\": ",
             a->wakeups, a->woken, a->timeouts, a->eagain, a->throttled, a->core.stats.lowers,
             a->core.stats.raises, a->core.stats.leaves_seen, a->o.rt_prio, a->gap_ns / 1000u,
             a->gap_max_ns / 1000u,
             a->budget_timer_sum ? (double)a->budget_cpu_sum / (double)a->budget_timer_sum / 1e3
                                 : 0.0,
             a->budget_adjusts, a->full_scans, a->capped, a->capped_ns / 1000000u, a->capped_raises,
-            a->announced);
+            a->announced, a->announce_offs);
         put_hist(b, &a->core.stats.write_ns);
         mpi_pstate_json_put(b, "},\n");
 }

@@ -568,17 +568,27 @@ void mpi_pstate_slot_agent_raise(struct mpi_pstate_slot *s, uint64_t down_ns)
         atomic_fetch_add_explicit(&s->transitions, 1, memory_order_relaxed);
 }
 
-void mpi_pstate_slot_announce(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s,
-                              uint32_t index)
+bool mpi_pstate_slot_announce(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s,
+                              uint32_t index, uint64_t threshold_ns)
 {
-        if (!hdr || index >= MPI_PSTATE_SEG_MAX_SLOTS)
-                return;
-        /* release: the agent that takes the bit sees wait_since */
-        atomic_fetch_or_explicit(&hdr->announce[index / 64], UINT64_C(1) << (index % 64),
-                                 memory_order_release);
+        uint64_t wake;
+
+        if (!hdr || index >= MPI_PSTATE_SEG_MAX_SLOTS ||
+            atomic_load_explicit(&hdr->announce_off, memory_order_relaxed))
+                return false;
         atomic_fetch_add_explicit(&s->announced, 1, memory_order_relaxed);
+        /* seq_cst, against the agent's store of agent_wake_ns and load of
+         * the map before it sleeps: if this load misses that store (0:
+         * awake), the agent's load sees the bit and it passes again. */
+        atomic_fetch_or(&hdr->announce[index / 64], UINT64_C(1) << (index % 64));
+        wake = atomic_load(&hdr->agent_wake_ns);
+        if (!wake || wake <= mpi_pstate_slot_now(MPI_PSTATE_CLOCK_MONOTONIC) + threshold_ns)
+                return true; /* it takes the bit before the deadline anyway */
+        /* the bump: an agent between its re-check and its FUTEX_WAIT
+         * returns from the wait at once */
         atomic_fetch_add(&hdr->agent_futex, 1);
         syscall(SYS_futex, &hdr->agent_futex, FUTEX_WAKE, 1, NULL, NULL, 0);
+        return true;
 }
 
 void mpi_pstate_slot_wake_agent(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s)

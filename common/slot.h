@@ -124,7 +124,14 @@ struct mpi_pstate_seg_header {
         _Atomic uint32_t agent_futex;
         uint32_t pad1;            /* 68 */
         _Atomic uint64_t wakeups; /* 72: number of FUTEX_WAKE calls by all ranks */
-        uint8_t reserved[2048 - 80];
+        /* 80: CLOCK_MONOTONIC ns by which the sleeping agent wakes anyway,
+         * written before each sleep, 0 while it is awake: a rank
+         * announcing a wait whose deadline is later makes no system call */
+        _Atomic uint64_t agent_wake_ns;
+        /* 88: set by the agent while reacting costs it more than half its
+         * CPU ceiling: ranks stop announcing, polls find the waits */
+        _Atomic uint32_t announce_off;
+        uint8_t reserved[2048 - 92];
         /* 2048: one bit per slot, set by a rank entering a wait it predicts
          * long, before its FUTEX_WAKE (mpi_pstate_slot_announce); the agent
          * takes each word with an exchange and reads those slots. */
@@ -359,9 +366,13 @@ void mpi_pstate_slot_agent_raise(struct mpi_pstate_slot *s, uint64_t down_ns);
 /* Rank side: FUTEX_WAKE on the header's word after bumping it. */
 void mpi_pstate_slot_wake_agent(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s);
 /* Rank side: the slot `index` entered a wait it predicts long (after
- * mpi_pstate_slot_wait_begin*): its announce bit, then FUTEX_WAKE. */
-void mpi_pstate_slot_announce(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s,
-                              uint32_t index);
+ * mpi_pstate_slot_wait_begin*): its announce bit, agent_futex bumped, and
+ * FUTEX_WAKE unless the agent wakes anyway before the wait's deadline
+ * (agent_wake_ns, 0: it is awake and sees the bit; threshold_ns: the
+ * rank's threshold).  False, nothing done: the agent asked for no
+ * announcements (announce_off). */
+bool mpi_pstate_slot_announce(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s,
+                              uint32_t index, uint64_t threshold_ns);
 
 /* ---- hot path, inline: no system call, no lock, no allocation ---- */
 
@@ -452,12 +463,13 @@ static inline unsigned mpi_pstate_pred_site(uintptr_t pc)
 /* After mpi_pstate_slot_wait_begin*(); hdr NULL: nobody to announce to. */
 static inline void mpi_pstate_pred_begin(struct mpi_pstate_pred *p, unsigned site,
                                          struct mpi_pstate_seg_header *hdr,
-                                         struct mpi_pstate_slot *s, uint32_t index)
+                                         struct mpi_pstate_slot *s, uint32_t index,
+                                         uint64_t threshold_ns)
 {
         p->site = site;
-        p->announced = hdr && p->ctr[site] >= 2;
-        if (__builtin_expect(p->announced, 0))
-                mpi_pstate_slot_announce(hdr, s, index);
+        p->announced = false;
+        if (__builtin_expect(hdr && p->ctr[site] >= 2, 0))
+                p->announced = mpi_pstate_slot_announce(hdr, s, index, threshold_ns);
 }
 
 static inline void mpi_pstate_pred_end(struct mpi_pstate_pred *p, struct mpi_pstate_slot *s,

@@ -117,7 +117,8 @@ static inline void mp_wait_begin(unsigned fid, uint64_t t0)
                                        mp_arch_cpu(mpi_pstate_rt.cpu_src));
         mpi_pstate_pred_begin(&mpi_pstate_rt.pred,
                               mpi_pstate_pred_site((uintptr_t)__builtin_return_address(0)),
-                              mpi_pstate_rt.announce_to, mpi_pstate_rt.slot, mpi_pstate_rt.index);
+                              mpi_pstate_rt.announce_to, mpi_pstate_rt.slot, mpi_pstate_rt.index,
+                              mpi_pstate_rt.threshold_ns);
 }
 
 static inline void mp_wait_end(uint64_t t0, uint64_t t1)

@@ -22,7 +22,11 @@
  *        [--threshold-us 500] [--seconds 5] [--compute-us 2000] [--short-us 50]
  *        [--long-us 5000] [--long-every 4] [--clock tsc|monotonic] [--spin]
  *        [--baseline-wake [--baseline-rt PRIO]] [--mode on|profile] [--sync]
- *        [--no-announce]
+ *        [--no-announce] [--spread-us MIN,MAX]
+ * --spread-us: every call a wait of MIN..MAX us, log-uniform, from one call
+ * site per power of two of its length (a code's call sites each have
+ * their typical wait); "ideal_down_ns" is what a perfect agent lowers:
+ * every wait past the threshold, from its deadline to its end.
  * Long and short calls come from two call sites, as in a real code: each
  * wait is predicted and, predicted long, announced as the preload library
  * does (common/slot.h, "Reaction"); --no-announce never announces (the
@@ -30,7 +34,9 @@
  * Prints one JSON object on stdout. */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <linux/futex.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -55,7 +61,7 @@ static const char *const fn_names[] = {"MPI_Recv"};
 static struct {
         const char *shm;
         unsigned slots, first;
-        uint64_t threshold_us, seconds, compute_us, short_us, long_us;
+        uint64_t threshold_us, seconds, compute_us, short_us, long_us, spread_min, spread_max;
         unsigned long_every;
         enum mpi_pstate_clock clock;
         int spin, baseline, profile, baseline_rt, sync, no_announce;
@@ -70,7 +76,7 @@ static struct {
          .clock = MPI_PSTATE_CLOCK_MONOTONIC};
 
 struct rank_stats {
-        uint64_t calls, long_calls, short_calls, wakes, violations, spin_timeouts;
+        uint64_t calls, long_calls, short_calls, wakes, violations, spin_timeouts, ideal_down_ns;
         struct mpi_pstate_agent_hist restore_ns;
 };
 
@@ -193,7 +199,8 @@ static void *rank_main(void *p)
         end = mono() + cfg.seconds * NS;
         while (cfg.sync ? n < sync_iters : mono() < end && !stop_all) {
                 bool is_long = cfg.long_every && ++n % cfg.long_every == 0;
-                uint64_t t0, t1, t_left, dur_ns;
+                uint64_t t0, t1, t_left, dur_ns, wait_us = is_long ? cfg.long_us : cfg.short_us;
+                unsigned site = is_long ? 1u : 2u;
                 int flagged, woke, leftover;
 
                 if (cfg.sync) {
@@ -209,13 +216,20 @@ static void *rank_main(void *p)
                 leftover = atomic_load(&s->clocked_down) != 0;
                 t0 = mpi_pstate_slot_now(cfg.clock);
                 mpi_pstate_slot_wait_begin(s, 0, t0);
-                mpi_pstate_pred_begin(&pred, is_long ? 1u : 2u,
-                                      cfg.no_announce || cfg.profile ? NULL : att.hdr, s,
-                                      ra->index);
+                if (cfg.spread_min) {
+                        double u = (double)rand_r(&seed) / RAND_MAX;
+
+                        wait_us =
+                            (uint64_t)((double)cfg.spread_min *
+                                       pow((double)cfg.spread_max / (double)cfg.spread_min, u));
+                        site = 64u - (unsigned)__builtin_clzll(wait_us | 1u);
+                }
+                mpi_pstate_pred_begin(&pred, site, cfg.no_announce || cfg.profile ? NULL : att.hdr,
+                                      s, ra->index, cfg.threshold_us * 1000u);
                 if (cfg.sync)
                         pthread_barrier_wait(&sync_barrier);
                 else
-                        sleep_us(is_long ? cfg.long_us : cfg.short_us);
+                        sleep_us(wait_us);
                 flagged = atomic_load(&s->clocked_down) != 0;
                 t1 = mpi_pstate_slot_now(cfg.clock);
                 t_left = mono();
@@ -228,6 +242,7 @@ static void *rank_main(void *p)
                         ra->st.violations += flagged && !leftover;
                 } else {
                         ra->st.long_calls++;
+                        ra->st.ideal_down_ns += dur_ns - cfg.threshold_us * 1000u;
                 }
                 if (!woke)
                         continue;
@@ -273,23 +288,16 @@ static void put_hist(const char *name, const struct mpi_pstate_agent_hist *h)
 
 static int parse(int argc, char **argv)
 {
-        static const struct option lo[] = {{"shm", 1, NULL, 's'},
-                                           {"slots", 1, NULL, 'n'},
-                                           {"first", 1, NULL, 'f'},
-                                           {"threshold-us", 1, NULL, 't'},
-                                           {"seconds", 1, NULL, 'S'},
-                                           {"compute-us", 1, NULL, 'c'},
-                                           {"short-us", 1, NULL, 'o'},
-                                           {"long-us", 1, NULL, 'l'},
-                                           {"long-every", 1, NULL, 'e'},
-                                           {"clock", 1, NULL, 'k'},
-                                           {"spin", 0, NULL, 'P'},
-                                           {"baseline-wake", 0, NULL, 'b'},
-                                           {"mode", 1, NULL, 'm'},
-                                           {"baseline-rt", 1, NULL, 'R'},
-                                           {"sync", 0, NULL, 'Y'},
-                                           {"no-announce", 0, NULL, 'A'},
-                                           {NULL, 0, NULL, 0}};
+        static const struct option lo[] = {
+            {"shm", 1, NULL, 's'},        {"slots", 1, NULL, 'n'},
+            {"first", 1, NULL, 'f'},      {"threshold-us", 1, NULL, 't'},
+            {"seconds", 1, NULL, 'S'},    {"compute-us", 1, NULL, 'c'},
+            {"short-us", 1, NULL, 'o'},   {"long-us", 1, NULL, 'l'},
+            {"long-every", 1, NULL, 'e'}, {"clock", 1, NULL, 'k'},
+            {"spin", 0, NULL, 'P'},       {"baseline-wake", 0, NULL, 'b'},
+            {"mode", 1, NULL, 'm'},       {"baseline-rt", 1, NULL, 'R'},
+            {"sync", 0, NULL, 'Y'},       {"no-announce", 0, NULL, 'A'},
+            {"spread-us", 1, NULL, 'D'},  {NULL, 0, NULL, 0}};
         int c;
 
         while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -343,6 +351,12 @@ static int parse(int argc, char **argv)
                 case 'A':
                         cfg.no_announce = 1;
                         break;
+                case 'D':
+                        if (sscanf(optarg, "%" SCNu64 ",%" SCNu64, &cfg.spread_min,
+                                   &cfg.spread_max) != 2 ||
+                            !cfg.spread_min || cfg.spread_max < cfg.spread_min)
+                                return -1;
+                        break;
                 default:
                         return -1;
                 }
@@ -391,6 +405,7 @@ int main(int argc, char **argv)
                 tot.wakes += ra[i].st.wakes;
                 tot.violations += ra[i].st.violations;
                 tot.spin_timeouts += ra[i].st.spin_timeouts;
+                tot.ideal_down_ns += ra[i].st.ideal_down_ns;
                 for (unsigned b = 0; b < MPI_PSTATE_AGENT_HIST_BUCKETS; b++)
                         tot.restore_ns.bucket[b] += ra[i].st.restore_ns.bucket[b];
                 tot.restore_ns.count += ra[i].st.restore_ns.count;
@@ -405,11 +420,11 @@ int main(int argc, char **argv)
         }
         printf("{\"slots\": %u, \"threshold_us\": %llu, \"calls\": %llu, \"long_calls\": %llu, "
                "\"short_calls\": %llu, \"wakes\": %llu, \"violations\": %llu, "
-               "\"spin_timeouts\": %llu, ",
+               "\"spin_timeouts\": %llu, \"ideal_down_ns\": %llu, ",
                cfg.slots, (unsigned long long)cfg.threshold_us, (unsigned long long)tot.calls,
                (unsigned long long)tot.long_calls, (unsigned long long)tot.short_calls,
                (unsigned long long)tot.wakes, (unsigned long long)tot.violations,
-               (unsigned long long)tot.spin_timeouts);
+               (unsigned long long)tot.spin_timeouts, (unsigned long long)tot.ideal_down_ns);
         put_hist("restore_ns", &tot.restore_ns);
         printf("}\n");
         free(ra);
