@@ -3,9 +3,11 @@
  * system call, takes no lock, allocates nothing and touches no file: two
  * clock reads, a thread-local depth counter and a few stores into the rank's
  * slot, which is shared memory mapped at MPI_Init; a blocking call of the
- * main thread also reads its CPU (arch.h) into the slot.  The only system call a
- * wrapper can make is the FUTEX_WAKE after a long wait the agent clocked
- * down (see common/slot.h).
+ * main thread also reads its CPU (arch.h) into the slot and predicts, per
+ * call site, whether the wait will be long.  A wrapper makes a system call
+ * only around a wait: a FUTEX_WAKE announcing one predicted long (when the
+ * agent would not wake before its deadline anyway), and one after a long
+ * wait the agent clocked down (see common/slot.h).
  *
  * Counters: a rank whose MPI gave MPI_THREAD_MULTIPLE updates them with
  * atomic adds (no count is lost when threads call MPI at once); otherwise

@@ -337,6 +337,35 @@ def agent_cost(detail: Dict[str, Any], node: str) -> Optional[Tuple[float, int]]
     return (best[1], best[2]) if best else None
 
 
+# An announced wait costs the agent about three wake-ups (the announcement,
+# its deadline, the rank leaving) besides its lower+raise writes; the agent
+# announces while that keeps it under half its CPU ceiling (docs/agent.md,
+# "Budgets"), whose default is 5 % of a core.
+ANNOUNCE_WAKES = 3
+CAP_PPM_DEFAULT = 50_000
+
+
+def agent_cap_ppm(detail: Dict[str, Any], node: str) -> int:
+    """The node agent's CPU ceiling in the recorded run (its settings'
+    cpu_cap_ppm; the default when the record has none; 0: none)."""
+    for st in ((detail.get("nodes") or {}).get(node) or {}).get("steps") or []:
+        se = ((st.get("agent") or {}) if isinstance(st, dict) else {}).get("settings")
+        v = se.get("cpu_cap_ppm") if isinstance(se, dict) else None
+        if type(v) is int and 0 <= v <= 1_000_000:
+            return v
+    return CAP_PPM_DEFAULT
+
+
+def announces(cost_us: float, cap_ppm: int, pair_cpu_us: float, pairs_per_s: float) -> bool:
+    """Whether the agent keeps waits announced at this rate of lower+raise
+    pairs (agent/loop.c: off past half its ceiling): each pair then costs
+    ANNOUNCE_WAKES wake-ups and its writes."""
+    if not cap_ppm:
+        return True
+    per_pair = ANNOUNCE_WAKES * max(0.0, cost_us) + max(0.0, pair_cpu_us)
+    return per_pair * max(0.0, pairs_per_s) / 1e6 <= cap_ppm / 2 / 1e6
+
+
 def budget_gap_us(cost_us: float, budget_ppm: int, threshold_us: float,
                   pair_cpu_us: float = 0.0, pairs_per_s: float = 0.0) -> float:
     """The spacing the agent's CPU budget puts between its timer wake-ups
@@ -394,6 +423,7 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
     node_w = 0.0
     sources, missing_model, no_hist, shared = set(), [], 0, []
     gaps: Dict[str, float] = {}
+    announced: List[str] = []
     lowk = highk = None
     for node, rs in sorted(by_node.items()):
         m, src = node_model(detail, node, model)
@@ -429,9 +459,15 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
             secs = max([r.get("wall_s") or 0.0 for r in rs] + [detail.get("elapsed_s") or 0.0])
             rate = pairs / secs if secs else 0.0
             budget = cost[1] if budget_ppm is None else budget_ppm
-            gap, gap_lo = (budget_gap_us(k * cost[0], budget, threshold_us,
-                                         k * (m["pair_cpu_us"] or 0.0), rate)
-                           for k in (1.0, COST_SPREAD))
+            if announces(cost[0], agent_cap_ppm(detail, node), m["pair_cpu_us"] or 0.0, rate):
+                # waits announced: lowered at their deadline, no spacing
+                # (the first long wait at a call site, not announced, is
+                # not worth a term)
+                announced.append(node)
+            else:
+                gap, gap_lo = (budget_gap_us(k * cost[0], budget, threshold_us,
+                                             k * (m["pair_cpu_us"] or 0.0), rate)
+                               for k in (1.0, COST_SPREAD))
         if gap:
             gaps[node] = gap
         rx = (wake[0] + gap / 2, 0.0, wake[2] + max(gap, gap_lo)) if reaction_us is None else \
@@ -495,6 +531,7 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
         notes.append(f"{no_hist} ranks without a wait histogram (records of an older release, "
                      "or killed before their figures were read)")
     out["agent_gap_us"] = round(max(gaps.values()), 1) if gaps else 0.0
+    out["announced_nodes"] = len(announced)
     if gaps and reaction_us is None:
         notes.append(f"the agent's CPU budget spaces its wake-ups by up to "
                      f"{_us(round(max(gaps.values())))} on {','.join(sorted(gaps)[:8])} at this "

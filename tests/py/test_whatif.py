@@ -157,11 +157,35 @@ class Predict(unittest.TestCase):
         p2 = whatif.predict(self.d, self.m, 500, low=2100000)
         self.assertAlmostEqual(p2["saved_j"][0] / p["saved_j"][0], 0.5, delta=0.02)
 
+    def test_announced_waits_are_lowered_on_time_within_half_the_ceiling(self) -> None:
+        """The agent of this release announces waits while reactions cost it
+        under half its ceiling (docs/agent.md, "Budgets"): no spacing then,
+        the same as without a budget; past it, the budget's spacing."""
+        plain = whatif.predict(self.d, self.m, 500)
+        self.d["nodes"] = {"n2": {"steps": [{"agent": {
+            "settings": {"cpu_budget_ppm": 5000},  # no cpu_cap_ppm: the default 5 %
+            "agent": {"timeouts": 900, "timer_cpu_us": 20.0, "cpu_s": 0.5}}}]}}
+        p = whatif.predict(self.d, self.m, 500)
+        self.assertEqual((p["agent_gap_us"], p["announced_nodes"]), (0.0, 1))
+        self.assertEqual(p["clocked_down_s"], plain["clocked_down_s"])
+        self.assertNotIn("spaces its wake-ups", " ".join(p["notes"]))
+        # 40 pairs in 3 s: 3 wake-ups of 20 us and a pair of 100 us each
+        # are 0.2 % of a core; a ceiling of 0.2 % (half: 0.1 %) turns them off
+        self.assertTrue(whatif.announces(20.0, 50000, 100.0, 40 / 3))
+        self.assertFalse(whatif.announces(20.0, 2000, 100.0, 40 / 3))
+        self.assertTrue(whatif.announces(20.0, 0, 100.0, 1e9))  # no ceiling
+        # this model's writes cost no CPU: 40 pairs in 3 s of 3 wake-ups of
+        # 20 us are 0.08 %, over half a 0.1 % ceiling
+        self.d["nodes"]["n2"]["steps"][0]["agent"]["settings"]["cpu_cap_ppm"] = 1000
+        self.assertEqual(whatif.predict(self.d, self.m, 500)["announced_nodes"], 0)
+
     def test_the_agents_cpu_budget_makes_drops_late(self) -> None:
         # an agent record of the run: 20 us of CPU per timer wake-up, the
         # default budget (0.5 %): scanning every 500 us costs 4 %, so its
-        # wake-ups are spaced 20 / 0.004 = 5 ms; every 20 ms costs 0.1 %
-        agent = {"settings": {"cpu_budget_ppm": 5000},
+        # wake-ups are spaced 20 / 0.004 = 5 ms; every 20 ms costs 0.1 %.
+        # Its ceiling (0.1 %) is too low for announced waits: they are
+        # found by the spaced polls.
+        agent = {"settings": {"cpu_budget_ppm": 5000, "cpu_cap_ppm": 1000},
                  "agent": {"timeouts": 900, "timer_cpu_us": 20.0, "cpu_s": 0.5}}
         self.assertEqual(whatif.budget_gap_us(20.0, 5000, 500), 5000.0)
         self.assertEqual(whatif.budget_gap_us(20.0, 5000, 20000), 0.0)
