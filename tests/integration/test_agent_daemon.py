@@ -215,6 +215,58 @@ class AgentDaemon(unittest.TestCase):
         # a 200 us sleep can take 5 ms on a loaded VM: only those may transition
         self.assertLessEqual(rec["agent"]["lowers"], out["long_calls"], out)
 
+    def test_waits_predicted_long_are_announced_the_rest_polled(self) -> None:
+        """Issue 24 at the default budget: a call site whose waits are long
+        announces them, the agent reads them (its "announced") and lowers
+        them; with nothing announced (simranks --no-announce) the polls,
+        the backstop, still find long waits.  No short call transitions."""
+        for quiet in ([], ["--no-announce"]):
+            with self.subTest(announce=not quiet):
+                t = self.tree()
+                a = self.agent(t, 2, "--threshold", "1ms")
+                out = sim(a.shm, "--slots", "2", "--threshold-us", "1000", "--seconds", "2",
+                          "--compute-us", "2000", "--short-us", "50", "--long-us", "20000",
+                          "--long-every", "3", "--spin", *quiet)
+                rec = a.stop()
+                self.assertEqual(out["violations"], 0, out)
+                announced = [r["reported"]["announced"] for r in rec["ranks"]]
+                trans = sum(r["transitions"] for r in rec["ranks"])
+                self.assertGreater(trans, 0, out)
+                if quiet:
+                    self.assertEqual((announced, rec["agent"]["announced"]), ([0, 0], 0))
+                else:
+                    # a site is predicted long from its first long wait on
+                    self.assertTrue(all(n > 0 for n in announced), rec["ranks"])
+                    self.assertGreater(rec["agent"]["announced"], 0)
+
+    def test_hostile_announce_map_changes_nothing_lowered(self) -> None:
+        """The header is the user's: every announce bit set, a wake time
+        in the past, announcements switched off and on, all in a loop,
+        while the ranks make only short calls: no transition, the agent
+        keeps going and restores."""
+        t = self.tree()
+        before = t.snapshot()
+        a = self.agent(t, 2, "--threshold", "5ms")
+        seg = self.live(a)
+        stop = time.monotonic() + 2.0
+        p = subprocess.Popen([str(SIM), "--shm", a.shm, "--slots", "2", "--threshold-us", "5000",
+                              "--seconds", "2", "--compute-us", "300", "--short-us", "200",
+                              "--long-every", "0"], stdout=subprocess.PIPE, text=True)
+        n = 0
+        while time.monotonic() < stop:
+            for w in range(256):
+                seg.map[2048 + 8 * w:2056 + 8 * w] = b"\xff" * 8
+            seg.map[80:88] = (1).to_bytes(8, "little")
+            seg.map[88:92] = (n % 2).to_bytes(4, "little")
+            n += 1
+            time.sleep(0.001)
+        out = json.loads(p.communicate(timeout=120)[0])
+        rec = a.stop()
+        self.assertEqual(out["violations"], 0, out)
+        self.assertLessEqual(rec["agent"]["lowers"], out["long_calls"], out)
+        self.assertGreater(n, 100)
+        self.assertEqual(t.snapshot(), before)
+
     def test_long_calls_measured(self) -> None:
         t = self.tree()
         a = self.agent(t, 2, "--threshold", "1ms")
