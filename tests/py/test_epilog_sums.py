@@ -102,6 +102,9 @@ class AgentSums(unittest.TestCase):
             # rank 4: times whose sum wraps in 64 bits
             set_fn(live, 4, 1, b"MPI_Barrier", (1 << 64) - 1)
             set_fn(live, 4, 2, b"MPI_Send", (1 << 64) - 1)
+            # rank 0 announced 7 waits as predicted long, 2 of them short
+            live.set_slot_field(0, "announced", 7)
+            live.set_slot_field(0, "announced_short", 2)
             # slot 5: invalid (an unterminated name); slot 6: free
             base = slotlib.HEADER_SIZE + 5 * slotlib.SLOT_SIZE
             live.map[base:base + slotlib.SLOT_SIZE] = \
@@ -123,6 +126,12 @@ class AgentSums(unittest.TestCase):
         self.assertAlmostEqual(sums["mpi_s"], 1.75 + 2.25 + 1.5, places=5)
         parsed = noderec.parse_sums(json.dumps(sums).encode(), sums["node"])
         self.assertIsNotNone(parsed)
+        # the prediction's accuracy reaches the agent record and the rank entry
+        self.assertEqual((agent["ranks"][0]["reported"]["announced"],
+                          agent["ranks"][0]["reported"]["announced_short"]), (7, 2))
+        r0 = slots.rank_figures(slotlib.parse_slot(seg.read_bytes(), slotlib.HEADER_SIZE), "0")
+        self.assertEqual((r0["announced"], r0["mispredicted"]), (7, 2))
+        self.assertEqual(noderec.validate_rank(r0)["announced"], 7)
 
     def test_frame_functions_are_the_defs_life_cycle_calls(self) -> None:
         kinds = set()
