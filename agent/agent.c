@@ -69,8 +69,9 @@ static int rank_left(const struct mpi_pstate_agent_rank *r)
                r->obs.since != r->marked_since;
 }
 
-/* Builds the per-domain index of the ranks (counting, then filling);
- * on allocation failure the index stays off and every rank is visited. */
+/* Builds the per-domain index of the ranks (counting, then filling), once
+ * per step after a membership change; on allocation failure the index
+ * stays off until the next step and every rank is visited. */
 static void build_index(struct mpi_pstate_agent_core *c)
 {
         unsigned words = mask_words(c), total = 0, *start, *list;
@@ -117,10 +118,8 @@ static void build_index(struct mpi_pstate_agent_core *c)
 }
 
 /* Ranks to visit for domain d: its own, or every rank without an index. */
-static unsigned ranks_in(struct mpi_pstate_agent_core *c, unsigned d)
+static unsigned ranks_in(const struct mpi_pstate_agent_core *c, unsigned d)
 {
-        if (!c->index_ok)
-                build_index(c);
         return c->index_ok ? c->dom_start[d + 1] - c->dom_start[d] : c->nranks;
 }
 
@@ -384,6 +383,8 @@ uint64_t mpi_pstate_agent_step(struct mpi_pstate_agent_core *c,
         int retry = 0;
 
         c->stats.steps++;
+        if (!c->index_ok)
+                build_index(c);
         for (unsigned i = 0; i < c->nranks; i++)
                 c->ranks[i].obs = obs[i];
         for (int pass = 0; pass < MAX_PASSES; pass++) {

@@ -581,10 +581,10 @@ static void budget_adjust(struct agentd *a, uint64_t now)
                  * transitions) are what savings cost; they are bought while
                  * the agent stays under half its hard ceiling.  Past that,
                  * ranks stop announcing and the polls, spaced by the
-                 * budget, find the waits (as before issue 24), until the
-                 * agent is back under a quarter of it: the ceiling, which
-                 * holds every wait up, is not what limits a busy node. */
-                /* not on the first, short period: it holds the start-up */
+                 * budget, find the waits, until the agent is back under a
+                 * quarter of it: the ceiling, which holds every wait up, is
+                 * not what limits a busy node.  Not judged on the first,
+                 * short period: it holds the start-up. */
                 if (a->o.cap_ppm && wall >= BUDGET_PERIOD_NS / 2) {
                         uint64_t share_ppm = (uint64_t)((unsigned __int128)used * 1000000u / wall);
                         bool off = atomic_load_explicit(&a->seg.hdr->announce_off,
@@ -848,7 +848,7 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                 pending = announce_pending(a);
                 in_segment = 0;
                 if (pending) {
-                        a->eagain++;
+                        a->eagain++; /* as if the futex had moved: pass again */
                         continue;
                 }
                 rc = futex_wait_until(hdr, v, next);

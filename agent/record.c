@@ -14,10 +14,12 @@
 #include "json.h"
 #include "safeio.h"
 
-static void put_secs(struct mpi_pstate_json *b, uint64_t ns)
+/* 128 bits: a step's sums over 16384 slots of up to ten years each pass
+ * 2^64 ns (5.2e21), and their seconds still fit 64 bits. */
+static void put_secs(struct mpi_pstate_json *b, unsigned __int128 ns)
 {
-        mpi_pstate_json_put(b, "%" PRIu64 ".%06" PRIu64, ns / 1000000000u,
-                            (ns % 1000000000u) / 1000u);
+        mpi_pstate_json_put(b, "%" PRIu64 ".%06" PRIu64, (uint64_t)(ns / 1000000000u),
+                            (uint64_t)(ns % 1000000000u) / 1000u);
 }
 
 static void put_joules(struct mpi_pstate_json *b, uint64_t uj)
@@ -403,7 +405,8 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
  * mpi_pstate_slot_totals(), with this agent's own clocked-down time and
  * transitions.  A node Epilog past its detail bound reads this small file
  * instead of the segment, so a job of 10,000 steps costs it one open per
- * step (issue 21).  Written only when the segment is still mapped. */
+ * step, not 10,000 segments.  Written only when the segment is still
+ * mapped. */
 int mpi_pstate_agentd_sums_write(struct agentd *a)
 {
         struct mpi_pstate_json b = {0};
@@ -447,21 +450,17 @@ int mpi_pstate_agentd_sums_write(struct agentd *a)
             ", \"job\": %u, \"step\": %u, \"ranks\": %" PRIu64 ", \"invalid\": %" PRIu64
             ", \"transitions\": %" PRIu64 ", \"log_errors\": %u",
             a->o.job, a->o.step, n, invalid, transitions, mpi_pstate_agentd_log_errors());
-        /* 16384 slots of at most ten years each stay below 2^64 ns */
-        mpi_pstate_json_put(&b, ", \"wall_s\": ");
-        put_secs(&b, (uint64_t)wall);
-        mpi_pstate_json_put(&b, ", \"mpi_s\": ");
-        put_secs(&b, (uint64_t)mpi);
-        mpi_pstate_json_put(&b, ", \"wait_s\": ");
-        put_secs(&b, (uint64_t)wait);
-        mpi_pstate_json_put(&b, ", \"down_s\": ");
-        put_secs(&b, (uint64_t)down);
-        mpi_pstate_json_put(&b, ", \"paired_wall_s\": ");
-        put_secs(&b, (uint64_t)pwall);
-        mpi_pstate_json_put(&b, ", \"paired_mpi_s\": ");
-        put_secs(&b, (uint64_t)pmpi);
-        mpi_pstate_json_put(&b, ", \"step_wall_s\": ");
-        put_secs(&b, step_wall);
+        const struct {
+                const char *key;
+                unsigned __int128 ns;
+        } figs[] = {{"wall_s", wall},          {"mpi_s", mpi},           {"wait_s", wait},
+                    {"down_s", down},          {"paired_wall_s", pwall}, {"paired_mpi_s", pmpi},
+                    {"step_wall_s", step_wall}};
+
+        for (size_t k = 0; k < sizeof(figs) / sizeof(figs[0]); k++) {
+                mpi_pstate_json_put(&b, ", \"%s\": ", figs[k].key);
+                put_secs(&b, figs[k].ns);
+        }
         mpi_pstate_json_put(&b, ",\n");
         put_energy(&b, a);
         mpi_pstate_json_put(&b, "  \"end\": true}\n");

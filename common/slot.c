@@ -569,8 +569,9 @@ void mpi_pstate_slot_agent_raise(struct mpi_pstate_slot *s, uint64_t down_ns)
 }
 
 bool mpi_pstate_slot_announce(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s,
-                              uint32_t index, uint64_t threshold_ns)
+                              uint64_t threshold_ns)
 {
+        uint32_t index = s->local_index;
         uint64_t wake;
 
         if (!hdr || index >= MPI_PSTATE_SEG_MAX_SLOTS ||

@@ -365,14 +365,14 @@ void mpi_pstate_slot_agent_raise(struct mpi_pstate_slot *s, uint64_t down_ns);
 
 /* Rank side: FUTEX_WAKE on the header's word after bumping it. */
 void mpi_pstate_slot_wake_agent(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s);
-/* Rank side: the slot `index` entered a wait it predicts long (after
- * mpi_pstate_slot_wait_begin*): its announce bit, agent_futex bumped, and
+/* Rank side: slot s entered a wait it predicts long (after
+ * mpi_pstate_slot_wait_begin*): its announce bit (s->local_index), agent_futex bumped, and
  * FUTEX_WAKE unless the agent wakes anyway before the wait's deadline
  * (agent_wake_ns, 0: it is awake and sees the bit; threshold_ns: the
  * rank's threshold).  False, nothing done: the agent asked for no
  * announcements (announce_off). */
 bool mpi_pstate_slot_announce(struct mpi_pstate_seg_header *hdr, struct mpi_pstate_slot *s,
-                              uint32_t index, uint64_t threshold_ns);
+                              uint64_t threshold_ns);
 
 /* ---- hot path, inline: no system call, no lock, no allocation ---- */
 
@@ -441,7 +441,7 @@ static inline int mpi_pstate_slot_wait_end(struct mpi_pstate_slot *s, uint64_t t
         return atomic_load_explicit(&s->clocked_down, memory_order_relaxed) != 0;
 }
 
-/* Wait prediction, rank-private (issue 24): per call site (the caller's
+/* Wait prediction, rank-private: per call site (the caller's
  * return address hashed into MPI_PSTATE_PRED_SITES entries) a counter of
  * how its waits ended.  A long wait sets it to 3, a short one takes 1 off:
  * long is predicted from the first long wait at a site until two short
@@ -463,13 +463,12 @@ static inline unsigned mpi_pstate_pred_site(uintptr_t pc)
 /* After mpi_pstate_slot_wait_begin*(); hdr NULL: nobody to announce to. */
 static inline void mpi_pstate_pred_begin(struct mpi_pstate_pred *p, unsigned site,
                                          struct mpi_pstate_seg_header *hdr,
-                                         struct mpi_pstate_slot *s, uint32_t index,
-                                         uint64_t threshold_ns)
+                                         struct mpi_pstate_slot *s, uint64_t threshold_ns)
 {
         p->site = site;
         p->announced = false;
         if (__builtin_expect(hdr && p->ctr[site] >= 2, 0))
-                p->announced = mpi_pstate_slot_announce(hdr, s, index, threshold_ns);
+                p->announced = mpi_pstate_slot_announce(hdr, s, threshold_ns);
 }
 
 static inline void mpi_pstate_pred_end(struct mpi_pstate_pred *p, struct mpi_pstate_slot *s,

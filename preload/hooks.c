@@ -155,7 +155,6 @@ uint64_t mpi_pstate_hook_init_begin(void)
         record_affinity(s);
         mpi_pstate_rt.hdr = st.att.hdr;
         mpi_pstate_rt.slot = s;
-        mpi_pstate_rt.index = st.index;
         mpi_pstate_rt.announce_to = st.att.hdr && s->mode == MPI_PSTATE_SLOT_MODE_ON &&
                                             !(st.att.hdr->flags & MPI_PSTATE_SEG_PRIVATE)
                                         ? st.att.hdr

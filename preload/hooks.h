@@ -40,7 +40,6 @@ struct mpi_pstate_rt {
         /* the agent's segment in mode on, NULL otherwise: where a wait
          * predicted long is announced (common/slot.h, "Reaction") */
         struct mpi_pstate_seg_header *announce_to;
-        uint32_t index; /* the slot's, in the segment */
         struct mpi_pstate_pred pred;
         void *const *next; /* the front's table of next definitions */
 };
@@ -117,10 +116,9 @@ static inline void mp_wait_begin(unsigned fid, uint64_t t0)
 {
         mpi_pstate_slot_wait_begin_cpu(mpi_pstate_rt.slot, fid, t0,
                                        mp_arch_cpu(mpi_pstate_rt.cpu_src));
-        mpi_pstate_pred_begin(&mpi_pstate_rt.pred,
-                              mpi_pstate_pred_site((uintptr_t)__builtin_return_address(0)),
-                              mpi_pstate_rt.announce_to, mpi_pstate_rt.slot, mpi_pstate_rt.index,
-                              mpi_pstate_rt.threshold_ns);
+        mpi_pstate_pred_begin(
+            &mpi_pstate_rt.pred, mpi_pstate_pred_site((uintptr_t)__builtin_return_address(0)),
+            mpi_pstate_rt.announce_to, mpi_pstate_rt.slot, mpi_pstate_rt.threshold_ns);
 }
 
 static inline void mp_wait_end(uint64_t t0, uint64_t t1)

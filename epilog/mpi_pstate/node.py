@@ -34,6 +34,8 @@ SCAN_BUDGET_S = 1.5
 DETAIL_BYTES = 6 << 20
 SUMMED_WHY = (f"over {noderec.MAX_DETAIL_STEPS} steps, {noderec.MAX_RANKS} ranks or "
               f"{DETAIL_BYTES >> 20} MiB of rank entries: summed, not detailed")
+CUT_WHY = (f"over the Epilog's {CPU_BUDGET_S} s of CPU or {slots.MAX_NODE_RANKS} slots: "
+           "summed from the agent's sums")
 
 
 def find_tool(name: str, dirs: List[str], env: Optional[str] = None,
@@ -279,12 +281,11 @@ class StepScan:
                                  sum(x.get("nslots") or 0 for x in listed) > room):
             self.add_sums(step, sums)  # would not be detailed: its slots are not read
             return
-        if sums is not None and listed and (self.budget[0] <= 0 or
-                                            time.process_time() > self.cpu_until):
-            self.add_sums(step, sums, f"over the Epilog's {CPU_BUDGET_S} s of CPU or "
-                          f"{slots.MAX_NODE_RANKS} slots: summed from the agent's sums")
+        spent = bool(listed) and (self.budget[0] <= 0 or time.process_time() > self.cpu_until)
+        if spent and sums is not None:
+            self.add_sums(step, sums, CUT_WHY)
             return
-        if listed and (self.budget[0] <= 0 or time.process_time() > self.cpu_until):
+        if spent:
             why = f"over the Epilog's {CPU_BUDGET_S} s of CPU" \
                 if time.process_time() > self.cpu_until else \
                 f"slots over the node's {slots.MAX_NODE_RANKS}"
@@ -300,8 +301,7 @@ class StepScan:
             cut = [p for p in sprob if "CPU" in p and "not read" in p]
             if cut and sums is not None:  # cut by the CPU bound: the agent's sums count it whole
                 self.problems += [p for p in sprob if p not in cut]
-                self.add_sums(step, sums, f"over the Epilog's {CPU_BUDGET_S} s of CPU or "
-                              f"{slots.MAX_NODE_RANKS} slots: summed from the agent's sums")
+                self.add_sums(step, sums, CUT_WHY)
                 return
             self.problems += sprob
             if cut:

@@ -114,8 +114,8 @@ def _why(rest: Dict[str, Any], why: str) -> None:
 def rest_add_sums(rest: Dict[str, Any], step: str, sums: Dict[str, Any], why: str) -> None:
     """Counts one step's totals into the aggregate: rest_add()'s own, or
     the agent's sums.json of the step (parse_sums()), which it made from
-    the same slots as the step ended (issue 21: a step past the detail
-    bound costs one small file, not its segment)."""
+    the same slots as the step ended: a step past the detail bound costs
+    one small file, not its segment."""
     _why(rest, why)
     if not sums["ranks"]:
         return
@@ -140,9 +140,9 @@ def parse_sums(data: bytes, node: str) -> Optional[Dict[str, Any]]:
     """A step's sums.json (the agent's, written as the step ended:
     docs/agent.md, section 10) as rest_add_sums() takes it.  Root wrote the
     file, but every figure except the clocked-down ones comes from the
-    user's slots: each is checked for type and range like a rank's.  None when it
-    names another node; ValueError when it is not that format or a figure
-    is out of range."""
+    user's slots: each is checked for type and range like a rank's.  None
+    when it names another node; ValueError when it is not that format or a
+    figure is out of range."""
     obj = decode(data)
     if not isinstance(obj, dict) or obj.get("format") != SUMS_FORMAT or \
             obj.get("version") != 1:

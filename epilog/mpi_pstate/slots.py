@@ -145,7 +145,7 @@ def rank_figures(s: Dict[str, Any], step: str,
         "calls": _count(calls, dropped, "calls"), "bytes": _count(nbytes, dropped, "bytes"),
         "wakeups": _count(s["wakeups"], dropped, "wakeups"),
         # waits the rank announced as predicted long, and how many of those
-        # were short (issue 24: the prediction's accuracy, per rank)
+        # were short: the prediction's accuracy, per rank
         "announced": _count(s.get("announced", 0), dropped, "announced"),
         "mispredicted": _count(s.get("announced_short", 0), dropped, "mispredicted"),
         "top": [[n, _s(_ns(t)), c] for t, n, c in top[:TOP_FUNCS] if 0 <= c <= COUNT_MAX],

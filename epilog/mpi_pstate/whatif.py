@@ -491,9 +491,9 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
             tn = w["transitions"]
             # A core stays low after its wait until the agent's raise (the
             # rank wakes it as it leaves): the agent's down_s counts that
-            # too, and so does the energy, announced waits lowered on time
-            # having made it visible (issue 24).  Low bound: the write alone.
-            dn = [x / 1e9 + tn[i] * raise_s[(0, 1, 2)[i]] for i, x in enumerate(w["down_ns"])]
+            # too, and so does the energy; it shows once waits are lowered
+            # at their deadline.  Low bound: the write alone.
+            dn = [x / 1e9 + tn[i] * raise_s[i] for i, x in enumerate(w["down_ns"])]
             for i in range(3):
                 down[i] += dn[i]
                 trans[i] += tn[i]

@@ -30,7 +30,7 @@
  * Long and short calls come from two call sites, as in a real code: each
  * wait is predicted and, predicted long, announced as the preload library
  * does (common/slot.h, "Reaction"); --no-announce never announces (the
- * agent then finds every wait by its polls, as before issue 24).
+ * agent then finds every wait by its polls, as it did before announcing).
  * Prints one JSON object on stdout. */
 #include <errno.h>
 #include <getopt.h>
@@ -225,7 +225,7 @@ static void *rank_main(void *p)
                         site = 64u - (unsigned)__builtin_clzll(wait_us | 1u);
                 }
                 mpi_pstate_pred_begin(&pred, site, cfg.no_announce || cfg.profile ? NULL : att.hdr,
-                                      s, ra->index, cfg.threshold_us * 1000u);
+                                      s, cfg.threshold_us * 1000u);
                 if (cfg.sync)
                         pthread_barrier_wait(&sync_barrier);
                 else

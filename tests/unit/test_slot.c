@@ -549,42 +549,45 @@ START_TEST(prediction_announces_waits_predicted_long)
         const uint32_t idx = 70;
 
         ck_assert_uint_lt(site, MPI_PSTATE_PRED_SITES);
-        mpi_pstate_pred_begin(&p, site, &hdr, &s, idx, 0);
+        s.local_index = idx;
+        mpi_pstate_pred_begin(&p, site, &hdr, &s, 0);
         ck_assert(!p.announced);
         mpi_pstate_pred_end(&p, &s, true);
-        mpi_pstate_pred_begin(&p, site, &hdr, &s, idx, 0);
+        mpi_pstate_pred_begin(&p, site, &hdr, &s, 0);
         ck_assert(p.announced);
         ck_assert_uint_eq(atomic_load(&hdr.announce[1]), UINT64_C(1) << 6);
         ck_assert_uint_eq(atomic_load(&s.announced), 1);
         ck_assert_uint_eq(atomic_load(&hdr.agent_futex), 0); /* agent_wake_ns 0: awake */
         mpi_pstate_pred_end(&p, &s, false);                  /* mispredicted */
         ck_assert_uint_eq(atomic_load(&s.announced_short), 1);
-        mpi_pstate_pred_begin(&p, other, &hdr, &s, idx, 0); /* another site: its own history */
+        mpi_pstate_pred_begin(&p, other, &hdr, &s, 0); /* another site: its own history */
         ck_assert(!p.announced);
         mpi_pstate_pred_end(&p, &s, false);
-        mpi_pstate_pred_begin(&p, site, &hdr, &s, idx, 0); /* one short: still long */
+        mpi_pstate_pred_begin(&p, site, &hdr, &s, 0); /* one short: still long */
         ck_assert(p.announced);
         mpi_pstate_pred_end(&p, &s, false);
-        mpi_pstate_pred_begin(&p, site, &hdr, &s, idx, 0); /* two short: not any more */
+        mpi_pstate_pred_begin(&p, site, &hdr, &s, 0); /* two short: not any more */
         ck_assert(!p.announced);
         mpi_pstate_pred_end(&p, &s, true);
-        mpi_pstate_pred_begin(&p, site, NULL, &s, idx, 0); /* nobody to announce to */
+        mpi_pstate_pred_begin(&p, site, NULL, &s, 0); /* nobody to announce to */
         ck_assert(!p.announced);
         ck_assert_uint_eq(atomic_load(&s.announced), 2);
         ck_assert_uint_eq(atomic_load(&s.announced_short), 2);
-        mpi_pstate_slot_announce(&hdr, &s, MPI_PSTATE_SEG_MAX_SLOTS, 0); /* out of the map */
+        s.local_index = MPI_PSTATE_SEG_MAX_SLOTS; /* out of the map */
+        mpi_pstate_slot_announce(&hdr, &s, 0);
         ck_assert_uint_eq(atomic_load(&s.announced), 2);
+        s.local_index = idx;
         /* an agent asleep until after the deadline is woken */
         atomic_store(&hdr.agent_wake_ns, UINT64_MAX);
-        ck_assert(mpi_pstate_slot_announce(&hdr, &s, idx, 0));
+        ck_assert(mpi_pstate_slot_announce(&hdr, &s, 0));
         ck_assert_uint_eq(atomic_load(&hdr.agent_futex), 1);
         /* one asleep until before it is not */
         atomic_store(&hdr.agent_wake_ns, 1);
-        ck_assert(mpi_pstate_slot_announce(&hdr, &s, idx, 0));
+        ck_assert(mpi_pstate_slot_announce(&hdr, &s, 0));
         ck_assert_uint_eq(atomic_load(&hdr.agent_futex), 1);
         /* the agent asked for none */
         atomic_store(&hdr.announce_off, 1);
-        ck_assert(!mpi_pstate_slot_announce(&hdr, &s, idx, 0));
+        ck_assert(!mpi_pstate_slot_announce(&hdr, &s, 0));
         ck_assert_uint_eq(atomic_load(&s.announced), 4);
 }
 END_TEST
