@@ -194,6 +194,20 @@ class EveryStep(Scale):
         self.assertEqual(os.listdir(self.shm), [])
         self.assertEqual(os.listdir(self.runtime / "steps"), [])
 
+    def test_a_step_of_16384_ranks_is_counted_whole(self) -> None:
+        """The most ranks a node holds (a segment's 16384 slots), honest, in
+        one step: every rank counted, the segment gone.  The CPU bound is
+        lifted: its figure (0.87 s) is in bench/epilog/RESULTS.md."""
+        self.step(JOB, "0", [{"rank": i, "wall": 2.0, "mpi": 1.0} for i in range(16384)],
+                  sums=True)
+        with mock.patch.object(node, "CPU_BUDGET_S", 1e6), \
+                mock.patch.object(node, "SCAN_BUDGET_S", 1e6):
+            self.run_epilog()
+        s = self.summary_of()
+        self.assertEqual((s["steps"], s["rank_steps"], s["ranks"]), (1, 16384, 16384))
+        self.assertNotIn("not read", s.get("why", ""))
+        self.assertEqual(os.listdir(self.shm), [])
+
     def test_a_step_too_wide_for_the_detail_is_summed_without_reading_it(self) -> None:
         """A step of more ranks than the record details is taken from its
         sums, and its slots are never read: the slot and CPU bounds stay
