@@ -69,7 +69,7 @@ SLURM_MM=$(printf '%d.%02d' $((num >> 16 & 255)) $((num >> 8 & 255)))
 SLURM_NEXT=$(printf '%d.%02d' $((num >> 16 & 255)) $(((num >> 8 & 255) + 1)))
 
 # The package whose libslurmfull.so the Slurm programs load the plugin into.
-owner=$(dpkg-query -S "$PLUGINDIR/libslurmfull.so" 2>/dev/null | head -n 1) ||
+owner=$(dpkg-query -S "$PLUGINDIR/libslurmfull.so" 2>/dev/null | sed -n 1p) ||
 	die "no installed package owns $PLUGINDIR/libslurmfull.so: install slurm-wlm-basic-plugins"
 owner=${owner%%: *}
 owner=${owner%%:*}

@@ -36,7 +36,7 @@ for _ in $(seq 600); do
 done
 # The summary reaches slurmdbd from EpilogSlurmctld, shortly after the job.
 for _ in $(seq 100); do
-        sacct -n -X -P -j "$job" -o SystemComment 2>/dev/null | grep -q '^mpi-pstate/' && break
+        sacct -n -X -P -j "$job" -o SystemComment 2>/dev/null | grep '^mpi-pstate/' >/dev/null && break
         sleep 0.2
 done
 echo "== job output"
@@ -44,15 +44,18 @@ cat "$WD/slurm-$job.out"
 echo "== P-state changes made on the fake nodes during the job (first 12 per node)"
 for n in n1 n2; do
         echo "-- $n: $(($(wc -l <"$MPI_PSTATE_LAB/nodes/$n/cpufreq-writes.log") - mark[$n])) writes"
-        tail -n +"$((mark[$n] + 1))" "$MPI_PSTATE_LAB/nodes/$n/cpufreq-writes.log" | head -12
+        # sed, not tail|head: under pipefail a reader that stops early
+        # fails the demo with SIGPIPE whenever the log outgrows one write.
+        sed -n "$((mark[$n] + 1)),$((mark[$n] + 12))p" "$MPI_PSTATE_LAB/nodes/$n/cpufreq-writes.log"
 done
 echo "== sacct -j $job -o JobID,State,Elapsed,SystemComment%200"
 sacct -j "$job" -X -o JobID,State,Elapsed,SystemComment%200
 echo "== mpi-pstate report $job"
 run_user mpi-pstate report "$job"
-state=$(sacct -n -X -P -j "$job" -o State | head -1)
+state=$(sacct -n -X -P -j "$job" -o State | sed -n 1p)
 [ "$state" = COMPLETED ] || { echo "demo: job $job ended $state" >&2; exit 1; }
-sacct -n -X -P -j "$job" -o SystemComment | grep -q '^mpi-pstate/' ||
+comment=$(sacct -n -X -P -j "$job" -o SystemComment)
+grep -q '^mpi-pstate/' <<<"$comment" ||
         { echo "demo: job $job has no mpi-pstate summary in SystemComment" >&2; exit 1; }
 echo
 echo "The cluster keeps running: 'eval \$($LAB_CMD env)' to use it, '$LAB_CMD stop' to stop it."

@@ -29,7 +29,7 @@ if [ -n "${MPI_PSTATE_DEBROOT:-}" ] && [ -f /.mpi-pstate-debroot ]; then
 fi
 missing=()
 for p in "${PKGS[@]}"; do
-        dpkg-query -W -f='${db:Status-Status}\n' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
+        dpkg-query -W -f='${db:Status-Status}\n' "$p" 2>/dev/null | grep -x installed >/dev/null || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
         [ "${1:-}" = --if-missing ] || echo "deps: all ${#PKGS[@]} packages installed"
