@@ -146,6 +146,9 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, 
             why = getattr(e, "strerror", None) or str(e)
         if detail is not None:
             j["detail"] = detail
+            rx = report.reaction(detail.get("ranks") or [])
+            if rx:
+                j["reaction"] = rx
         elif why:
             j["detail_why"] = why
         if s is not None:

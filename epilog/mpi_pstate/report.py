@@ -41,6 +41,46 @@ def _pct(v: Any) -> str:
     return _f(v, "{:.1%}")
 
 
+def _sum(ranks: list[dict[str, Any]], key: str) -> Optional[float]:
+    vals = [r.get(key) for r in ranks]
+    return None if any(v is None for v in vals) else sum(vals)  # type: ignore[arg-type]
+
+
+def reaction(ranks: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """How the job's long waits were found, per step and in all (docs/agent.md,
+    "Reaction"): announced by a rank predicting them long, of those the ones
+    that stayed short (mispredicted), and the rest left to the agent's polls;
+    with the clocked-down time against the ideal, the time past the threshold
+    (over_s).  None without the rank counters (records of older releases):
+    a figure is given only when every rank of its group has it."""
+    steps: dict[str, list[dict[str, Any]]] = {}
+    for r in ranks:
+        steps.setdefault(str(r.get("step")), []).append(r)
+
+    def one(rs: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        longs, ann, short = (_sum(rs, k) for k in ("long_calls", "announced", "mispredicted"))
+        if longs is None or ann is None or short is None:
+            return None
+        over, down = _sum(rs, "over_s"), _sum(rs, "down_s")
+        return {"long_waits": int(longs), "announced": int(ann), "mispredicted": int(short),
+                "polled": int(max(0, longs - (ann - short))),
+                "over_s": None if over is None else round(over, 4),
+                "down_s": None if down is None else round(down, 4),
+                "down_of_ideal": round(down / over, 4) if over and down is not None else None}
+
+    total = one(ranks)
+    if total is None:
+        return None
+    total["steps"] = {k: v for k, v in ((k, one(rs)) for k, rs in steps.items()) if v}
+    return total
+
+
+def reaction_text(x: dict[str, Any]) -> str:
+    return (f"{x['long_waits']} long waits: {x['announced']} announced by the ranks "
+            f"({x['mispredicted']} of those stayed short), {x['polled']} found by the agent's "
+            f"polls; clocked down {_pct(x['down_of_ideal'])} of the time past the threshold")
+
+
 def job_text(j: dict[str, Any]) -> str:
     """One job: summary, nodes, settings, ranks that wait most, every rank."""
     out = io.StringIO()
@@ -98,6 +138,12 @@ def job_text(j: dict[str, Any]) -> str:
             w(f"              problem: {p}\n")
     ranks = d.get("ranks", [])
     multi = len(d.get("steps", [])) > 1
+    rx = j.get("reaction")
+    if rx:
+        w("\n  waits: " + reaction_text(rx) + "\n")
+        if multi:
+            for step, x in list(rx["steps"].items())[:TOP_WAITERS]:
+                w(f"    step {step}: " + reaction_text(x) + "\n")
     waiters = sorted((r for r in ranks if r.get("mpi_share") is not None),
                      key=lambda r: -r["mpi_share"])[:TOP_WAITERS]
     if waiters:
@@ -161,6 +207,12 @@ def _svg(j: dict[str, Any]) -> str:
     d = j.get("detail") or {}
     ranks = d.get("ranks", [])
     multi = len(d.get("steps", [])) > 1
+    rx = j.get("reaction")
+    if rx:
+        w("\n  waits: " + reaction_text(rx) + "\n")
+        if multi:
+            for step, x in list(rx["steps"].items())[:TOP_WAITERS]:
+                w(f"    step {step}: " + reaction_text(x) + "\n")
     bar, gap, left, top_m, width = 14, 6, 150, 60, 600
     h = top_m + max(1, len(ranks)) * (bar + gap) + 60
     wall_max = max((r.get("wall_s") or 0 for r in ranks), default=0) or 1.0

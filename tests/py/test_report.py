@@ -97,6 +97,31 @@ class Report(unittest.TestCase):
         self.assertEqual(len(rows), 2, out)
         self.assertIn("-", rows[0][8:11], out)
 
+    def test_how_long_waits_were_found(self) -> None:
+        # long_calls 3 a rank (fixture); step 1's ranks announced
+        ranks = [fx.rank("n1", 0, mpi=2.0, down=1.2), fx.rank("n1", 1, mpi=4.0, down=3.0)]
+        ranks[0].update(announced=3, mispredicted=1)  # 2 long announced, 1 polled
+        ranks[1].update(announced=0, mispredicted=0)  # 3 polled
+        later = [dict(r, step="1", announced=3, mispredicted=0) for r in ranks]
+        self.job(510, "510", {"n1": ranks + later})
+        rc, out, _ = self.report("510", "--json")
+        rx = json.loads(out)["jobs"][0]["reaction"]
+        self.assertEqual({k: rx[k] for k in ("long_waits", "announced", "mispredicted", "polled")},
+                         {"long_waits": 12, "announced": 9, "mispredicted": 1, "polled": 4})
+        self.assertEqual(rx["steps"]["0"]["polled"], 4)
+        self.assertEqual(rx["steps"]["1"]["polled"], 0)
+        # over_s is mpi * 0.8 a rank (fixture): the ideal clocked-down time
+        self.assertAlmostEqual(rx["down_of_ideal"], 2 * 4.2 / (2 * 4.8), places=3)
+        rc, out, _ = self.report("510")
+        self.assertIn("waits: 12 long waits: 9 announced by the ranks (1 of those stayed short), "
+                      "4 found by the agent's polls; clocked down 87.5% of the time past the "
+                      "threshold", out)
+        self.assertIn("    step 1: 6 long waits: 6 announced", out)
+        # records of older releases have no counters: no line, no key
+        self.two_node_job()
+        rc, out, _ = self.report("501", "--json")
+        self.assertNotIn("reaction", json.loads(out)["jobs"][0])
+
     def test_json_and_csv(self) -> None:
         self.two_node_job()
         rc, out, _ = self.report("501", "--json")
