@@ -579,21 +579,26 @@ static void budget_adjust(struct agentd *a, uint64_t now)
                         a->gap_max_ns = want;
                 /* Reactions (announced waits, their deadlines, their
                  * transitions) are what savings cost; they are bought while
-                 * the agent stays under half its hard ceiling.  Past that,
-                 * ranks stop announcing and the polls, spaced by the
-                 * budget, find the waits, until the agent is back under a
-                 * quarter of it: the ceiling, which holds every wait up, is
-                 * not what limits a busy node.  Not judged on the first,
-                 * short period: it holds the start-up. */
+                 * the agent stays under three quarters of its hard ceiling.
+                 * Past that, ranks stop announcing and the polls, spaced by
+                 * the budget, find the waits, until the agent is back under
+                 * half that: the ceiling, which holds every wait up, is not
+                 * what limits a busy node.  Not half the ceiling: on the
+                 * lab's FUSE sysfs (a write 150-300 us) a 2-rank job crossed
+                 * it, and announcements then went off for a job that the
+                 * ceiling never held up.  Not judged on the first, short
+                 * period: it holds the start-up. */
                 if (a->o.cap_ppm && wall >= BUDGET_PERIOD_NS / 2) {
                         uint64_t share_ppm = (uint64_t)((unsigned __int128)used * 1000000u / wall);
                         bool off = atomic_load_explicit(&a->seg.hdr->announce_off,
                                                         memory_order_relaxed) != 0;
 
-                        if (!off && share_ppm > a->o.cap_ppm / 2) {
+                        uint64_t off_ppm = a->o.cap_ppm * AGENTD_ANNOUNCE_OFF_PCT / 100u;
+
+                        if (!off && share_ppm > off_ppm) {
                                 off = true;
                                 a->announce_offs++;
-                        } else if (off && share_ppm < a->o.cap_ppm / 4) {
+                        } else if (off && share_ppm < off_ppm / 2) {
                                 off = false;
                         }
                         atomic_store_explicit(&a->seg.hdr->announce_off, off, memory_order_relaxed);

@@ -128,7 +128,7 @@ struct mpi_pstate_seg_header {
          * written before each sleep, 0 while it is awake: a rank
          * announcing a wait whose deadline is later makes no system call */
         _Atomic uint64_t agent_wake_ns;
-        /* 88: set by the agent while reacting costs it more than half its
+        /* 88: set by the agent while reacting costs it more than 3/4 of its
          * CPU ceiling: ranks stop announcing, polls find the waits */
         _Atomic uint32_t announce_off;
         uint8_t reserved[2048 - 92];

@@ -298,7 +298,7 @@ class Bench:
                   "would not wake before the deadline anyway), and the agent keeps that deadline exactly; "
                   "the budget spaces only its polls, the backstop for waits not announced. Reactions "
                   "(announcements, deadlines, transitions) are paid per long wait and bought while the agent "
-                  "stays under half its 5 % ceiling; past that ranks stop announcing and the polls find the "
+                  "stays under 3/4 of its 5 % ceiling; past that ranks stop announcing and the polls find the "
                   "waits, as before issue 24 (docs/agent.md, \"Budgets\").",
                   "Restore latency is measured from the rank's side: from leaving the call to seeing its flag "
                   "cleared, which the agent does right after the raise write; the median write cost (plain "

@@ -339,9 +339,11 @@ def agent_cost(detail: Dict[str, Any], node: str) -> Optional[Tuple[float, int]]
 
 # An announced wait costs the agent about three wake-ups (the announcement,
 # its deadline, the rank leaving) besides its lower+raise writes; the agent
-# announces while that keeps it under half its CPU ceiling (docs/agent.md,
-# "Budgets"), whose default is 5 % of a core.
+# announces while that keeps it under ANNOUNCE_OFF_SHARE of its CPU ceiling
+# (agent/agentd.h AGENTD_ANNOUNCE_OFF_PCT; docs/agent.md, "Budgets"), whose
+# default is 5 % of a core.
 ANNOUNCE_WAKES = 3
+ANNOUNCE_OFF_SHARE = 0.75
 CAP_PPM_DEFAULT = 50_000
 
 
@@ -358,12 +360,12 @@ def agent_cap_ppm(detail: Dict[str, Any], node: str) -> int:
 
 def announces(cost_us: float, cap_ppm: int, pair_cpu_us: float, pairs_per_s: float) -> bool:
     """Whether the agent keeps waits announced at this rate of lower+raise
-    pairs (agent/loop.c: off past half its ceiling): each pair then costs
+    pairs (agent/loop.c: off past ANNOUNCE_OFF_SHARE of its ceiling): each pair then costs
     ANNOUNCE_WAKES wake-ups and its writes."""
     if not cap_ppm:
         return True
     per_pair = ANNOUNCE_WAKES * max(0.0, cost_us) + max(0.0, pair_cpu_us)
-    return per_pair * max(0.0, pairs_per_s) / 1e6 <= cap_ppm / 2 / 1e6
+    return per_pair * max(0.0, pairs_per_s) <= cap_ppm * ANNOUNCE_OFF_SHARE
 
 
 def budget_gap_us(cost_us: float, budget_ppm: int, threshold_us: float,

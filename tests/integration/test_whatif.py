@@ -118,6 +118,42 @@ class WhatIf(unittest.TestCase):
         else:
             self.assertFalse(job["what_if_recommended"], sweep)
 
+    def test_spread_waits_are_lowered_at_their_deadline(self) -> None:
+        """The spread workload at the default budget: rank 0's work
+        log-uniform in 0.2-20 ms, so rank 1 waits in MPI_Barrier for every
+        length around the 500 us threshold.  Its waits are announced and
+        lowered at their deadline: clocked down for most of the time past
+        the threshold (over_s, the ideal; bench/agent measures 99.9 % of it
+        on simulated ranks, polls alone 38 %), and `report` tells how the
+        waits were found."""
+        wd = lt.workdir("spread")
+        prog = bench.program()
+        lt.give(lt.BUILD / "tests" / "mpi" / prog, wd)
+        job = bench.submit(wd, "on", "500us", f"./{prog} 300 2 10", 2, 1)
+        self.assertEqual(lt.wait_job(job, 300), "COMPLETED")
+        bench.figures(job)
+        r = lt.as_user([str(self.cli), "report", str(job), "--json"], check=True)
+        j = json.loads(r.stdout)["jobs"][0]
+        waiter = [x for x in j["detail"]["ranks"] if x["rank"] == 1][0]
+        msg = json.dumps({k: waiter.get(k) for k in ("long_calls", "announced", "mispredicted",
+                                                    "over_s", "down_s", "transitions")})
+        # about 80 % of 300 waits pass 500 us; after the first at its call
+        # site, each is predicted long
+        self.assertGreater(waiter["long_calls"], 150, msg)
+        self.assertGreater(waiter["announced"], waiter["long_calls"] // 2, msg)
+        self.assertLessEqual(waiter["mispredicted"], waiter["announced"], msg)
+        self.assertGreater(waiter["over_s"], 0.5, msg)
+        # The share depends on how soon the agent runs after each deadline
+        # on this shared VM: 98 % was measured; announcements off (the
+        # agent past 3/4 of its ceiling) gave 67 %, the polls alone 38 %.
+        self.assertGreater(waiter["down_s"], 0.8 * waiter["over_s"], msg)
+        rx = j["reaction"]
+        self.assertEqual(rx["announced"], sum(x["announced"] for x in j["detail"]["ranks"]))
+        self.assertEqual(rx["long_waits"] - (rx["announced"] - rx["mispredicted"]),
+                         rx["polled"])
+        text = lt.as_user([str(self.cli), "report", str(job)], check=True).stdout
+        self.assertIn("announced by the ranks", text)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -160,9 +160,9 @@ class Predict(unittest.TestCase):
         p2 = whatif.predict(self.d, self.m, 500, low=2100000)
         self.assertAlmostEqual(p2["saved_j"][0] / p["saved_j"][0], 0.5, delta=0.02)
 
-    def test_announced_waits_are_lowered_on_time_within_half_the_ceiling(self) -> None:
+    def test_announced_waits_are_lowered_on_time_under_the_ceiling(self) -> None:
         """The agent of this release announces waits while reactions cost it
-        under half its ceiling (docs/agent.md, "Budgets"): no spacing then,
+        under 3/4 of its ceiling (docs/agent.md, "Budgets"): no spacing then,
         the same as without a budget; past it, the budget's spacing."""
         plain = whatif.predict(self.d, self.m, 500)
         self.d["nodes"] = {"n2": {"steps": [{"agent": {
@@ -173,14 +173,23 @@ class Predict(unittest.TestCase):
         self.assertEqual(p["clocked_down_s"], plain["clocked_down_s"])
         self.assertNotIn("spaces its wake-ups", " ".join(p["notes"]))
         # 40 pairs in 3 s: 3 wake-ups of 20 us and a pair of 100 us each
-        # are 0.2 % of a core; a ceiling of 0.2 % (half: 0.1 %) turns them off
+        # are 0.2 % of a core; a ceiling of 0.2 % (3/4: 0.15 %) turns them off
         self.assertTrue(whatif.announces(20.0, 50000, 100.0, 40 / 3))
         self.assertFalse(whatif.announces(20.0, 2000, 100.0, 40 / 3))
         self.assertTrue(whatif.announces(20.0, 0, 100.0, 1e9))  # no ceiling
         # this model's writes cost no CPU: 40 pairs in 3 s of 3 wake-ups of
-        # 20 us are 0.08 %, over half a 0.1 % ceiling
+        # 20 us are 0.08 %, over 3/4 of a 0.1 % ceiling
         self.d["nodes"]["n2"]["steps"][0]["agent"]["settings"]["cpu_cap_ppm"] = 1000
         self.assertEqual(whatif.predict(self.d, self.m, 500)["announced_nodes"], 0)
+
+    def test_the_agents_figures_are_the_agents(self) -> None:
+        """The prediction's copy of the agent's ceiling and announcement
+        rule is the agent's (agent/main.c, agent/agentd.h)."""
+        main = (fx.TOP / "agent" / "main.c").read_text()
+        hdr = (fx.TOP / "agent" / "agentd.h").read_text()
+        self.assertIn(f"o->cap_ppm = {whatif.CAP_PPM_DEFAULT};", main)
+        self.assertIn(f"#define AGENTD_ANNOUNCE_OFF_PCT {round(100 * whatif.ANNOUNCE_OFF_SHARE)}u",
+                      hdr)
 
     def test_the_agents_cpu_budget_makes_drops_late(self) -> None:
         # an agent record of the run: 20 us of CPU per timer wake-up, the
