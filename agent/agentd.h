@@ -192,6 +192,8 @@ struct agentd {
         uint64_t wakeups, woken, timeouts, eagain, throttled, full_scans;
         uint64_t announced;     /* slots read because their rank announced a wait */
         uint64_t announce_offs; /* times announcements were turned off (CPU) */
+        uint32_t announce_hold; /* budget periods they stay off, doubled at each turn */
+        uint64_t announce_hold_until_ns;
         uint64_t cap_t0, cap_cpu0, capped, capped_ns,
             capped_raises;                      /* the hard CPU ceiling (loop.c) */
         int64_t cap_credit;                     /* CPU ns left in its bucket */

@@ -44,6 +44,8 @@
 #define BUDGET_PERIOD_NS NS_PER_S
 #define BUDGET_FIRST_NS (NS_PER_S / 10)
 
+#define ANNOUNCE_HOLD_MAX 64u /* budget periods */
+
 #define CAP_WINDOW_NS (NS_PER_S / 10)
 #define GONE_LINES 8u /* "is gone" lines per second */
 
@@ -595,11 +597,25 @@ static void budget_adjust(struct agentd *a, uint64_t now)
 
                         uint64_t off_ppm = a->o.cap_ppm * AGENTD_ANNOUNCE_OFF_PCT / 100u;
 
+                        /* A node whose ranks are over it when announcing
+                         * and under half of it when not would switch every
+                         * other period (128 simulated ranks: 15 times in 30
+                         * s): each turn off holds twice as long as the last,
+                         * up to a minute, and each period spent announcing
+                         * under the limit halves the hold again. */
                         if (!off && share_ppm > off_ppm) {
                                 off = true;
                                 a->announce_offs++;
-                        } else if (off && share_ppm < off_ppm / 2) {
+                                a->announce_hold = a->announce_hold ? 2 * a->announce_hold : 1u;
+                                if (a->announce_hold > ANNOUNCE_HOLD_MAX)
+                                        a->announce_hold = ANNOUNCE_HOLD_MAX;
+                                a->announce_hold_until_ns =
+                                    now + (uint64_t)a->announce_hold * BUDGET_PERIOD_NS;
+                        } else if (off && share_ppm < off_ppm / 2 &&
+                                   now >= a->announce_hold_until_ns) {
                                 off = false;
+                        } else if (!off) {
+                                a->announce_hold /= 2;
                         }
                         atomic_store_explicit(&a->seg.hdr->announce_off, off, memory_order_relaxed);
                 }
