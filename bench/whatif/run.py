@@ -272,6 +272,10 @@ def main() -> int:
     ap.add_argument("--spread", default="500,2000,10000,45000",
                     help="us: thresholds for the demo with waits of every length (rank 0's work "
                          "log-uniform in 0.5-200 ms, the same in every run; empty: none)")
+    ap.add_argument("--short-spread", default="",
+                    help="us: thresholds for waits of 0.2-20 ms (rank 0's work log-uniform in "
+                         "0.2-20 ms, 300 iterations, the same in every run; bench/agent's spread "
+                         "on real ranks; empty: none)")
     ap.add_argument("--hpcc-n", type=int, default=0, help="also hpcc with this N (0: no)")
     ap.add_argument("--ntasks", type=int, default=1, help="ranks per node (the VM has 2 cores "
                     "for both nodes: more oversubscribes it)")
@@ -323,6 +327,10 @@ def main() -> int:
             if sp:
                 run(f"imbalance 2x{a.ntasks}, spread", f"./{prog} {a.iters} 10 20", sp,
                     max(1, a.reps - 1))
+            ssp = [int(x) for x in a.short_spread.split(",") if x]
+            if ssp:
+                run(f"imbalance 2x{a.ntasks}, spread 0.2-20 ms", f"./{prog} 300 2 10", ssp,
+                    a.reps)
             if a.hpcc_n:
                 from mpi_pstate import bench as ld
                 (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,
