@@ -107,7 +107,8 @@ def figures(job: int, timeout: float = 60) -> dict[str, Any]:
             return {"job": job, "energy_j": s.get("energy_j"), "energy": s.get("energy"),
                     "wall_s": s.get("wall_s"), "step_wall_s": s.get("step_wall_s"),
                     "down_s": s.get("down_s"), "transitions": s.get("transitions"),
-                    "mpi_s": s.get("mpi_s"), "nodes": nodes}
+                    "mpi_s": s.get("mpi_s"), "nodes": nodes, "saved_j": s.get("saved_j"),
+                    "saved_src": s.get("saved_src")}
         time.sleep(0.3)
     raise AssertionError(f"job {job}: no mpi-pstate summary after {timeout} s")
 
@@ -194,8 +195,9 @@ def table(rows: list[dict[str, Any]], step_w: float = 0.0
         groups.setdefault((r["workload"], r["threshold_us"]), []).append(r)
     lines = ["| workload | threshold | runs | predicted saved J (low .. high) | measured saved J "
              "(min .. max) | error on energy saved | error, share of the job's energy | "
-             "predicted down s | measured down s | inside stated range | raw difference J |",
-             "|---|---|---:|---|---|---:|---:|---:|---:|---|---:|"]
+             "predicted down s | measured down s | inside stated range | raw difference J | "
+             "on run's own estimate J (its summary, after the fact) | its error |",
+             "|---|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|---:|"]
     summ_rows = []
     for (w, t), rs in groups.items():
         pe = statistics.median(r["predicted"]["saved_j"][0] for r in rs)
@@ -209,15 +211,20 @@ def table(rows: list[dict[str, Any]], step_w: float = 0.0
         share = (pe - me) / job_j if me is not None and job_j else None
         pd = statistics.median(r["predicted"]["clocked_down_s"][0] for r in rs)
         md = statistics.median(r["on"]["down_s"] or 0 for r in rs)
+        afters = [r["on"]["saved_j"][0] for r in rs if r["on"].get("saved_j")]
+        ae = statistics.median(afters) if afters else None
         lines.append(f"| {w} | {whatif._us(t)} | {len(rs)} | {pe:.1f} ({plo:.1f} .. {phi:.1f}) | "
                      + (f"{me:.1f} ({min(ms):.1f} .. {max(ms):.1f})" if ms else "-") + " | "
                      + (f"{100 * err:+.1f} %" if err is not None else "-") + " | "
                      + (f"{100 * share:+.1f} %" if share is not None else "-")
                      + f" | {pd:.2f} | {md:.2f} | {inside}/{len(rs)} | "
-                     + f"{statistics.median(r['raw_difference_j'] or 0 for r in rs):.1f} |")
+                     + f"{statistics.median(r['raw_difference_j'] or 0 for r in rs):.1f} | "
+                     + (f"{ae:.1f} | " if ae is not None else "- | ")
+                     + (f"{100 * (ae - me) / me:+.1f} % |" if ae is not None and me else "- |"))
         summ_rows.append({"workload": w, "threshold_us": t, "runs": len(rs), "predicted": pe,
                           "predicted_lo": plo, "predicted_hi": phi, "measured": me,
-                          "error": err, "error_of_job": share, "inside": inside})
+                          "error": err, "error_of_job": share, "inside": inside,
+                          "after_the_fact": ae})
     return "\n".join(lines) + "\n", summ_rows
 
 

@@ -81,6 +81,23 @@ def reaction_text(x: dict[str, Any]) -> str:
             f"polls; clocked down {_pct(x['down_of_ideal'])} of the time past the threshold")
 
 
+def saved_text(s: dict[str, Any]) -> str:
+    """The summary's after-the-fact saving (whatif.saving), or ""."""
+    sv, full, add = s.get("saved_j"), s.get("full_j"), s.get("time_added_s")
+    if not isinstance(sv, list) or len(sv) != 3:
+        return ""
+    out = f"saved: {whatif.fmt_triple(sv, 'J')}"
+    if isinstance(full, list) and len(full) == 3 and full[0]:
+        out += f" = {100 * sv[0] / full[0]:.1f} % of the {full[0]:.1f} J it would have used at " \
+               "full clock"
+    if isinstance(add, list) and len(add) == 3:
+        out += f"; time added {add[0]:.3f} s (at most {add[2]:.3f} s)"
+    src = s.get("saved_src")
+    out += " (SIMULATED: priced with a model calibrated on fake hardware)" \
+        if src == "simulated" else f" (priced with the nodes' {src} power model)"
+    return out
+
+
 def job_text(j: dict[str, Any]) -> str:
     """One job: summary, nodes, settings, ranks that wait most, every rank."""
     out = io.StringIO()
@@ -105,6 +122,8 @@ def job_text(j: dict[str, Any]) -> str:
       f"transitions {_f(s.get('transitions'), '{}')}; imbalance {_pct(s.get('imbalance'))}\n")
     w(f"  energy: {_f(s.get('energy_j'), '{:.1f} J')} ({s.get('energy')}; "
       f"{METER_TEXT.get(s.get('energy_src'), 'source unknown')})\n")
+    if saved_text(s):
+        w(f"  {saved_text(s)}\n")
     d = j.get("detail")
     if not d:
         w("  (per-rank detail not available: "

@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import audit, parse
+from . import audit, parse, whatif
 
 JOB_FORMAT = "mpi-pstate-job"
 JOB_VERSION = 1
@@ -235,6 +235,14 @@ def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dic
         st = {e["status"] for e in energies}
         s["energy_j"], s["energy"] = None, (st.pop() if len(st) == 1 else "unknown")
     s["energy_src"] = energy_meter(records)
+    # The energy saved, priced after the fact with the nodes' power models
+    # (docs/evaluation.md, "After the fact"); est, low, high.
+    sv = whatif.saving(detail, s["energy_j"] if s["energy"] == "ok" else None)
+    if sv:
+        s["saved_j"], s["saved_src"] = sv["saved_j"], sv["meter"]
+        s["time_added_s"] = sv["time_added_s"]
+        if "full_clock_j" in sv:
+            s["full_j"] = sv["full_clock_j"]
     briefs = [audit.brief(records[n]["settings"]) for n in sorted(records)
               if isinstance(records[n].get("settings"), dict)]
     if briefs:
@@ -267,7 +275,7 @@ def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dic
 # Dropped first when a summary would exceed MAX_SUMMARY (never seen with
 # 64-char names; the bound holds whatever the input).
 _OPTIONAL = ("settings", "top_wait", "missing", "array", "imbalance", "warn_nodes",
-             "step_wall_s", "wall_src")
+             "step_wall_s", "wall_src", "full_j", "time_added_s")
 
 
 def encode(summary: Dict[str, Any]) -> str:

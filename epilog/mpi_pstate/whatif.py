@@ -402,6 +402,43 @@ def node_model(detail: Dict[str, Any], node: str, fallback: Optional[Dict[str, A
     return fallback, "model file" if fallback else "none"
 
 
+def node_terms(m: Dict[str, Any], low: Optional[float] = None) -> Dict[str, Any]:
+    """What a node's model says one clocked-down second and one transition
+    are worth (triples): the polling power step between the high and the
+    low frequency with its noise, a transition's energy, the time a core
+    stays low after its wait (write + the agent's wake-up), and the share of
+    speed a compute-bound rank loses at the low frequency."""
+    hk = high_khz(m)
+    lk = float(low) if low else low_khz(m)
+    lk = min(max(lk, low_khz(m)), hk)
+    sig = POWER_SIGMAS * math.sqrt(2) * m["noise_w"]
+    dp = power_at(m, hk, "poll_w") - power_at(m, lk, "poll_w")
+    wake = (m["reaction_us"], 0.0, max(m["reaction_us_hi"], m["reaction_us"]))
+    # Raising is never held back by the agent's CPU budget (a rank leaving
+    # a lowered wait wakes it through the futex): a wake-up.
+    return {"hk": hk, "lk": lk, "dps": (dp, max(0.0, dp - sig), dp + sig), "wake": wake,
+            "raise_s": tuple((m["write_us"] + x) / 1e6 for x in wake),
+            "e_tr": m["transition_uj"] / 1e6, "slow": 1.0 - lk / hk,
+            "busy_core": max(0.0, power_at(m, hk, "busy_w") - m["idle_w"])}
+
+
+def add_saving(saved: List[float], dn: Tuple[float, float, float],
+               tn: Tuple[float, float, float], t: Dict[str, Any], shared: bool) -> None:
+    """Adds to saved (est, lo, hi) the energy of dn clocked-down seconds and
+    tn transitions on a node of terms t; nothing for the low bound on a
+    shared frequency domain (its ranks' waits may never overlap)."""
+    dps, e_tr = t["dps"], t["e_tr"]
+    saved[0] += dn[0] * dps[0] - tn[0] * e_tr
+    saved[1] += (0.0 if shared else dn[1] * dps[1]) - tn[2] * abs(e_tr)
+    saved[2] += dn[2] * dps[2] - tn[1] * min(e_tr, 0.0)
+
+
+def _shared_domains(detail: Dict[str, Any], node: str, m: Dict[str, Any], nranks: int) -> bool:
+    dom = max(m["domain_cpus"], _domain_cpus(
+        ((detail.get("nodes") or {}).get(node) or {}).get("settings")))
+    return dom > 1 and nranks > 1
+
+
 def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_us: float,
             low: Optional[float] = None, measured_j: Optional[float] = None,
             reaction_us: Optional[float] = None, budget_ppm: Optional[int] = None
@@ -433,18 +470,10 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
             missing_model.append(node)
             continue
         sources.add(src)
-        hk = high_khz(m)
-        lk = float(low) if low else low_khz(m)
-        lk = min(max(lk, low_khz(m)), hk)
+        t = node_terms(m, low)
+        hk, lk, wake, raise_s = t["hk"], t["lk"], t["wake"], t["raise_s"]
         lowk, highk = lk, hk
-        sig = POWER_SIGMAS * math.sqrt(2) * m["noise_w"]
-        dp = power_at(m, hk, "poll_w") - power_at(m, lk, "poll_w")
-        dps = (dp, max(0.0, dp - sig), dp + sig)
         w_us = m["write_us"]
-        wake = (m["reaction_us"], 0.0, max(m["reaction_us_hi"], m["reaction_us"]))
-        # Raising is never held back by the agent's CPU budget (a rank
-        # leaving a lowered wait wakes it through the futex): a wake-up.
-        raise_s = tuple((w_us + x) / 1e6 for x in wake)
         # Under its CPU budget the agent wakes at most every `gap`: a wait
         # starting at random is lowered gap/2 late on average, at most gap
         # (a wait that starts as the last one ended, the agent's wake-up for
@@ -477,14 +506,10 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
         react = tuple((w_us + x) / 1e6 for x in rx)
         ws = plain if plain is not None and react == raise_s else \
             [rank_what_if(r, thr, react) for r in rs]
-        e_tr = m["transition_uj"] / 1e6
-        slow = 1.0 - lk / hk
-        dom = max(m["domain_cpus"], _domain_cpus(
-            ((detail.get("nodes") or {}).get(node) or {}).get("settings")))
-        if dom > 1 and len(rs) > 1:
+        slow = t["slow"]
+        if _shared_domains(detail, node, m, len(rs)):
             shared.append(node)
-        busy_core = max(0.0, power_at(m, hk, "busy_w") - m["idle_w"])
-        node_w += m["idle_w"] + busy_core * max(0, len(rs) - 1) + busy_core
+        node_w += m["idle_w"] + t["busy_core"] * len(rs)
         for r, w in zip(rs, ws):
             if w is None:
                 no_hist += 1
@@ -499,9 +524,7 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
             for i in range(3):
                 down[i] += dn[i]
                 trans[i] += tn[i]
-            saved[0] += dn[0] * dps[0] - tn[0] * e_tr
-            saved[1] += (0.0 if node in shared else dn[1] * dps[1]) - tn[2] * abs(e_tr)
-            saved[2] += dn[2] * dps[2] - tn[1] * min(e_tr, 0.0)
+            add_saving(saved, dn, tn, t, node in shared)
             # After a lowered wait the rank computes at the low frequency
             # until the agent has raised it again: compute-bound, that is
             # (1 - low/high) of the raise delay lost per transition.  A rank
@@ -547,6 +570,74 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
         notes.append("shared frequency domains on " + ",".join(shared[:8]) +
                      ": a core is lowered only while every rank of its domain waits; the low "
                      "bound assumes their waits never overlap")
+    return out
+
+
+def saving(detail: Dict[str, Any], measured_j: Optional[float] = None
+           ) -> Optional[Dict[str, Any]]:
+    """The energy a finished job saved, after the fact: each rank's
+    clocked-down time as the agent measured it (root's figure), priced with
+    its node's power model (the one the node Epilog put in the record), the
+    way predict() prices a prediction, and the time the raises added.
+    measured_j: the job's energy; with it, what the job would have used at
+    full clock.  None when no node of the job has a model or no rank has
+    the agent's figures.  Steps summed past the detail bound (the detail's
+    "rest", not placed on a node) count at the mean power step of the
+    job's nodes."""
+    by_node: Dict[str, List[Dict[str, Any]]] = {}
+    for r in detail.get("ranks") or []:
+        by_node.setdefault(r.get("node", "?"), []).append(r)
+    saved = [0.0, 0.0, 0.0]
+    down = 0.0
+    crit: List[Tuple[float, float]] = []
+    added_hi = node_w = 0.0
+    nodes, missing, meters = 0, [], set()
+    terms: List[Tuple[Dict[str, Any], int]] = []
+    for node, rs in sorted(by_node.items()):
+        m, _ = node_model(detail, node, None)
+        rs = [r for r in rs if r.get("down_s") is not None and r.get("transitions") is not None]
+        if m is None or not rs:
+            missing.append(node)
+            continue
+        nodes += 1
+        meters.add(m["meter"])
+        t = node_terms(m)
+        terms.append((t, len(rs)))
+        shared = _shared_domains(detail, node, m, len(rs))
+        node_w += m["idle_w"] + t["busy_core"] * len(rs)
+        for r in rs:
+            dn, tn = float(r["down_s"]), float(r["transitions"])
+            down += dn
+            add_saving(saved, (dn, dn, dn), (tn, tn, tn), t, shared)
+            crit.append((r.get("mpi_s") or 0.0, tn * t["raise_s"][0] * t["slow"]))
+            added_hi = max(added_hi, tn * t["raise_s"][2] * t["slow"])
+    if not nodes:
+        return None
+    rest = detail.get("rest") if isinstance(detail.get("rest"), dict) else {}
+    rd, rt = rest.get("down_s") or 0.0, rest.get("transitions") or 0
+    if rd > 0 and terms:
+        # the mean node's terms, weighted by its ranks
+        w = sum(n for _, n in terms)
+        mean = {"dps": tuple(sum(t["dps"][i] * n for t, n in terms) / w for i in range(3)),
+                "e_tr": sum(t["e_tr"] * n for t, n in terms) / w}
+        down += rd
+        add_saving(saved, (rd, rd, rd), (rt, rt, rt), mean, False)
+    added = (min(crit)[1] if crit else 0.0, 0.0, added_hi)
+    out: Dict[str, Any] = {
+        "saved_j": [round(saved[0] - added[0] * node_w, 2), round(saved[1] - added[2] * node_w, 2),
+                    round(saved[2], 2)],
+        "time_added_s": [round(x, 4) for x in added],
+        "clocked_down_s": round(down, 3), "nodes": nodes,
+        # what priced it: "simulated" when any model was calibrated on a fake
+        "meter": "simulated" if "simulated" in meters else
+        "rapl" if meters == {"rapl"} else "mixed" if len(meters) > 1 else next(iter(meters)),
+    }
+    if missing:
+        out["missing"] = len(missing)
+    if measured_j is not None and measured_j > 0:
+        out["full_clock_j"] = [round(measured_j + x, 1) for x in out["saved_j"]]
+        out["saved_pct"] = [round(100 * x / (measured_j + x), 2) if measured_j + x > 0 else None
+                            for x in out["saved_j"]]
     return out
 
 

@@ -107,6 +107,17 @@ class WhatIf(unittest.TestCase):
         # the what-if's accuracy (issue 24): the estimate within 10 %
         self.assertLessEqual(abs(measured - p["saved_j"][0]), 0.1 * measured + noise_j, msg)
         self.assertLess(noise_j, p["saved_j"][0], msg)  # a comparison, not noise
+        # The on run's own summary prices its clocked-down time after the
+        # fact (whatif.saving): within 10 % of the saving measured against
+        # the paired run that did not lower (profile), on the fake model.
+        after = on["saved_j"]
+        self.assertIsNotNone(after, on)
+        self.assertEqual(on["saved_src"], "simulated")
+        self.assertLessEqual(abs(measured - after[0]), 0.1 * measured + noise_j,
+                             f"{msg}; after the fact {after}")
+        text = lt.as_user([str(self.cli), "report", str(on_job)], check=True).stdout
+        self.assertIn("saved: ", text)
+        self.assertIn("SIMULATED: priced with a model calibrated on fake hardware", text)
         # A threshold is recommended only if its time added stays within 1 %
         # at the high bound; which one depends on the machine's raise delay
         # (none on Debian 13's root at 21:00, every high bound 1.2-2.4 %).

@@ -182,6 +182,48 @@ class Predict(unittest.TestCase):
         self.d["nodes"]["n2"]["steps"][0]["agent"]["settings"]["cpu_cap_ppm"] = 1000
         self.assertEqual(whatif.predict(self.d, self.m, 500)["announced_nodes"], 0)
 
+    def test_saving_after_the_fact(self) -> None:
+        """An on run's saving: the agent's clocked-down time of each rank
+        priced with its node's model, less the energy of the time the
+        raises added on the critical path."""
+        d = {"ranks": [dict(fx.rank("n1", 0, mpi=1.0, down=0.5, transitions=10), node="n1"),
+                       dict(fx.rank("n2", 1, mpi=8.0, down=6.0, transitions=40), node="n2")],
+             "nodes": {"n1": {}, "n2": {}}}
+        self.assertIsNone(whatif.saving(d))  # no model in the records
+        d["nodes"]["n2"] = {"settings": {"power_model": MODEL}}
+        one = whatif.saving(d)
+        assert one is not None
+        self.assertEqual((one["nodes"], one["missing"], one["meter"]), (1, 1, "simulated"))
+        # n2's rank alone, which is then its own critical path
+        self.assertAlmostEqual(one["saved_j"][0], 6.0 * 12.6 - 40 * 100e-6 * 0.6 * 58.0,
+                               delta=0.01)
+        d["nodes"]["n1"] = {"settings": {"power_model": MODEL}}
+        sv = whatif.saving(d, measured_j=500.0)
+        assert sv is not None
+        slow, raise_s = 1 - 1.2 / 3.0, (50 + 50) / 1e6  # write + reaction estimate
+        added = 10 * raise_s * slow  # rank 0 waits least: the critical path
+        self.assertAlmostEqual(sv["time_added_s"][0], added, places=4)
+        self.assertAlmostEqual(sv["time_added_s"][2], 40 * (50 + 1000) / 1e6 * slow, places=4)
+        node_w = 2 * 43.0 + 2 * (58.0 - 43.0)
+        self.assertAlmostEqual(sv["saved_j"][0], 6.5 * 12.6 - added * node_w, delta=0.01)
+        self.assertTrue(sv["saved_j"][1] <= sv["saved_j"][0] <= sv["saved_j"][2], sv)
+        self.assertEqual(sv["full_clock_j"], [round(500.0 + x, 1) for x in sv["saved_j"]])
+        self.assertAlmostEqual(sv["saved_pct"][0], 100 * sv["saved_j"][0] / sv["full_clock_j"][0],
+                               places=1)
+        # steps past the detail bound count at the nodes' mean power step
+        d["rest"] = {"down_s": 1.0, "transitions": 0}
+        self.assertAlmostEqual(whatif.saving(d)["saved_j"][0] - sv["saved_j"][0], 12.6,
+                               delta=0.01)
+        # the summary carries it, labelled by what priced it
+        recs = {n: fx.node_record(7, n, [r for r in d["ranks"] if r["node"] == n],
+                                  settings={"power_model": MODEL}) for n in ("n1", "n2")}
+        recs = {n: noderec.validate(json.loads(json.dumps(r)), 7, n) for n, r in recs.items()}
+        det = summary.merge(7, ["n1", "n2"], recs, {}, "COMPLETED", "0:0", None, 60)
+        s = det["summary"]
+        self.assertEqual(s["saved_src"], "simulated")
+        self.assertEqual(len(s["saved_j"]), 3)
+        self.assertEqual(s["full_j"], [round(s["energy_j"] + x, 1) for x in s["saved_j"]])
+
     def test_the_agents_figures_are_the_agents(self) -> None:
         """The prediction's copy of the agent's ceiling and announcement
         rule is the agent's (agent/main.c, agent/agentd.h)."""
