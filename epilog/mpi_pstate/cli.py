@@ -180,6 +180,23 @@ def cmd_report(a: argparse.Namespace) -> int:
         return 2
     cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
     config.export_slurm_conf(cfg)
+    if wi is not None and wi.get("totals"):
+        try:
+            rows = slurm.sacct_totals(**wi["select"])
+        except slurm.SlurmError as e:
+            print(f"{PROG} report: {e}", file=sys.stderr)
+            return 1
+        groups = report.totals(rows, wi["totals"])
+        if a.json:
+            sys.stdout.write(json.dumps({"format": "mpi-pstate-totals", "version": 1,
+                                         "by": wi["totals"], "select": wi["select"],
+                                         "groups": groups}, indent=1) + "\n")
+        elif a.csv:
+            sys.stdout.write(report.totals_csv(groups))
+        else:
+            sys.stdout.write(report.totals_text(groups, wi["totals"],
+                                                wi["select"].get("since", "now-30days")))
+        return 0
     try:
         if wi is not None and wi.get("select"):
             specs += slurm.sacct_select(**wi["select"])

@@ -294,6 +294,77 @@ WHATIF_CSV = ("job", "job_id", "threshold_us", "low_khz", "ranks", "saved_j", "s
               "time_added_pct", "clocked_down_s", "transitions", "recommended_us")
 
 
+TOTALS_BY = ("user", "account", "partition")
+TOTALS_CSV = ("group", "jobs", "with_tool", "energy_j", "energy_jobs", "saved_j", "saved_j_lo",
+              "saved_j_hi", "saved_jobs", "simulated", "down_s", "wait_s")
+
+
+def totals(rows: list[tuple[str, str, str, str, str, str]], by: str) -> list[dict[str, Any]]:
+    """Per user, account or partition (by): finished jobs, jobs with a
+    summary of ours, energy (jobs whose energy is ok), energy saved (est,
+    low, high: the summaries' after-the-fact estimates, summed, so the
+    bounds are the safe side), clocked-down and wait seconds.  rows:
+    slurm.sacct_totals.  Sorted by energy saved, largest first."""
+    col = 1 + TOTALS_BY.index(by)
+    groups: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        g = groups.setdefault(row[col] or "?", {
+            "group": row[col] or "?", "jobs": 0, "with_tool": 0, "energy_j": 0.0,
+            "energy_jobs": 0, "saved_j": [0.0, 0.0, 0.0], "saved_jobs": 0, "simulated": 0,
+            "down_s": 0.0, "wait_s": 0.0})
+        g["jobs"] += 1
+        hit = summ.find(row[5])[0]
+        s = summ.normalize(hit) if hit else None
+        if not s:
+            continue
+        g["with_tool"] += 1
+        if s.get("energy") == "ok" and isinstance(s.get("energy_j"), (int, float)):
+            g["energy_j"] += s["energy_j"]
+            g["energy_jobs"] += 1
+        sv = s.get("saved_j")
+        if isinstance(sv, list) and len(sv) == 3 and \
+                all(isinstance(x, (int, float)) for x in sv):
+            g["saved_j"] = [a + b for a, b in zip(g["saved_j"], sv)]
+            g["saved_jobs"] += 1
+            g["simulated"] += s.get("saved_src") == "simulated"
+        for k in ("down_s", "wait_s"):
+            if isinstance(s.get(k), (int, float)):
+                g[k] += s[k]
+    out = sorted(groups.values(), key=lambda g: (-g["saved_j"][0], g["group"]))
+    for g in out:
+        g["energy_j"], g["down_s"], g["wait_s"] = (round(g[k], 3)
+                                                   for k in ("energy_j", "down_s", "wait_s"))
+        g["saved_j"] = [round(x, 2) for x in g["saved_j"]]
+    return out
+
+
+def totals_text(groups: list[dict[str, Any]], by: str, since: str) -> str:
+    out = [f"jobs ended since {since}, by {by}: {sum(g['jobs'] for g in groups)} jobs, "
+           f"{sum(g['with_tool'] for g in groups)} with mpi-pstate",
+           f"  {by:<16} {'jobs':>6} {'with':>6} {'energy J':>12}  {'saved J (low .. high)':<32}"
+           f" {'clocked down s':>14}"]
+    for g in groups:
+        sv = g["saved_j"]
+        saved = f"{sv[0]:.1f} ({sv[1]:.1f} .. {sv[2]:.1f})" + ("*" if g["simulated"] else "") \
+            if g["saved_jobs"] else "-"
+        out.append(f"  {g['group'][:16]:<16} {g['jobs']:>6} {g['with_tool']:>6} "
+                   f"{g['energy_j']:>12.1f}  {saved:<32} {g['down_s']:>14.1f}")
+    if any(g["simulated"] for g in groups):
+        out.append("  * SIMULATED: some savings were priced with models calibrated on fake "
+                   "hardware")
+    return "\n".join(out) + "\n"
+
+
+def totals_csv(groups: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    wr = csv.writer(buf, lineterminator="\n")
+    wr.writerow(TOTALS_CSV)
+    for g in groups:
+        wr.writerow([g["group"], g["jobs"], g["with_tool"], g["energy_j"], g["energy_jobs"],
+                     *g["saved_j"], g["saved_jobs"], g["simulated"], g["down_s"], g["wait_s"]])
+    return buf.getvalue()
+
+
 def add_what_if_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("what-if (docs/evaluation.md)")
     g.add_argument("--what-if", action="store_true",
@@ -310,7 +381,10 @@ def add_what_if_args(p: argparse.ArgumentParser) -> None:
                    "agent_cpu_budget, docs/admin.md)")
     g.add_argument("--model", metavar="PATH", help="node power model for nodes whose record has "
                    f"none (default ${whatif.MODEL_ENV}, else {whatif.DEFAULT_MODEL})")
-    g.add_argument("--user", help="every finished job of this user (with --what-if)")
+    g.add_argument("--totals", choices=TOTALS_BY, help="sums per user, account or partition "
+                   "of the jobs selected by --user, --account, --partition and --since: jobs, "
+                   "energy, energy saved, clocked-down time")
+    g.add_argument("--user", help="every finished job of this user (with --what-if or --totals)")
     g.add_argument("--account", help="every finished job of this account")
     g.add_argument("--partition", help="every finished job in this partition")
     g.add_argument("--since", metavar="TIME", help="jobs that ended since (sacct -S; default "
@@ -321,6 +395,14 @@ def what_if_options(a: argparse.Namespace) -> Optional[dict[str, Any]]:
     """None without --what-if; ValueError for a bad value."""
     sel = {k: getattr(a, k) for k in ("user", "account", "partition", "since")
            if getattr(a, k, None)}
+    if getattr(a, "totals", None):
+        if a.what_if or a.jobs or a.svg:
+            raise ValueError("--totals takes no JOBID, --what-if or --svg: select jobs with "
+                             "--user, --account, --partition and --since")
+        for k, v in sel.items():
+            if not 0 < len(v) <= 128 or not v.isprintable() or v.startswith("-"):
+                raise ValueError(f"--{k}: bad value {v!r}")
+        return {"totals": a.totals, "select": sel}
     if not a.what_if:
         if sel or a.threshold or a.low or a.model or a.reaction or a.cpu_budget:
             raise ValueError("--threshold, --low, --reaction, --cpu-budget, --model, --user, "

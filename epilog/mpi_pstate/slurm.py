@@ -153,6 +153,38 @@ class DbTool:
         raise SlurmError(f"{self.path} --set: {r.stderr.strip()[:300]}")
 
 
+TOTALS_FIELDS = ("JobIDRaw", "User", "Account", "Partition", "State", "SystemComment")
+
+
+def sacct_totals(user: Optional[str] = None, account: Optional[str] = None,
+                 partition: Optional[str] = None, since: Optional[str] = None,
+                 timeout: float = 120) -> List[Tuple[str, str, str, str, str, str]]:
+    """(raw id, user, account, partition, state, SystemComment) of every
+    finished job that matches (report --totals).  SystemComment comes last:
+    a delimiter inside it stays in it."""
+    argv = [which("sacct"), "-n", "-X", "-P", "--delimiter", SACCT_DELIM, "-o",
+            ",".join(TOTALS_FIELDS), "-S", since or "now-30days", "-E", "now"]
+    argv += ["-u", user] if user else ["-a"]
+    if account:
+        argv += ["-A", account]
+    if partition:
+        argv += ["-r", partition]
+    r = run(argv, timeout=timeout)
+    if r.returncode != 0:
+        raise SlurmError(f"sacct: {r.stderr.strip()[:300]}")
+    out, seen = [], set()
+    for line in r.stdout.splitlines():
+        f = line.split(SACCT_DELIM, len(TOTALS_FIELDS) - 1)
+        state = (f[4].split() or [""])[0] if len(f) == len(TOTALS_FIELDS) else ""
+        # a requeued job has a row per run: its last one counts
+        if state in TERMINAL and f[0].isdigit():
+            if f[0] in seen:
+                out = [x for x in out if x[0] != f[0]]
+            seen.add(f[0])
+            out.append((f[0], f[1], f[2], f[3], state, f[5]))
+    return out
+
+
 def sacct_select(user: Optional[str] = None, account: Optional[str] = None,
                  partition: Optional[str] = None, since: Optional[str] = None,
                  limit: int = 5000, timeout: float = 120) -> List[str]:

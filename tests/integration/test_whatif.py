@@ -164,6 +164,13 @@ class WhatIf(unittest.TestCase):
                          rx["polled"])
         text = lt.as_user([str(self.cli), "report", str(job)], check=True).stdout
         self.assertIn("announced by the ranks", text)
+        # the user's totals from the real sacct hold this job and its saving
+        r = lt.as_user([str(self.cli), "report", "--totals", "user", "--since", "now-1hours",
+                        "--json"], check=True)
+        mine = [g for g in json.loads(r.stdout)["groups"] if g["group"] == lt.TEST_USER]
+        self.assertEqual(len(mine), 1, r.stdout)
+        self.assertGreaterEqual(mine[0]["saved_jobs"], 1, mine)
+        self.assertGreater(mine[0]["saved_j"][0], 0, mine)
 
 
 if __name__ == "__main__":

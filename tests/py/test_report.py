@@ -20,7 +20,7 @@ from pathlib import Path
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import cli, noderec, slurm, summary
+from mpi_pstate import cli, noderec, report, slurm, summary
 
 CLI = fx.TOP / "epilog" / "mpi-pstate"
 JOBSTATS = "JS1:H4sIAAAAAAACA6tWystPSS1WslKoVsozBFPJBaUgvlFtbS0AINb4JB4AAAA="
@@ -121,6 +121,49 @@ class Report(unittest.TestCase):
         self.two_node_job()
         rc, out, _ = self.report("501", "--json")
         self.assertNotIn("reaction", json.loads(out)["jobs"][0])
+
+    def test_totals_per_user_account_and_partition(self) -> None:
+        def comment(saved: list[float], energy: float, src: str = "rapl") -> str:
+            return "x " + summary.encode({"v": summary.SUMMARY_VERSION, "state": "complete",
+                                          "energy": "ok", "energy_j": energy, "down_s": 2.0,
+                                          "wait_s": 3.0, "saved_j": saved, "saved_src": src})
+        rows = [("1", "alice", "phys", "cpu", "COMPLETED", comment([10.0, 8.0, 12.0], 100.0)),
+                ("2", "alice", "chem", "cpu", "FAILED", comment([5.0, 4.0, 6.0], 50.0, "simulated")),
+                ("3", "bob", "phys", "gpu", "COMPLETED", ""),  # ran without the tool
+                ("4", "bob", "phys", "cpu", "COMPLETED", "x mpi-pstate/2:{bad")]
+        asked = {}
+
+        def fake(**kw: str) -> list:
+            asked.update(kw)
+            return rows
+        out, err = io.StringIO(), io.StringIO()
+        with mock.patch.object(slurm, "sacct_totals", fake), contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            rc = cli.main(["report", "--collect-dir", str(self.collect), "--slurm-conf",
+                           str(self.tmp / "none.conf"), "--totals", "user", "--since",
+                           "2026-11-01", "--json"])
+        self.assertEqual((rc, err.getvalue()), (0, ""))
+        self.assertEqual(asked, {"since": "2026-11-01"})
+        g = {x["group"]: x for x in json.loads(out.getvalue())["groups"]}
+        self.assertEqual((g["alice"]["jobs"], g["alice"]["with_tool"]), (2, 2))
+        self.assertEqual(g["alice"]["saved_j"], [15.0, 12.0, 18.0])
+        self.assertEqual((g["alice"]["energy_j"], g["alice"]["simulated"]), (150.0, 1))
+        self.assertEqual((g["bob"]["jobs"], g["bob"]["with_tool"], g["bob"]["saved_jobs"]),
+                         (2, 0, 0))
+        by_part = {x["group"]: x for x in report.totals(rows, "partition")}
+        self.assertEqual(by_part["cpu"]["saved_j"], [15.0, 12.0, 18.0])
+        self.assertEqual(by_part["gpu"]["with_tool"], 0)
+        self.assertEqual([x["group"] for x in report.totals(rows, "account")], ["phys", "chem"])
+        text = report.totals_text(report.totals(rows, "user"), "user", "2026-11-01")
+        self.assertIn("4 jobs, 2 with mpi-pstate", text)
+        self.assertIn("15.0 (12.0 .. 18.0)*", text)
+        self.assertIn("SIMULATED", text)
+        self.assertEqual(report.totals_csv(report.totals(rows, "user")).splitlines()[0],
+                         ",".join(report.TOTALS_CSV))
+        # a JOBID with --totals is refused, naming the options
+        rc, _, err2 = self.report("501", "--totals", "user")
+        self.assertEqual(rc, 2)
+        self.assertIn("--totals takes no JOBID", err2)
 
     def test_json_and_csv(self) -> None:
         self.two_node_job()
