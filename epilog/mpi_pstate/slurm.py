@@ -3,7 +3,7 @@ absolute paths, bounded time, and output parsed strictly."""
 import os
 import shutil
 import subprocess
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import parse
 
@@ -156,41 +156,14 @@ class DbTool:
 TOTALS_FIELDS = ("JobIDRaw", "User", "Account", "Partition", "State", "SystemComment")
 
 
-def sacct_totals(user: Optional[str] = None, account: Optional[str] = None,
-                 partition: Optional[str] = None, since: Optional[str] = None,
-                 timeout: float = 120) -> List[Tuple[str, str, str, str, str, str]]:
-    """(raw id, user, account, partition, state, SystemComment) of every
-    finished job that matches (report --totals).  SystemComment comes last:
-    a delimiter inside it stays in it."""
-    argv = [which("sacct"), "-n", "-X", "-P", "--delimiter", SACCT_DELIM, "-o",
-            ",".join(TOTALS_FIELDS), "-S", since or "now-30days", "-E", "now"]
-    argv += ["-u", user] if user else ["-a"]
-    if account:
-        argv += ["-A", account]
-    if partition:
-        argv += ["-r", partition]
-    r = run(argv, timeout=timeout)
-    if r.returncode != 0:
-        raise SlurmError(f"sacct: {r.stderr.strip()[:300]}")
-    out, seen = [], set()
-    for line in r.stdout.splitlines():
-        f = line.split(SACCT_DELIM, len(TOTALS_FIELDS) - 1)
-        state = (f[4].split() or [""])[0] if len(f) == len(TOTALS_FIELDS) else ""
-        # a requeued job has a row per run: its last one counts
-        if state in TERMINAL and f[0].isdigit():
-            if f[0] in seen:
-                out = [x for x in out if x[0] != f[0]]
-            seen.add(f[0])
-            out.append((f[0], f[1], f[2], f[3], state, f[5]))
-    return out
-
-
-def sacct_select(user: Optional[str] = None, account: Optional[str] = None,
-                 partition: Optional[str] = None, since: Optional[str] = None,
-                 limit: int = 5000, timeout: float = 120) -> List[str]:
-    """Raw ids of the finished jobs that match (report --what-if over many
-    jobs), oldest first, at most `limit` (the newest are kept)."""
-    argv = [which("sacct"), "-n", "-X", "-P", "-o", "JobIDRaw,State",
+def _sacct_selected(fields: Sequence[str], user: Optional[str], account: Optional[str],
+                    partition: Optional[str], since: Optional[str], timeout: float
+                    ) -> List[List[str]]:
+    """The allocation rows (fields, in order) of the jobs that match: of
+    `user` or of everyone (as far as PrivateData lets the caller see), of an
+    account and a partition, that ended since `since` (default 30 days).
+    The last field may hold the delimiter."""
+    argv = [which("sacct"), "-n", "-X", "-P", "--delimiter", SACCT_DELIM, "-o", ",".join(fields),
             "-S", since or "now-30days", "-E", "now"]
     argv += ["-u", user] if user else ["-a"]
     if account:
@@ -200,9 +173,31 @@ def sacct_select(user: Optional[str] = None, account: Optional[str] = None,
     r = run(argv, timeout=timeout)
     if r.returncode != 0:
         raise SlurmError(f"sacct: {r.stderr.strip()[:300]}")
-    ids = []
-    for line in r.stdout.splitlines():
-        f = line.split("|")
-        if len(f) == 2 and f[0].isdigit() and (f[1].split() or [""])[0] in TERMINAL:
-            ids.append(f[0])
+    rows = [line.split(SACCT_DELIM, len(fields) - 1) for line in r.stdout.splitlines()]
+    return [f for f in rows if len(f) == len(fields) and f[0].isdigit()]
+
+
+def _state(word: str) -> str:
+    return (word.split() or [""])[0]
+
+
+def sacct_totals(user: Optional[str] = None, account: Optional[str] = None,
+                 partition: Optional[str] = None, since: Optional[str] = None,
+                 timeout: float = 120) -> List[Tuple[str, str, str, str, str, str]]:
+    """(raw id, user, account, partition, state, SystemComment) of every
+    finished job that matches (report --totals), one row a job."""
+    out: Dict[str, Tuple[str, str, str, str, str, str]] = {}
+    for f in _sacct_selected(TOTALS_FIELDS, user, account, partition, since, timeout):
+        if _state(f[4]) in TERMINAL:
+            out[f[0]] = (f[0], f[1], f[2], f[3], _state(f[4]), f[5])
+    return list(out.values())
+
+
+def sacct_select(user: Optional[str] = None, account: Optional[str] = None,
+                 partition: Optional[str] = None, since: Optional[str] = None,
+                 limit: int = 5000, timeout: float = 120) -> List[str]:
+    """Raw ids of the finished jobs that match (report --what-if over many
+    jobs), oldest first, at most `limit` (the newest are kept)."""
+    ids = [f[0] for f in _sacct_selected(("JobIDRaw", "State"), user, account, partition, since,
+                                         timeout) if _state(f[1]) in TERMINAL]
     return list(dict.fromkeys(ids))[-limit:]
