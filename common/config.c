@@ -32,6 +32,7 @@ enum key_kind {
         KEY_MECHANISM,     /* auto|max_freq|setspeed */
         KEY_SYSROOT,       /* absolute path */
         KEY_AGENT_BUDGET,  /* percent of a core */
+        KEY_CARBON,        /* g CO2/kWh, site-wide and per partition: for the reports */
 };
 
 static const struct key {
@@ -58,6 +59,8 @@ static const struct key {
     {"sysroot", KEY_SYSROOT, -1, "an absolute directory path without . or .. components"},
     {"agent_cpu_budget", KEY_AGENT_BUDGET, -1,
      "a percentage of one core such as 0.5 (0: no budget), at most 100"},
+    {"carbon_g_per_kwh", KEY_CARBON, -1,
+     "grams of CO2 per kWh (0-5000), site-wide and/or per partition: 350 or 350,gpu:120"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -269,6 +272,8 @@ static int apply_key(struct mpi_pstate_config *c, const struct key *k, const cha
                 return parse_dir(v, c->sysroot, sizeof(c->sysroot));
         case KEY_AGENT_BUDGET:
                 return mpi_pstate_parse_percent_ppm(v, &c->agent_budget_ppm);
+        case KEY_CARBON:
+                return mpi_pstate_parse_carbon(v);
         }
         return -EINVAL;
 }

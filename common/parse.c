@@ -204,6 +204,60 @@ int mpi_pstate_parse_percent_ppm(const char *s, uint64_t *ppm)
         return 0;
 }
 
+/* One intensity: digits, optionally a point and up to 3 decimals, at most
+ * MPI_PSTATE_CARBON_MAX; returns the end or NULL. */
+static const char *carbon_number(const char *p)
+{
+        unsigned long whole = 0;
+        int decimals = 0;
+
+        if (*p < '0' || *p > '9')
+                return NULL;
+        for (; *p >= '0' && *p <= '9'; p++) {
+                whole = whole * 10 + (unsigned long)(*p - '0');
+                if (whole > MPI_PSTATE_CARBON_MAX)
+                        return NULL;
+        }
+        if (*p == '.') {
+                if (p[1] < '0' || p[1] > '9')
+                        return NULL;
+                for (p++; *p >= '0' && *p <= '9'; p++)
+                        if (++decimals > 3)
+                                return NULL;
+        }
+        return p;
+}
+
+int mpi_pstate_parse_carbon(const char *s)
+{
+        const char *p = s;
+        unsigned entries = 0, bare = 0;
+
+        if (!p || !*p)
+                return -EINVAL;
+        for (;;) {
+                const char *q = p;
+
+                while ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
+                       (*q >= '0' && *q <= '9') || *q == '_' || *q == '-' || *q == '.')
+                        q++;
+                if (*q == ':') {
+                        if (q == p || q - p > 64)
+                                return -EINVAL;
+                        p = q + 1;
+                } else if (bare++) {
+                        return -EINVAL; /* one site-wide figure */
+                }
+                p = carbon_number(p);
+                if (!p || ++entries > MPI_PSTATE_CARBON_ENTRIES)
+                        return -EINVAL;
+                if (!*p)
+                        return 0;
+                if (*p++ != ',')
+                        return -EINVAL;
+        }
+}
+
 int mpi_pstate_parse_bool(const char *s, bool *out)
 {
         static const char *const yes[] = {"yes", "true", "on", "1"};

@@ -27,6 +27,16 @@ int mpi_pstate_parse_word(const char *s, const char *const *words, size_t n, int
  * and at most 4 decimals (finer than a millionth is refused). */
 int mpi_pstate_parse_percent_ppm(const char *s, uint64_t *ppm);
 
+/* The site's carbon intensity, carbon_g_per_kwh=: "G" and/or "PARTITION:G"
+ * entries separated by commas (G grams of CO2 per kWh, 0 to
+ * MPI_PSTATE_CARBON_MAX, up to 3 decimals; one site-wide G at most; a
+ * partition name of 1-64 letters, digits, '_', '-', '.'; at most
+ * MPI_PSTATE_CARBON_ENTRIES entries).  Only checked here: the reports
+ * (epilog/mpi_pstate/parse.py carbon) use it.  0 or -EINVAL. */
+#define MPI_PSTATE_CARBON_MAX 5000ul
+#define MPI_PSTATE_CARBON_ENTRIES 64u
+int mpi_pstate_parse_carbon(const char *s);
+
 /* yes/no/true/false/on/off/1/0, case-insensitive; anything else is -EINVAL. */
 int mpi_pstate_parse_bool(const char *s, bool *out);
 

@@ -151,6 +151,7 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, 
                 j["reaction"] = rx
         elif why:
             j["detail_why"] = why
+        j["partition"] = r.partition
         if s is not None:
             j["status"], j["summary"] = "ok", s
         elif detail is not None and detail.get("state") in ("complete", "partial") and \
@@ -164,6 +165,10 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, 
             j["status"] = "none"
             j["message"] = ("ran without mpi-pstate: no summary in its accounting record and "
                             "no per-rank records")
+        if j.get("status") == "ok":
+            c = report.carbon_figures(j["summary"], report.intensity(cfg.carbon, r.partition))
+            if c:
+                j["carbon"] = c
         jobs.append(j)
     found = {r.job_id for r in rows} | {r.raw for r in rows}
     missing = [s for s in specs if s not in found and s.split("_")[0] not in
@@ -186,7 +191,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         except slurm.SlurmError as e:
             print(f"{PROG} report: {e}", file=sys.stderr)
             return 1
-        groups = report.totals(rows, wi["totals"])
+        groups = report.totals(rows, wi["totals"], cfg.carbon)
         if a.json:
             sys.stdout.write(json.dumps({"format": "mpi-pstate-totals", "version": 1,
                                          "by": wi["totals"], "select": wi["select"],

@@ -8,7 +8,7 @@ import pwd
 import re
 from typing import Dict, List, Optional, Tuple
 
-from . import safeio
+from . import parse, safeio
 
 COLLECT_DIR = "/var/spool/mpi-pstate/records"
 RUNTIME_DIR = "/run/mpi-pstate"
@@ -46,6 +46,8 @@ class Config:
         # slurm.conf's PrivateData hides jobs: each job's directory in
         # collect_dir is its owner's and the job's user's alone (collect.py)
         self.private_jobs = False
+        # carbon_g_per_kwh=: the site's grams of CO2 per kWh and per partition
+        self.carbon = (None, {})  # type: Tuple[Optional[float], Dict[str, float]]
 
     @property
     def slurm_uid(self) -> int:
@@ -213,6 +215,11 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
                 c.agent = check_dir_path(v)
             except ValueError as e:
                 c.problems.append(f"{c.plugstack}: agent: {e}")
+        if k == "carbon_g_per_kwh" and sep:
+            try:
+                c.carbon = parse.carbon(v)
+            except ValueError as e:
+                c.problems.append(f"{c.plugstack}: carbon_g_per_kwh: {e}")
         if k in ("collect_dir", "runtime_dir") and sep:
             try:
                 setattr(c, k, check_dir_path(v))

@@ -73,6 +73,35 @@ def percent_ppm(text: str) -> int:
     return ppm
 
 
+CARBON_MAX = 5000  # g/kWh, common/parse.h MPI_PSTATE_CARBON_MAX
+CARBON_ENTRIES = 64
+_CARBON_G = re.compile(r"[0-9]+(?:\.[0-9]{1,3})?")
+_CARBON_PART = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+
+
+def carbon(text: str) -> Tuple[Optional[float], Dict[str, float]]:
+    """carbon_g_per_kwh=: "350", "gpu:120", "350,gpu:120" -> (the site's
+    grams of CO2 per kWh or None, per partition), the grammar of
+    common/parse.c mpi_pstate_parse_carbon (tests/data/carbon_g_per_kwh.txt
+    holds the cases both must agree on)."""
+    site: Optional[float] = None
+    parts: Dict[str, float] = {}
+    entries = text.split(",")
+    if not text or len(entries) > CARBON_ENTRIES:
+        raise ValueError(f"not a carbon intensity such as 350 or 350,gpu:120: {text!r}")
+    for e in entries:
+        name, sep, g = e.rpartition(":")
+        if not _CARBON_G.fullmatch(g) or (sep and not _CARBON_PART.fullmatch(name)) or \
+                float(g) > CARBON_MAX or (not sep and site is not None) or \
+                int(g.split(".")[0]) > CARBON_MAX:
+            raise ValueError(f"not a carbon intensity such as 350 or 350,gpu:120: {text!r}")
+        if sep:
+            parts[name] = float(g)
+        else:
+            site = float(g)
+    return site, parts
+
+
 def boolean(text: str) -> bool:
     w = text.strip().lower()
     if w in _TRUE:

@@ -81,6 +81,41 @@ def reaction_text(x: dict[str, Any]) -> str:
             f"polls; clocked down {_pct(x['down_of_ideal'])} of the time past the threshold")
 
 
+J_PER_KWH = 3.6e6
+
+
+def intensity(carbon: tuple[Optional[float], dict[str, float]], partition: str
+              ) -> Optional[float]:
+    """The g CO2/kWh a job's energy is counted at: its partition's figure,
+    else the site's (carbon_g_per_kwh=); None when the site gives none."""
+    site, parts = carbon
+    return parts.get(partition, site)
+
+
+def carbon_figures(s: dict[str, Any], g: Optional[float]) -> Optional[dict[str, Any]]:
+    """Grams of CO2 spent (the energy measured) and saved (the estimate) at
+    g per kWh, from a summary."""
+    if g is None:
+        return None
+    out: dict[str, Any] = {"g_per_kwh": g}
+    if s.get("energy") in ("ok", "partial") and isinstance(s.get("energy_j"), (int, float)):
+        out["spent_g"] = round(s["energy_j"] * g / J_PER_KWH, 3)
+    sv = s.get("saved_j")
+    if isinstance(sv, list) and len(sv) == 3:
+        out["saved_g"] = [round(x * g / J_PER_KWH, 4) for x in sv]
+    return out if len(out) > 1 else None
+
+
+def carbon_text(c: dict[str, Any]) -> str:
+    parts = []
+    if "spent_g" in c:
+        parts.append(f"{c['spent_g']:.2f} g spent")
+    if "saved_g" in c:
+        sv = c["saved_g"]
+        parts.append(f"{sv[0]:.3f} g saved ({sv[1]:.3f} .. {sv[2]:.3f})")
+    return f"CO2: {', '.join(parts)} at {c['g_per_kwh']:g} g/kWh (the site's carbon_g_per_kwh)"
+
+
 def saved_text(s: dict[str, Any]) -> str:
     """The summary's after-the-fact saving (whatif.saving), or ""."""
     sv, full, add = s.get("saved_j"), s.get("full_j"), s.get("time_added_s")
@@ -124,6 +159,8 @@ def job_text(j: dict[str, Any]) -> str:
       f"{METER_TEXT.get(s.get('energy_src'), 'source unknown')})\n")
     if saved_text(s):
         w(f"  {saved_text(s)}\n")
+    if j.get("carbon"):
+        w(f"  {carbon_text(j['carbon'])}\n")
     d = j.get("detail")
     if not d:
         w("  (per-rank detail not available: "
@@ -296,10 +333,12 @@ WHATIF_CSV = ("job", "job_id", "threshold_us", "low_khz", "ranks", "saved_j", "s
 
 TOTALS_BY = ("user", "account", "partition")
 TOTALS_CSV = ("group", "jobs", "with_tool", "energy_j", "energy_jobs", "saved_j", "saved_j_lo",
-              "saved_j_hi", "saved_jobs", "simulated", "down_s", "wait_s")
+              "saved_j_hi", "saved_jobs", "simulated", "down_s", "wait_s", "co2_spent_g",
+              "co2_saved_g")
 
 
-def totals(rows: list[tuple[str, str, str, str, str, str]], by: str) -> list[dict[str, Any]]:
+def totals(rows: list[tuple[str, str, str, str, str, str]], by: str,
+           carbon: tuple[Optional[float], dict[str, float]] = (None, {})) -> list[dict[str, Any]]:
     """Per user, account or partition (by): finished jobs, jobs with a
     summary of ours, energy (jobs whose energy is ok), energy saved (est,
     low, high: the summaries' after-the-fact estimates, summed, so the
@@ -311,7 +350,7 @@ def totals(rows: list[tuple[str, str, str, str, str, str]], by: str) -> list[dic
         g = groups.setdefault(row[col] or "?", {
             "group": row[col] or "?", "jobs": 0, "with_tool": 0, "energy_j": 0.0,
             "energy_jobs": 0, "saved_j": [0.0, 0.0, 0.0], "saved_jobs": 0, "simulated": 0,
-            "down_s": 0.0, "wait_s": 0.0})
+            "down_s": 0.0, "wait_s": 0.0, "co2_spent_g": 0.0, "co2_saved_g": [0.0, 0.0, 0.0]})
         g["jobs"] += 1
         hit = summ.find(row[5])[0]
         s = summ.normalize(hit) if hit else None
@@ -330,11 +369,21 @@ def totals(rows: list[tuple[str, str, str, str, str, str]], by: str) -> list[dic
         for k in ("down_s", "wait_s"):
             if isinstance(s.get(k), (int, float)):
                 g[k] += s[k]
+        c = carbon_figures(s, intensity(carbon, row[3]))
+        if c:
+            g["co2_spent_g"] += c.get("spent_g", 0.0)
+            g["co2_saved_g"] = [a + b for a, b in zip(g["co2_saved_g"], c.get("saved_g",
+                                                                             [0.0] * 3))]
     out = sorted(groups.values(), key=lambda g: (-g["saved_j"][0], g["group"]))
     for g in out:
         g["energy_j"], g["down_s"], g["wait_s"] = (round(g[k], 3)
                                                    for k in ("energy_j", "down_s", "wait_s"))
         g["saved_j"] = [round(x, 2) for x in g["saved_j"]]
+        if carbon == (None, {}):
+            del g["co2_spent_g"], g["co2_saved_g"]
+        else:
+            g["co2_spent_g"] = round(g["co2_spent_g"], 3)
+            g["co2_saved_g"] = [round(x, 3) for x in g["co2_saved_g"]]
     return out
 
 
@@ -342,13 +391,15 @@ def totals_text(groups: list[dict[str, Any]], by: str, since: str) -> str:
     out = [f"jobs ended since {since}, by {by}: {sum(g['jobs'] for g in groups)} jobs, "
            f"{sum(g['with_tool'] for g in groups)} with mpi-pstate",
            f"  {by:<16} {'jobs':>6} {'with':>6} {'energy J':>12}  {'saved J (low .. high)':<32}"
-           f" {'clocked down s':>14}"]
+           f" {'clocked down s':>14}" + (f" {'CO2 saved g':>12}" if any("co2_saved_g" in g
+                                                                        for g in groups) else "")]
     for g in groups:
         sv = g["saved_j"]
         saved = f"{sv[0]:.1f} ({sv[1]:.1f} .. {sv[2]:.1f})" + ("*" if g["simulated"] else "") \
             if g["saved_jobs"] else "-"
         out.append(f"  {g['group'][:16]:<16} {g['jobs']:>6} {g['with_tool']:>6} "
-                   f"{g['energy_j']:>12.1f}  {saved:<32} {g['down_s']:>14.1f}")
+                   f"{g['energy_j']:>12.1f}  {saved:<32} {g['down_s']:>14.1f}"
+                   + (f" {g['co2_saved_g'][0]:>12.2f}" if "co2_saved_g" in g else ""))
     if any(g["simulated"] for g in groups):
         out.append("  * SIMULATED: some savings were priced with models calibrated on fake "
                    "hardware")
@@ -361,7 +412,8 @@ def totals_csv(groups: list[dict[str, Any]]) -> str:
     wr.writerow(TOTALS_CSV)
     for g in groups:
         wr.writerow([g["group"], g["jobs"], g["with_tool"], g["energy_j"], g["energy_jobs"],
-                     *g["saved_j"], g["saved_jobs"], g["simulated"], g["down_s"], g["wait_s"]])
+                     *g["saved_j"], g["saved_jobs"], g["simulated"], g["down_s"], g["wait_s"],
+                     g.get("co2_spent_g", ""), (g.get("co2_saved_g") or [""])[0]])
     return buf.getvalue()
 
 

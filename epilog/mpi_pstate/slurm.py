@@ -46,6 +46,7 @@ class SacctJob(NamedTuple):
     uid: Optional[int] = None
     start: str = ""  # sacct's Start and End; "" when the caller did not ask
     end: str = ""
+    partition: str = ""  # the job's partition(s), comma-separated while pending
 
     def wall_s(self) -> Optional[float]:
         """The job's wall time, End - Start; None while slurmdbd has no End
@@ -72,7 +73,7 @@ def epoch(text: str) -> Optional[float]:
 
 
 SACCT_FIELDS = ("JobIDRaw", "JobID", "State", "ExitCode", "Elapsed", "NodeList", "UID", "Start",
-                "End", "SystemComment", "AdminComment")
+                "End", "Partition", "SystemComment", "AdminComment")
 # The two comments are free text (an admin's, a burst buffer plugin's,
 # jobstats'): '|' is common there, the ASCII unit separator is not.
 SACCT_DELIM = "\x1f"
@@ -88,9 +89,9 @@ def parse_sacct(text: str) -> List[SacctJob]:
         if len(f) != len(SACCT_FIELDS) or not f[0]:
             continue
         out.append(SacctJob(f[0], f[1], (f[2].split() or [""])[0], f[3], f[4], f[5],
-                            admin_comment=f[10], system_comment=f[9],
+                            admin_comment=f[11], system_comment=f[10],
                             uid=int(f[6]) if f[6].isdigit() and len(f[6]) < 11 else None,
-                            start=f[7], end=f[8]))
+                            start=f[7], end=f[8], partition=f[9]))
     return out
 
 

@@ -1,4 +1,6 @@
 #include <check.h>
+#include <stdio.h>
+#include <string.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -109,6 +111,45 @@ START_TEST(percent_ppm)
 }
 END_TEST
 
+START_TEST(carbon)
+{
+        char path[4096], line[256];
+        FILE *f;
+        unsigned n = 0;
+
+        snprintf(path, sizeof(path), "%s/carbon_g_per_kwh.txt", TEST_DATA_DIR);
+        f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        while (fgets(line, sizeof(line), f)) {
+                char *v = line + 3;
+
+                line[strcspn(line, "\n")] = '\0';
+                if (line[0] == '#' || !line[0])
+                        continue;
+                if (strncmp(line, "ok ", 3) == 0)
+                        ck_assert_msg(mpi_pstate_parse_carbon(v) == 0, "refused '%s'", v);
+                else if (strncmp(line, "bad ", 4) == 0)
+                        ck_assert_msg(mpi_pstate_parse_carbon(v + 1) == -EINVAL, "accepted '%s'",
+                                      v + 1);
+                else
+                        ck_abort_msg("bad case line '%s'", line);
+                n++;
+        }
+        fclose(f);
+        ck_assert_uint_ge(n, 20);
+        for (int total = 64; total <= 65; total++) {
+                char many[65 * 8 + 1] = "";
+
+                for (int i = 0; i < total; i++)
+                        snprintf(many + strlen(many), sizeof(many) - strlen(many), "%sp%d:1",
+                                 i ? "," : "", i);
+                ck_assert_int_eq(mpi_pstate_parse_carbon(many), total <= 64 ? 0 : -EINVAL);
+        }
+        ck_assert_int_eq(mpi_pstate_parse_carbon(NULL), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_parse_carbon(""), -EINVAL);
+}
+END_TEST
+
 START_TEST(bools)
 {
         bool b = false;
@@ -131,6 +172,7 @@ static Suite *parse_suite(void)
         tcase_add_test(tc, duration_units);
         tcase_add_test(tc, words);
         tcase_add_test(tc, percent_ppm);
+        tcase_add_test(tc, carbon);
         tcase_add_test(tc, bools);
         suite_add_tcase(s, tc);
         return s;
