@@ -237,7 +237,10 @@ def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dic
     s["energy_src"] = energy_meter(records)
     # The energy saved, priced after the fact with the nodes' power models
     # (docs/evaluation.md, "After the fact"); est, low, high.
-    sv = whatif.saving(detail, s["energy_j"] if s["energy"] == "ok" else None)
+    try:
+        sv = whatif.saving(detail, s["energy_j"] if s["energy"] == "ok" else None)
+    except (ArithmeticError, KeyError, TypeError, ValueError):
+        sv = None  # an estimate never costs the job its summary
     if sv:
         s["saved_j"], s["saved_src"] = sv["saved_j"], sv["meter"]
         s["time_added_s"] = sv["time_added_s"]
