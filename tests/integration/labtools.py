@@ -52,17 +52,43 @@ class Installed:
 PLUGSTACK_DROPIN = LAB / "etc" / "plugstack.conf.d" / "mpi-pstate.conf"
 
 
+def settle(timeout: float = 120) -> None:
+    """Waits until no job is completing: a job's epilogs run after sacct and
+    wait_job already say COMPLETED, and the SPANK job epilog's slurmstepd
+    reads slurm.conf and plugstack.conf.  A configuration rewritten under
+    it failed that epilog once and drained n2 (CI, 2026-11-27: every later
+    test that needed n2 failed)."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        r = root(["squeue", "-h", "-t", "CG", "-o", "%i"], check=False)
+        if r.returncode == 0 and not r.stdout.strip():
+            return
+        time.sleep(0.2)
+
+
+def write_config(path: Path, text: str) -> None:
+    """Replaces a configuration file whole (a reader never sees it half
+    written), with its mode and owner, once no epilog can be reading it."""
+    settle()
+    st = path.stat()
+    tmp = path.with_name(f".{path.name}.new")
+    tmp.write_text(text)
+    os.chmod(tmp, st.st_mode & 0o7777)
+    os.chown(tmp, st.st_uid, st.st_gid)
+    os.replace(tmp, path)
+
+
 @contextlib.contextmanager
 def plugstack_args(*args: str) -> Iterator[None]:
     """The lab's plugin line with args appended (every step started meanwhile
     reads them: slurmstepd loads the plugin per step), put back afterwards."""
     saved = PLUGSTACK_DROPIN.read_text()
-    PLUGSTACK_DROPIN.write_text("\n".join(" ".join((ln, *args)) if ln.startswith("optional ")
-                                          else ln for ln in saved.splitlines()) + "\n")
+    write_config(PLUGSTACK_DROPIN, "\n".join(" ".join((ln, *args)) if ln.startswith("optional ")
+                                             else ln for ln in saved.splitlines()) + "\n")
     try:
         yield
     finally:
-        PLUGSTACK_DROPIN.write_text(saved)
+        write_config(PLUGSTACK_DROPIN, saved)
 
 
 @contextlib.contextmanager
@@ -73,13 +99,13 @@ def slurm_conf_lines(*lines: str, dbd: Sequence[str] = ()) -> Iterator[None]:
     adds = {LAB / "etc" / "slurm.conf": lines, LAB / "etc" / "slurmdbd.conf": dbd}
     saved = {c: c.read_text() for c, add in adds.items() if add}
     for c, text in saved.items():
-        c.write_text(text + "".join(f"{ln}\n" for ln in adds[c]))
+        write_config(c, text + "".join(f"{ln}\n" for ln in adds[c]))
     try:
         lab("restart-slurm", timeout=300)
         yield
     finally:
         for c, text in saved.items():
-            c.write_text(text)
+            write_config(c, text)
         lab("restart-slurm", timeout=300)
 
 

@@ -54,7 +54,7 @@ class Configless(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls) -> None:
-        PLUGSTACK.write_text(cls.saved)
+        lt.write_config(PLUGSTACK, cls.saved)
         lt.lab("configless", NODE, "off")
         reload_plugstack()
 
@@ -66,7 +66,7 @@ class Configless(unittest.TestCase):
         # The line itself in plugstack.conf (the include stays: the drop-in is
         # found first by everything that reads the include, same line twice is
         # not loaded twice by the nodes that see both -- so take it out).
-        PLUGSTACK.write_text(line + "\n")
+        lt.write_config(PLUGSTACK, line + "\n")
         try:
             reload_plugstack()
             lt.lab("configless", NODE, "on")
@@ -81,7 +81,7 @@ class Configless(unittest.TestCase):
             self.assertEqual((summary["state"], summary["nodes"], summary["steps"]), ("complete", 1, 1), comment)
             self.assertEqual(summary["ranks"], 2, comment)
         finally:
-            PLUGSTACK.write_text(self.saved)
+            lt.write_config(PLUGSTACK, self.saved)
 
     def test_included_line_does_not_reach_the_node(self) -> None:
         self.assertIn("include", PLUGSTACK.read_text())
