@@ -30,12 +30,12 @@
 #define AGENTD_RECORD_FORMAT "mpi-pstate-agent"
 #define AGENTD_RECORD_VERSION 1
 /* Bounds of the scan interval (docs/agent.md, "Timing"). */
+#define AGENTD_SCAN_MIN_NS UINT64_C(50000)
+#define AGENTD_SCAN_MAX_NS UINT64_C(100000000)
 /* Ranks announce waits while the agent's CPU share stays under this share
  * of its ceiling, and again once it is back under half that
  * (epilog/mpi_pstate/whatif.py predicts with the same figure). */
 #define AGENTD_ANNOUNCE_OFF_PCT 75u
-#define AGENTD_SCAN_MIN_NS UINT64_C(50000)
-#define AGENTD_SCAN_MAX_NS UINT64_C(100000000)
 
 /* harden.c.  The fence: where the agent may still change files once
  * hardened, each a directory (rights beneath it) or a file. */

@@ -222,8 +222,8 @@ static const char *carbon_number(const char *p)
                 if (p[1] < '0' || p[1] > '9')
                         return NULL;
                 for (p++; *p >= '0' && *p <= '9'; p++)
-                        if (++decimals > 3)
-                                return NULL;
+                        if (++decimals > 3 || (whole == MPI_PSTATE_CARBON_MAX && *p != '0'))
+                                return NULL; /* finer than 1/1000, or past the maximum */
         }
         return p;
 }

@@ -92,8 +92,7 @@ def carbon(text: str) -> Tuple[Optional[float], Dict[str, float]]:
     for e in entries:
         name, sep, g = e.rpartition(":")
         if not _CARBON_G.fullmatch(g) or (sep and not _CARBON_PART.fullmatch(name)) or \
-                float(g) > CARBON_MAX or (not sep and site is not None) or \
-                int(g.split(".")[0]) > CARBON_MAX:
+                float(g) > CARBON_MAX or (not sep and site is not None):
             raise ValueError(f"not a carbon intensity such as 350 or 350,gpu:120: {text!r}")
         if sep:
             parts[name] = float(g)

@@ -263,12 +263,6 @@ def _svg(j: dict[str, Any]) -> str:
     d = j.get("detail") or {}
     ranks = d.get("ranks", [])
     multi = len(d.get("steps", [])) > 1
-    rx = j.get("reaction")
-    if rx:
-        w("\n  waits: " + reaction_text(rx) + "\n")
-        if multi:
-            for step, x in list(rx["steps"].items())[:TOP_WAITERS]:
-                w(f"    step {step}: " + reaction_text(x) + "\n")
     bar, gap, left, top_m, width = 14, 6, 150, 60, 600
     h = top_m + max(1, len(ranks)) * (bar + gap) + 60
     wall_max = max((r.get("wall_s") or 0 for r in ranks), default=0) or 1.0

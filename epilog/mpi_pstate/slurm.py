@@ -79,6 +79,11 @@ SACCT_FIELDS = ("JobIDRaw", "JobID", "State", "ExitCode", "Elapsed", "NodeList",
 SACCT_DELIM = "\x1f"
 
 
+def _state(word: str) -> str:
+    """A State field's first word: CANCELLED, not "CANCELLED by 0"."""
+    return (word.split() or [""])[0]
+
+
 def parse_sacct(text: str) -> List[SacctJob]:
     """sacct -P --delimiter SACCT_DELIM -o SACCT_FIELDS output.  AdminComment
     comes last, so a delimiter inside it stays in it; a line that does not
@@ -88,7 +93,7 @@ def parse_sacct(text: str) -> List[SacctJob]:
         f = line.split(SACCT_DELIM, len(SACCT_FIELDS) - 1)
         if len(f) != len(SACCT_FIELDS) or not f[0]:
             continue
-        out.append(SacctJob(f[0], f[1], (f[2].split() or [""])[0], f[3], f[4], f[5],
+        out.append(SacctJob(f[0], f[1], _state(f[2]), f[3], f[4], f[5],
                             admin_comment=f[11], system_comment=f[10],
                             uid=int(f[6]) if f[6].isdigit() and len(f[6]) < 11 else None,
                             start=f[7], end=f[8], partition=f[9]))
@@ -176,10 +181,6 @@ def _sacct_selected(fields: Sequence[str], user: Optional[str], account: Optiona
         raise SlurmError(f"sacct: {r.stderr.strip()[:300]}")
     rows = [line.split(SACCT_DELIM, len(fields) - 1) for line in r.stdout.splitlines()]
     return [f for f in rows if len(f) == len(fields) and f[0].isdigit()]
-
-
-def _state(word: str) -> str:
-    return (word.split() or [""])[0]
 
 
 def sacct_totals(user: Optional[str] = None, account: Optional[str] = None,

@@ -122,6 +122,16 @@ class Report(unittest.TestCase):
         rc, out, _ = self.report("501", "--json")
         self.assertNotIn("reaction", json.loads(out)["jobs"][0])
 
+    def test_svg_of_a_job_with_announced_waits(self) -> None:
+        # the waits line belongs to the text; the chart of such a job draws
+        ranks = [fx.rank("n1", 0), fx.rank("n1", 1)]
+        for r in ranks:
+            r.update(announced=3, mispredicted=0)
+        self.job(511, "511", {"n1": ranks})
+        rc, out, err = self.report("511", "--svg", "-")
+        self.assertEqual((rc, err), (0, ""))
+        ET.fromstring(out)
+
     def test_totals_per_user_account_and_partition(self) -> None:
         def comment(saved: list[float], energy: float, src: str = "rapl") -> str:
             return "x " + summary.encode({"v": summary.SUMMARY_VERSION, "state": "complete",
