@@ -318,8 +318,8 @@ HOOK int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         step_active = true;
         settings_text(settings, sizeof(settings));
         mp_verbose("job %u step %u node %u: %s", st.job_id, st.step_id, st.node_id, settings);
-        check(mpi_pstate_step_policy_apply(&st), "policy save", &st);
-        check(mpi_pstate_step_agent_start(&st), "segment", &st);
+        check(mpi_pstate_step_policy_save(&st), "policy save", &st);
+        check(mpi_pstate_step_segment_create(&st), "segment", &st);
         return 0;
 }
 
@@ -338,7 +338,7 @@ HOOK int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
         if (started || !step_active)
                 return 0;
         started = true; /* step_active is set in the remote context only */
-        return in_active_step(sp, false, mpi_pstate_step_step_start, "policy set/agent start");
+        return in_active_step(sp, false, mpi_pstate_step_start, "policy set/agent start");
 }
 
 /* slurm_spank_task_init_privileged: remote only; the forked task before
@@ -404,7 +404,7 @@ HOOK int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
         (void)ac;
         (void)av;
-        return in_active_step(sp, false, mpi_pstate_step_step_restore, "step-exit restore");
+        return in_active_step(sp, false, mpi_pstate_step_restore, "step-exit restore");
 }
 
 /* slurm_spank_job_prolog: job_script; the prolog slurmstepd, root, once per

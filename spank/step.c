@@ -188,7 +188,7 @@ static void prepare_pinning(const struct mpi_pstate_step *st)
         mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_CORES);
 }
 
-int mpi_pstate_step_policy_apply(const struct mpi_pstate_step *st)
+int mpi_pstate_step_policy_save(const struct mpi_pstate_step *st)
 {
         struct mpi_pstate_policy_req req = {0};
         enum mpi_pstate_cpufreq_mech mech = MPI_PSTATE_CPUFREQ_MECH_AUTO;
@@ -232,7 +232,7 @@ int mpi_pstate_step_policy_apply(const struct mpi_pstate_step *st)
         req.mechanism = mech;
         /* Only saved here: Slurm reads the cores' settings for its own reset
          * after this hook (--cpu-freq, CpuFreqDef), and must find them as
-         * they were before the step.  mpi_pstate_step_step_start() sets. */
+         * they were before the step.  mpi_pstate_step_start() sets. */
         req.save_only = true;
         req.node = &w.cpufreq;
         rc = mpi_pstate_policy_apply(&req, &w.policy, err, sizeof(err));
@@ -581,8 +581,8 @@ static void cgroup_confine(const struct mpi_pstate_step *st)
         mp_info("job %u step %u: CPUs %s outside the step's cgroup %s, CPUs %s shared with %u "
                 "other job(s)%s%s%s: their frequency domains are left alone",
                 st->job_id, st->step_id, w.cg_outside[0] ? w.cg_outside : "none", cg.dir,
-                w.cg_shared[0] ? w.cg_shared : "none", cg.jobs, cg.first[0] ? " (" : "",
-                cg.first, cg.first[0] ? ", ...)" : "");
+                w.cg_shared[0] ? w.cg_shared : "none", cg.jobs, cg.first[0] ? " (" : "", cg.first,
+                cg.first[0] ? ", ...)" : "");
         for (unsigned i = 0; w.policy_ok && i < w.policy.ndomains; i++) {
                 struct mpi_pstate_policy_domain *d = &w.policy.domains[i];
                 cpu_set_t both;
@@ -602,10 +602,10 @@ static void cgroup_confine(const struct mpi_pstate_step *st)
                 w.cpulist[0] = '\0';
 }
 
-int mpi_pstate_step_step_start(const struct mpi_pstate_step *st)
+int mpi_pstate_step_start(const struct mpi_pstate_step *st)
 {
         if (!w.paths_ok)
-                return 0; /* logged by mpi_pstate_step_policy_apply(): nothing saved */
+                return 0; /* logged by mpi_pstate_step_policy_save(): nothing saved */
         mpi_pstate_steptime_begin(&w.time);
         cgroup_confine(st);
         policy_set(st);
@@ -620,7 +620,7 @@ int mpi_pstate_step_step_start(const struct mpi_pstate_step *st)
         return 0;
 }
 
-int mpi_pstate_step_agent_start(const struct mpi_pstate_step *st)
+int mpi_pstate_step_segment_create(const struct mpi_pstate_step *st)
 {
         const char *lib = preload_path(st->cfg);
 
@@ -804,7 +804,7 @@ int mpi_pstate_step_task_exit(const struct mpi_pstate_step *st)
         return 0;
 }
 
-static int restore_step(const struct mpi_pstate_step *st, struct mpi_pstate_restore_summary *sum)
+static int restore_domains(const struct mpi_pstate_step *st, struct mpi_pstate_restore_summary *sum)
 {
         const struct mpi_pstate_restore_owner who = {st->job_id, st->step_id};
         char err[256] = "";
@@ -822,7 +822,7 @@ static int restore_step(const struct mpi_pstate_step *st, struct mpi_pstate_rest
         return rc;
 }
 
-int mpi_pstate_step_step_restore(const struct mpi_pstate_step *st)
+int mpi_pstate_step_restore(const struct mpi_pstate_step *st)
 {
         struct mpi_pstate_restore_summary sum = {0};
         int rc = 0;
@@ -830,7 +830,7 @@ int mpi_pstate_step_step_restore(const struct mpi_pstate_step *st)
         stop_agent(st);
         mpi_pstate_steptime_begin(&w.time);
         if (w.paths_ok) {
-                rc = restore_step(st, &sum);
+                rc = restore_domains(st, &sum);
                 mpi_pstate_steptime_end(&w.time, MPI_PSTATE_STEPTIME_RESTORE);
                 if (w.agent < 0)
                         w.agent = -w.agent;

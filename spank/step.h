@@ -43,12 +43,12 @@ struct mpi_pstate_step {
  * domain the step owns alone into the restore records, writing nothing (the
  * records, and Slurm's own saved state, must be the settings from before the
  * step).  Mode profile only classifies the domains. */
-int mpi_pstate_step_policy_apply(const struct mpi_pstate_step *st);
+int mpi_pstate_step_policy_save(const struct mpi_pstate_step *st);
 
-/* slurm_spank_init_post_opt, remote, after mpi_pstate_step_policy_apply():
+/* slurm_spank_init_post_opt, remote, after mpi_pstate_step_policy_save():
  * checks the preload library and creates the step's slot segment for the
  * job's user (the forked tasks inherit both). */
-int mpi_pstate_step_agent_start(const struct mpi_pstate_step *st);
+int mpi_pstate_step_segment_create(const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_post_fork, remote, first task only: slurmstepd, root,
  * after Slurm's task plugin set the step's cores and before any task execs.
@@ -57,7 +57,7 @@ int mpi_pstate_step_agent_start(const struct mpi_pstate_step *st);
  * or CpuFreqDef), keeps Slurm's setting and writes nothing; starts the node
  * agent (on or profile; absent binary: logged, skipped), which takes the
  * cores' settings as the step's "high"; writes the step record. */
-int mpi_pstate_step_step_start(const struct mpi_pstate_step *st);
+int mpi_pstate_step_start(const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_init_privileged, remote: the forked task before exec,
  * root, once per local task.  Pins the task (opt->bind) inside the step's
@@ -92,7 +92,7 @@ int mpi_pstate_step_batch_env(const struct mpi_pstate_step *st);
  * every task ended.  Stops the agent if it still runs, restores every domain
  * this step saved, rewrites the step record.  The segment stays for the node
  * epilog. */
-int mpi_pstate_step_step_restore(const struct mpi_pstate_step *st);
+int mpi_pstate_step_restore(const struct mpi_pstate_step *st);
 
 /* slurm_spank_job_prolog, job_script: the prolog's slurmstepd, root, once
  * per node per job, before any step (also without a Prolog= script).
