@@ -26,6 +26,7 @@
 #include "options.h"
 #include "slurmfreq.h"
 #include "step.h"
+#include "step_state.h"
 
 /* Built with -fvisibility=hidden: what Slurm must find is made visible
  * here, and spank/mpi_pstate.lds keeps everything else local. */
@@ -51,6 +52,10 @@ static bool ready;       /* cfg parsed and opt at the site defaults */
 static bool step_active; /* remote: a step we act on (not batch/extern, mode not off) */
 static bool batch_env;   /* remote: the batch step of a job whose mode is not off */
 static struct spank_option spank_opts[MPI_PSTATE_OPT_COUNT];
+/* The step's state from init_post_opt to exit, passed to each phase of
+ * spank/step.h: a hook receives no pointer of the plugin's own, so the one
+ * instance is here, with the rest of what a process keeps between hooks. */
+static struct mpi_pstate_step_state step_state = MPI_PSTATE_STEP_STATE_INIT;
 
 static int opt_cb(int val, const char *optarg, int remote);
 
@@ -242,7 +247,8 @@ static void check(int rc, const char *what, const struct mpi_pstate_step *st)
                          st->step_id, what, strerror(-rc));
 }
 
-typedef int (*step_fn)(const struct mpi_pstate_step *st);
+typedef int (*step_fn)(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st);
+typedef int (*job_fn)(const struct mpi_pstate_step *st);
 
 /* The remote hooks after init_post_opt all do one thing, and only in a step
  * that asked for mpi-pstate; a failure is logged and the step goes on. */
@@ -253,13 +259,13 @@ static int in_active_step(spank_t sp, bool per_task, step_fn fn, const char *wha
         if (spank_context() != S_CTX_REMOTE || !step_active)
                 return 0;
         gather(sp, &st, per_task);
-        check(fn(&st), what, &st);
+        check(fn(&step_state, &st), what, &st);
         return 0;
 }
 
 /* The job prolog and epilog run whether or not the job asked for mpi-pstate:
  * their options come from the job's environment (getopt). */
-static int in_job_script(spank_t sp, int ac, char **av, step_fn fn, const char *what)
+static int in_job_script(spank_t sp, int ac, char **av, job_fn fn, const char *what)
 {
         struct mpi_pstate_step st;
 
@@ -318,8 +324,8 @@ HOOK int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         step_active = true;
         settings_text(settings, sizeof(settings));
         mp_verbose("job %u step %u node %u: %s", st.job_id, st.step_id, st.node_id, settings);
-        check(mpi_pstate_step_policy_save(&st), "policy save", &st);
-        check(mpi_pstate_step_segment_create(&st), "segment", &st);
+        check(mpi_pstate_step_policy_save(&step_state, &st), "policy save", &st);
+        check(mpi_pstate_step_segment_create(&step_state, &st), "segment", &st);
         return 0;
 }
 
@@ -381,7 +387,7 @@ HOOK int slurm_spank_task_init(spank_t sp, int ac, char **av)
                 return 0;
         }
         check(mpi_pstate_options_to_env(&opt, task_setenv, sp), "exporting MPI_PSTATE_*", &st);
-        check(mpi_pstate_step_task_env(&st), "task environment", &st);
+        check(mpi_pstate_step_task_env(&step_state, &st), "task environment", &st);
         return 0;
 }
 

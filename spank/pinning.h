@@ -1,7 +1,7 @@
 /* The plugin's side of pinning: turns what Slurm says about a step (its
  * allocated cores as a list, tasks, CPUs per task) and the user's --mpi-pstate-bind
  * into one request of spank/pin.h per task, and applies the answer to the
- * calling process.  No Slurm types: step.c reads the items and passes them
+ * calling process.  No Slurm types: step_prepare.c reads the items and passes them
  * in, so the unit tests drive this with hwloc XML topologies.
  *
  * Prepared once per step in slurmstepd (root, before the tasks are forked),

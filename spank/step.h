@@ -4,7 +4,8 @@
  * common/restore.h), the slot segment (common/slot.h), the preload library
  * (LD_PRELOAD, spank/launch.h) and the node agent (spank/agentctl.h).  Each
  * function is called from exactly one hook, documented at its declaration;
- * they share the state of one slurmstepd (the tasks inherit it at fork).
+ * those of a step's phases share its state, s (spank/step_state.h), which
+ * the hooks pass; the job backstops need none.
  *
  * Every function returns 0 or a negative errno.  The caller logs a failure
  * and carries on: no hook of the plugin fails a job or drains a node
@@ -36,6 +37,8 @@ struct mpi_pstate_step {
         const struct mpi_pstate_options *opt; /* limits already applied */
 };
 
+struct mpi_pstate_step_state;
+
 /* slurm_spank_init_post_opt, remote: slurmstepd, root, once per step per
  * node, before any task is forked and before Slurm's task plugin applies
  * --cpu-freq/CpuFreqDef.  Finds the step's cores (the job's for an MPI
@@ -43,12 +46,13 @@ struct mpi_pstate_step {
  * domain the step owns alone into the restore records, writing nothing (the
  * records, and Slurm's own saved state, must be the settings from before the
  * step).  Mode profile only classifies the domains. */
-int mpi_pstate_step_policy_save(const struct mpi_pstate_step *st);
+int mpi_pstate_step_policy_save(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st);
 
 /* slurm_spank_init_post_opt, remote, after mpi_pstate_step_policy_save():
  * checks the preload library and creates the step's slot segment for the
  * job's user (the forked tasks inherit both). */
-int mpi_pstate_step_segment_create(const struct mpi_pstate_step *st);
+int mpi_pstate_step_segment_create(struct mpi_pstate_step_state *s,
+                                   const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_post_fork, remote, first task only: slurmstepd, root,
  * after Slurm's task plugin set the step's cores and before any task execs.
@@ -57,13 +61,13 @@ int mpi_pstate_step_segment_create(const struct mpi_pstate_step *st);
  * or CpuFreqDef), keeps Slurm's setting and writes nothing; starts the node
  * agent (on or profile; absent binary: logged, skipped), which takes the
  * cores' settings as the step's "high"; writes the step record. */
-int mpi_pstate_step_start(const struct mpi_pstate_step *st);
+int mpi_pstate_step_start(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_init_privileged, remote: the forked task before exec,
  * root, once per local task.  Pins the task (opt->bind) inside the step's
  * cores; st->task_id is the local task index.  The task plugin binds after
  * this hook (task/affinity), so mpi_pstate_step_task_env re-applies it. */
-int mpi_pstate_step_pin_task(const struct mpi_pstate_step *st);
+int mpi_pstate_step_pin_task(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_init, remote: the forked task before exec, as the job's
  * user, once per local task, after the task plugin and after the
@@ -72,12 +76,12 @@ int mpi_pstate_step_pin_task(const struct mpi_pstate_step *st);
  * the pinning the task plugin overrode; exports MPI_PSTATE_SHM and
  * MPI_PSTATE_LOCAL_RANK; prepends the preload library to LD_PRELOAD, keeping
  * the user's entries. */
-int mpi_pstate_step_task_env(const struct mpi_pstate_step *st);
+int mpi_pstate_step_task_env(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_exit, remote: slurmstepd, root, once per local task as it
  * is reaped.  When the last local task is gone, stops the agent (before the
  * step's processes are killed by proctrack). */
-int mpi_pstate_step_task_exit(const struct mpi_pstate_step *st);
+int mpi_pstate_step_task_exit(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st);
 
 /* slurm_spank_task_init, remote, batch step of a job whose mode is not off:
  * the batch script, as the job's user.  Nothing of mpi-pstate goes there
@@ -92,7 +96,7 @@ int mpi_pstate_step_batch_env(const struct mpi_pstate_step *st);
  * every task ended.  Stops the agent if it still runs, restores every domain
  * this step saved, rewrites the step record.  The segment stays for the node
  * epilog. */
-int mpi_pstate_step_restore(const struct mpi_pstate_step *st);
+int mpi_pstate_step_restore(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st);
 
 /* slurm_spank_job_prolog, job_script: the prolog's slurmstepd, root, once
  * per node per job, before any step (also without a Prolog= script).
