@@ -6,7 +6,10 @@
  * tree in the unit tests).  No Slurm, no MPI.  Frequencies are kHz as in
  * sysfs.  Errors are negative errno values; functions that take an
  * (err, errlen) pair also leave a one-line explanation there (err may be
- * NULL).  See docs/cpufreq.md. */
+ * NULL).  See docs/cpufreq.md.
+ *
+ * Discovery is in cpufreq_discover.c, the domain map and the pure planning
+ * in cpufreq_map.c, the writes and the domain handle in cpufreq_write.c. */
 #ifndef MPI_PSTATE_CPUFREQ_H
 #define MPI_PSTATE_CPUFREQ_H
 #include <sched.h>
