@@ -33,6 +33,7 @@ enum key_kind {
         KEY_SYSROOT,       /* absolute path */
         KEY_AGENT_BUDGET,  /* percent of a core */
         KEY_CARBON,        /* g CO2/kWh, site-wide and per partition: for the reports */
+        KEY_METRICS_DIR,   /* absolute path, %h allowed: the Epilogs' Prometheus files */
 };
 
 static const struct key {
@@ -61,6 +62,8 @@ static const struct key {
      "a percentage of one core such as 0.5 (0: no budget), at most 100"},
     {"carbon_g_per_kwh", KEY_CARBON, -1,
      "grams of CO2 per kWh (0-5000), site-wide and/or per partition: 350 or 350,gpu:120"},
+    {"metrics_dir", KEY_METRICS_DIR, -1,
+     "an absolute directory path without . or .. components (escapes: %h, %%)"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -274,6 +277,12 @@ static int apply_key(struct mpi_pstate_config *c, const struct key *k, const cha
                 return mpi_pstate_parse_percent_ppm(v, &c->agent_budget_ppm);
         case KEY_CARBON:
                 return mpi_pstate_parse_carbon(v);
+        case KEY_METRICS_DIR: {
+                /* the Epilogs write there; the plugin only checks the value */
+                char dir[sizeof(c->runtime_dir)];
+
+                return parse_runtime_dir(v, dir, sizeof(dir));
+        }
         }
         return -EINVAL;
 }

@@ -8,8 +8,8 @@ import os
 import sys
 from typing import Any, Optional, Sequence
 
-from . import (VERSION, audit, calibrate, collect, config, ctld, log, node, parse, plugincheck,
-               report, rootcli, safeio, slurm, summary, whatif)
+from . import (VERSION, audit, calibrate, carbon, collect, config, ctld, log, node, parse,
+               plugincheck, report, rootcli, safeio, slurm, summary, whatif)
 
 PROG = "mpi-pstate"
 
@@ -166,7 +166,7 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, 
             j["message"] = ("ran without mpi-pstate: no summary in its accounting record and "
                             "no per-rank records")
         if j.get("status") == "ok":
-            c = report.carbon_figures(j["summary"], report.intensity(cfg.carbon, r.partition))
+            c = carbon.figures(j["summary"], carbon.intensity(cfg.carbon, r.partition))
             if c:
                 j["carbon"] = c
         jobs.append(j)

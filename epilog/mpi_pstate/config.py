@@ -48,6 +48,9 @@ class Config:
         self.private_jobs = False
         # carbon_g_per_kwh=: the site's grams of CO2 per kWh and per partition
         self.carbon = (None, {})  # type: Tuple[Optional[float], Dict[str, float]]
+        # metrics_dir=: node_exporter's textfile directory, %h unexpanded
+        # (metrics.py); None: no metrics
+        self.metrics_dir = None  # type: Optional[str]
 
     @property
     def slurm_uid(self) -> int:
@@ -220,6 +223,11 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
                 c.carbon = parse.carbon(v)
             except ValueError as e:
                 c.problems.append(f"{c.plugstack}: carbon_g_per_kwh: {e}")
+        if k == "metrics_dir" and sep:
+            try:
+                c.metrics_dir = check_dir_path(v)
+            except ValueError as e:
+                c.problems.append(f"{c.plugstack}: metrics_dir: {e}; no metrics")
         if k in ("collect_dir", "runtime_dir") and sep:
             try:
                 setattr(c, k, check_dir_path(v))

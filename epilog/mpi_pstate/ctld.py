@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import collect, config, log, noderec, parse, safeio, slurm, summary
+from . import collect, config, log, metrics, noderec, parse, safeio, slurm, summary
 
 
 class Deadline:
@@ -141,11 +141,12 @@ def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: List[str],
            trusted: Set[int], dl: Deadline, job_state: Optional[str], exit_code: Optional[str],
            current: Optional[str], array: Optional[str], dry_run: bool = False,
            cluster: Optional[str] = None, wall_s: Optional[float] = None,
-           accept: Optional[Accept] = None) -> str:
+           accept: Optional[Accept] = None, labels: Optional[Dict[str, str]] = None) -> str:
     """Merge, keep the detail, write the summary.  current: the job's
     SystemComment as it is now (None: read it from sacct); wall_s: the
-    job's wall time (slurm.SacctJob.wall_s(): End - Start).  Returns what
-    happened (one word for logs and backfill's tally)."""
+    job's wall time (slurm.SacctJob.wall_s(): End - Start); labels: the
+    job's user, account and partition, for its metrics (metrics_dir=).
+    Returns what happened (one word for logs and backfill's tally)."""
     records, bad, exists = load_records(cfg, job, nodes, trusted, accept)
     for n, why in sorted(bad.items()):
         log.warning(f"node record of {n} refused: {why}")
@@ -185,7 +186,20 @@ def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: List[str],
     result = write_comment(db, job, text, ours, dl, cluster, array)
     lvl = log.info if result == "written" else log.error
     lvl(f"job {job}: summary {result} ({len(ours)} bytes): {summary.line(detail['summary'])}")
+    if result == "written" and cfg.metrics_dir and labels is not None:
+        publish_metrics(cfg, job, detail, labels)
     return result
+
+
+def publish_metrics(cfg: config.Config, job: int, detail: Dict[str, Any],
+                    labels: Dict[str, str]) -> None:
+    """The job's Prometheus metrics; a failure is logged, never the job's
+    summary's problem."""
+    try:
+        s = dict(detail["summary"], agent_capped_s=metrics.capped_seconds(detail))
+        metrics.write_job(cfg, job, s, labels)
+    except (OSError, ValueError) as e:
+        log.warning(f"job {job}: metrics not written to {cfg.metrics_dir}: {e}")
 
 
 def spawn_flusher(argv: List[str]) -> None:

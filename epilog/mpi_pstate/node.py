@@ -13,7 +13,8 @@ import socket
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import audit, collect, config, log, noderec, parse, pending, safeio, slots, slurm, whatif
+from . import (audit, collect, config, log, metrics, noderec, parse, pending, safeio, slots,
+               slurm, whatif)
 
 AGENT_MAX_BYTES = 1 << 20
 SUMS_MAX_BYTES = 4 << 10
@@ -122,7 +123,7 @@ def stop_leftover_agents(agent: str, job: int, proc: str = "/proc") -> List[str]
             continue
         end = time.monotonic() + AGENT_STOP_S
         how = "stopped"
-        while _alive(pid, proc):
+        while safeio.process_running(pid, proc):
             if time.monotonic() > end:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -133,16 +134,6 @@ def stop_leftover_agents(agent: str, job: int, proc: str = "/proc") -> List[str]
             time.sleep(0.02)
         done.append(f"agent {pid} of job {job} outlived its step: {how}")
     return done
-
-
-def _alive(pid: int, proc: str) -> bool:
-    """Running, not a zombie (a zombie's parent reaps it; it holds nothing)."""
-    try:
-        with open(os.path.join(proc, str(pid), "stat"), "rb") as f:
-            st = f.read(4096)
-        return st[st.rindex(b")") + 2:][:1] != b"Z"
-    except (OSError, ValueError):
-        return False
 
 
 STEP_DIR_RE = re.compile(r"([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)")
@@ -539,7 +530,9 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
             log.info(f"restore backstop skipped: {restore['why']}")
         for p in pending.deliver(runtime, lambda j, n, d: publish(cfg, j, n, d)):
             log.warning(p)
+        failed = int(restore["status"] == "failed")
         if not ran:
+            node_metrics(cfg, runtime, a.sysroot, agent, failed)
             return 0  # the plugin was off for this job here: nothing to say
         scan = StepScan(job, uid, node, a.shm_dir)
         scan_steps(runtime, job, node, scan)
@@ -579,6 +572,7 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
                 log.info(f"{n} segments of job {job} removed")
         for p in problems[:8]:
             log.warning(p)
+        node_metrics(cfg, runtime, a.sysroot, agent, failed + restore_failures(scan.infos))
         log.info(f"node {node}: record of job {job} {done}: status {rec['status']}, "
                  f"{len(rec['ranks'])} ranks in {len(rec['steps'])} steps"
                  + (f" (+{rec['rest']['steps']} steps summed)" if rec.get("rest") else "")
@@ -588,6 +582,29 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
     except Exception as e:  # never fail the Epilog: it would drain the node
         log.error(f"node epilog of job {job} failed: {type(e).__name__}: {e}")
     return 0
+
+
+def restore_failures(infos: List[Dict[str, Any]]) -> int:
+    """Domains the job's agents failed to put back, from their records."""
+    n = 0
+    for i in infos:
+        rec = (i.get("agent") or {}).get("record")
+        failed = (rec.get("restore") or {}).get("failed") if isinstance(rec, dict) else None
+        if isinstance(failed, int) and not isinstance(failed, bool) and 0 < failed < 1 << 20:
+            n += failed
+    return n
+
+
+def node_metrics(cfg: config.Config, runtime: str, sysroot: str, agent: Optional[str],
+                 failures: int) -> None:
+    """The node's Prometheus gauges (metrics_dir=), now that the job is
+    gone from it; never the Epilog's failure."""
+    if not cfg.metrics_dir:
+        return
+    try:
+        metrics.write_node(cfg, runtime, sysroot, metrics.agent_checker(agent), failures)
+    except (OSError, ValueError) as e:
+        log.warning(f"node metrics not written to {cfg.metrics_dir}: {e}")
 
 
 def write_cache(path: str, runtime: str, sources: List[str]) -> None:

@@ -13,7 +13,7 @@ import sys
 from typing import Any, Optional
 from xml.sax.saxutils import escape
 
-from . import parse
+from . import carbon, parse
 from . import summary as summ
 from . import whatif
 
@@ -79,31 +79,6 @@ def reaction_text(x: dict[str, Any]) -> str:
     return (f"{x['long_waits']} long waits: {x['announced']} announced by the ranks "
             f"({x['mispredicted']} of those stayed short), {x['polled']} found by the agent's "
             f"polls; clocked down {_pct(x['down_of_ideal'])} of the time past the threshold")
-
-
-J_PER_KWH = 3.6e6
-
-
-def intensity(carbon: tuple[Optional[float], dict[str, float]], partition: str
-              ) -> Optional[float]:
-    """The g CO2/kWh a job's energy is counted at: its partition's figure,
-    else the site's (carbon_g_per_kwh=); None when the site gives none."""
-    site, parts = carbon
-    return parts.get(partition, site)
-
-
-def carbon_figures(s: dict[str, Any], g: Optional[float]) -> Optional[dict[str, Any]]:
-    """Grams of CO2 spent (the energy measured) and saved (the estimate) at
-    g per kWh, from a summary."""
-    if g is None:
-        return None
-    out: dict[str, Any] = {"g_per_kwh": g}
-    if s.get("energy") in ("ok", "partial") and isinstance(s.get("energy_j"), (int, float)):
-        out["spent_g"] = round(s["energy_j"] * g / J_PER_KWH, 3)
-    sv = s.get("saved_j")
-    if isinstance(sv, list) and len(sv) == 3:
-        out["saved_g"] = [round(x * g / J_PER_KWH, 4) for x in sv]
-    return out if len(out) > 1 else None
 
 
 def carbon_text(c: dict[str, Any]) -> str:
@@ -332,7 +307,8 @@ TOTALS_CSV = ("group", "jobs", "with_tool", "energy_j", "energy_jobs", "saved_j"
 
 
 def totals(rows: list[tuple[str, str, str, str, str, str]], by: str,
-           carbon: tuple[Optional[float], dict[str, float]] = (None, {})) -> list[dict[str, Any]]:
+           carbon_cfg: tuple[Optional[float], dict[str, float]] = (None, {})
+           ) -> list[dict[str, Any]]:
     """Per user, account or partition (by): finished jobs, jobs with a
     summary of ours, energy (jobs whose energy is ok), energy saved (est,
     low, high: the summaries' after-the-fact estimates, summed, so the
@@ -363,7 +339,7 @@ def totals(rows: list[tuple[str, str, str, str, str, str]], by: str,
         for k in ("down_s", "wait_s"):
             if isinstance(s.get(k), (int, float)):
                 g[k] += s[k]
-        c = carbon_figures(s, intensity(carbon, row[3]))
+        c = carbon.figures(s, carbon.intensity(carbon_cfg, row[3]))
         if c:
             g["co2_spent_g"] += c.get("spent_g", 0.0)
             g["co2_saved_g"] = [a + b for a, b in zip(g["co2_saved_g"], c.get("saved_g",
@@ -373,7 +349,7 @@ def totals(rows: list[tuple[str, str, str, str, str, str]], by: str,
         g["energy_j"], g["down_s"], g["wait_s"] = (round(g[k], 3)
                                                    for k in ("energy_j", "down_s", "wait_s"))
         g["saved_j"] = [round(x, 2) for x in g["saved_j"]]
-        if carbon == (None, {}):
+        if carbon_cfg == (None, {}):
             del g["co2_spent_g"], g["co2_saved_g"]
         else:
             g["co2_spent_g"] = round(g["co2_spent_g"], 3)

@@ -1,5 +1,5 @@
 """The sub-commands Slurm, cron or systemd run as root or SlurmUser: epilog,
-epilog-slurmctld, flush, prune.  The `mpi-pstate` script dispatches them
+epilog-slurmctld, flush, prune, node-metrics.  The `mpi-pstate` script dispatches them
 here without importing cli.py (and the report behind it), so that only the
 modules they need must run on Python 3.6 (RHEL 8's python3): the test
 tests/py/test_epilog_py36.py follows this module's imports and checks each
@@ -9,9 +9,9 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from . import config, ctld, log, node, safeio, slurm, spool
+from . import config, ctld, log, metrics, node, safeio, slurm, spool
 
-COMMANDS = ("epilog", "epilog-slurmctld", "flush", "prune")
+COMMANDS = ("epilog", "epilog-slurmctld", "flush", "prune", "node-metrics")
 PROG = "mpi-pstate"
 
 
@@ -57,6 +57,35 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--dry-run", action="store_true", help="say what would be deleted")
 
 
+    p = sub.add_parser("node-metrics", help="write this node's Prometheus gauges into "
+                       "metrics_dir= (root; a timer's, every 30 s)")
+    _dirs(p)
+    p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
+    p.add_argument("--quiet", action="store_true", help="print nothing")
+
+
+def node_metrics(a: argparse.Namespace, dirs: Dict[str, List[str]]) -> int:
+    """`mpi-pstate node-metrics`: what the node Epilog writes at a job's
+    end, between jobs (a domain clocked down now, an agent running)."""
+    log.setup("mpi-pstate-node-metrics", quiet=a.quiet)
+    cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+    for p in cfg.problems:
+        log.warning(p)
+    if not cfg.metrics_dir:
+        log.error("no metrics_dir= in the plugin's plugstack line: nothing written")
+        return 1
+    runtime = config.expand_host(cfg.runtime_dir, config.short_host())
+    agent = node.find_tool("mpi-pstate-agent", dirs["agent"], "MPI_PSTATE_AGENT", cfg.agent)
+    try:
+        text = metrics.write_node(cfg, runtime, a.sysroot, metrics.agent_checker(agent))
+    except (OSError, ValueError) as e:
+        log.error(f"node metrics not written to {cfg.metrics_dir}: {e}")
+        return 1
+    if not a.quiet:
+        print(text, end="")
+    return 0
+
+
 def _dbtool(paths: Dict[str, str], dirs: Dict[str, List[str]]) -> Optional[str]:
     refused: List[str] = []
     found = node.find_tool("mpi-pstate-dbcomment", dirs["dbcomment"], "MPI_PSTATE_DBCOMMENT",
@@ -71,6 +100,8 @@ def dispatch(a: argparse.Namespace, paths: Dict[str, str], dirs: Dict[str, List[
         return node.run(a, dirs)
     if a.cmd == "epilog-slurmctld":
         return ctld.run(a, _dbtool(paths, dirs))
+    if a.cmd == "node-metrics":
+        return node_metrics(a, dirs)
     cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
     config.export_slurm_conf(cfg)
     trusted = {0, cfg.slurm_uid, os.geteuid()}

@@ -49,14 +49,17 @@ def _describe(e: OSError, what: str) -> UnsafeFile:
     return _fail(e.errno or errno.EIO, what, e.strerror or str(e))
 
 
-def open_dir(path: str, trusted: Iterable[int] = (0,), create_mode: Optional[int] = None,
-             final_owner: Optional[Iterable[int]] = None, shared: bool = False) -> int:
+def open_dir(path: str, trusted: Optional[Iterable[int]] = (0,),
+             create_mode: Optional[int] = None, final_owner: Optional[Iterable[int]] = None,
+             shared: bool = False) -> int:
     """Opens the absolute directory `path` without following any symlink.
-    Every component must be owned by a uid in `trusted` and be writable by
-    group/others only if sticky; the final directory must be owned by a uid
-    in final_owner (default: trusted) and not be group/other writable
-    (shared: like /dev/shm, sticky world-writable is fine: each file in it
-    is then checked on its own).
+    Every component must be owned by a uid in `trusted` (None: anyone, for
+    a final directory whose owner alone matters: walked without symlinks,
+    the parents can redirect nothing but to directories final_owner owns)
+    and be writable by group/others only if sticky; the final directory
+    must be owned by a uid in final_owner (default: trusted) and not be
+    group/other writable (shared: like /dev/shm, sticky world-writable is
+    fine: each file in it is then checked on its own).
     With create_mode, missing components are created (by the caller's uid).
     Returns an O_DIRECTORY fd; raises UnsafeFile."""
     if not path.startswith("/"):
@@ -64,7 +67,8 @@ def open_dir(path: str, trusted: Iterable[int] = (0,), create_mode: Optional[int
     parts = [p for p in path.split("/") if p]
     if any(p in (".", "..") for p in parts):
         raise _fail(errno.EINVAL, path, "has . or .. components")
-    trusted = set(trusted)
+    anyone = trusted is None
+    trusted = set(trusted or ())
     final = set(final_owner) if final_owner is not None else trusted
     fd = os.open("/", O_DIR)
     try:
@@ -89,7 +93,7 @@ def open_dir(path: str, trusted: Iterable[int] = (0,), create_mode: Optional[int
             fd = nfd
             st = os.fstat(fd)
             owners = final if last else trusted
-            if st.st_uid not in owners:
+            if st.st_uid not in owners and not (anyone and not last):
                 raise _fail(errno.EPERM, path, f"{name} is owned by uid {st.st_uid}")
             loose = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
             if loose and ((last and not shared) or not st.st_mode & stat.S_ISVTX):
@@ -278,6 +282,16 @@ def read_sysfs(path: str, max_bytes: int = 4096) -> Optional[str]:
         return None
     text = data.decode("ascii", "replace")
     return text.split("\n", 1)[0]
+
+
+def process_running(pid: int, proc: str = "/proc") -> bool:
+    """Running, not a zombie (a zombie's parent reaps it; it holds nothing)."""
+    try:
+        with open(os.path.join(proc, str(pid), "stat"), "rb") as f:
+            st = f.read(4096)
+        return st[st.rindex(b")") + 2:][:1] != b"Z"
+    except (OSError, ValueError):
+        return False
 
 
 def list_dir(dirfd: int) -> List[str]:

@@ -47,6 +47,8 @@ class SacctJob(NamedTuple):
     start: str = ""  # sacct's Start and End; "" when the caller did not ask
     end: str = ""
     partition: str = ""  # the job's partition(s), comma-separated while pending
+    user: str = ""  # the job's user and account, for the metrics' labels
+    account: str = ""
 
     def wall_s(self) -> Optional[float]:
         """The job's wall time, End - Start; None while slurmdbd has no End
@@ -73,7 +75,7 @@ def epoch(text: str) -> Optional[float]:
 
 
 SACCT_FIELDS = ("JobIDRaw", "JobID", "State", "ExitCode", "Elapsed", "NodeList", "UID", "Start",
-                "End", "Partition", "SystemComment", "AdminComment")
+                "End", "Partition", "User", "Account", "SystemComment", "AdminComment")
 # The two comments are free text (an admin's, a burst buffer plugin's,
 # jobstats'): '|' is common there, the ASCII unit separator is not.
 SACCT_DELIM = "\x1f"
@@ -94,9 +96,10 @@ def parse_sacct(text: str) -> List[SacctJob]:
         if len(f) != len(SACCT_FIELDS) or not f[0]:
             continue
         out.append(SacctJob(f[0], f[1], _state(f[2]), f[3], f[4], f[5],
-                            admin_comment=f[11], system_comment=f[10],
+                            admin_comment=f[13], system_comment=f[12],
                             uid=int(f[6]) if f[6].isdigit() and len(f[6]) < 11 else None,
-                            start=f[7], end=f[8], partition=f[9]))
+                            start=f[7], end=f[8], partition=f[9], user=f[10],
+                            account=f[11]))
     return out
 
 

@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import collect, config, ctld, log, noderec, parse, safeio, slurm
+from . import collect, config, ctld, log, metrics, noderec, parse, safeio, slurm
 
 QUEUE = ".queue"
 QUEUE_FORMAT = "mpi-pstate-queue"
@@ -245,7 +245,8 @@ def process(cfg: config.Config, db: slurm.DbTool, e: Dict[str, Any], trusted: Se
     except slurm.SlurmError:
         pass
     res = ctld.finish(cfg, db, job, nodes, trusted, ctld.Deadline(5), state, code, current,
-                      e["array"], wall_s=row.wall_s(), accept=fresh(e))
+                      e["array"], wall_s=row.wall_s(), accept=fresh(e),
+                      labels=metrics.job_labels(row))
     if res in ("written", "up to date"):
         keep = not all_there and age < late  # a late node's record still counts
         if keep:
@@ -336,6 +337,7 @@ def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, e
         finally:
             if lfd is not None:
                 os.close(lfd)
+        queue_metrics(cfg, qfd)
         if not es:
             return True
         if idle or time.monotonic() >= end or _program_id() != me or \
@@ -343,6 +345,18 @@ def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, e
             return False
         sleep(min(pause, max(0.0, end - time.monotonic())))
         pause = min(pause * 1.5, 10.0)
+
+
+def queue_metrics(cfg: config.Config, qfd: int) -> None:
+    """The queue's gauges after a pass (metrics_dir=): the jobs still
+    waiting for their summary (not those only awaiting a late node: theirs
+    is written)."""
+    if not cfg.metrics_dir:
+        return
+    try:
+        metrics.write_queue(cfg, [e["queued"] for e in entries(qfd)[0]])
+    except (OSError, ValueError) as e:
+        log.warning(f"queue metrics not written to {cfg.metrics_dir}: {e}")
 
 
 def _pass(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int,

@@ -12,7 +12,7 @@ import unittest
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import cli, config, parse, report, summary
+from mpi_pstate import carbon, cli, config, parse, report, summary
 
 CASES = fx.TOP / "tests" / "data" / "carbon_g_per_kwh.txt"
 
@@ -46,9 +46,9 @@ class Parse(unittest.TestCase):
 
     def test_intensity_of_a_partition(self) -> None:
         c = parse.carbon("350,gpu:120")
-        self.assertEqual(report.intensity(c, "gpu"), 120.0)
-        self.assertEqual(report.intensity(c, "cpu"), 350.0)
-        self.assertIsNone(report.intensity(parse.carbon("gpu:120"), "cpu"))
+        self.assertEqual(carbon.intensity(c, "gpu"), 120.0)
+        self.assertEqual(carbon.intensity(c, "cpu"), 350.0)
+        self.assertIsNone(carbon.intensity(parse.carbon("gpu:120"), "cpu"))
 
 
 class Config(unittest.TestCase):
@@ -72,9 +72,9 @@ class Config(unittest.TestCase):
 class Report(unittest.TestCase):
     def test_grams_per_job(self) -> None:
         s = {"energy": "ok", "energy_j": 3.6e6, "saved_j": [360000.0, 180000.0, 720000.0]}
-        c = report.carbon_figures(s, 400.0)
+        c = carbon.figures(s, 400.0)
         self.assertEqual(c, {"g_per_kwh": 400.0, "spent_g": 400.0, "saved_g": [40.0, 20.0, 80.0]})
-        self.assertIsNone(report.carbon_figures(s, None))
+        self.assertIsNone(carbon.figures(s, None))
         self.assertIn("400.00 g spent, 40.000 g saved (20.000 .. 80.000) at 400 g/kWh",
                       report.carbon_text(c))
 

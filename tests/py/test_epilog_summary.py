@@ -253,13 +253,15 @@ class CommentText(unittest.TestCase):
         d = slurm.SACCT_DELIM
         ours = summary.encode({"v": 2, "state": "complete"})
         line = d.join(["77", "77", "CANCELLED by 0", "0:15", "00:01:05", "n[1-2]", "1000",
-                       "2026-11-27T02:45:12", "2026-11-27T02:45:15", "cpu",
+                       "2026-11-27T02:45:12", "2026-11-27T02:45:15", "cpu", "alice", "phys",
                        f"bb | x {ours}", f"JS1:abc|def{d}tail"])
         rows = slurm.parse_sacct(line + "\nshort" + d + "line\n")
         self.assertEqual(len(rows), 1)
         r = rows[0]
-        self.assertEqual((r.state, r.system_comment, r.admin_comment, r.uid, r.partition),
-                         ("CANCELLED", f"bb | x {ours}", f"JS1:abc|def{d}tail", 1000, "cpu"))
+        self.assertEqual((r.state, r.system_comment, r.admin_comment, r.uid, r.partition,
+                          r.user, r.account),
+                         ("CANCELLED", f"bb | x {ours}", f"JS1:abc|def{d}tail", 1000, "cpu",
+                          "alice", "phys"))
         # the wall time is End - Start, not Elapsed (issue 21, item 5: Elapsed
         # counts to now while slurmdbd has no End); no End: none at all
         self.assertEqual(r.wall_s(), 3.0)

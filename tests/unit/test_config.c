@@ -84,6 +84,7 @@ START_TEST(every_key_applies)
                         "sysroot=/srv/fake/sys",
                         "agent_cpu_budget=1.25",
                         "carbon_g_per_kwh=350,gpu:120",
+                        "metrics_dir=/var/lib/prometheus/node-exporter",
                         NULL};
 
         ck_assert_int_eq(parse(&c, &r, argv), 0);
@@ -130,9 +131,10 @@ START_TEST(new_keys_refuse_what_they_cannot_use)
                         "agent_cpu_budget=0.5ms",
                         "agent_cpu_budget=0.00001",
                         "carbon_g_per_kwh=350,400",
+                        "metrics_dir=prom",
                         NULL};
 
-        ck_assert_int_eq(parse(&c, &r, argv), 12);
+        ck_assert_int_eq(parse(&c, &r, argv), 13);
         ck_assert_str_eq(c.runtime_dir, "/srv/%h/run");
         ck_assert_ptr_nonnull(strstr(r.msg[0], "\"/srv/%n/run\" for runtime_dir"));
         ck_assert_ptr_nonnull(strstr(r.msg[0], "escapes: %h, %%"));
@@ -147,6 +149,7 @@ START_TEST(new_keys_refuse_what_they_cannot_use)
                                                "one core such as 0.5"));
         ck_assert_uint_eq(c.agent_budget_ppm, 5000);
         ck_assert_ptr_nonnull(strstr(r.msg[11], "for carbon_g_per_kwh: expected grams of CO2"));
+        ck_assert_ptr_nonnull(strstr(r.msg[12], "\"prom\" for metrics_dir"));
 }
 END_TEST
 
@@ -423,7 +426,7 @@ START_TEST(every_key_documented)
                 }
                 free(text);
         }
-        ck_assert_uint_eq(nkeys, 19);
+        ck_assert_uint_eq(nkeys, 20);
         ck_assert_ptr_null(mpi_pstate_config_key(nkeys));
 }
 END_TEST
