@@ -27,29 +27,79 @@ static void put_joules(struct mpi_pstate_json *b, uint64_t uj)
         mpi_pstate_json_put(b, "%" PRIu64 ".%06" PRIu64, uj / 1000000u, uj % 1000000u);
 }
 
-static void put_hist(struct mpi_pstate_json *b, const struct mpi_pstate_agent_hist *h)
+static void key_u64(struct mpi_pstate_json *b, const char *key, uint64_t v)
 {
-        bool first = true;
-
-        mpi_pstate_json_put(b,
-                            "{\"count\": %" PRIu64 ", \"sum\": %" PRIu64 ", \"max\": %" PRIu64
-                            ", \"p50\": %" PRIu64 ", \"p99\": %" PRIu64 ", \"log2\": [",
-                            h->count, h->sum, h->max, mpi_pstate_agent_hist_quantile(h, 500),
-                            mpi_pstate_agent_hist_quantile(h, 990));
-        for (unsigned i = 0; i < MPI_PSTATE_AGENT_HIST_BUCKETS; i++) {
-                if (!h->bucket[i])
-                        continue;
-                mpi_pstate_json_put(b, "%s[%u, %" PRIu64 "]", first ? "" : ", ", i, h->bucket[i]);
-                first = false;
-        }
-        mpi_pstate_json_put(b, "]}");
+        mpi_pstate_json_key(b, key);
+        mpi_pstate_json_put(b, "%" PRIu64, v);
 }
 
-static void put_cpus(struct mpi_pstate_json *b, const cpu_set_t *set)
+static void key_secs(struct mpi_pstate_json *b, const char *key, unsigned __int128 ns)
 {
+        mpi_pstate_json_key(b, key);
+        put_secs(b, ns);
+}
+
+static void key_str(struct mpi_pstate_json *b, const char *key, const char *s)
+{
+        mpi_pstate_json_key(b, key);
+        mpi_pstate_json_str(b, s);
+}
+
+static void key_bool(struct mpi_pstate_json *b, const char *key, bool v)
+{
+        mpi_pstate_json_key(b, key);
+        mpi_pstate_json_bool(b, v);
+}
+
+/* Energy in joules, null when not measured. */
+static void key_joules(struct mpi_pstate_json *b, const char *key, bool have, uint64_t uj)
+{
+        mpi_pstate_json_key(b, key);
+        if (have)
+                put_joules(b, uj);
+        else
+                mpi_pstate_json_put(b, "null");
+}
+
+static void key_cpus(struct mpi_pstate_json *b, const char *key, const cpu_set_t *set)
+{
+        mpi_pstate_json_key(b, key);
         mpi_pstate_json_put(b, "\"");
         mpi_pstate_json_cpulist(b, set);
         mpi_pstate_json_put(b, "\"");
+}
+
+static void key_hist(struct mpi_pstate_json *b, const char *key,
+                     const struct mpi_pstate_agent_hist *h)
+{
+        mpi_pstate_json_key(b, key);
+        mpi_pstate_json_open(b, '{', NULL);
+        key_u64(b, "count", h->count);
+        key_u64(b, "sum", h->sum);
+        key_u64(b, "max", h->max);
+        key_u64(b, "p50", mpi_pstate_agent_hist_quantile(h, 500));
+        key_u64(b, "p99", mpi_pstate_agent_hist_quantile(h, 990));
+        mpi_pstate_json_key(b, "log2");
+        mpi_pstate_json_open(b, '[', NULL);
+        for (unsigned i = 0; i < MPI_PSTATE_AGENT_HIST_BUCKETS; i++) {
+                if (!h->bucket[i])
+                        continue;
+                mpi_pstate_json_elem(b);
+                mpi_pstate_json_open(b, '[', NULL);
+                mpi_pstate_json_elem(b);
+                mpi_pstate_json_put(b, "%u", i);
+                mpi_pstate_json_elem(b);
+                mpi_pstate_json_put(b, "%" PRIu64, h->bucket[i]);
+                mpi_pstate_json_close(b);
+        }
+        mpi_pstate_json_close(b);
+        mpi_pstate_json_close(b);
+}
+
+/* The slot's rank ever belonged to domain d. */
+static bool in_domain(const struct agentd_slot *si, unsigned d)
+{
+        return (si->ever_mask[d / 64] >> (d % 64)) & 1u;
 }
 
 static const char *state_name(const struct agentd_slot *si)
@@ -81,92 +131,116 @@ static const char *overall_mech(const struct agentd *a)
         return m ? m : "none";
 }
 
+/* The slots that ever belonged to domain d. */
+static void key_domain_ranks(struct mpi_pstate_json *b, const struct agentd *a, unsigned d)
+{
+        mpi_pstate_json_key(b, "ranks");
+        mpi_pstate_json_open(b, '[', NULL);
+        for (unsigned r = 0; r < a->seg.nslots; r++) {
+                if (in_domain(&a->slots[r], d)) {
+                        mpi_pstate_json_elem(b);
+                        mpi_pstate_json_put(b, "%u", r);
+                }
+        }
+        mpi_pstate_json_close(b);
+}
+
+static void put_domain(struct mpi_pstate_json *b, const struct agentd *a, unsigned d)
+{
+        const struct agentd_domain *dm = &a->dom[d];
+        const struct mpi_pstate_agent_domain *cd = &a->core.domains[d];
+
+        mpi_pstate_json_elem(b);
+        mpi_pstate_json_open(b, '{', NULL);
+        key_str(b, "policy", dm->name);
+        key_cpus(b, "cpus", &dm->related);
+        key_bool(b, "shared", CPU_COUNT(&dm->related) > 1);
+        key_str(b, "status", mpi_pstate_agentd_dom_status_name(dm->status));
+        key_str(b, "reason", dm->why);
+        if (dm->status == AGENTD_DOM_MANAGED) {
+                key_str(b, "mechanism", mpi_pstate_cpufreq_mech_name(dm->mech));
+                key_u64(b, "low_khz", dm->low_khz);
+                key_u64(b, "high_khz", dm->high_khz);
+        }
+        key_domain_ranks(b, a, d);
+        key_u64(b, "transitions", cd->transitions);
+        key_secs(b, "down_s", cd->down_ns);
+        key_u64(b, "aborted", cd->aborted);
+        key_u64(b, "write_errors", cd->write_errors);
+        key_bool(b, "disabled", cd->disabled);
+        key_str(b, "restore",
+                dm->restore_rc < 0    ? "failed"
+                : dm->restore_rc == 1 ? "restored"
+                                      : "none");
+        mpi_pstate_json_close(b);
+}
+
 static void put_domains(struct mpi_pstate_json *b, const struct agentd *a)
 {
-        mpi_pstate_json_put(b, "  \"domains\": [");
-        for (unsigned d = 0; d < a->ndom; d++) {
-                const struct agentd_domain *dm = &a->dom[d];
-                const struct mpi_pstate_agent_domain *cd = &a->core.domains[d];
-                bool managed = dm->status == AGENTD_DOM_MANAGED, first = true;
+        mpi_pstate_json_key(b, "domains");
+        mpi_pstate_json_open(b, '[', "    ");
+        for (unsigned d = 0; d < a->ndom; d++)
+                put_domain(b, a, d);
+        mpi_pstate_json_close(b);
+}
 
-                mpi_pstate_json_put(b, "%s\n    {\"policy\": ", d ? "," : "");
-                mpi_pstate_json_str(b, dm->name);
-                mpi_pstate_json_put(b, ", \"cpus\": ");
-                put_cpus(b, &dm->related);
-                mpi_pstate_json_put(b, ", \"shared\": %s, \"status\": \"%s\", \"reason\": ",
-                                    CPU_COUNT(&dm->related) > 1 ? "true" : "false",
-                                    mpi_pstate_agentd_dom_status_name(dm->status));
-                mpi_pstate_json_str(b, dm->why);
-                if (managed)
-                        mpi_pstate_json_put(
-                            b, ", \"mechanism\": \"%s\", \"low_khz\": %u, \"high_khz\": %u",
-                            mpi_pstate_cpufreq_mech_name(dm->mech), dm->low_khz, dm->high_khz);
-                mpi_pstate_json_put(b, ", \"ranks\": [");
-                for (unsigned r = 0; r < a->seg.nslots; r++) {
-                        if (!((a->slots[r].ever_mask[d / 64] >> (d % 64)) & 1u))
-                                continue;
-                        mpi_pstate_json_put(b, "%s%u", first ? "" : ", ", r);
-                        first = false;
+/* What the rank itself reported in its slot (untrusted figures). */
+static void key_reported(struct mpi_pstate_json *b, const struct agentd_slot *si)
+{
+        mpi_pstate_json_key(b, "reported");
+        mpi_pstate_json_open(b, '{', NULL);
+        key_u64(b, "long_calls", si->long_calls);
+        key_secs(b, "long_s", si->long_ns);
+        key_u64(b, "wakeups", si->wakeups);
+        key_secs(b, "down_s", si->slot_down_ns);
+        key_u64(b, "transitions", si->slot_transitions);
+        key_u64(b, "announced", si->announced);
+        key_u64(b, "announced_short", si->announced_short);
+        mpi_pstate_json_close(b);
+}
+
+static void put_rank(struct mpi_pstate_json *b, const struct agentd *a, unsigned r)
+{
+        const struct agentd_slot *si = &a->slots[r];
+        const struct mpi_pstate_agent_rank *cr = &a->core.ranks[r];
+
+        mpi_pstate_json_elem(b);
+        mpi_pstate_json_open(b, '{', NULL);
+        key_u64(b, "slot", r);
+        mpi_pstate_json_key(b, "rank");
+        mpi_pstate_json_put(b, "%d", (int)si->rank);
+        mpi_pstate_json_key(b, "pid");
+        mpi_pstate_json_put(b, "%d", (int)si->pid);
+        mpi_pstate_json_key(b, "cpu");
+        mpi_pstate_json_put(b, "%d", si->cpu);
+        key_str(b, "state", state_name(si));
+        key_bool(b, "alive", !si->dead);
+        mpi_pstate_json_key(b, "domains");
+        mpi_pstate_json_open(b, '[', NULL);
+        for (unsigned d = 0; d < a->ndom; d++) {
+                if (in_domain(si, d)) {
+                        mpi_pstate_json_elem(b);
+                        mpi_pstate_json_str(b, a->dom[d].name);
                 }
-                mpi_pstate_json_put(
-                    b, "], \"transitions\": %" PRIu64 ", \"down_s\": ", cd->transitions);
-                put_secs(b, cd->down_ns);
-                mpi_pstate_json_put(b,
-                                    ", \"aborted\": %" PRIu64 ", \"write_errors\": %" PRIu64
-                                    ", \"disabled\": %s, \"restore\": \"%s\"}",
-                                    cd->aborted, cd->write_errors, cd->disabled ? "true" : "false",
-                                    dm->restore_rc < 0    ? "failed"
-                                    : dm->restore_rc == 1 ? "restored"
-                                                          : "none");
         }
-        mpi_pstate_json_put(b, "\n  ],\n");
+        mpi_pstate_json_close(b);
+        key_u64(b, "transitions", cr->transitions);
+        key_secs(b, "down_s", cr->down_ns);
+        key_u64(b, "drops", cr->drops);
+        key_hist(b, "drop_late_ns", &cr->drop_late_ns);
+        key_hist(b, "restore_ns", &cr->restore_ns);
+        key_reported(b, si);
+        mpi_pstate_json_close(b);
 }
 
 static void put_ranks(struct mpi_pstate_json *b, const struct agentd *a)
 {
-        bool any = false;
-
-        mpi_pstate_json_put(b, "  \"ranks\": [");
-        for (unsigned r = 0; r < a->seg.nslots; r++) {
-                const struct agentd_slot *si = &a->slots[r];
-                const struct mpi_pstate_agent_rank *cr = &a->core.ranks[r];
-                bool first = true;
-
-                if (!si->seen)
-                        continue;
-                mpi_pstate_json_put(
-                    b,
-                    "%s\n    {\"slot\": %u, \"rank\": %d, \"pid\": %d, \"cpu\": %d, \"state\": "
-                    "\"%s\", "
-                    "\"alive\": %s, \"domains\": [",
-                    any ? "," : "", r, (int)si->rank, (int)si->pid, si->cpu, state_name(si),
-                    si->dead ? "false" : "true");
-                any = true;
-                for (unsigned d = 0; d < a->ndom; d++) {
-                        if (!((si->ever_mask[d / 64] >> (d % 64)) & 1u))
-                                continue;
-                        mpi_pstate_json_put(b, "%s", first ? "" : ", ");
-                        mpi_pstate_json_str(b, a->dom[d].name);
-                        first = false;
-                }
-                mpi_pstate_json_put(
-                    b, "], \"transitions\": %" PRIu64 ", \"down_s\": ", cr->transitions);
-                put_secs(b, cr->down_ns);
-                mpi_pstate_json_put(b, ", \"drops\": %" PRIu64 ", \"drop_late_ns\": ", cr->drops);
-                put_hist(b, &cr->drop_late_ns);
-                mpi_pstate_json_put(b, ", \"restore_ns\": ");
-                put_hist(b, &cr->restore_ns);
-                mpi_pstate_json_put(b, ", \"reported\": {\"long_calls\": %" PRIu64 ", \"long_s\": ",
-                                    si->long_calls);
-                put_secs(b, si->long_ns);
-                mpi_pstate_json_put(b, ", \"wakeups\": %" PRIu64 ", \"down_s\": ", si->wakeups);
-                put_secs(b, si->slot_down_ns);
-                mpi_pstate_json_put(b,
-                                    ", \"transitions\": %" PRIu64 ", \"announced\": %" PRIu64
-                                    ", \"announced_short\": %" PRIu64 "}}",
-                                    si->slot_transitions, si->announced, si->announced_short);
-        }
-        mpi_pstate_json_put(b, "\n  ],\n");
+        mpi_pstate_json_key(b, "ranks");
+        mpi_pstate_json_open(b, '[', "    ");
+        for (unsigned r = 0; r < a->seg.nslots; r++)
+                if (a->slots[r].seen)
+                        put_rank(b, a, r);
+        mpi_pstate_json_close(b);
 }
 
 /* hwmon: one node figure ("joules", what the epilog reads when there is no
@@ -176,54 +250,33 @@ static void put_hwmon(struct mpi_pstate_json *b, const struct agentd *a)
         const struct mpi_pstate_hwmon *h = a->hwmon;
         bool ok = a->rapl_status == MPI_PSTATE_RAPL_OK && h && h->n > 0;
 
-        mpi_pstate_json_put(b, ", \"kind\": \"%s\", \"joules\": ",
-                            h && h->kind == MPI_PSTATE_HWMON_POWER ? "power_meter"
-                                                                   : "energy_counter");
-        if (ok)
-                put_joules(b, mpi_pstate_hwmon_total_uj(h));
-        else
-                mpi_pstate_json_put(b, "null");
-        mpi_pstate_json_put(b, ", \"channels\": [");
+        key_str(b, "kind",
+                h && h->kind == MPI_PSTATE_HWMON_POWER ? "power_meter" : "energy_counter");
+        key_joules(b, "joules", ok, ok ? mpi_pstate_hwmon_total_uj(h) : 0);
+        mpi_pstate_json_key(b, "channels");
+        mpi_pstate_json_open(b, '[', NULL);
         for (unsigned i = 0; ok && i < h->n; i++) {
-                mpi_pstate_json_put(b, "%s{\"label\": \"%s\", \"j\": ", i ? ", " : "",
-                                    h->ch[i].label);
-                put_joules(b, h->ch[i].total_uj);
-                mpi_pstate_json_put(b, ", \"resets\": %" PRIu64 "}", h->ch[i].resets);
+                mpi_pstate_json_elem(b);
+                mpi_pstate_json_open(b, '{', NULL);
+                key_str(b, "label", h->ch[i].label);
+                key_joules(b, "j", true, h->ch[i].total_uj);
+                key_u64(b, "resets", h->ch[i].resets);
+                mpi_pstate_json_close(b);
         }
-        mpi_pstate_json_put(b, "]},\n");
+        mpi_pstate_json_close(b);
 }
 
-static void put_energy(struct mpi_pstate_json *b, const struct agentd *a)
+static const char *rapl_key(int k)
 {
-        const struct mpi_pstate_rapl_sampler *s = &a->sampler;
-        bool ok = a->rapl_status == MPI_PSTATE_RAPL_OK && s->n > 0;
+        return k == MPI_PSTATE_RAPL_PACKAGE ? "package_j" : "dram_j";
+}
+
+/* One entry per socket: its zones' energy by kind. */
+static void put_sockets(struct mpi_pstate_json *b, const struct mpi_pstate_rapl_sampler *s, bool ok)
+{
         int sockets[MPI_PSTATE_RAPL_MAX_ZONES];
         unsigned nsock = 0;
 
-        mpi_pstate_json_put(
-            b,
-            "  \"energy\": {\"status\": \"%s\", \"source\": \"%s\", \"samples\": %" PRIu64
-            ", \"interval_s\": ",
-            mpi_pstate_rapl_status_name(a->rapl_status),
-            mpi_pstate_energy_source_name(a->energy_src), a->rapl_samples);
-        put_secs(b, a->rapl_interval_ns);
-        if (a->energy_src == MPI_PSTATE_ENERGY_HWMON) {
-                put_hwmon(b, a);
-                return;
-        }
-        for (int k = MPI_PSTATE_RAPL_PACKAGE; k <= MPI_PSTATE_RAPL_DRAM; k++) {
-                bool have = false;
-
-                for (unsigned i = 0; ok && i < s->n; i++)
-                        have = have || s->c[i].kind == (enum mpi_pstate_rapl_kind)k;
-                mpi_pstate_json_put(
-                    b, ", \"%s_j\": ", k == MPI_PSTATE_RAPL_PACKAGE ? "package" : "dram");
-                if (have)
-                        put_joules(b, mpi_pstate_rapl_sampler_total_uj(s, k));
-                else
-                        mpi_pstate_json_put(b, "null");
-        }
-        mpi_pstate_json_put(b, ", \"sockets\": [");
         for (unsigned i = 0; ok && i < s->n; i++) {
                 bool known = false;
 
@@ -232,8 +285,13 @@ static void put_energy(struct mpi_pstate_json *b, const struct agentd *a)
                 if (!known)
                         sockets[nsock++] = s->c[i].socket;
         }
+        mpi_pstate_json_key(b, "sockets");
+        mpi_pstate_json_open(b, '[', NULL);
         for (unsigned j = 0; j < nsock; j++) {
-                mpi_pstate_json_put(b, "%s{\"socket\": %d", j ? ", " : "", sockets[j]);
+                mpi_pstate_json_elem(b);
+                mpi_pstate_json_open(b, '{', NULL);
+                mpi_pstate_json_key(b, "socket");
+                mpi_pstate_json_put(b, "%d", sockets[j]);
                 for (int k = MPI_PSTATE_RAPL_PACKAGE; k <= MPI_PSTATE_RAPL_DRAM; k++) {
                         uint64_t sum = 0;
                         bool have = false;
@@ -244,18 +302,80 @@ static void put_energy(struct mpi_pstate_json *b, const struct agentd *a)
                                         sum += s->c[i].total_uj;
                                         have = true;
                                 }
-                        mpi_pstate_json_put(
-                            b, ", \"%s_j\": ", k == MPI_PSTATE_RAPL_PACKAGE ? "package" : "dram");
-                        if (have)
-                                put_joules(b, sum);
-                        else
-                                mpi_pstate_json_put(b, "null");
+                        key_joules(b, rapl_key(k), have, sum);
                 }
-                mpi_pstate_json_put(b, "}");
+                mpi_pstate_json_close(b);
         }
-        mpi_pstate_json_put(b, "]},\n");
+        mpi_pstate_json_close(b);
 }
 
+static void put_energy(struct mpi_pstate_json *b, const struct agentd *a)
+{
+        const struct mpi_pstate_rapl_sampler *s = &a->sampler;
+        bool ok = a->rapl_status == MPI_PSTATE_RAPL_OK && s->n > 0;
+
+        mpi_pstate_json_key(b, "energy");
+        mpi_pstate_json_open(b, '{', NULL);
+        key_str(b, "status", mpi_pstate_rapl_status_name(a->rapl_status));
+        key_str(b, "source", mpi_pstate_energy_source_name(a->energy_src));
+        key_u64(b, "samples", a->rapl_samples);
+        key_secs(b, "interval_s", a->rapl_interval_ns);
+        if (a->energy_src == MPI_PSTATE_ENERGY_HWMON) {
+                put_hwmon(b, a);
+        } else {
+                for (int k = MPI_PSTATE_RAPL_PACKAGE; k <= MPI_PSTATE_RAPL_DRAM; k++) {
+                        bool have = false;
+
+                        for (unsigned i = 0; ok && i < s->n; i++)
+                                have = have || s->c[i].kind == (enum mpi_pstate_rapl_kind)k;
+                        key_joules(b, rapl_key(k), have,
+                                   have ? mpi_pstate_rapl_sampler_total_uj(s, k) : 0);
+                }
+                put_sockets(b, s, ok);
+        }
+        mpi_pstate_json_close(b);
+}
+
+static void put_agent_counters(struct mpi_pstate_json *b, const struct agentd *a)
+{
+        const struct {
+                const char *key;
+                uint64_t v;
+        } counts[] = {
+            {"wakeups", a->wakeups},          {"futex_wakeups", a->woken},
+            {"timeouts", a->timeouts},        {"rewaits", a->eagain},
+            {"throttled", a->throttled},      {"lowers", a->core.stats.lowers},
+            {"raises", a->core.stats.raises}, {"leaves_seen", a->core.stats.leaves_seen},
+        };
+        const struct {
+                const char *key;
+                uint64_t v;
+        } budget[] = {
+            {"budget_adjusts", a->budget_adjusts},
+            {"full_scans", a->full_scans},
+            {"capped", a->capped},
+            {"capped_ms", a->capped_ns / 1000000u},
+            {"capped_raises", a->capped_raises},
+            {"announced", a->announced},
+            {"announce_offs", a->announce_offs},
+        };
+
+        for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+                key_u64(b, counts[i].key, counts[i].v);
+        mpi_pstate_json_key(b, "rt_prio");
+        mpi_pstate_json_put(b, "%d", a->o.rt_prio);
+        key_u64(b, "timer_gap_final_us", a->gap_ns / 1000u);
+        key_u64(b, "timer_gap_max_us", a->gap_max_ns / 1000u);
+        mpi_pstate_json_key(b, "timer_cpu_us");
+        mpi_pstate_json_put(b, "%.1f",
+                            a->budget_timer_sum
+                                ? (double)a->budget_cpu_sum / (double)a->budget_timer_sum / 1e3
+                                : 0.0);
+        for (size_t i = 0; i < sizeof(budget) / sizeof(budget[0]); i++)
+                key_u64(b, budget[i].key, budget[i].v);
+}
+
+/* The agent's own cost: CPU time from getrusage, then its counters. */
 static void put_agent(struct mpi_pstate_json *b, const struct agentd *a, uint64_t elapsed_ns)
 {
         struct rusage ru;
@@ -265,32 +385,19 @@ static void put_agent(struct mpi_pstate_json *b, const struct agentd *a, uint64_
         user_ns =
             (uint64_t)ru.ru_utime.tv_sec * 1000000000u + (uint64_t)ru.ru_utime.tv_usec * 1000u;
         sys_ns = (uint64_t)ru.ru_stime.tv_sec * 1000000000u + (uint64_t)ru.ru_stime.tv_usec * 1000u;
-        mpi_pstate_json_put(b, "  \"agent\": {\"pid\": %ld, \"cpu_s\": ", (long)getpid());
-        put_secs(b, user_ns + sys_ns);
-        mpi_pstate_json_put(b, ", \"user_s\": ");
-        put_secs(b, user_ns);
-        mpi_pstate_json_put(b, ", \"sys_s\": ");
-        put_secs(b, sys_ns);
-        mpi_pstate_json_put(b, ", \"cpu_share\": %.6f",
+        mpi_pstate_json_key(b, "agent");
+        mpi_pstate_json_open(b, '{', NULL);
+        mpi_pstate_json_key(b, "pid");
+        mpi_pstate_json_put(b, "%ld", (long)getpid());
+        key_secs(b, "cpu_s", user_ns + sys_ns);
+        key_secs(b, "user_s", user_ns);
+        key_secs(b, "sys_s", sys_ns);
+        mpi_pstate_json_key(b, "cpu_share");
+        mpi_pstate_json_put(b, "%.6f",
                             elapsed_ns ? (double)(user_ns + sys_ns) / (double)elapsed_ns : 0.0);
-        mpi_pstate_json_put(
-            b,
-            ", \"wakeups\": %" PRIu64 ", \"futex_wakeups\": %" PRIu64 ", \"timeouts\": %" PRIu64
-            ", \"rewaits\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"lowers\": %" PRIu64
-            ", \"raises\": %" PRIu64 ", \"leaves_seen\": %" PRIu64 ", \"rt_prio\": %d"
-            ", \"timer_gap_final_us\": %" PRIu64 ", \"timer_gap_max_us\": %" PRIu64
-            ", \"timer_cpu_us\": %.1f, \"budget_adjusts\": %" PRIu64 ", \"full_scans\": %" PRIu64
-            ", \"capped\": %" PRIu64 ", \"capped_ms\": %" PRIu64 ", \"capped_raises\": %" PRIu64
-            ", \"announced\": %" PRIu64 ", \"announce_offs\": %" PRIu64 ", \"write_ns\": ",
-            a->wakeups, a->woken, a->timeouts, a->eagain, a->throttled, a->core.stats.lowers,
-            a->core.stats.raises, a->core.stats.leaves_seen, a->o.rt_prio, a->gap_ns / 1000u,
-            a->gap_max_ns / 1000u,
-            a->budget_timer_sum ? (double)a->budget_cpu_sum / (double)a->budget_timer_sum / 1e3
-                                : 0.0,
-            a->budget_adjusts, a->full_scans, a->capped, a->capped_ns / 1000000u, a->capped_raises,
-            a->announced, a->announce_offs);
-        put_hist(b, &a->core.stats.write_ns);
-        mpi_pstate_json_put(b, "},\n");
+        put_agent_counters(b, a);
+        key_hist(b, "write_ns", &a->core.stats.write_ns);
+        mpi_pstate_json_close(b);
 }
 
 int mpi_pstate_agentd_parent_dir(const char *path, char *dir, size_t len)
@@ -309,13 +416,14 @@ int mpi_pstate_agentd_parent_dir(const char *path, char *dir, size_t len)
  * know that, on this node, an exploited agent could have written more. */
 static void put_hardening(struct mpi_pstate_json *b, const struct agentd_hardening *h)
 {
-        mpi_pstate_json_put(b, "  \"hardening\": {\"capabilities\": ");
-        mpi_pstate_json_str(b, h->caps_rc ? strerror(-h->caps_rc) : "dropped");
-        mpi_pstate_json_put(b, ", \"landlock\": ");
-        mpi_pstate_json_str(b, h->landlock[0] ? h->landlock : "not applied");
-        mpi_pstate_json_put(b, ", \"landlock_abi\": %d, \"seccomp\": ", h->landlock_abi);
-        mpi_pstate_json_str(b, h->seccomp_rc ? strerror(-h->seccomp_rc) : "on");
-        mpi_pstate_json_put(b, "},\n");
+        mpi_pstate_json_key(b, "hardening");
+        mpi_pstate_json_open(b, '{', NULL);
+        key_str(b, "capabilities", h->caps_rc ? strerror(-h->caps_rc) : "dropped");
+        key_str(b, "landlock", h->landlock[0] ? h->landlock : "not applied");
+        mpi_pstate_json_key(b, "landlock_abi");
+        mpi_pstate_json_put(b, "%d", h->landlock_abi);
+        key_str(b, "seccomp", h->seccomp_rc ? strerror(-h->seccomp_rc) : "on");
+        mpi_pstate_json_close(b);
 }
 
 /* b into dir/name atomically, mode 0644; b freed.  No fsync: it is
@@ -340,6 +448,56 @@ out:
         return rc;
 }
 
+/* What the agent was asked to do: its command line as it understood it. */
+static void put_settings(struct mpi_pstate_json *b, const struct agentd *a)
+{
+        mpi_pstate_json_key(b, "settings");
+        mpi_pstate_json_open(b, '{', NULL);
+        key_u64(b, "threshold_us", a->thr_ns / 1000u);
+        key_u64(b, "scan_interval_us", a->scan_ns / 1000u);
+        key_u64(b, "cpu_budget_ppm", a->o.budget_ppm);
+        key_u64(b, "cpu_cap_ppm", a->o.cap_ppm);
+        if (a->o.low_khz)
+                key_u64(b, "low", a->o.low_khz);
+        else
+                key_str(b, "low", "min");
+        key_str(b, "mechanism_requested", mpi_pstate_cpufreq_mech_name(a->o.mech));
+        key_bool(b, "allow_governor", a->o.allow_governor);
+        key_u64(b, "freq_min_khz", a->o.freq_min_khz);
+        key_cpus(b, "cpus", &a->o.cpus);
+        key_str(b, "segment", a->o.shm);
+        key_u64(b, "slots", a->seg.nslots);
+        key_bool(b, "created", a->created);
+        mpi_pstate_json_close(b);
+}
+
+static void put_cpufreq(struct mpi_pstate_json *b, const struct agentd *a)
+{
+        mpi_pstate_json_key(b, "cpufreq");
+        mpi_pstate_json_open(b, '{', NULL);
+        key_str(b, "status", a->cpufreq_status);
+        key_str(b, "error", a->cpufreq_err);
+        key_str(b, "driver", a->node ? a->node->driver : "");
+        key_str(b, "mechanism", overall_mech(a));
+        mpi_pstate_json_close(b);
+}
+
+/* The record's first members: whose step, when, and why the agent ended. */
+static void put_identity(struct mpi_pstate_json *b, const struct agentd *a, uint64_t elapsed)
+{
+        key_str(b, "format", AGENTD_RECORD_FORMAT);
+        mpi_pstate_json_key(b, "version");
+        mpi_pstate_json_put(b, "%d", AGENTD_RECORD_VERSION);
+        key_str(b, "node", a->host);
+        key_u64(b, "job", a->o.job);
+        key_u64(b, "step", a->o.step);
+        key_u64(b, "start_ns", a->start_real_ns);
+        key_u64(b, "end_ns", a->end_real_ns);
+        key_secs(b, "elapsed_s", elapsed);
+        key_str(b, "exit_reason", a->exit_reason);
+        key_str(b, "mode", a->o.profile ? "profile" : "on");
+}
+
 int mpi_pstate_agentd_record_write(struct agentd *a)
 {
         struct mpi_pstate_json b = {0};
@@ -354,50 +512,58 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
                 return -EINVAL;
         name = strrchr(a->o.record, '/') + 1;
 
-        mpi_pstate_json_put(&b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"node\": ",
-                            AGENTD_RECORD_FORMAT, AGENTD_RECORD_VERSION);
-        mpi_pstate_json_str(&b, a->host);
-        mpi_pstate_json_put(&b,
-                            ",\n  \"job\": %u,\n  \"step\": %u,\n  \"start_ns\": %" PRIu64
-                            ",\n  \"end_ns\": %" PRIu64 ",\n  \"elapsed_s\": ",
-                            a->o.job, a->o.step, a->start_real_ns, a->end_real_ns);
-        put_secs(&b, elapsed);
-        mpi_pstate_json_put(&b, ",\n  \"exit_reason\": \"%s\",\n  \"mode\": \"%s\",\n",
-                            a->exit_reason, a->o.profile ? "profile" : "on");
-        mpi_pstate_json_put(&b,
-                            "  \"settings\": {\"threshold_us\": %" PRIu64
-                            ", \"scan_interval_us\": %" PRIu64 ", \"cpu_budget_ppm\": %" PRIu64
-                            ", \"cpu_cap_ppm\": %" PRIu64 ", \"low\": ",
-                            a->thr_ns / 1000u, a->scan_ns / 1000u, a->o.budget_ppm, a->o.cap_ppm);
-        if (a->o.low_khz)
-                mpi_pstate_json_put(&b, "%" PRIu64, a->o.low_khz);
-        else
-                mpi_pstate_json_put(&b, "\"min\"");
-        mpi_pstate_json_put(
-            &b,
-            ", \"mechanism_requested\": \"%s\", \"allow_governor\": %s, \"freq_min_khz\": %" PRIu64
-            ", \"cpus\": ",
-            mpi_pstate_cpufreq_mech_name(a->o.mech), a->o.allow_governor ? "true" : "false",
-            a->o.freq_min_khz);
-        put_cpus(&b, &a->o.cpus);
-        mpi_pstate_json_put(&b, ", \"segment\": ");
-        mpi_pstate_json_str(&b, a->o.shm);
-        mpi_pstate_json_put(&b, ", \"slots\": %u, \"created\": %s},\n", a->seg.nslots,
-                            a->created ? "true" : "false");
-        mpi_pstate_json_put(&b,
-                            "  \"cpufreq\": {\"status\": \"%s\", \"error\": ", a->cpufreq_status);
-        mpi_pstate_json_str(&b, a->cpufreq_err);
-        mpi_pstate_json_put(&b, ", \"driver\": ");
-        mpi_pstate_json_str(&b, a->node ? a->node->driver : "");
-        mpi_pstate_json_put(&b, ", \"mechanism\": \"%s\"},\n", overall_mech(a));
+        mpi_pstate_json_open(&b, '{', "  ");
+        put_identity(&b, a, elapsed);
+        put_settings(&b, a);
+        put_cpufreq(&b, a);
         put_domains(&b, a);
         put_ranks(&b, a);
         put_energy(&b, a);
         put_agent(&b, a, elapsed);
         put_hardening(&b, &a->hard);
-        mpi_pstate_json_put(&b, "  \"restore\": {\"restored\": %u, \"failed\": %u}\n}\n",
-                            a->restored, a->restore_failed);
+        mpi_pstate_json_key(&b, "restore");
+        mpi_pstate_json_open(&b, '{', NULL);
+        key_u64(&b, "restored", a->restored);
+        key_u64(&b, "failed", a->restore_failed);
+        mpi_pstate_json_close(&b);
+        mpi_pstate_json_close(&b);
+        mpi_pstate_json_put(&b, "\n");
         return write_json(dir, name, &b);
+}
+
+/* The step's totals over its slots, read once more now that the ranks
+ * are gone; sums of seconds need 128 bits (put_secs()). */
+struct step_sums {
+        uint64_t ranks, invalid, transitions, step_wall;
+        unsigned __int128 wall, mpi, wait, down, pwall, pmpi;
+};
+
+static void sum_slots(struct agentd *a, struct step_sums *s)
+{
+        for (unsigned r = 0; r < a->seg.nslots; r++) {
+                struct mpi_pstate_slot_totals t;
+                int rc = mpi_pstate_slot_snapshot(mpi_pstate_slot_at(&a->seg, r), a->copy);
+
+                if (rc == -ENOENT)
+                        continue;
+                if (rc) {
+                        s->invalid++;
+                        continue;
+                }
+                mpi_pstate_slot_totals(a->copy, &t);
+                s->ranks++;
+                s->wall += t.wall_ns;
+                s->mpi += t.mpi_ns;
+                s->wait += t.wait_ns;
+                s->down += a->core.ranks[r].down_ns;
+                s->transitions += a->core.ranks[r].transitions;
+                if (t.has_wall && t.wall_ns && t.has_mpi) {
+                        s->pwall += t.wall_ns;
+                        s->pmpi += t.mpi_ns;
+                }
+                if (t.wall_ns > s->step_wall)
+                        s->step_wall = t.wall_ns;
+        }
 }
 
 /* The step's totals (format "mpi-pstate-sums", docs/agent.md section 10):
@@ -410,59 +576,37 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
 int mpi_pstate_agentd_sums_write(struct agentd *a)
 {
         struct mpi_pstate_json b = {0};
+        struct step_sums s = {0};
         char dir[4096];
-        uint64_t n = 0, invalid = 0, transitions = 0, step_wall = 0;
-        unsigned __int128 wall = 0, mpi = 0, wait = 0, down = 0, pwall = 0, pmpi = 0;
-        int rc;
 
         if (!a->o.record || !a->seg.hdr || a->seg_lost)
                 return 0;
         if (mpi_pstate_agentd_parent_dir(a->o.record, dir, sizeof(dir)) != 0)
                 return -EINVAL;
-        for (unsigned r = 0; r < a->seg.nslots; r++) {
-                struct mpi_pstate_slot_totals t;
-
-                rc = mpi_pstate_slot_snapshot(mpi_pstate_slot_at(&a->seg, r), a->copy);
-                if (rc == -ENOENT)
-                        continue;
-                if (rc) {
-                        invalid++;
-                        continue;
-                }
-                mpi_pstate_slot_totals(a->copy, &t);
-                n++;
-                wall += t.wall_ns;
-                mpi += t.mpi_ns;
-                wait += t.wait_ns;
-                down += a->core.ranks[r].down_ns;
-                transitions += a->core.ranks[r].transitions;
-                if (t.has_wall && t.wall_ns && t.has_mpi) {
-                        pwall += t.wall_ns;
-                        pmpi += t.mpi_ns;
-                }
-                if (t.wall_ns > step_wall)
-                        step_wall = t.wall_ns;
-        }
-        mpi_pstate_json_put(&b, "{\"format\": \"mpi-pstate-sums\", \"version\": 1, \"node\": ");
-        mpi_pstate_json_str(&b, a->host);
-        mpi_pstate_json_put(
-            &b,
-            ", \"job\": %u, \"step\": %u, \"ranks\": %" PRIu64 ", \"invalid\": %" PRIu64
-            ", \"transitions\": %" PRIu64 ", \"log_errors\": %u",
-            a->o.job, a->o.step, n, invalid, transitions, mpi_pstate_agentd_log_errors());
+        sum_slots(a, &s);
+        mpi_pstate_json_open(&b, '{', "  ");
+        key_str(&b, "format", "mpi-pstate-sums");
+        key_u64(&b, "version", 1);
+        key_str(&b, "node", a->host);
+        key_u64(&b, "job", a->o.job);
+        key_u64(&b, "step", a->o.step);
+        key_u64(&b, "ranks", s.ranks);
+        key_u64(&b, "invalid", s.invalid);
+        key_u64(&b, "transitions", s.transitions);
+        key_u64(&b, "log_errors", mpi_pstate_agentd_log_errors());
         const struct {
                 const char *key;
                 unsigned __int128 ns;
-        } figs[] = {{"wall_s", wall},          {"mpi_s", mpi},           {"wait_s", wait},
-                    {"down_s", down},          {"paired_wall_s", pwall}, {"paired_mpi_s", pmpi},
-                    {"step_wall_s", step_wall}};
+        } figs[] = {{"wall_s", s.wall},          {"mpi_s", s.mpi},
+                    {"wait_s", s.wait},          {"down_s", s.down},
+                    {"paired_wall_s", s.pwall},  {"paired_mpi_s", s.pmpi},
+                    {"step_wall_s", s.step_wall}};
 
-        for (size_t k = 0; k < sizeof(figs) / sizeof(figs[0]); k++) {
-                mpi_pstate_json_put(&b, ", \"%s\": ", figs[k].key);
-                put_secs(&b, figs[k].ns);
-        }
-        mpi_pstate_json_put(&b, ",\n");
+        for (size_t k = 0; k < sizeof(figs) / sizeof(figs[0]); k++)
+                key_secs(&b, figs[k].key, figs[k].ns);
         put_energy(&b, a);
-        mpi_pstate_json_put(&b, "  \"end\": true}\n");
+        key_bool(&b, "end", true);
+        mpi_pstate_json_close(&b);
+        mpi_pstate_json_put(&b, "\n");
         return write_json(dir, "sums.json", &b);
 }

@@ -79,3 +79,57 @@ void mpi_pstate_json_cpulist(struct mpi_pstate_json *j, const cpu_set_t *set)
                 c = e;
         }
 }
+
+void mpi_pstate_json_open(struct mpi_pstate_json *j, char open, const char *indent)
+{
+        if (j->depth == MPI_PSTATE_JSON_DEPTH) {
+                j->failed = true;
+                return;
+        }
+        j->level[j->depth].indent = indent;
+        j->level[j->depth].some = false;
+        j->level[j->depth].close = open == '{' ? '}' : ']';
+        j->depth++;
+        mpi_pstate_json_put(j, "%c", open);
+}
+
+void mpi_pstate_json_close(struct mpi_pstate_json *j)
+{
+        const char *outer;
+
+        if (j->depth == 0) {
+                j->failed = true;
+                return;
+        }
+        j->depth--;
+        outer = j->depth ? j->level[j->depth - 1].indent : NULL;
+        if (j->level[j->depth].indent)
+                mpi_pstate_json_put(j, "\n%s", outer ? outer : "");
+        mpi_pstate_json_put(j, "%c", j->level[j->depth].close);
+}
+
+void mpi_pstate_json_elem(struct mpi_pstate_json *j)
+{
+        const char *indent;
+
+        if (j->depth == 0)
+                return; /* the document's one value */
+        indent = j->level[j->depth - 1].indent;
+        if (indent)
+                mpi_pstate_json_put(j, "%s\n%s", j->level[j->depth - 1].some ? "," : "", indent);
+        else if (j->level[j->depth - 1].some)
+                mpi_pstate_json_put(j, ", ");
+        j->level[j->depth - 1].some = true;
+}
+
+void mpi_pstate_json_key(struct mpi_pstate_json *j, const char *key)
+{
+        mpi_pstate_json_elem(j);
+        mpi_pstate_json_str(j, key);
+        mpi_pstate_json_put(j, ": ");
+}
+
+void mpi_pstate_json_bool(struct mpi_pstate_json *j, bool v)
+{
+        mpi_pstate_json_put(j, "%s", v ? "true" : "false");
+}

@@ -11,12 +11,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Objects and arrays opened with _open() nest this deep at most. */
+#define MPI_PSTATE_JSON_DEPTH 8
+
 struct mpi_pstate_json {
         char *p;     /* the text so far, NUL-terminated once anything was written */
         size_t len;  /* bytes in p, not counting the NUL */
         size_t cap;  /* bytes p can hold */
         bool fixed;  /* p is the caller's buffer: never grown */
         bool failed; /* a write did not fit or an allocation failed */
+        unsigned depth;
+        struct {
+                const char *indent; /* NULL: members on one line */
+                bool some;          /* a member was written: the next needs a comma */
+                char close;
+        } level[MPI_PSTATE_JSON_DEPTH];
 };
 
 /* A writer into the caller's buffer of cap bytes (cap >= 1; the text stays
@@ -34,5 +43,18 @@ void mpi_pstate_json_str(struct mpi_pstate_json *j, const char *s);
 
 /* A CPU set as a Linux cpulist without quotes ("0-3,8"; "" when empty). */
 void mpi_pstate_json_cpulist(struct mpi_pstate_json *j, const cpu_set_t *set);
+
+/* Objects and arrays whose commas the writer places.  _open() starts one
+ * ('{' or '['): with an indent, each member goes on a line of its own
+ * ("\n" indent) and the close on a line at the enclosing indent; without
+ * (NULL), members follow on one line, ", " apart.  Before each member of an
+ * object comes _key(), before each element of an array _elem(); the value
+ * is then written with _put(), _str(), _bool() or another _open().  Deeper
+ * than MPI_PSTATE_JSON_DEPTH sets .failed. */
+void mpi_pstate_json_open(struct mpi_pstate_json *j, char open, const char *indent);
+void mpi_pstate_json_close(struct mpi_pstate_json *j);
+void mpi_pstate_json_key(struct mpi_pstate_json *j, const char *key);
+void mpi_pstate_json_elem(struct mpi_pstate_json *j);
+void mpi_pstate_json_bool(struct mpi_pstate_json *j, bool v);
 
 #endif

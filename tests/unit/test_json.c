@@ -77,6 +77,52 @@ START_TEST(cpulist_ranges)
 }
 END_TEST
 
+START_TEST(members_get_their_commas_and_lines)
+{
+        struct mpi_pstate_json j = {0};
+
+        mpi_pstate_json_open(&j, '{', "  ");
+        mpi_pstate_json_key(&j, "a");
+        mpi_pstate_json_put(&j, "%d", 1);
+        mpi_pstate_json_key(&j, "list");
+        mpi_pstate_json_open(&j, '[', "    ");
+        for (int i = 0; i < 2; i++) {
+                mpi_pstate_json_elem(&j);
+                mpi_pstate_json_open(&j, '{', NULL);
+                mpi_pstate_json_key(&j, "x");
+                mpi_pstate_json_bool(&j, i);
+                mpi_pstate_json_key(&j, "e");
+                mpi_pstate_json_open(&j, '[', NULL);
+                mpi_pstate_json_close(&j);
+                mpi_pstate_json_close(&j);
+        }
+        mpi_pstate_json_close(&j);
+        mpi_pstate_json_key(&j, "empty");
+        mpi_pstate_json_open(&j, '[', "    ");
+        mpi_pstate_json_close(&j);
+        mpi_pstate_json_close(&j);
+        ck_assert(!j.failed);
+        ck_assert_str_eq(j.p, "{\n  \"a\": 1,\n  \"list\": [\n    {\"x\": false, \"e\": []},"
+                              "\n    {\"x\": true, \"e\": []}\n  ],\n  \"empty\": [\n  ]\n}");
+        free(j.p);
+}
+END_TEST
+
+START_TEST(nesting_past_the_bound_fails)
+{
+        struct mpi_pstate_json j = {0};
+
+        for (int i = 0; i <= MPI_PSTATE_JSON_DEPTH; i++)
+                mpi_pstate_json_open(&j, '[', NULL);
+        ck_assert(j.failed);
+        free(j.p);
+        j = (struct mpi_pstate_json){0};
+        mpi_pstate_json_close(&j);
+        ck_assert(j.failed);
+        free(j.p);
+}
+END_TEST
+
 static Suite *json_suite(void)
 {
         Suite *s = suite_create("json");
@@ -86,6 +132,8 @@ static Suite *json_suite(void)
         tcase_add_test(tc, grows_past_any_first_size);
         tcase_add_test(tc, fixed_buffer_fails_instead_of_truncating_silently);
         tcase_add_test(tc, cpulist_ranges);
+        tcase_add_test(tc, members_get_their_commas_and_lines);
+        tcase_add_test(tc, nesting_past_the_bound_fails);
         suite_add_tcase(s, tc);
         return s;
 }
