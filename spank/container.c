@@ -193,85 +193,139 @@ static void mount_end(struct oci_walk *w)
         snprintf(w->last_src, sizeof(w->last_src), "%s", w->src);
 }
 
-/* One pass over the text: 0, -EINVAL (not JSON), -E2BIG (nested deeper
- * than OCI_MAX_DEPTH). */
-static int oci_walk(const char *p, struct oci_walk *w)
+/* A JSON number, true, false or null at p: the position after it, or NULL.
+ * What follows is the caller's to check ("truex", "01" end there and are
+ * refused by the next token). */
+static const char *json_scalar(const char *p)
 {
+        static const char *const words[] = {"true", "false", "null"};
+        static const char digits[] = "0123456789";
+
+        for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+                if (strncmp(p, words[i], strlen(words[i])) == 0)
+                        return p + strlen(words[i]);
+        if (*p == '-')
+                p++;
+        if (*p == '0')
+                p++;
+        else if (*p >= '1' && *p <= '9')
+                p += strspn(p, digits);
+        else
+                return NULL;
+        if (*p == '.') {
+                if (!strspn(++p, digits))
+                        return NULL;
+                p += strspn(p, digits);
+        }
+        if (*p == 'e' || *p == 'E') {
+                p++;
+                if (*p == '+' || *p == '-')
+                        p++;
+                if (!strspn(p, digits))
+                        return NULL;
+                p += strspn(p, digits);
+        }
+        return p;
+}
+
+/* Where the one pass over config.json is: an explicit stack instead of a
+ * recursion, so that a deep nesting costs no C stack. */
+struct oci_parse {
         struct {
                 char close;
                 enum oci_at at;
         } stack[OCI_MAX_DEPTH];
-        enum { VALUE, VALUE_OR_END, KEY, KEY_OR_END, AFTER } state = VALUE;
-        enum oci_at at = AT_TOP; /* where the value expected lands */
-        int depth = 0;
+        int depth;
+        enum { VALUE, VALUE_OR_END, KEY, KEY_OR_END, AFTER } state;
+        enum oci_at at; /* where the value expected lands */
+        int rc;         /* why the pass stopped: -EINVAL, -E2BIG */
+};
+
+/* A value, or the end of an array that may be empty here. */
+static const char *oci_value(struct oci_parse *ps, struct oci_walk *w, const char *p)
+{
+        if (ps->state == VALUE_OR_END && *p == ']') {
+                ps->depth--;
+                ps->state = AFTER;
+                return p + 1;
+        }
+        ps->state = AFTER;
+        if (*p == '{' || *p == '[') {
+                if (ps->depth == OCI_MAX_DEPTH) {
+                        ps->rc = -E2BIG;
+                        return NULL;
+                }
+                ps->stack[ps->depth].close = *p == '{' ? '}' : ']';
+                ps->stack[ps->depth++].at = ps->at;
+                if (*p == '{' && ps->at == AT_MOUNT)
+                        mount_begin(w);
+                ps->state = *p == '{' ? KEY_OR_END : VALUE_OR_END;
+                ps->at = element_at(ps->at);
+                return p + 1;
+        }
+        if (*p == '"') {
+                p = json_string(p + 1, w->str, sizeof(w->str));
+                if (p)
+                        string_at(w, ps->at);
+                return p;
+        }
+        return json_scalar(p);
+}
+
+/* A key and its colon, or the end of an object that may be empty here. */
+static const char *oci_key(struct oci_parse *ps, struct oci_walk *w, const char *p)
+{
         char key[16];
+
+        if (ps->state == KEY_OR_END && *p == '}') {
+                if (ps->stack[--ps->depth].at == AT_MOUNT)
+                        mount_end(w);
+                ps->state = AFTER;
+                return p + 1;
+        }
+        if (*p != '"' || !(p = json_string(p + 1, key, sizeof(key))))
+                return NULL;
+        p = ws(p);
+        if (*p++ != ':')
+                return NULL;
+        ps->at = key_at(ps->stack[ps->depth - 1].at, key);
+        ps->state = VALUE;
+        return p;
+}
+
+/* After a value: a comma, or the close of the enclosing object or array. */
+static const char *oci_after(struct oci_parse *ps, struct oci_walk *w, const char *p)
+{
+        if (*p == ',') {
+                ps->state = ps->stack[ps->depth - 1].close == '}' ? KEY : VALUE;
+                ps->at = element_at(ps->stack[ps->depth - 1].at);
+                return p + 1;
+        }
+        if (*p != ps->stack[ps->depth - 1].close)
+                return NULL;
+        if (ps->stack[--ps->depth].at == AT_MOUNT && *p == '}')
+                mount_end(w);
+        return p + 1;
+}
+
+/* One pass over the text: 0, -EINVAL (not JSON), -E2BIG (nested deeper
+ * than OCI_MAX_DEPTH). */
+static int oci_walk(const char *p, struct oci_walk *w)
+{
+        struct oci_parse ps = {.state = VALUE, .at = AT_TOP, .rc = -EINVAL};
 
         for (;;) {
                 p = ws(p);
-                switch (state) {
-                case VALUE_OR_END:
-                case VALUE:
-                        if (state == VALUE_OR_END && *p == ']') {
-                                p++;
-                                depth--;
-                                state = AFTER;
-                        } else if (*p == '{' || *p == '[') {
-                                if (depth == OCI_MAX_DEPTH)
-                                        return -E2BIG;
-                                stack[depth].close = *p == '{' ? '}' : ']';
-                                stack[depth++].at = at;
-                                if (*p == '{' && at == AT_MOUNT)
-                                        mount_begin(w);
-                                state = *p == '{' ? KEY_OR_END : VALUE_OR_END;
-                                at = element_at(at);
-                                p++;
-                        } else if (*p == '"') {
-                                if (!(p = json_string(p + 1, w->str, sizeof(w->str))))
-                                        return -EINVAL;
-                                string_at(w, at);
-                                state = AFTER;
-                        } else {
-                                size_t n = strspn(p, "-+.0123456789eEtrufalsn");
-
-                                if (n == 0)
-                                        return -EINVAL;
-                                p += n;
-                                state = AFTER;
-                        }
-                        break;
-                case KEY_OR_END:
-                case KEY:
-                        if (state == KEY_OR_END && *p == '}') {
-                                p++;
-                                if (stack[--depth].at == AT_MOUNT)
-                                        mount_end(w);
-                                state = AFTER;
-                                break;
-                        }
-                        if (*p != '"' || !(p = json_string(p + 1, key, sizeof(key))))
-                                return -EINVAL;
-                        p = ws(p);
-                        if (*p++ != ':')
-                                return -EINVAL;
-                        at = key_at(stack[depth - 1].at, key);
-                        state = VALUE;
-                        break;
-                case AFTER:
-                        if (depth == 0)
-                                return *p ? -EINVAL : 0;
-                        if (*p == ',') {
-                                p++;
-                                state = stack[depth - 1].close == '}' ? KEY : VALUE;
-                                at = element_at(stack[depth - 1].at);
-                        } else if (*p == stack[depth - 1].close) {
-                                p++;
-                                if (stack[--depth].at == AT_MOUNT && *(p - 1) == '}')
-                                        mount_end(w);
-                        } else {
-                                return -EINVAL;
-                        }
-                        break;
-                }
+                if (ps.state == AFTER && ps.depth == 0)
+                        return *p ? -EINVAL : 0;
+                if (ps.state == VALUE || ps.state == VALUE_OR_END)
+                        p = oci_value(&ps, w, p);
+                else if (ps.state == KEY || ps.state == KEY_OR_END)
+                        p = oci_key(&ps, w, p);
+                else
+                        p = oci_after(&ps, w, p);
+                if (!p)
+                        return ps.rc;
         }
 }
 

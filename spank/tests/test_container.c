@@ -200,6 +200,31 @@ START_TEST(strict_json)
 }
 END_TEST
 
+START_TEST(strict_numbers_and_literals)
+{
+        static const char *const bad[] = {
+            "{\"a\":tru,\"root\":{\"path\":\"rootfs\"}}",
+            "{\"a\":truex,\"root\":{\"path\":\"rootfs\"}}",
+            "{\"a\":nul,\"root\":{\"path\":\"rootfs\"}}",
+            "{\"a\":01,\"root\":{\"path\":\"rootfs\"}}",
+            "{\"a\":1.,\"root\":{\"path\":\"rootfs\"}}",
+            "{\"a\":-,\"root\":{\"path\":\"rootfs\"}}",
+            "{\"a\":1e,\"root\":{\"path\":\"rootfs\"}}",
+            "{\"a\":+1,\"root\":{\"path\":\"rootfs\"}}",
+            "{\"a\":.5,\"root\":{\"path\":\"rootfs\"}}",
+            "{\"a\":1-2,\"root\":{\"path\":\"rootfs\"}}",
+        };
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                put_cfg(bad[i]);
+                ck_assert_msg(mpi_pstate_container_oci_sees(dir, LIB) == -EINVAL, "accepted: %s",
+                              bad[i]);
+        }
+        put_cfg("{\"a\":[-0.5e+3,0,10,1E2,true,false,null],\"root\":{\"path\":\"rootfs\"}}");
+        ck_assert_int_eq(mpi_pstate_container_oci_sees(dir, LIB), 1);
+}
+END_TEST
+
 START_TEST(bundle_path_with_a_newline_is_not_read)
 {
         char forged[700], path[800];
@@ -233,6 +258,7 @@ static Suite *suite(void)
         tcase_add_test(tc, nesting_within_the_bound_is_read);
         tcase_add_test(tc, size_bound);
         tcase_add_test(tc, strict_json);
+        tcase_add_test(tc, strict_numbers_and_literals);
         tcase_add_test(tc, bundle_path_with_a_newline_is_not_read);
         suite_add_tcase(s, tc);
         return s;
