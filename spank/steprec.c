@@ -70,8 +70,8 @@ int mpi_pstate_steprec_format(const struct mpi_pstate_steprec *r, char *buf, siz
                 mpi_pstate_json_str(&w, r->cgroup->outside);
                 mpi_pstate_json_put(&w, ",\"shared\":");
                 mpi_pstate_json_str(&w, r->cgroup->shared);
-                mpi_pstate_json_put(&w, ",\"other_jobs\":%u,\"first_other\":",
-                                    r->cgroup->other_jobs);
+                mpi_pstate_json_put(&w,
+                                    ",\"other_jobs\":%u,\"first_other\":", r->cgroup->other_jobs);
                 mpi_pstate_json_str(&w, r->cgroup->other_jobs && r->cgroup->first_other &&
                                                 r->cgroup->first_other[0]
                                             ? r->cgroup->first_other

@@ -55,7 +55,8 @@ static void loop(const char *kind, long n)
 int main(int argc, char **argv)
 {
         if (argc < 3) {
-                fprintf(stderr, "usage: hotpath test|barrier|iprobe|allreduce|allreduce_c N [REPS]\n");
+                fprintf(stderr,
+                        "usage: hotpath test|barrier|iprobe|allreduce|allreduce_c N [REPS]\n");
                 return 2;
         }
 #if MPI_VERSION < 4

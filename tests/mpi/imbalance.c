@@ -52,8 +52,8 @@ int main(int argc, char **argv)
                 if (out != size * (size - 1) / 2.0)
                         MPI_Abort(MPI_COMM_WORLD, 2);
         }
-        printf("imbalance rank %d of %d: %d iterations, %.3f s, waited %.3f s in MPI_Barrier\n", rank, size, iters,
-               now() - t0, wait);
+        printf("imbalance rank %d of %d: %d iterations, %.3f s, waited %.3f s in MPI_Barrier\n",
+               rank, size, iters, now() - t0, wait);
         MPI_Finalize();
         return 0;
 }

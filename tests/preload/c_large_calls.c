@@ -209,8 +209,7 @@ int main(int argc, char **argv)
           ring);
         counts[0] = counts[1] = 28;
         displs[1] = 28 * (MPI_Aint)sizeof(int);
-        C(MPI_Neighbor_alltoallw_c, obuf, counts, displs, types, ibuf, counts, displs, types,
-          ring);
+        C(MPI_Neighbor_alltoallw_c, obuf, counts, displs, types, ibuf, counts, displs, types, ring);
         MPI_Comm_free(&ring);
 
         int size_detached;

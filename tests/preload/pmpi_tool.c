@@ -41,12 +41,11 @@
           (b, n, t, d, g, c, r))                                                                   \
         X(Irecv, (void *b, int n, MPI_Datatype t, int s, int g, MPI_Comm c, MPI_Request *r),       \
           (b, n, t, s, g, c, r))                                                                   \
-        X(Wait, (MPI_Request * r, MPI_Status *s), (r, s))                                          \
+        X(Wait, (MPI_Request * r, MPI_Status * s), (r, s))                                         \
         X(Waitall, (int n, MPI_Request *r, MPI_Status *s), (n, r, s))                              \
         X(Test, (MPI_Request * r, int *f, MPI_Status *s), (r, f, s))                               \
         X(Bcast, (void *b, int n, MPI_Datatype t, int root, MPI_Comm c), (b, n, t, root, c))       \
-        X(Reduce,                                                                                  \
-          (const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, int root, MPI_Comm c),         \
+        X(Reduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, int root, MPI_Comm c), \
           (s, r, n, t, o, root, c))                                                                \
         X(Allreduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c),        \
           (s, r, n, t, o, c))                                                                      \

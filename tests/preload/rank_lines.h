@@ -17,8 +17,7 @@ static inline void print_rank_lines(const char *line, int rank)
         static char mine[RANK_LINE_MAX], all[2][RANK_LINE_MAX];
 
         snprintf(mine, sizeof(mine), "%s", line);
-        PMPI_Gather(mine, RANK_LINE_MAX, MPI_CHAR, all, RANK_LINE_MAX, MPI_CHAR, 0,
-                    MPI_COMM_WORLD);
+        PMPI_Gather(mine, RANK_LINE_MAX, MPI_CHAR, all, RANK_LINE_MAX, MPI_CHAR, 0, MPI_COMM_WORLD);
         if (rank == 0) {
                 for (int r = 0; r < 2; r++)
                         fputs(all[r], stdout);
