@@ -20,7 +20,10 @@ PKGS=(
 # kept out of PKGS, which is also the roots' package list (and their cache key),
 # and not wanted inside a root (debroot sets MPI_PSTATE_DEBROOT there; a root
 # has no network to fetch them).
-HOST_PKGS=(mmdebstrap qemu-user-static binfmt-support)
+HOST_PKGS=(mmdebstrap qemu-user-static binfmt-support
+        # the metrics tests (lab watch: Prometheus, node_exporter) and the report's
+        # page in a headless browser; the roots' releases run without them
+        prometheus prometheus-node-exporter curl chromium)
 [ -n "${MPI_PSTATE_DEBROOT:-}" ] || PKGS+=("${HOST_PKGS[@]}")
 # Inside a root, what it was made with (its /.mpi-pstate-debroot) is all
 # there is: a package its suite lacks was replaced there (debroot says how).
