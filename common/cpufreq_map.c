@@ -155,6 +155,72 @@ static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi)
         return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* The range the admin's limits leave on p: [max(floor, cpuinfo_min),
+ * min(ceiling, cpuinfo_max)]; -EINVAL when it is empty. */
+static int plan_range(const struct mpi_pstate_cpufreq_policy *p,
+                      const struct mpi_pstate_cpufreq_limits *lim, uint32_t *lo, uint32_t *hi,
+                      char *err, size_t errlen)
+{
+        *lo = p->cpuinfo_min_khz;
+        *hi = p->cpuinfo_max_khz;
+        if (lim && lim->floor_khz > *lo)
+                *lo = lim->floor_khz;
+        if (lim && lim->ceiling_khz && lim->ceiling_khz < *hi)
+                *hi = lim->ceiling_khz;
+        if (*lo <= *hi)
+                return 0;
+        mpi_pstate_errmsg_set(err, errlen,
+                              "%s: admin limits leave no frequency (%u..%u kHz allowed, "
+                              "hardware %u..%u kHz)",
+                              p->name, lim ? lim->floor_khz : 0, lim ? lim->ceiling_khz : 0,
+                              p->cpuinfo_min_khz, p->cpuinfo_max_khz);
+        return -EINVAL;
+}
+
+/* The governor a request gives on p under mech, into *out; -EINVAL or
+ * -EPERM (with err) when the kernel or the admin does not allow it. */
+static int plan_governor(const struct mpi_pstate_cpufreq_policy *p,
+                         const struct mpi_pstate_cpufreq_limits *lim,
+                         const struct mpi_pstate_cpufreq_request *req,
+                         enum mpi_pstate_cpufreq_mech mech, const char **out, char *err,
+                         size_t errlen)
+{
+        const char *gov = req->governor ? req->governor : p->cur.governor;
+
+        if (mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED) {
+                if (req->governor && strcmp(req->governor, "userspace") != 0) {
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "governor %s conflicts with the setspeed mechanism, "
+                                              "which needs userspace",
+                                              req->governor);
+                        return -EINVAL;
+                }
+                gov = "userspace";
+        }
+        *out = gov;
+        if (strcmp(gov, p->cur.governor) == 0)
+                return 0;
+        if (!mpi_pstate_cpufreq_valid_name(gov) || !mpi_pstate_cpufreq_has_governor(p, gov)) {
+                mpi_pstate_errmsg_set(err, errlen,
+                                      "%s: governor '%.32s' is not available (driver %s)", p->name,
+                                      gov, p->driver);
+                return -EINVAL;
+        }
+        if (!lim || !lim->allow_governor) {
+                mpi_pstate_errmsg_set(err, errlen,
+                                      "%s: changing the governor (%s -> %s) is not allowed",
+                                      p->name, p->cur.governor, gov);
+                return -EPERM;
+        }
+        if (lim->governors && !in_list(lim->governors, gov)) {
+                mpi_pstate_errmsg_set(err, errlen,
+                                      "%s: governor %s is not among those allowed (%.64s)", p->name,
+                                      gov, lim->governors);
+                return -EPERM;
+        }
+        return 0;
+}
+
 int mpi_pstate_cpufreq_plan(const struct mpi_pstate_cpufreq_policy *p,
                             const struct mpi_pstate_cpufreq_limits *lim,
                             const struct mpi_pstate_cpufreq_request *req,
@@ -164,24 +230,16 @@ int mpi_pstate_cpufreq_plan(const struct mpi_pstate_cpufreq_policy *p,
 {
         static const struct mpi_pstate_cpufreq_request none;
         struct mpi_pstate_cpufreq_settings s;
-        uint32_t lo = p->cpuinfo_min_khz, hi = p->cpuinfo_max_khz;
+        uint32_t lo, hi;
         const char *gov;
         unsigned c = 0;
+        int rc;
 
         if (!req)
                 req = &none;
-        if (lim && lim->floor_khz > lo)
-                lo = lim->floor_khz;
-        if (lim && lim->ceiling_khz && lim->ceiling_khz < hi)
-                hi = lim->ceiling_khz;
-        if (lo > hi) {
-                mpi_pstate_errmsg_set(err, errlen,
-                                      "%s: admin limits leave no frequency (%u..%u kHz allowed, "
-                                      "hardware %u..%u kHz)",
-                                      p->name, lim ? lim->floor_khz : 0, lim ? lim->ceiling_khz : 0,
-                                      p->cpuinfo_min_khz, p->cpuinfo_max_khz);
-                return -EINVAL;
-        }
+        rc = plan_range(p, lim, &lo, &hi, err, errlen);
+        if (rc)
+                return rc;
         if (req->min_khz && req->max_khz && req->min_khz > req->max_khz) {
                 mpi_pstate_errmsg_set(err, errlen, "minimum frequency %u kHz above maximum %u kHz",
                                       req->min_khz, req->max_khz);
@@ -196,39 +254,9 @@ int mpi_pstate_cpufreq_plan(const struct mpi_pstate_cpufreq_policy *p,
         if (req->max_khz && s.max_khz != req->max_khz)
                 c |= req->max_khz > hi ? MPI_PSTATE_CPUFREQ_CLAMPED_MAX
                                        : MPI_PSTATE_CPUFREQ_CLAMPED_MIN;
-
-        gov = req->governor ? req->governor : p->cur.governor;
-        if (mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED) {
-                if (req->governor && strcmp(req->governor, "userspace") != 0) {
-                        mpi_pstate_errmsg_set(err, errlen,
-                                              "governor %s conflicts with the setspeed mechanism, "
-                                              "which needs userspace",
-                                              req->governor);
-                        return -EINVAL;
-                }
-                gov = "userspace";
-        }
-        if (strcmp(gov, p->cur.governor) != 0) {
-                if (!mpi_pstate_cpufreq_valid_name(gov) ||
-                    !mpi_pstate_cpufreq_has_governor(p, gov)) {
-                        mpi_pstate_errmsg_set(err, errlen,
-                                              "%s: governor '%.32s' is not available (driver %s)",
-                                              p->name, gov, p->driver);
-                        return -EINVAL;
-                }
-                if (!lim || !lim->allow_governor) {
-                        mpi_pstate_errmsg_set(err, errlen,
-                                              "%s: changing the governor (%s -> %s) is not allowed",
-                                              p->name, p->cur.governor, gov);
-                        return -EPERM;
-                }
-                if (lim->governors && !in_list(lim->governors, gov)) {
-                        mpi_pstate_errmsg_set(err, errlen,
-                                              "%s: governor %s is not among those allowed (%.64s)",
-                                              p->name, gov, lim->governors);
-                        return -EPERM;
-                }
-        }
+        rc = plan_governor(p, lim, req, mech, &gov, err, errlen);
+        if (rc)
+                return rc;
         memcpy(s.governor, gov, strlen(gov) + 1);
         if (strcmp(gov, "userspace") == 0)
                 s.setspeed_khz = s.max_khz;
