@@ -8,8 +8,8 @@ import os
 import sys
 from typing import Any, Optional, Sequence
 
-from . import (VERSION, audit, calibrate, carbon, collect, config, ctld, log, node, parse,
-               plugincheck, report, rootcli, safeio, slurm, summary, whatif)
+from . import (VERSION, audit, calibrate, carbon, collect, config, ctld, htmlpage, log, node,
+               parse, plugincheck, report, rootcli, safeio, slurm, summary, whatif)
 
 PROG = "mpi-pstate"
 
@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--csv", action="store_true", help="one line per rank")
     fmt.add_argument("--svg", metavar="PATH",
                      help="per-rank chart; several jobs: PATH is a directory or holds %%j")
+    fmt.add_argument("--html", metavar="PATH",
+                     help="one self-contained page a job: figures, per-rank chart, per-node "
+                     "timeline, energy against full clock, the what-if; PATH as for --svg")
     _common_dirs(p)
     report.add_what_if_args(p)
 
@@ -212,8 +215,10 @@ def cmd_report(a: argparse.Namespace) -> int:
     except slurm.SlurmError as e:
         print(f"{PROG} report: {e}", file=sys.stderr)
         return 1
+    pages = (a.svg, report.svg, "svg") if a.svg else (a.html, htmlpage.page, "html") \
+        if a.html else None
     if wi is not None:
-        return report.what_if_output(jobs, missing, wi, a)
+        return report.what_if_output(jobs, missing, wi, a, pages)
     for m in missing:
         print(f"{PROG} report: job {m} not found in the accounting database (or hidden "
               "from you by its PrivateData, as from sacct)", file=sys.stderr)
@@ -221,21 +226,10 @@ def cmd_report(a: argparse.Namespace) -> int:
         sys.stdout.write(report.to_json(jobs) + "\n")
     elif a.csv:
         sys.stdout.write(report.to_csv(jobs))
-    elif a.svg:
-        for j in jobs:
-            if len(jobs) == 1 and a.svg == "-":
-                sys.stdout.write(report.svg(j))
-                continue
-            path = a.svg.replace("%j", j["raw"]) if "%j" in a.svg else a.svg
-            if os.path.isdir(path):
-                path = os.path.join(path, f"mpi-pstate-{j['raw']}.svg")
-            elif len(jobs) > 1 and "%j" not in a.svg:
-                print(f"{PROG} report: --svg needs a directory or %j for several jobs",
-                      file=sys.stderr)
-                return 2
-            with open(path, "w") as f:
-                f.write(report.svg(j))
-            print(f"{path}")
+    elif pages:
+        rc = report.write_pages(jobs, *pages)
+        if rc:
+            return rc
     else:
         sys.stdout.write("\n".join(report.job_text(j) for j in jobs))
     return 1 if missing else 0

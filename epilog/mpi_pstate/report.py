@@ -8,9 +8,10 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
 import sys
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 from xml.sax.saxutils import escape
 
 from . import carbon, parse
@@ -240,8 +241,8 @@ def _svg(j: dict[str, Any]) -> str:
     multi = len(d.get("steps", [])) > 1
     bar, gap, left, top_m, width = 14, 6, 150, 60, 600
     h = top_m + max(1, len(ranks)) * (bar + gap) + 60
-    wall_max = max((r.get("wall_s") or 0 for r in ranks), default=0) or 1.0
-    sc = width / wall_max
+    ticks = round_ticks(max((r.get("wall_s") or 0 for r in ranks), default=0) or 1.0)
+    sc = width / ticks[-1]
     o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 40}" height="{h}" '
          f'font-family="sans-serif" font-size="11">',
          f'<title>{escape("mpi-pstate job " + str(j["job_id"]))}</title>',
@@ -282,15 +283,35 @@ def _svg(j: dict[str, Any]) -> str:
         if r.get("mpi_share") is not None:
             o.append(f'<text x="{left + wall * sc + 4:.1f}" y="{y + bar - 3}">'
                      f'{r["mpi_share"]:.0%}</text>')
-    ya = top_m + len(ranks) * (bar + gap) + 10
-    o.append(f'<line x1="{left}" y1="{ya}" x2="{left + width}" y2="{ya}" stroke="black"/>')
-    for k in range(5):
-        x = left + width * k / 4
-        o.append(f'<line x1="{x:.1f}" y1="{ya}" x2="{x:.1f}" y2="{ya + 4}" stroke="black"/>'
-                 f'<text x="{x:.1f}" y="{ya + 16}" text-anchor="middle">'
-                 f'{wall_max * k / 4:.3g}</text>')
+    o += axis(left, top_m + len(ranks) * (bar + gap) + 10, width, ticks,
+              "each rank's wall time in the step, seconds; the share is its time in MPI")
     o.append("</svg>\n")
     return "\n".join(o)
+
+
+def round_ticks(v: float, most: int = 6) -> list[float]:
+    """Axis ticks at round values (1, 2 or 5 times a power of ten) from 0
+    to the first at or past v, at most `most` intervals."""
+    step = 10.0 ** math.floor(math.log10(v / most)) if v > 0 else 1.0
+    for m in (1, 2, 5, 10):
+        if v / (step * m) <= most:
+            step *= m
+            break
+    n = max(1, math.ceil(v / step - 1e-9))
+    return [round(k * step, 12) for k in range(n + 1)]
+
+
+def axis(left: float, y: float, width: float, ticks: list[float], label: str) -> list[str]:
+    """A horizontal axis from ticks[0] to ticks[-1] over width, its ticks
+    labelled, and what it measures under it."""
+    o = [f'<line x1="{left}" y1="{y}" x2="{left + width}" y2="{y}" stroke="black"/>']
+    for t in ticks:
+        x = left + width * (t - ticks[0]) / (ticks[-1] - ticks[0])
+        o.append(f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 4}" stroke="black"/>'
+                 f'<text x="{x:.1f}" y="{y + 16}" text-anchor="middle">{t:g}</text>')
+    o.append(f'<text x="{left + width / 2:.1f}" y="{y + 32}" text-anchor="middle">'
+             f'{escape(label)}</text>')
+    return o
 
 
 # ---- report --what-if ---------------------------------------------------------
@@ -418,9 +439,9 @@ def what_if_options(a: argparse.Namespace) -> Optional[dict[str, Any]]:
     sel = {k: getattr(a, k) for k in ("user", "account", "partition", "since")
            if getattr(a, k, None)}
     if getattr(a, "totals", None):
-        if a.what_if or a.jobs or a.svg:
-            raise ValueError("--totals takes no JOBID, --what-if or --svg: select jobs with "
-                             "--user, --account, --partition and --since")
+        if a.what_if or a.jobs or a.svg or a.html:
+            raise ValueError("--totals takes no JOBID, --what-if, --svg or --html: select jobs "
+                             "with --user, --account, --partition and --since")
         for k, v in sel.items():
             if not 0 < len(v) <= 128 or not v.isprintable() or v.startswith("-"):
                 raise ValueError(f"--{k}: bad value {v!r}")
@@ -477,8 +498,33 @@ def what_if_jobs(jobs: list[dict[str, Any]], wi: dict[str, Any],
     return done
 
 
+def write_pages(jobs: list[dict[str, Any]], dest: str, render: Callable[[dict[str, Any]], str],
+                ext: str) -> int:
+    """Each job's chart (--svg) or page (--html): on stdout with "-" for one
+    job, else into the directory dest as mpi-pstate-<job>.<ext>, or at dest
+    with %j the job; prints each path.  Returns the exit status."""
+    for j in jobs:
+        if dest == "-" and len(jobs) == 1:
+            sys.stdout.write(render(j))
+            continue
+        path = dest.replace("%j", j["raw"]) if "%j" in dest else dest
+        if os.path.isdir(path):
+            path = os.path.join(path, f"mpi-pstate-{j['raw']}.{ext}")
+        elif len(jobs) > 1 and "%j" not in dest:
+            print(f"mpi-pstate report: --{ext} needs a directory or %j for several jobs",
+                  file=sys.stderr)
+            return 2
+        with open(path, "w") as f:
+            f.write(render(j))
+        print(path)
+    return 0
+
+
 def what_if_output(jobs: list[dict[str, Any]], missing: list[str], wi: dict[str, Any],
-                   a: argparse.Namespace) -> int:
+                   a: argparse.Namespace,
+                   pages: Optional[tuple[str, Callable[[dict[str, Any]], str], str]] = None
+                   ) -> int:
+    """pages: (destination, renderer, extension) of --svg or --html."""
     model, why = _load_model(a.model)
     done = what_if_jobs(jobs, wi, model)
     many = len(done) > 1
@@ -509,21 +555,8 @@ def what_if_output(jobs: list[dict[str, Any]], missing: list[str], wi: dict[str,
                          total["measured_j"], "", total["time_added_s"][0],
                          total["time_added_s"][2], total["time_added_pct"][0],
                          total["clocked_down_s"][0], "", best["threshold_us"] if best else ""])
-    elif a.svg:
-        for j in done:
-            path = a.svg.replace("%j", j["raw"]) if "%j" in a.svg else a.svg
-            if a.svg == "-" and not many:
-                out.write(svg(j))
-                continue
-            if os.path.isdir(path):
-                path = os.path.join(path, f"mpi-pstate-{j['raw']}.svg")
-            elif many and "%j" not in a.svg:
-                print("mpi-pstate report: --svg needs a directory or %j for several jobs",
-                      file=sys.stderr)
-                return 2
-            with open(path, "w") as f:
-                f.write(svg(j))
-            print(path)
+    elif pages:
+        return write_pages(done, *pages)
     else:
         if many:
             out.write("job              saved J (low .. high)            % of measured  "

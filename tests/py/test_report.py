@@ -26,7 +26,10 @@ CLI = fx.TOP / "epilog" / "mpi-pstate"
 JOBSTATS = "JS1:H4sIAAAAAAACA6tWystPSS1WslKoVsozBFPJBaUgvlFtbS0AINb4JB4AAAA="
 
 
-class Report(unittest.TestCase):
+class Fixture(unittest.TestCase):
+    """Synthetic jobs: their node records and details in a collection
+    directory, their sacct rows in self.rows; report() runs the CLI."""
+
     def setUp(self) -> None:
         self._td = tempfile.TemporaryDirectory()
         self.tmp = Path(self._td.name)
@@ -70,6 +73,9 @@ class Report(unittest.TestCase):
     def two_node_job(self) -> None:
         self.job(501, "501", {"n1": [fx.rank("n1", 0, mpi=1.0), fx.rank("n1", 1, mpi=7.0)],
                               "n2": [fx.rank("n2", 2, mpi=3.0, down=2.5, transitions=40)]})
+
+
+class Report(Fixture):
 
     def test_text(self) -> None:
         self.two_node_job()
