@@ -1,13 +1,14 @@
-"""EpilogSlurmctld (SlurmUser, once per job, on the controller, while the
-job is COMPLETING), the merge behind `mpi-pstate flush` (spool.py) and
-`mpi-pstate backfill`: merge the nodes' records, keep the per-rank detail
+"""The merge behind `mpi-pstate flush` (spool.py, which also holds the
+EpilogSlurmctld that queues the job) and `mpi-pstate backfill`: merge the nodes' records, keep the per-rank detail
 beside them (job.json) and write the bounded summary into the job's
 SystemComment, keeping whatever else the SystemComment holds.  AdminComment
 is never touched: jobstats and admins own it (docs/records.md, "Where the
 summary lives").
 
-The EpilogSlurmctld itself only queues the job and starts a flusher: it
-never waits for a node or for slurmdbd (issue 13, item 7).  The flusher
+The EpilogSlurmctld (SlurmUser, once per job, on the controller, while
+the job is COMPLETING) only queues the job and starts a flusher: it never
+waits for a node or for slurmdbd, so a late node or a slurmdbd that is
+down never holds the job in COMPLETING.  The flusher
 (spool.process) takes a queued job once
  1. every node's record is there, or WAIT_RECORDS_S are over;
  2. slurmdbd has the job's end (sacct shows a final state): slurmctld's own
@@ -16,9 +17,7 @@ never waits for a node or for slurmdbd (issue 13, item 7).  The flusher
     --system --show) gives the newest SystemComment while it knows the job;
  3. then finish() writes through libslurm (quotes intact) and reads back.
 Whatever is left undone stays queued; backfill repairs idempotently."""
-import argparse
 import os
-import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -200,75 +199,3 @@ def publish_metrics(cfg: config.Config, job: int, detail: Dict[str, Any],
         metrics.write_job(cfg, job, s, labels)
     except (OSError, ValueError) as e:
         log.warning(f"job {job}: metrics not written to {cfg.metrics_dir}: {e}")
-
-
-def spawn_flusher(argv: List[str]) -> None:
-    """Starts `mpi-pstate flush` detached (double fork, its own session,
-    no inherited descriptors): slurmctld waits for the EpilogSlurmctld, not
-    for it."""
-    pid = os.fork()
-    if pid:
-        os.waitpid(pid, 0)
-        return
-    try:  # the child: never return into the caller's code
-        os.setsid()
-        if os.fork():
-            os._exit(0)
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        os.closerange(3, 1024)
-        os.execv(argv[0], argv)
-    finally:
-        os._exit(0)
-
-
-def run(a: argparse.Namespace, dbtool: Optional[str],
-        spawn: Optional[Callable[[List[str]], None]] = spawn_flusher) -> int:
-    """Queues the job and returns (issue 13, item 7: within 1 s whatever
-    slurmdbd or a late node does); the flusher it starts writes the summary
-    (spool.flush)."""
-    from . import spool  # spool uses finish(): imported here, not at the top
-    job = log.setup_job("mpi-pstate-epilog-slurmctld", "EpilogSlurmctld", a.quiet, parse.slurm_job_id,
-                        lambda j: j)
-    if job is None:
-        return 0
-    try:
-        t0 = time.monotonic()
-        cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
-        config.export_slurm_conf(cfg)
-        trusted = {0, cfg.slurm_uid, os.geteuid()}
-        nodes = expected_nodes(os.environ.get("SLURM_JOB_NODELIST", ""))
-        array = None
-        aj, at = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-        if aj and at and aj.isdigit() and at.isdigit():
-            array = f"{aj}_{at}"
-        uid_text = os.environ.get("SLURM_JOB_UID", "")
-        uid = int(uid_text) if uid_text.isdigit() and len(uid_text) < 11 else None
-        if not dbtool:
-            log.error("mpi-pstate-dbcomment not found: summary cannot be written")
-            return 0
-        try:
-            qfd = spool.open_queue(cfg, trusted, create=True)
-            assert qfd is not None
-        except FileNotFoundError:
-            log.error(f"{cfg.collect_dir} does not exist yet: job {job} not queued "
-                      "(no node wrote a record)")
-            return 0
-        try:
-            spool.enqueue(qfd, spool.entry_of(job, nodes, uid, array, time.time()))
-        finally:
-            os.close(qfd)
-        if spawn is not None:
-            argv = [sys.executable, "-I", os.path.abspath(sys.argv[0]), "flush", "--quiet",
-                    "--for", str(a.flush_for), "--wait", str(a.wait)]
-            for opt, v in (("--collect-dir", a.collect_dir), ("--runtime-dir", a.runtime_dir),
-                           ("--slurm-conf", cfg.slurm_conf)):
-                if v:
-                    argv += [opt, v]
-            spawn(argv)
-        log.info(f"job {job}: queued in {time.monotonic() - t0:.2f} s "
-                 f"(nodes {','.join(nodes)[:200]})")
-    except Exception as e:  # never fail: the job would be marked with an epilog error
-        log.error(f"EpilogSlurmctld of job {job} failed: {type(e).__name__}: {e}")
-    return 0

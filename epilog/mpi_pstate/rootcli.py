@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from . import config, ctld, log, metrics, node, safeio, slurm, spool
+from . import config, log, metrics, node, safeio, slurm, spool
 
 COMMANDS = ("epilog", "epilog-slurmctld", "flush", "prune", "node-metrics")
 PROG = "mpi-pstate"
@@ -99,7 +99,7 @@ def dispatch(a: argparse.Namespace, paths: Dict[str, str], dirs: Dict[str, List[
     if a.cmd == "epilog":
         return node.run(a, dirs)
     if a.cmd == "epilog-slurmctld":
-        return ctld.run(a, _dbtool(paths, dirs))
+        return spool.epilog_slurmctld(a, _dbtool(paths, dirs))
     if a.cmd == "node-metrics":
         return node_metrics(a, dirs)
     cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)

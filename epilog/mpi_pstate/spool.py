@@ -1,4 +1,4 @@
-"""Never hold, never lose (issue 13, items 7 and 8): the EpilogSlurmctld
+"""Never hold, never lose: the EpilogSlurmctld (epilog_slurmctld())
 only queues the job and returns (a job is never held in COMPLETING by a
 late node or a slurmdbd that is down); `mpi-pstate flush` writes every
 queued summary once the node records and slurmdbd are there, with no admin
@@ -7,7 +7,8 @@ action; `mpi-pstate prune` deletes records older than the kept time.
     <collect_dir>/.queue/            SlurmUser's, 0700 (the controller's side)
         <job>.json                   one queued job (QUEUE_FORMAT)
         late/<job>.json              a job written without some node's record,
-                                     awaiting it (kept apart: issue 21, item 3)
+                                     awaiting it (kept apart, so that many of
+                                     them never keep a new job out of a pass)
         .lock                        one flusher at a time (flock)
 
 A pass takes the queued jobs in order of queue time, one of each user in
@@ -19,6 +20,7 @@ Who runs flush: the EpilogSlurmctld starts one in the background (detached,
 its own session) after queueing, which also takes every older queued job;
 sites with systemd add mpi-pstate-flush.timer (packaging/systemd), others
 the cron line of packaging/cron/mpi-pstate (docs/admin.md)."""
+import argparse
 import errno
 import fcntl
 import os
@@ -431,3 +433,74 @@ def prune(cfg: config.Config, trusted: Set[int], keep_days: float, now: float,
                 os.close(lfd)
             os.close(qfd)
     return gone
+
+
+def spawn_flusher(argv: List[str]) -> None:
+    """Starts `mpi-pstate flush` detached (double fork, its own session,
+    no inherited descriptors): slurmctld waits for the EpilogSlurmctld, not
+    for it."""
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0)
+        return
+    try:  # the child: never return into the caller's code
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.closerange(3, 1024)
+        os.execv(argv[0], argv)
+    finally:
+        os._exit(0)
+
+
+def epilog_slurmctld(a: argparse.Namespace, dbtool: Optional[str],
+                     spawn: Optional[Callable[[List[str]], None]] = spawn_flusher) -> int:
+    """The EpilogSlurmctld: queues the job and returns (within 1 s whatever
+    slurmdbd or a late node does, so the job never stays COMPLETING); the
+    flusher it starts writes the summary (flush)."""
+    job = log.setup_job("mpi-pstate-epilog-slurmctld", "EpilogSlurmctld", a.quiet, parse.slurm_job_id,
+                        lambda j: j)
+    if job is None:
+        return 0
+    try:
+        t0 = time.monotonic()
+        cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+        config.export_slurm_conf(cfg)
+        trusted = {0, cfg.slurm_uid, os.geteuid()}
+        nodes = ctld.expected_nodes(os.environ.get("SLURM_JOB_NODELIST", ""))
+        array = None
+        aj, at = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+        if aj and at and aj.isdigit() and at.isdigit():
+            array = f"{aj}_{at}"
+        uid_text = os.environ.get("SLURM_JOB_UID", "")
+        uid = int(uid_text) if uid_text.isdigit() and len(uid_text) < 11 else None
+        if not dbtool:
+            log.error("mpi-pstate-dbcomment not found: summary cannot be written")
+            return 0
+        try:
+            qfd = open_queue(cfg, trusted, create=True)
+            assert qfd is not None
+        except FileNotFoundError:
+            log.error(f"{cfg.collect_dir} does not exist yet: job {job} not queued "
+                      "(no node wrote a record)")
+            return 0
+        try:
+            enqueue(qfd, entry_of(job, nodes, uid, array, time.time()))
+        finally:
+            os.close(qfd)
+        if spawn is not None:
+            argv = [sys.executable, "-I", os.path.abspath(sys.argv[0]), "flush", "--quiet",
+                    "--for", str(a.flush_for), "--wait", str(a.wait)]
+            for opt, v in (("--collect-dir", a.collect_dir), ("--runtime-dir", a.runtime_dir),
+                           ("--slurm-conf", cfg.slurm_conf)):
+                if v:
+                    argv += [opt, v]
+            spawn(argv)
+        log.info(f"job {job}: queued in {time.monotonic() - t0:.2f} s "
+                 f"(nodes {','.join(nodes)[:200]})")
+    except Exception as e:  # never fail: the job would be marked with an epilog error
+        log.error(f"EpilogSlurmctld of job {job} failed: {type(e).__name__}: {e}")
+    return 0

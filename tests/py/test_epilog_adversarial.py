@@ -348,7 +348,7 @@ class FlushUnderFaults(unittest.TestCase):
                 mock.patch.object(slurm, "run", refuse), \
                 mock.patch.object(ctld, "load_records", refuse), \
                 mock.patch.object(log, "_stream", [io.StringIO()]):
-            self.assertEqual(ctld.run(a, "/fake/dbcomment", spawn=spawned.append), 0)
+            self.assertEqual(spool.epilog_slurmctld(a, "/fake/dbcomment", spawn=spawned.append), 0)
         self.assertEqual(len(spawned), 1)
         self.assertEqual(spawned[0][3:8], ["flush", "--quiet", "--for", "3600.0", "--wait"])
         qfd = spool.open_queue(self.cfg, self.trusted)

@@ -344,7 +344,7 @@ class Fakes(unittest.TestCase):
             for p in ps:
                 p.start()
             try:
-                self.assertEqual(ctld.run(a, "/fake/dbcomment", spawn=spawned.append), 0)
+                self.assertEqual(spool.epilog_slurmctld(a, "/fake/dbcomment", spawn=spawned.append), 0)
                 self.assertEqual(len(spawned), 1)
                 self.assertIn("flush", spawned[0])
                 spool.flush(self.cfg, slurm.DbTool("/fake"), {0, os.geteuid()}, flush_for,
@@ -422,7 +422,7 @@ class EpilogSlurmctld(Fakes):
                                wait=0.1, db_wait=0.1, quiet=False)
         with mock.patch.dict(os.environ, {"SLURM_JOB_ID": "x"}, clear=True), \
                 mock.patch.object(log, "_stream", [self.err]):
-            self.assertEqual(ctld.run(a, "/fake", spawn=None), 0)
+            self.assertEqual(spool.epilog_slurmctld(a, "/fake", spawn=None), 0)
         self.assertIn("bad Slurm environment", self.err.getvalue())
 
 
