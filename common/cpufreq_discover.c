@@ -457,17 +457,21 @@ static void read_node_extras(const char *cpudir, struct mpi_pstate_cpufreq_node 
 /* Where the hardware treats the userspace target as a lower bound only:
  * intel_cpufreq (passive intel_pstate) programs it as the HWP minimum when
  * HWP is on, amd-pstate in guided mode as the CPPC minimum.  The active
- * drivers have no userspace governor at all. */
-static bool setspeed_floor(const char *cpudir, const struct mpi_pstate_cpufreq_node *node,
+ * drivers have no userspace governor at all.  HWP shows in passive mode as
+ * the policy's HWP attributes (the kernel gives intel_cpufreq
+ * base_frequency and energy_performance_preference only with HWP);
+ * intel_pstate/hwp_dynamic_boost exists in active mode alone, so it cannot
+ * tell. */
+static bool setspeed_floor(const struct mpi_pstate_cpufreq_node *node,
                            const struct mpi_pstate_cpufreq_policy *p)
 {
-        char dir[MPI_PSTATE_CPUFREQ_PATH_LEN], buf[16];
+        char buf[64];
 
         if (strcmp(p->driver, "intel_pstate") == 0 || strcmp(p->driver, "amd-pstate-epp") == 0)
                 return true;
         if (strcmp(p->driver, "intel_cpufreq") == 0)
-                return mpi_pstate_cpufreq_join(dir, sizeof(dir), cpudir, "intel_pstate") == 0 &&
-                       read_attr(dir, "hwp_dynamic_boost", buf, sizeof(buf)) == 0;
+                return read_attr(p->dir, "base_frequency", buf, sizeof(buf)) == 0 ||
+                       read_attr(p->dir, "energy_performance_preference", buf, sizeof(buf)) == 0;
         if (strcmp(p->driver, "amd-pstate") == 0)
                 return strcmp(node->pstate_status, "guided") == 0;
         return false;
@@ -480,8 +484,7 @@ int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cpufreq_n
 }
 
 /* Sorts the policies and maps every CPU to its one policy. */
-static int map_cpus(const char *cpudir, struct mpi_pstate_cpufreq_node *node, char *err,
-                    size_t errlen)
+static int map_cpus(struct mpi_pstate_cpufreq_node *node, char *err, size_t errlen)
 {
         int rc;
 
@@ -489,7 +492,7 @@ static int map_cpus(const char *cpudir, struct mpi_pstate_cpufreq_node *node, ch
         for (unsigned i = 0; i < node->npolicies; i++) {
                 struct mpi_pstate_cpufreq_policy *p = &node->policies[i];
 
-                p->setspeed_is_floor = setspeed_floor(cpudir, node, p);
+                p->setspeed_is_floor = setspeed_floor(node, p);
                 for (size_t c = 0; c < CPU_SETSIZE; c++) {
                         if (!CPU_ISSET(c, &p->related))
                                 continue;
@@ -564,7 +567,7 @@ int mpi_pstate_cpufreq_discover_cpus(const char *sysroot, const cpu_set_t *cpus,
                     err, errlen, "%s: no cpufreq driver (no policy with a scaling_driver)", cpudir);
                 goto fail;
         }
-        rc = map_cpus(cpudir, node, err, errlen);
+        rc = map_cpus(node, err, errlen);
         if (rc)
                 goto fail;
         memcpy(node->driver, node->policies[0].driver, sizeof(node->driver));

@@ -393,7 +393,25 @@ START_TEST(mech_choice_intel_cpufreq_passive)
         node = discover_ok();
         ck_assert(!node->policies[0].setspeed_is_floor);
         mpi_pstate_cpufreq_free(node);
+        /* the kernel shows hwp_dynamic_boost in active mode only: not a sign of HWP here */
         fakesys_put(&fs, FAKESYS_CPU "/intel_pstate/hwp_dynamic_boost", 0644, "0\n");
+        node = discover_ok();
+        ck_assert(!node->policies[0].setspeed_is_floor);
+        mpi_pstate_cpufreq_free(node);
+        /* with HWP, intel_cpufreq's policies carry the HWP attributes */
+        fakesys_put(&fs, FAKESYS_CPU "/cpufreq/policy0/energy_performance_preference", 0644,
+                    "balance_performance\n");
+        node = discover_ok();
+        ck_assert(node->policies[0].setspeed_is_floor);
+        mpi_pstate_cpufreq_free(node);
+        {
+                char path[1024];
+
+                fakesys_path(&fs, FAKESYS_CPU "/cpufreq/policy0/energy_performance_preference",
+                             path, sizeof(path));
+                ck_assert_int_eq(unlink(path), 0);
+        }
+        fakesys_put(&fs, FAKESYS_CPU "/cpufreq/policy0/base_frequency", 0444, "2100000\n");
         node = discover_ok();
         ck_assert(node->policies[0].setspeed_is_floor);
         ck_assert_int_eq(mpi_pstate_cpufreq_mech_choose(&node->policies[0],
