@@ -31,7 +31,7 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-from . import config, node, noderec, safeio, whatif
+from . import config, node, noderec, powermodel, safeio
 
 PROG = "mpi-pstate calibrate"
 # sysfs is the kernel's, but a file under sysroot is never reached through a symlink
@@ -429,7 +429,7 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
     devs = [statistics.stdev(v) for v in samples.values() if len(v) > 1]
     noise = (statistics.mean(devs) / reps ** 0.5) if devs else None
     return {
-        "format": whatif.MODEL_FORMAT, "version": whatif.MODEL_VERSION,
+        "format": powermodel.MODEL_FORMAT, "version": powermodel.MODEL_VERSION,
         "created": round(time.time(), 3), "node": platform.node().split(".")[0],
         "cpu_model": cpu_model(), "driver": pol.driver, "method": pol.method, "cpu": cpu,
         "ncpu": os.cpu_count(), "domain_cpus": pol.domain, "meter": meter_label,
@@ -500,11 +500,11 @@ def run(a: Any) -> int:
         print(f"{PROG}: interrupted ({e}): frequencies restored, nothing stored",
               file=sys.stderr)
         return 1
-    whatif.validate_model(m)  # what we write, we can read
+    powermodel.validate_model(m)  # what we write, we can read
     if a.model == "-":
         sys.stdout.write(json.dumps(m, indent=1) + "\n")
         return 0
-    path = whatif.model_path(a.model)
+    path = powermodel.model_path(a.model)
     try:
         store(m, path)
     except OSError as e:

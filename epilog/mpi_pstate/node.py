@@ -13,8 +13,8 @@ import socket
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import (audit, collect, config, log, metrics, noderec, parse, pending, safeio, slots,
-               slurm, whatif)
+from . import (audit, collect, config, log, metrics, noderec, parse, pending, powermodel, safeio,
+               slots, slurm)
 
 AGENT_MAX_BYTES = 1 << 20
 SUMS_MAX_BYTES = 4 << 10
@@ -541,7 +541,7 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
         settings = audit.node_settings(a.sysroot) if has_data else None
         if settings is not None:  # `mpi-pstate calibrate`'s model, for report --what-if
             try:
-                pm = whatif.model_for_record()
+                pm = powermodel.model_for_record()
                 if pm:
                     settings["power_model"] = pm
             except (OSError, ValueError) as e:

@@ -13,28 +13,17 @@ program (greedy: every term is monotone and piecewise linear), and the
 blocking totals bound it again near the run's own threshold.  Every figure
 is a triple (est, lo, hi); lo/hi also carry the model's power noise, the
 agent's reaction time and shared frequency domains.  Pure: no Slurm, no
-file system except load_model()."""
+file system (the model file is powermodel.py's)."""
 
-import errno
-import json
 import math
-import os
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from . import safeio
+# The model file's names: the prediction uses them, and the report and the
+# command line's help read them through this module.
+from .powermodel import (DEFAULT_MODEL, MODEL_ENV, REACTION_US, ModelError, high_khz,
+                         load_model, low_khz, model_path, power_at, validate_model)
 
-MODEL_FORMAT = "mpi-pstate-model"
-MODEL_VERSION = 1
-DEFAULT_MODEL = "/var/lib/mpi-pstate/model.json"
-MODEL_ENV = "MPI_PSTATE_MODEL"
-MODEL_MAX_BYTES = 1 << 20
 BUCKETS = 64
-# The agent's reaction after a threshold passes and after a rank leaves a
-# lowered wait, besides the frequency write itself: a timer or futex
-# wake-up on a node whose CPUs are busy.  calibrate measures it (median,
-# p90); these are for models without it (tens of microseconds on an idle
-# node, bench/agent/RESULTS.md).  The bounds: 0 and twice the p90.
-REACTION_US = (50.0, 0.0, 1000.0)  # est, lo, hi
 POWER_SIGMAS = 2.0  # lo/hi of a power difference: +-2 standard errors
 MAX_TIME_ADDED = 0.01  # the recommendation keeps the time added at or below 1 %
 NEAR_BEST = 0.98  # ... and takes the highest threshold within 2 % of the best saving
@@ -46,133 +35,6 @@ SCAN_US = (50.0, 100000.0)  # the agent's scan interval: the threshold, kept in 
 SWEEP_US = (0, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
 
 Triple = tuple  # (est, lo, hi)
-
-
-class ModelError(ValueError):
-    pass
-
-
-# ---- the node power model -------------------------------------------------
-
-def _num(v: Any, what: str, lo: float = 0.0, hi: float = 1e9) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-            or not lo <= v <= hi:
-        raise ModelError(f"model: {what} is not a number in [{lo:g}, {hi:g}]")
-    return float(v)
-
-
-def validate_model(m: Any) -> Dict[str, Any]:
-    """A model as calibrate writes it (docs/evaluation.md, "The model file"):
-    exact format and version, every figure a finite number in range, points
-    sorted by frequency.  Returns the figures the prediction uses."""
-    if not isinstance(m, dict) or m.get("format") != MODEL_FORMAT:
-        raise ModelError("not an mpi-pstate node power model")
-    if m.get("version") != MODEL_VERSION:
-        raise ModelError(f"model version {m.get('version')!r} not supported "
-                         f"(this mpi-pstate reads {MODEL_VERSION})")
-    pts = m.get("points")
-    if not isinstance(pts, list) or not 2 <= len(pts) <= 64:
-        raise ModelError("model: points must list 2 to 64 frequencies")
-    points = []
-    for p in pts:
-        if not isinstance(p, dict):
-            raise ModelError("model: a point is not an object")
-        points.append({"khz": int(_num(p.get("khz"), "points.khz", 1, 1e8)),
-                       "busy_w": _num(p.get("busy_w"), "points.busy_w", 0, 1e5),
-                       "poll_w": _num(p.get("poll_w"), "points.poll_w", 0, 1e5)})
-    points.sort(key=lambda p: p["khz"])
-    if len({p["khz"] for p in points}) != len(points):
-        raise ModelError("model: two points at the same frequency")
-    tr = m.get("transition") if isinstance(m.get("transition"), dict) else {}
-    out = {
-        "format": MODEL_FORMAT, "version": MODEL_VERSION,
-        "node": str(m.get("node", "?"))[:64], "cpu_model": str(m.get("cpu_model", "?"))[:100],
-        "driver": str(m.get("driver", "?"))[:40], "method": str(m.get("method", "?"))[:40],
-        "meter": m.get("meter") if m.get("meter") in ("rapl", "simulated", "hwmon") else "unknown",
-        "created": _num(m.get("created", 0), "created", 0, 1e11),
-        "idle_w": _num(m.get("idle_w"), "idle_w", 0, 1e5),
-        "noise_w": _num(m.get("noise_w", 0), "noise_w", 0, 1e5),
-        "domain_cpus": int(_num(m.get("domain_cpus", 1), "domain_cpus", 1, 1e5)),
-        "points": points,
-        "write_us": _num(tr.get("write_us", 0), "transition.write_us", 0, 1e6),
-        "reaction_us": _num(tr.get("reaction_us", REACTION_US[0]), "transition.reaction_us",
-                            0, 1e6),
-        # the high bound: twice the measured p90, or REACTION_US's
-        "reaction_us_hi": 2 * _num(tr["reaction_us_p90"], "transition.reaction_us_p90", 0, 1e6)
-        if "reaction_us_p90" in tr else REACTION_US[2],
-        "transition_uj": _num(tr.get("energy_uj", 0), "transition.energy_uj", -1e6, 1e6),
-        # CPU of a lower+raise pair with its wake-ups (models of earlier
-        # releases lack it: the budget is then taken as spent on scans only)
-        "pair_cpu_us": _num(tr["pair_cpu_us"], "transition.pair_cpu_us", 0, 1e6)
-        if "pair_cpu_us" in tr else None,
-    }
-    return out
-
-
-def model_path(path: Optional[str] = None, privileged: Optional[bool] = None) -> str:
-    """path, else $MPI_PSTATE_MODEL (a user's command; root and SlurmUser
-    only from a source checkout: safeio.env_override), else DEFAULT_MODEL."""
-    return path or safeio.env_override(MODEL_ENV, privileged) or DEFAULT_MODEL
-
-
-def load_model(path: Optional[str] = None, privileged: Optional[bool] = None) -> Dict[str, Any]:
-    """The model file (model_path()), bounded and strict, read as root reads
-    a file by name (safeio.read_trusted: root's or the caller's own, no
-    symlink, no FIFO); ModelError/OSError say why not."""
-    path = os.path.abspath(model_path(path, privileged))
-    try:
-        data = safeio.read_trusted(path, MODEL_MAX_BYTES)
-    except safeio.Missing:
-        raise
-    except safeio.UnsafeFile as e:
-        if e.errno == errno.EFBIG:
-            raise ModelError(f"{path}: larger than {MODEL_MAX_BYTES} bytes") from None
-        raise ModelError(f"model not read: {e.strerror}") from None
-    try:
-        obj = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ModelError(f"{path}: not JSON ({e})") from None
-    m = validate_model(obj)
-    m["path"] = path
-    return m
-
-
-def model_for_record(path: Optional[str] = None) -> Optional[Dict[str, Any]]:
-    """The node's model as the node Epilog (root) embeds it in the record's
-    settings (settings.power_model), or None when there is none; a bad or
-    untrusted file is a warning for the caller, never a failure of the
-    Epilog."""
-    try:
-        m = load_model(path, privileged=True)
-    except FileNotFoundError:
-        return None
-    m.pop("path", None)
-    return m
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed")
-
-
-def power_at(m: Dict[str, Any], khz: float, kind: str) -> float:
-    """Package power with one CPU busy/polling at khz (linear between the
-    measured points, clamped at the ends)."""
-    pts = m["points"]
-    if khz <= pts[0]["khz"]:
-        return pts[0][kind]
-    for a, b in zip(pts, pts[1:]):
-        if khz <= b["khz"]:
-            x = (khz - a["khz"]) / (b["khz"] - a["khz"])
-            return a[kind] + x * (b[kind] - a[kind])
-    return pts[-1][kind]
-
-
-def high_khz(m: Dict[str, Any]) -> int:
-    return m["points"][-1]["khz"]
-
-
-def low_khz(m: Dict[str, Any]) -> int:
-    return m["points"][0]["khz"]
 
 
 # ---- one rank -----------------------------------------------------------------

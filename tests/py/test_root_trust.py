@@ -25,7 +25,7 @@ from unittest import mock
 
 import test_epilog
 import test_epilog_fixtures as fx
-from mpi_pstate import bench, calibrate, config, launcher, log, rootcli, safeio, whatif
+from mpi_pstate import bench, calibrate, config, launcher, log, powermodel, rootcli, safeio
 
 NOBODY = 65534
 MODEL = {"format": "mpi-pstate-model", "version": 1, "node": "n1", "idle_w": 43.0,
@@ -162,8 +162,8 @@ class ReadTrusted(Tmp):
     def test_power_model_fifo_symlink_and_user_file_refused(self) -> None:
         good = self.tmp / "model.json"
         good.write_text(json.dumps(MODEL))
-        self.assertEqual(whatif.load_model(str(good))["idle_w"], 43.0)
-        self.assertEqual(whatif.model_for_record(str(good))["idle_w"], 43.0)
+        self.assertEqual(powermodel.load_model(str(good))["idle_w"], 43.0)
+        self.assertEqual(powermodel.model_for_record(str(good))["idle_w"], 43.0)
         fifo, link, user = self.tmp / "fifo.json", self.tmp / "link.json", self.tmp / "u.json"
         os.mkfifo(fifo)
         link.symlink_to(good)
@@ -172,12 +172,12 @@ class ReadTrusted(Tmp):
         for p, why in ((fifo, "not a regular file \\(a FIFO\\)"), (link, "is a symlink"),
                        (user, "owned by uid 65534")):
             with self.subTest(why=why), no_hang():
-                with self.assertRaisesRegex(whatif.ModelError, f"model not read: .*{p.name}: "
+                with self.assertRaisesRegex(powermodel.ModelError, f"model not read: .*{p.name}: "
                                                                f"{why}"):
-                    whatif.load_model(str(p))
+                    powermodel.load_model(str(p))
                 with self.assertRaisesRegex(ValueError, why):  # the Epilog's warning
-                    whatif.model_for_record(str(p))
-        self.assertIsNone(whatif.model_for_record(str(self.tmp / "absent.json")))
+                    powermodel.model_for_record(str(p))
+        self.assertIsNone(powermodel.model_for_record(str(self.tmp / "absent.json")))
 
 
 class EnvOverrides(Tmp):
@@ -190,7 +190,7 @@ class EnvOverrides(Tmp):
         with mock.patch.dict(os.environ, {"MPI_PSTATE_MODEL": "/x/m.json"}):
             self.assertEqual(safeio.env_override("MPI_PSTATE_MODEL", privileged=True),
                              "/x/m.json")
-            self.assertEqual(whatif.model_path(privileged=True), "/x/m.json")
+            self.assertEqual(powermodel.model_path(privileged=True), "/x/m.json")
 
     def test_installed_root_ignores_them_users_keep_them(self) -> None:
         env = {"MPI_PSTATE_MODEL": "/x/m.json", "MPI_PSTATE_BUILD": str(self.tmp),
@@ -198,9 +198,9 @@ class EnvOverrides(Tmp):
         with mock.patch.dict(os.environ, env), \
                 mock.patch.object(safeio, "dev_tree", return_value=False):
             self.assertIsNone(safeio.env_override("MPI_PSTATE_AGENT", privileged=True))
-            self.assertEqual(whatif.model_path(privileged=True), whatif.DEFAULT_MODEL)
+            self.assertEqual(powermodel.model_path(privileged=True), powermodel.DEFAULT_MODEL)
             # a user's own `mpi-pstate report --what-if` still takes it
-            self.assertEqual(whatif.model_path(privileged=False), "/x/m.json")
+            self.assertEqual(powermodel.model_path(privileged=False), "/x/m.json")
             dirs = rootcli.tool_dirs({"libexecdir": "/usr/libexec", "sbindir": "/usr/sbin"})
             self.assertFalse(any(d.startswith(str(self.tmp)) or d.endswith("/build/agent")
                                  for d in dirs["agent"] + dirs["dbcomment"]), dirs)
@@ -214,9 +214,9 @@ class EnvOverrides(Tmp):
         for f in (fx.TOP / "epilog" / "mpi_pstate").glob("*.py"):
             shutil.copy(f, pkg / f.name)
         code = ("import sys; sys.path.insert(0, sys.argv[1]);"
-                "from mpi_pstate import rootcli, safeio, whatif;"
+                "from mpi_pstate import powermodel, rootcli, safeio;"
                 "print(safeio.dev_tree(), safeio.env_override('MPI_PSTATE_AGENT', True),"
-                " whatif.model_path(privileged=True),"
+                " powermodel.model_path(privileged=True),"
                 " any('build' in d for d in rootcli.tool_dirs({})['agent']))")
         env = {"PATH": "/usr/bin:/bin", "MPI_PSTATE_AGENT": "/x/agent",
                "MPI_PSTATE_MODEL": "/x/m.json", "MPI_PSTATE_BUILD": "/x/build"}
@@ -224,7 +224,7 @@ class EnvOverrides(Tmp):
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            universal_newlines=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.split(), ["False", "None", whatif.DEFAULT_MODEL, "False"])
+        self.assertEqual(r.stdout.split(), ["False", "None", powermodel.DEFAULT_MODEL, "False"])
 
 
 @unittest.skipUnless(os.geteuid() == 0, "root's rules: run as root, as the Epilog is")
