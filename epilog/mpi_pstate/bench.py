@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import safeio
+from . import parse, safeio, summary
 
 PROG = "mpi-pstate-bench"
 FORMAT = "mpi-pstate-bench"
@@ -50,7 +50,6 @@ TOP = Path(__file__).resolve().parents[2]
 HPCC_TEMPLATE = Path("/usr/share/doc/hpcc/examples/_hpccinf.txt")
 HPCC = "/usr/bin/hpcc"
 DEFAULT_THRESHOLDS = "0,100us,500us,2ms"
-SUMMARY_MARK = re.compile(r"mpi-pstate/([0-9]{1,3}):")
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
             "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED"}
 # Files the job script leaves in its run directory.
@@ -64,25 +63,6 @@ ENV_PREFIXES = ("MPI_PSTATE_", SPANK_OPT)
 
 
 # ---------------------------------------------------------------- parsing
-
-def parse_duration_us(text: str) -> int:
-    """A duration as common/parse.h reads it: "500" (µs), "500us", "2ms",
-    "1.5ms", "1s"; no sign, no space before the unit, no precision finer
-    than a microsecond.  ValueError otherwise."""
-    m = re.fullmatch(r"[ \t]*([0-9]*)(?:\.([0-9]*))?([A-Za-z]*)[ \t\n]*", text)
-    if not m or (not m.group(1) and not m.group(2)):
-        raise ValueError(f"invalid duration {text!r}: expected e.g. 500us or 2ms")
-    digits = {"": 0, "us": 0, "ms": 3, "s": 6}.get(m.group(3).lower())
-    if digits is None:
-        raise ValueError(f"invalid duration {text!r}: the unit must be us, ms or s")
-    frac = m.group(2) or ""
-    if frac[digits:].strip("0"):
-        raise ValueError(f"invalid duration {text!r}: finer than a microsecond")
-    us = int((m.group(1) or "0") + frac[:digits].ljust(digits, "0"))
-    if us > 86_400_000_000:
-        raise ValueError(f"invalid duration {text!r}: longer than a day")
-    return us
-
 
 def format_us(us: Optional[int]) -> str:
     """The shortest exact spelling: 0, 100us, 2ms, 1500us, 1s."""
@@ -103,7 +83,7 @@ def parse_thresholds(text: str) -> List[Optional[int]]:
     for item in (x.strip() for x in text.split(",")):
         if not item:
             raise ValueError(f"invalid threshold list {text!r}: empty item")
-        v = None if item.lower() == "default" else parse_duration_us(item)
+        v = None if item.lower() == "default" else parse.duration_us(item)
         if v in out:
             raise ValueError(f"invalid threshold list {text!r}: {item} given twice")
         out.append(v)
@@ -211,18 +191,6 @@ def parse_env_file(text: str) -> Dict[str, str]:
         if sep and k.startswith(ENV_PREFIXES):
             out[k] = v
     return out
-
-
-def find_summary(admin_comment: str) -> Optional[Dict[str, Any]]:
-    """The mpi-pstate summary ("mpi-pstate/<v>:{json}") inside a SystemComment."""
-    for m in SUMMARY_MARK.finditer(admin_comment or ""):
-        try:
-            obj, _ = json.JSONDecoder().raw_decode(admin_comment, m.end())
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and obj.get("v") == int(m.group(1)):
-            return obj
-    return None
 
 
 def num(v: Any) -> Optional[float]:
@@ -422,7 +390,7 @@ class Cluster:
         t_end = self.clock() + (timeout if want else 0)
         while True:
             row = self.sacct(job)
-            adm = find_summary(row["SystemComment"]) if row else None
+            adm = summary.find(row["SystemComment"])[0] if row else None
             rep = self.report(job)
             if not want or (rep and rep.get("status") == "ok") or \
                     (adm and not self.report_cmd) or self.clock() > t_end:

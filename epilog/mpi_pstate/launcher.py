@@ -32,7 +32,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 
-from . import safeio
+from . import parse, safeio
 
 # The installation's directories and the entry script's own ("here"), from
 # the entry script (epilog/mpi-pstate): set by main().
@@ -42,8 +42,6 @@ CPUFREQ = "/sys/devices/system/cpu/cpufreq"
 FRONT = "libmpi-pstate.so"
 MODES = ("off", "on", "profile")
 ABIS = ("auto", "ompi", "mpich")
-# Same grammar as common/parse.h's mpi_pstate_parse_duration_us.
-DURATION_RE = re.compile(r"^\s*(\d+(\.\d+)?)\s*(us|ms|s)?\s*$", re.IGNORECASE)
 
 
 def _root_may_use(path: str, program: bool) -> bool:
@@ -176,17 +174,6 @@ def run_with_agent(a: argparse.Namespace, cmd: List[str], env: Dict[str, str]) -
     return rc if rc >= 0 else 128 - rc
 
 
-def valid_duration(text: str) -> bool:
-    m = DURATION_RE.match(text)
-    if not m:
-        return False
-    unit = (m.group(3) or "us").lower()
-    # a microsecond is the finest unit the library keeps: digits past it must be 0
-    frac = (m.group(2) or ".")[1:]
-    keep = {"us": 0, "ms": 3, "s": 6}[unit]
-    return not frac[keep:].strip("0")
-
-
 def build_env(a: argparse.Namespace, front: str, base: Dict[str, str]) -> Dict[str, str]:
     env = dict(base)
     preload = env.get("LD_PRELOAD", "")
@@ -259,10 +246,13 @@ def main(argv: Optional[List[str]] = None, paths: Optional[Dict[str, str]] = Non
         ap.print_usage(sys.stderr)
         print("mpi-pstate-exec: no PROGRAM given", file=sys.stderr)
         return 2
-    if a.threshold is not None and not valid_duration(a.threshold):
-        print(f"mpi-pstate-exec: invalid --threshold {a.threshold!r}: expected a duration such "
-              "as 500us or 2ms", file=sys.stderr)
-        return 2
+    if a.threshold is not None:
+        try:
+            parse.duration_us(a.threshold)  # the library's own parser, mirrored
+        except ValueError:
+            print(f"mpi-pstate-exec: invalid --threshold {a.threshold!r}: expected a duration "
+                  "such as 500us or 2ms", file=sys.stderr)
+            return 2
     if a.node_agent and a.mode is None:
         a.mode = "on"  # the agent is there to clock cores down
     front = find_front()

@@ -6,9 +6,11 @@ import re
 from typing import Dict, List, Optional, Set, Tuple, Union
 
 _U64 = re.compile(r"[ \t]*([0-9]+)[ \t]*\n?")
-_FREQ = re.compile(r"[ \t]*([0-9]+)(\.[0-9]+)?[ \t]*(khz|mhz|ghz)?[ \t]*\n?", re.IGNORECASE)
-_DUR = re.compile(r"[ \t]*([0-9]+)(\.[0-9]+)?[ \t]*(us|ms|s)?[ \t]*\n?", re.IGNORECASE)
+# C's isalpha run is read into an 8-byte buffer: a longer unit is refused.
+_NUMBER_UNIT = re.compile(r"[ \t]*([0-9.]*)([A-Za-z]{0,7})[ \t\n]*")
 U64_MAX = (1 << 64) - 1
+U32_MAX = (1 << 32) - 1
+DAY_US = 86_400_000_000  # the longest duration: anything longer is a typo
 _TRUE = {"yes", "true", "on", "1"}
 _FALSE = {"no", "false", "off", "0"}
 
@@ -25,36 +27,46 @@ def u64(text: str, lo: int = 0, hi: int = U64_MAX) -> int:
     return v
 
 
-def _scaled(m: "re.Match[str]", scale: int) -> int:
-    whole, frac = m.group(1), (m.group(2) or ".")[1:]
-    digits = len(str(scale)) - 1
-    if frac[digits:].strip("0"):
-        raise ValueError("more precision than the unit keeps")
-    frac = (frac + "0" * digits)[:digits]
-    return int(whole) * scale + (int(frac) if frac else 0)
-
-
-def _quantity(rx: "re.Pattern[str]", text: str, what: str, units: "dict[str, int]", plain: str,
-              limit: int, too_big: str) -> int:
-    m = rx.fullmatch(text)
+def _with_units(text: str, what: str, units: "dict[str, int]", limit: int) -> int:
+    """common/parse.c's parse_with_units, step by step: blanks, a number
+    with at most one point and no space before its unit (units: lower-case
+    name -> power of ten to the base unit; none: the base unit), then
+    blanks and newlines; a fraction finer than the base unit must be zeros.
+    tests/data/durations.txt holds the cases both must agree on."""
+    m = _NUMBER_UNIT.fullmatch(text)
     if not m:
         raise ValueError(f"not a {what}: {text!r}")
-    v = _scaled(m, units[(m.group(3) or plain).lower()])
+    number, unit = m.group(1), m.group(2).lower()
+    if unit and unit not in units:
+        raise ValueError(f"not a {what}: {text!r} (the unit is one of {', '.join(units)})")
+    digits = units[unit] if unit else 0
+    whole, point, frac = number.partition(".")
+    if "." in frac:
+        raise ValueError(f"not a {what}: {text!r}")
+    kept = frac[:digits]
+    if frac[digits:].strip("0"):
+        raise ValueError(f"{what} {text!r}: more precision than the unit keeps")
+    if not whole and not kept:  # as C: "." and ".0" (a bare point, no digit kept)
+        raise ValueError(f"not a {what}: {text!r}")
+    v = int((whole or "0") + kept.ljust(digits, "0"))
     if v > limit:
-        raise ValueError(too_big)
+        raise ValueError(f"{what} {text!r} out of range")
     return v
 
 
 def freq_khz(text: str) -> int:
-    """"1200000" (kHz), "1200000kHz", "1200MHz", "1.2GHz" -> kHz."""
-    return _quantity(_FREQ, text, "frequency", {"khz": 1, "mhz": 1000, "ghz": 1000000}, "khz",
-                     U64_MAX, "frequency out of range")
+    """"1200000" (kHz), "1200000kHz", "1200MHz", "1.2GHz" -> kHz, as
+    mpi_pstate_parse_freq_khz: 0 and more than cpufreq's 32 bits refused."""
+    v = _with_units(text, "frequency", {"khz": 0, "mhz": 3, "ghz": 6}, U32_MAX)
+    if v == 0:
+        raise ValueError(f"frequency {text!r} out of range")
+    return v
 
 
 def duration_us(text: str) -> int:
-    """"500" (us), "500us", "2ms", "1.5ms", "1s" -> microseconds (at most a day)."""
-    return _quantity(_DUR, text, "duration", {"us": 1, "ms": 1000, "s": 1000000}, "us",
-                     86400000000, "duration longer than a day")
+    """"500" (us), "500us", "2ms", "1.5ms", "1s" -> microseconds, at most a
+    day, as mpi_pstate_parse_duration_us."""
+    return _with_units(text, "duration", {"us": 0, "ms": 3, "s": 6}, DAY_US)
 
 
 _PCT = re.compile(r"(0|[1-9][0-9]{0,2})(?:\.([0-9]+))?%?")

@@ -300,7 +300,8 @@ _MARK_RE = re.compile(re.escape(MARKER) + r"([0-9]{1,3}):")
 
 
 def find(text: str) -> Tuple[Optional[Dict[str, Any]], Optional[Tuple[int, int]]]:
-    """Our summary inside an AdminComment and its span, or (None, None).
+    """Our summary ("mpi-pstate/<v>:{json}") inside a SystemComment and its
+    span, or (None, None).
     Only the first mpi-pstate summary counts; other text is not ours."""
     for m in _MARK_RE.finditer(text or ""):
         try:

@@ -51,22 +51,59 @@ START_TEST(freq_units)
 }
 END_TEST
 
+/* TEXT of a `... "TEXT"` case line, with \n and \t undone; NULL if none. */
+static char *quoted_case(char *line)
+{
+        char *open = strchr(line, '"'), *close = strrchr(line, '"'), *out;
+
+        if (!open || close == open)
+                return NULL;
+        *close = '\0';
+        out = open + 1;
+        for (char *r = out, *w = out;; r++, w++) {
+                if (r[0] == '\\' && (r[1] == 'n' || r[1] == 't'))
+                        *w = *++r == 'n' ? '\n' : '\t';
+                else
+                        *w = *r;
+                if (!*r)
+                        break;
+        }
+        return out;
+}
+
+/* tests/data/durations.txt: the cases epilog/mpi_pstate/parse.py must agree on. */
 START_TEST(duration_units)
 {
-        uint64_t v = 0;
-        ck_assert_int_eq(mpi_pstate_parse_duration_us("500", &v), 0);
-        ck_assert_uint_eq(v, 500);
-        ck_assert_int_eq(mpi_pstate_parse_duration_us("0", &v), 0);
-        ck_assert_uint_eq(v, 0);
-        ck_assert_int_eq(mpi_pstate_parse_duration_us("2ms", &v), 0);
-        ck_assert_uint_eq(v, 2000);
-        ck_assert_int_eq(mpi_pstate_parse_duration_us("1.5ms", &v), 0);
-        ck_assert_uint_eq(v, 1500);
-        ck_assert_int_eq(mpi_pstate_parse_duration_us("1s", &v), 0);
-        ck_assert_uint_eq(v, 1000000);
-        ck_assert_int_eq(mpi_pstate_parse_duration_us("1.5us", &v), -EINVAL);
-        ck_assert_int_eq(mpi_pstate_parse_duration_us("5min", &v), -EINVAL);
-        ck_assert_int_eq(mpi_pstate_parse_duration_us("2 days", &v), -EINVAL);
+        char path[4096], line[256];
+        unsigned n = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/durations.txt", TEST_DATA_DIR);
+        f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        while (fgets(line, sizeof(line), f)) {
+                uint64_t want = 0, v = 7;
+                char *text;
+
+                if (line[0] == '#' || line[0] == '\n')
+                        continue;
+                text = quoted_case(line);
+                ck_assert_msg(text != NULL, "bad case line '%s'", line);
+                if (strncmp(line, "bad ", 4) == 0) {
+                        ck_assert_msg(mpi_pstate_parse_duration_us(text, &v) < 0 && v == 7,
+                                      "accepted '%s'", text);
+                } else {
+                        char *want_text = strtok(line, " ");
+
+                        ck_assert_int_eq(mpi_pstate_parse_u64(want_text, 0, UINT64_MAX, &want), 0);
+                        ck_assert_msg(mpi_pstate_parse_duration_us(text, &v) == 0 && v == want,
+                                      "'%s': %llu, not %llu", text, (unsigned long long)v,
+                                      (unsigned long long)want);
+                }
+                n++;
+        }
+        fclose(f);
+        ck_assert_uint_ge(n, 40);
 }
 END_TEST
 
