@@ -11,8 +11,8 @@ SlotError; no length or count read from the file is used unchecked.
     for s in slots:           # None for a free slot
         print(s["rank"], s["state"], s["functions"]["MPI_Barrier"]["calls"])
 
-tests/py/test_preload_slot.py checks every offset here against the C
-compiler's offsetof() on common/slot.h.
+tests/py/test_preload_slot_layout.py checks every offset, size, constant
+and enumeration order here against the C compiler's view of common/slot.h.
 """
 import mmap
 import os
@@ -38,7 +38,7 @@ CLOCKS = ["none", "tsc", "monotonic"]
 MODES = ["off", "on", "profile"]
 ABIS = ["none", "ompi", "mpich"]
 
-# name: (offset, struct format) -- native little-endian x86-64
+# name: (offset, struct format), little-endian (x86-64 and aarch64)
 HEADER_FIELDS: Dict[str, Tuple[int, str]] = {
     "magic": (0, "Q"), "version": (8, "I"), "header_size": (12, "I"), "slot_size": (16, "I"),
     "nslots": (20, "I"), "creator_pid": (24, "i"), "flags": (28, "I"), "created_ns": (32, "Q"),

@@ -1,0 +1,120 @@
+"""The slot layout in Python (epilog/mpi_pstate/slot.py) against the C
+compiler's view of common/slot.h: every field's offset, size and
+signedness, the structures' sizes, the magics, version and counts, and
+the order of the enumerations slot.py names (a slot stores their index).
+A field added to slot.py or changed in slot.h without the other fails
+here.  Named test_preload* so that `make check-arm64` runs it on aarch64
+too, where the compiler lays the structures out on its own."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import struct
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parents[2]
+if str(TOP / "epilog") not in sys.path:
+    sys.path.insert(0, str(TOP / "epilog"))
+from mpi_pstate import slot  # noqa: E402
+
+CC = shutil.which("gcc") or shutil.which("cc")
+
+LAYOUT_C = r"""
+#include <stdio.h>
+#include <stddef.h>
+#include "slot.h"
+#include "backend.h"
+/* offset, size and signedness (the ?: converts an atomic member to its
+ * plain type, never evaluated) of one member */
+#define M(kind, type, f) printf(kind " %s %zu %zu %d\n", #f, offsetof(struct type, f), \
+        sizeof(((struct type *)0)->f), (0 ? ((struct type *)0)->f : -1) < 0);
+#define C(name) printf("const %s %llu\n", #name, (unsigned long long)(name));
+int main(void) {
+    BODY
+    return 0;
+}
+"""
+
+STRUCTS = {"slot": "mpi_pstate_slot", "header": "mpi_pstate_seg_header",
+           "fn": "mpi_pstate_fn_stats"}
+# slot.py's enumeration lists and the prefix of their C names
+ENUMS = {"STATES": "MPI_PSTATE_SLOT_", "CLOCKS": "MPI_PSTATE_CLOCK_",
+         "MODES": "MPI_PSTATE_SLOT_MODE_", "ABIS": "MPI_PSTATE_ABI_"}
+CONSTANTS = {"SEG_MAGIC": "MPI_PSTATE_SEG_MAGIC", "SLOT_MAGIC": "MPI_PSTATE_SLOT_MAGIC",
+             "VERSION": "MPI_PSTATE_SLOT_VERSION", "HEADER_SIZE": "MPI_PSTATE_SEG_HEADER_SIZE",
+             "SLOT_SIZE": "MPI_PSTATE_SLOT_SIZE", "MAX_FUNCS": "MPI_PSTATE_SLOT_MAX_FUNCS",
+             "NAME_LEN": "MPI_PSTATE_SLOT_NAME_LEN", "BUCKETS": "MPI_PSTATE_SLOT_HIST_BUCKETS",
+             "CPUSET_WORDS": "MPI_PSTATE_SLOT_CPUSET_WORDS",
+             "MAX_SLOTS": "MPI_PSTATE_SEG_MAX_SLOTS",
+             "FN_SIZE": "sizeof(struct mpi_pstate_fn_stats)",
+             "CPUSET_OFFSET": "offsetof(struct mpi_pstate_slot, cpuset)",
+             "HIST_BYTES_OFFSET": "offsetof(struct mpi_pstate_slot, hist_bytes)",
+             "HIST_NS_OFFSET": "offsetof(struct mpi_pstate_slot, hist_ns)",
+             "FN_OFFSET": "offsetof(struct mpi_pstate_slot, fn)"}
+
+
+def py_fields() -> dict[str, dict[str, tuple[int, str]]]:
+    return {"slot": slot.SLOT_FIELDS, "header": slot.HEADER_FIELDS, "fn": slot.FN_FIELDS}
+
+
+def enum_names() -> list[tuple[str, int, str]]:
+    """(slot.py list, index, C name) of every enumeration value slot.py names."""
+    return [(lst, i, prefix + word.upper()) for lst, prefix in ENUMS.items()
+            for i, word in enumerate(getattr(slot, lst))]
+
+
+def c_layout() -> dict[tuple[str, str], list[int]]:
+    body = []
+    for kind, fields in py_fields().items():
+        body += [f'M("{kind}", {STRUCTS[kind]}, {f})' for f in fields]
+    body += [f"C({c})" for c in CONSTANTS.values()]
+    body += [f"C({c})" for _, _, c in enum_names()]
+    body += [f'C(sizeof(struct {s}))' for s in STRUCTS.values()]
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = Path(d) / "layout.c", Path(d) / "layout"
+        src.write_text(LAYOUT_C.replace("BODY", "\n    ".join(body)))
+        subprocess.run([str(CC), "-std=c11", "-D_GNU_SOURCE", "-I", str(TOP / "common"),
+                        "-I", str(TOP / "preload"), "-o", str(exe), str(src)], check=True,
+                       timeout=120)
+        out = subprocess.run([str(exe)], capture_output=True, text=True, check=True,
+                             timeout=30).stdout
+    c: dict[tuple[str, str], list[int]] = {}
+    for line in out.splitlines():
+        kind, rest = line.split(" ", 1)
+        name, _, values = rest.rpartition(" ") if kind == "const" else rest.partition(" ")
+        c[(kind, name)] = [int(v) for v in values.split()]
+    return c
+
+
+@unittest.skipUnless(CC, "no C compiler")
+class Layout(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.c = c_layout()
+
+    def test_every_field_where_c_puts_it(self) -> None:
+        for kind, fields in py_fields().items():
+            for f, (off, fmt) in fields.items():
+                with self.subTest(struct=kind, field=f):
+                    self.assertEqual(self.c[(kind, f)],
+                                     [off, struct.calcsize("<" + fmt), int(fmt.islower())])
+
+    def test_sizes_magics_and_counts(self) -> None:
+        for name, expr in CONSTANTS.items():
+            with self.subTest(name=name):
+                self.assertEqual(self.c[("const", expr)], [getattr(slot, name)])
+        self.assertEqual(self.c[("const", "sizeof(struct mpi_pstate_slot)")], [slot.SLOT_SIZE])
+        self.assertEqual(self.c[("const", "sizeof(struct mpi_pstate_seg_header)")],
+                         [slot.HEADER_SIZE])
+
+    def test_enumerations_in_c_order(self) -> None:
+        for lst, i, cname in enum_names():
+            with self.subTest(name=cname):
+                self.assertEqual(self.c[("const", cname)], [i], f"slot.{lst}[{i}]")
+
+
+if __name__ == "__main__":
+    unittest.main()
