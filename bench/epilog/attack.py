@@ -29,7 +29,6 @@ The library of this tree builds the segments either way."""
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys

@@ -24,8 +24,6 @@ end (--keep-model keeps it)."""
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
-import importlib.util
 import json
 import os
 import statistics

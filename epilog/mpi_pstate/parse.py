@@ -11,8 +11,6 @@ _NUMBER_UNIT = re.compile(r"[ \t]*([0-9.]*)([A-Za-z]{0,7})[ \t\n]*")
 U64_MAX = (1 << 64) - 1
 U32_MAX = (1 << 32) - 1
 DAY_US = 86_400_000_000  # the longest duration: anything longer is a typo
-_TRUE = {"yes", "true", "on", "1"}
-_FALSE = {"no", "false", "off", "0"}
 
 
 def u64(text: str, lo: int = 0, hi: int = U64_MAX) -> int:
@@ -111,15 +109,6 @@ def carbon(text: str) -> Tuple[Optional[float], Dict[str, float]]:
         else:
             site = float(g)
     return site, parts
-
-
-def boolean(text: str) -> bool:
-    w = text.strip().lower()
-    if w in _TRUE:
-        return True
-    if w in _FALSE:
-        return False
-    raise ValueError(f"not a yes/no value: {text!r}")
 
 
 _JOBID = re.compile(r"([1-9][0-9]{0,9})(?:_([0-9]{1,9}|\[[0-9,\-]{1,64}\]))?")

@@ -24,7 +24,7 @@ import errno
 import os
 import stat
 import struct
-from typing import Iterable, Iterator, List, Optional, Set
+from typing import Iterable, List, Optional, Set
 
 O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -384,9 +384,3 @@ def remove_stale_tmp(dirfd: int, max_age_s: float = 3600.0) -> int:
             except OSError:
                 pass
     return n
-
-
-def walk_names(dirfd: int, prefix: str) -> Iterator[str]:
-    for n in list_dir(dirfd):
-        if n.startswith(prefix):
-            yield n

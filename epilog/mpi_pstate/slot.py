@@ -89,14 +89,6 @@ def parse_header(buf: bytes) -> Dict[str, int]:
     return h
 
 
-def bucket_range(b: int) -> Tuple[int, int]:
-    """Values counted by histogram bucket b (inclusive bounds)."""
-    if b == 0:
-        return 0, 0
-    hi = (1 << 64) - 1 if b == BUCKETS - 1 else (1 << b) - 1
-    return 1 << (b - 1), hi
-
-
 # One unpack per part (the node Epilog parses up to 16384 slots as root:
 # docs/security.md bounds its CPU time): the fixed fields in one Struct
 # (offset order, gaps as pad bytes), then only the nfuncs function entries

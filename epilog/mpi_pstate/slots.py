@@ -14,7 +14,6 @@ import heapq
 import os
 import re
 import stat
-import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 

@@ -38,13 +38,6 @@ def rank_label(r: Dict[str, Any], multi_step: bool) -> str:
     return f"{r['step']}.{r['rank']}" if multi_step else str(r["rank"])
 
 
-def elapsed_seconds(text: Optional[str]) -> Optional[int]:
-    """sacct's Elapsed ([D-]HH:MM:SS, MM:SS.mmm) in seconds; None when it is
-    not one (Unknown, INVALID, empty)."""
-    v = parse.elapsed(text)
-    return None if v is None else int(v)
-
-
 def merge(job: int, expected: List[str], records: Dict[str, Dict[str, Any]],
           bad: Dict[str, str], job_state: Optional[str] = None,
           exit_code: Optional[str] = None, array: Optional[str] = None,

@@ -19,7 +19,7 @@ from pathlib import Path
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import collect, config, ctld, log, noderec, slurm, spool, summary
+from mpi_pstate import collect, config, ctld, log, noderec, parse, slurm, spool, summary
 
 BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", fx.TOP / "build"))
 DBCOMMENT = BUILD / "epilog" / "mpi-pstate-dbcomment"
@@ -96,7 +96,7 @@ class Merge(unittest.TestCase):
             "n2": fx.node_record(12, "n2", [r for st in range(8)
                                             for r in step_ranks("n2", 2, str(st))])})
         s = summary.merge(12, ["n1", "n2"], recs, {}, "COMPLETED", "0:0",
-                          elapsed_s=summary.elapsed_seconds("00:02:03"))["summary"]
+                          elapsed_s=parse.elapsed("00:02:03"))["summary"]
         self.assertEqual((s["ranks"], s["rank_steps"], s["steps"]), (4, 32, 8))
         self.assertEqual((s["wall_s"], s["wall_src"], s["step_wall_s"]), (123.0, "sacct", 17.0))
         # every step: rank 0 computes 9 s, ranks 1-3 1 s: (9 - 3) / 9
@@ -108,7 +108,7 @@ class Merge(unittest.TestCase):
         recs = validated(13, {"n1": fx.node_record(13, "n1", [
             fx.rank("n1", r, step="0", wall=0.027, mpi=0.01) for r in (0, 1)])})
         s = summary.merge(13, ["n1"], recs, {}, "COMPLETED", "0:0",
-                          elapsed_s=summary.elapsed_seconds("00:00:00"))["summary"]
+                          elapsed_s=parse.elapsed("00:00:00"))["summary"]
         self.assertEqual((s["wall_s"], s["wall_src"], s["step_wall_s"]), (0.027, "sacct", 0.027))
 
     def test_imbalance_is_bounded(self) -> None:
@@ -127,7 +127,7 @@ class Merge(unittest.TestCase):
         for text, want in (("00:00:05", 5), ("01:02:03", 3723), ("2-00:00:01", 172801),
                            ("12:34", 754), ("Unknown", None), ("", None), ("1:2:3:4", None),
                            ("INVALID", None)):
-            self.assertEqual(summary.elapsed_seconds(text), want, text)
+            self.assertEqual(parse.elapsed(text), want, text)
 
     def test_energy_is_labelled_by_its_meter(self) -> None:
         def rec(node: str, meter: str, joules: float | None = 10.0) -> dict:

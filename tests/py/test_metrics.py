@@ -17,7 +17,7 @@ from unittest import mock
 
 import test_epilog_fixtures as fx
 import test_epilog_summary as tes
-from mpi_pstate import config, metrics, slurm
+from mpi_pstate import config, metrics
 
 SUMMARY = {"state": "complete", "job_state": "COMPLETED", "mpi_share": 0.42,
            "down_share": 0.3, "wall_s": 12.0, "mpi_s": 10.1, "wait_s": 8.0, "down_s": 7.5,

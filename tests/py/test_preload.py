@@ -6,7 +6,6 @@ alone.  Programs: tests/preload/; helpers: tests/preload/preload_helpers.py."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys

@@ -23,13 +23,12 @@ see every call.  docs/preload.md "Living with PMPI tools"."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import tempfile
 import unittest
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "preload"))
 import preload_helpers as ph  # noqa: E402
