@@ -46,8 +46,11 @@ struct mpi_pstate_rapl {
 };
 
 const char *
-mpi_pstate_rapl_status_name(enum mpi_pstate_rapl_status s);         /* ok|absent|no_access|error */
-const char *mpi_pstate_rapl_kind_name(enum mpi_pstate_rapl_kind k); /* package|dram|... */
+mpi_pstate_rapl_status_name(enum mpi_pstate_rapl_status s); /* ok|absent|no_access|error */
+/* package|dram|...: the record keeps only package and dram energy, under
+ * keys of its own (record.c), so only the unit suite, which checks the
+ * kinds it found, calls it. */
+const char *mpi_pstate_rapl_kind_name(enum mpi_pstate_rapl_kind k);
 
 /* Finds the zones and checks that the first energy_uj can be opened.
  * Returns out->status (zones are listed even with NO_ACCESS). */

@@ -105,7 +105,9 @@ enum mpi_pstate_limit mpi_pstate_config_limit(const struct mpi_pstate_config *c,
                                               struct mpi_pstate_options *o, int id, char *note,
                                               size_t notelen);
 
-/* The accepted keys, in documentation order; NULL past the end. */
+/* The accepted keys, in documentation order; NULL past the end.  The plugin
+ * does not need it: tests/unit/test_config.c and tests/py/test_options_gen.py
+ * list the keys through it to check that each one is documented. */
 const char *mpi_pstate_config_key(size_t i);
 
 #endif

@@ -73,15 +73,12 @@ struct mpi_pstate_cpufreq_node {
         int cpu_policy[CPU_SETSIZE];                /* CPU -> index in policies, -1 */
 };
 
-/* Reads the whole cpufreq tree under sysroot.  -ENODEV when no CPU has a
- * policy with a driver (no cpufreq at all).  *out is freed with _free(). */
-int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cpufreq_node **out,
-                                char *err, size_t errlen);
-
-/* The same for the policies of the CPUs in cpus only (found through their
- * cpuN/cpufreq links; NULL: the whole tree): what a job step needs, at the
- * cost of its own CPUs instead of the node's (a 1-core step on a 256-CPU
- * node reads one policy, not 256).  Every policy holding one of cpus is
+/* Reads the cpufreq tree under sysroot: the policies of the CPUs in cpus
+ * only (found through their cpuN/cpufreq links), or the whole tree when
+ * cpus is NULL.  -ENODEV when no CPU has a policy with a driver (no cpufreq
+ * at all).  *out is freed with _free().  A job step passes its own CPUs,
+ * paying for them instead of the node's (a 1-core step on a 256-CPU node
+ * reads one policy, not 256).  Every policy holding one of cpus is
  * loaded whole (related_cpus included), so domains_of() and the "shared
  * with CPUs outside" test give the answers a full discovery gives.  The
  * boost switch is not read (boost_kind NONE, boost_on -1). */
@@ -90,7 +87,8 @@ int mpi_pstate_cpufreq_discover_cpus(const char *sysroot, const cpu_set_t *cpus,
                                      size_t errlen);
 void mpi_pstate_cpufreq_free(struct mpi_pstate_cpufreq_node *node);
 
-/* The policy of a CPU, or NULL. */
+/* The policy of a CPU, or NULL.  For the tests, which look one CPU up: the
+ * product goes through domains_of(). */
 const struct mpi_pstate_cpufreq_policy *
 mpi_pstate_cpufreq_policy_of(const struct mpi_pstate_cpufreq_node *node, unsigned cpu);
 
@@ -227,18 +225,13 @@ struct mpi_pstate_cpufreq_domain {
  * formats both strings.  Checks against the current state:
  * cpuinfo_min <= low <= high <= cpuinfo_max (-ERANGE); MAXFREQ also needs
  * low >= scaling_min_freq (-ERANGE, the kernel would not honour it); SETSPEED
- * needs the userspace governor active (-EINVAL).  d->fd is -1 on failure. */
-/* domain_prepare() checked against settings the caller just read (known,
- * NULL: read them here). */
+ * needs the userspace governor active (-EINVAL).  d->fd is -1 on failure.
+ * known: the settings the caller just read (NULL: read them here). */
 int mpi_pstate_cpufreq_domain_prepare_from(struct mpi_pstate_cpufreq_domain *d,
                                            const struct mpi_pstate_cpufreq_policy *p,
                                            const struct mpi_pstate_cpufreq_settings *known,
                                            enum mpi_pstate_cpufreq_mech mech, uint32_t low_khz,
                                            uint32_t high_khz, char *err, size_t errlen);
-int mpi_pstate_cpufreq_domain_prepare(struct mpi_pstate_cpufreq_domain *d,
-                                      const struct mpi_pstate_cpufreq_policy *p,
-                                      enum mpi_pstate_cpufreq_mech mech, uint32_t low_khz,
-                                      uint32_t high_khz, char *err, size_t errlen);
 
 /* One pwrite() each, nothing else: no allocation, no lock, no other call. */
 int mpi_pstate_cpufreq_domain_lower(const struct mpi_pstate_cpufreq_domain *d);

@@ -477,12 +477,6 @@ static bool setspeed_floor(const struct mpi_pstate_cpufreq_node *node,
         return false;
 }
 
-int mpi_pstate_cpufreq_discover(const char *sysroot, struct mpi_pstate_cpufreq_node **out,
-                                char *err, size_t errlen)
-{
-        return mpi_pstate_cpufreq_discover_cpus(sysroot, NULL, out, err, errlen);
-}
-
 /* Sorts the policies and maps every CPU to its one policy. */
 static int map_cpus(struct mpi_pstate_cpufreq_node *node, char *err, size_t errlen)
 {

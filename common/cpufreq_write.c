@@ -126,15 +126,6 @@ int mpi_pstate_cpufreq_apply_from(const struct mpi_pstate_cpufreq_policy *p,
         return 0;
 }
 
-int mpi_pstate_cpufreq_domain_prepare(struct mpi_pstate_cpufreq_domain *d,
-                                      const struct mpi_pstate_cpufreq_policy *p,
-                                      enum mpi_pstate_cpufreq_mech mech, uint32_t low_khz,
-                                      uint32_t high_khz, char *err, size_t errlen)
-{
-        return mpi_pstate_cpufreq_domain_prepare_from(d, p, NULL, mech, low_khz, high_khz, err,
-                                                      errlen);
-}
-
 int mpi_pstate_cpufreq_domain_prepare_from(struct mpi_pstate_cpufreq_domain *d,
                                            const struct mpi_pstate_cpufreq_policy *p,
                                            const struct mpi_pstate_cpufreq_settings *known,

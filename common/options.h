@@ -95,7 +95,8 @@ int mpi_pstate_options_is_bare(const char *value);
 /* Parses value for the option called name (long name without "--") into o.
  * A bare value selects the option's bare meaning, or fails when the option
  * requires an argument.  Returns 0, -ENOENT for an unknown name, -EINVAL or
- * -ERANGE for a bad value (o unchanged). */
+ * -ERANGE for a bad value (o unchanged).  The plugin and the agent know the
+ * option's id and call _set_id(); this by-name form is for the tests. */
 int mpi_pstate_options_set(struct mpi_pstate_options *o, const char *name, const char *value,
                            char *err, size_t errlen);
 

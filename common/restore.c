@@ -202,12 +202,6 @@ static int check_existing(int dirfd, const char *dir, const char *name,
         return 0;
 }
 
-int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
-                            const struct mpi_pstate_restore_owner *who, char *err, size_t errlen)
-{
-        return mpi_pstate_restore_save_from(dir, p, NULL, who, err, errlen);
-}
-
 int mpi_pstate_restore_save_from(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
                                  const struct mpi_pstate_cpufreq_settings *known,
                                  const struct mpi_pstate_restore_owner *who, char *err,

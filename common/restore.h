@@ -44,18 +44,16 @@ int mpi_pstate_restore_parse(const char *text, struct mpi_pstate_restore_record 
  * replacing).  If a record for p already exists and belongs to the same
  * owner, it is kept as it is (it holds the true original) and 0 is returned;
  * if it belongs to another owner, -EBUSY; if it cannot be trusted, its error
- * (the caller must then leave the domain alone). */
-int mpi_pstate_restore_save(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
-                            const struct mpi_pstate_restore_owner *who, char *err, size_t errlen);
-
-/* save() of settings the caller read a moment ago (known, NULL: read them):
- * a job step's setup reads each sysfs file once. */
+ * (the caller must then leave the domain alone).  known: the settings the
+ * caller read a moment ago (NULL: read them here), so that a job step's
+ * setup reads each sysfs file once. */
 int mpi_pstate_restore_save_from(const char *dir, const struct mpi_pstate_cpufreq_policy *p,
                                  const struct mpi_pstate_cpufreq_settings *known,
                                  const struct mpi_pstate_restore_owner *who, char *err,
                                  size_t errlen);
 
-/* Reads and checks one record (name = policy name) without acting on it. */
+/* Reads and checks one record (name = policy name) without acting on it.
+ * The product acts on records (_policy(), _all()); the tests read one back. */
 int mpi_pstate_restore_load(const char *dir, const char *name,
                             struct mpi_pstate_restore_record *out);
 

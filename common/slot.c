@@ -160,12 +160,6 @@ fail:
         return rc;
 }
 
-int mpi_pstate_slot_map_segment(const char *path, int writable, uid_t owner,
-                                struct mpi_pstate_segment *seg)
-{
-        return mpi_pstate_slot_map_segment_n(path, writable, owner, 0, seg);
-}
-
 int mpi_pstate_slot_map_segment_n(const char *path, int writable, uid_t owner, uint32_t nslots,
                                   struct mpi_pstate_segment *seg)
 {

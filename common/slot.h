@@ -275,14 +275,11 @@ int mpi_pstate_slot_create_segment_stat(const char *path, uint32_t nslots, uid_t
 /* Maps a whole segment (writable for the agent, read-only for readers).  The
  * file must be a regular file, not a symlink, owned by `owner` unless owner
  * is (uid_t)-1, exactly header + nslots * slot size long, with a valid
- * header.  Returns 0 or -errno (-EPROTO: not a segment of this version). */
-int mpi_pstate_slot_map_segment(const char *path, int writable, uid_t owner,
-                                struct mpi_pstate_segment *seg);
-
-/* The same for root code that knows how many slots the segment was made
- * with (the plugin's figure, never the header's: the user can rewrite the
- * header between the plugin's fchown and this call).  A header that says
- * otherwise is -EPROTO.  nslots 0 behaves as mpi_pstate_slot_map_segment. */
+ * header.  Returns 0 or -errno (-EPROTO: not a segment of this version).
+ * nslots: how many slots root code knows the segment was made with (the
+ * plugin's figure, never the header's: the user can rewrite the header
+ * between the plugin's fchown and this call), a header that says otherwise
+ * being -EPROTO; 0: the header's count. */
 int mpi_pstate_slot_map_segment_n(const char *path, int writable, uid_t owner, uint32_t nslots,
                                   struct mpi_pstate_segment *seg);
 void mpi_pstate_slot_unmap_segment(struct mpi_pstate_segment *seg);
@@ -301,7 +298,9 @@ int mpi_pstate_slot_attach(const char *path, uint32_t index, struct mpi_pstate_a
  * (O_EXCL, mode 0600), or in anonymous shared memory when path is NULL. */
 int mpi_pstate_slot_attach_private(const char *path, struct mpi_pstate_attach *a);
 
-/* Unmaps what mpi_pstate_slot_attach* mapped (the slot keeps its data). */
+/* Unmaps what mpi_pstate_slot_attach* mapped (the slot keeps its data).  The
+ * library never calls it (a rank keeps its slot mapped until it exits); the
+ * tests and tests/agent/simranks.c, which attach many times, do. */
 void mpi_pstate_slot_detach(struct mpi_pstate_attach *a);
 
 /* Fills the identity of a claimed slot and the function names (nfuncs

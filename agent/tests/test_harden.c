@@ -30,6 +30,7 @@
 #include "restore.h"
 #include "safeio.h"
 #include "check_main.h"
+#include "shortcuts.h"
 
 #define POL0 FAKESYS_CPU "/cpufreq/policy0"
 #define POL1 FAKESYS_CPU "/cpufreq/policy1"

@@ -14,6 +14,7 @@
 #include "fakesys.h"
 #include "slurmfreq.h"
 #include "check_main.h"
+#include "shortcuts.h"
 
 #define GOV(g) (UINT32_C(1) << MPI_PSTATE_GOVERNOR_##g)
 

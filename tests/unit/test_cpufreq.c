@@ -16,6 +16,7 @@
 #include "cpufreq.h"
 #include "fakesys.h"
 #include "check_main.h"
+#include "shortcuts.h"
 
 static struct fakesys fs;
 static char err[256];

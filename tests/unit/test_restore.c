@@ -14,6 +14,7 @@
 #include "restore.h"
 #include "safeio.h"
 #include "check_main.h"
+#include "shortcuts.h"
 
 #define NOBODY 65534
 #define POL0 FAKESYS_CPU "/cpufreq/policy0"

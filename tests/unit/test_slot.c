@@ -17,6 +17,7 @@
 
 #include "slot.h"
 #include "check_main.h"
+#include "shortcuts.h"
 
 static char dir[] = "/tmp/test_slot.XXXXXX";
 static char seg_path[512];
