@@ -104,9 +104,6 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
         /* The job's options, one generic pair each: a new entry of
          * options.def reaches the agent with no code here. */
         for (int id = 0; !rc && id < MPI_PSTATE_OPT_COUNT; id++) {
-                /* Formatted, not a "--" literal per entry: the linker would
-                 * merge the option names into those, and the epilogs find
-                 * the plugin by the names as SPANK registers them. */
                 char *flag = buf + used, *value;
                 int n = snprintf(flag, buflen - used, "--%s", mpi_pstate_options_info(id)->name);
 

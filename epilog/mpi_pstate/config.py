@@ -6,9 +6,10 @@ import glob
 import os
 import pwd
 import re
+import struct
 from typing import Dict, List, Optional, Tuple
 
-from . import parse, safeio
+from . import parse, plugincheck, safeio
 
 COLLECT_DIR = "/var/spool/mpi-pstate/records"
 RUNTIME_DIR = "/run/mpi-pstate"
@@ -16,10 +17,11 @@ PATH_MAX = 256  # MPI_PSTATE_CONFIG_PATH_MAX, terminator included
 CONF_MAX_BYTES = 1 << 20
 # Our plugstack line is found by what the plugin file is, not by its name:
 # sites rename plugins (spank_*.so, a version suffix, a wrapper directory).
-# The SPANK_PLUGIN(mpi_pstate, ...) name and one option of the table are in
-# every build's read-only data; a file we cannot read (a controller without
-# the plugin installed) is recognised by a name containing mpi_pstate.
-PLUGIN_MARKERS = (b"\0mpi_pstate\0", b"\0mpi-pstate-threshold\0")
+# The file's plugin_name symbol holds SPANK_PLUGIN(mpi_pstate, ...)'s name
+# (read from the ELF file, never loaded); a file we cannot read (a
+# controller without the plugin installed) is recognised by a name
+# containing mpi_pstate.
+PLUGIN_NAME = "mpi_pstate"
 PLUGIN_NAME_RE = re.compile(r"mpi[_-]pstate[^/]*\.so$")
 PLUGIN_MAX_BYTES = 64 << 20
 PLUGIN_DIRS = ("/usr/lib64/slurm", "/usr/lib/slurm")
@@ -135,9 +137,10 @@ def our_plugin(path: str, dirs: List[str]) -> Optional[str]:
             data = safeio.read_trusted(f, PLUGIN_MAX_BYTES)
         except OSError:
             continue
-        if data[:4] != b"\x7fELF":
+        try:
+            return f if plugincheck.plugin_name(data) == PLUGIN_NAME else None
+        except (ValueError, struct.error):  # not an ELF64 file: not a plugin
             return None
-        return f if all(m in data for m in PLUGIN_MARKERS) else None
     return path if PLUGIN_NAME_RE.search(path) else None
 
 

@@ -38,7 +38,10 @@ def built_for(path: str) -> Tuple[Optional[str], Optional[str]]:
     return _version_text(num), None
 
 
-def _plugin_version(data: bytes) -> Optional[int]:
+def _symbol(data: bytes, name: bytes) -> Optional[Tuple[int, int, str]]:
+    """(file offset, size, struct byte order) of the data of the dynamic
+    symbol name in an ELF64 file, or None when it has none; ValueError or
+    struct.error when the file is not a readable ELF64 file."""
     if data[:4] != b"\x7fELF" or data[4] != 2:
         raise ValueError("not ELF64")
     end = "<" if data[5] == 1 else ">"
@@ -52,23 +55,44 @@ def _plugin_version(data: bytes) -> Optional[int]:
             continue
         stroff, strsize = sections[link][4], sections[link][5]
         for i in range(min(size // entsize, 65536)):
-            st_name, _st_info, _st_other, st_shndx, st_value, _st_size = \
+            st_name, _st_info, _st_other, st_shndx, st_value, st_size = \
                 struct.unpack_from(end + "IBBHQQ", data, off + i * entsize)
             if st_name >= strsize:
                 continue
             nul = data.find(b"\0", stroff + st_name)
-            if data[stroff + st_name:nul] != b"plugin_version" or not 0 < st_shndx < shnum:
+            if data[stroff + st_name:nul] != name or not 0 < st_shndx < shnum:
                 continue
             sec = sections[st_shndx]
             pos = st_value - sec[3] + sec[4]
-            return struct.unpack_from(end + "I", data, pos)[0]
+            if not 0 <= pos <= len(data) - st_size:
+                raise ValueError(f"symbol {name.decode()} outside the file")
+            return pos, st_size, end
     return None
+
+
+def _plugin_version(data: bytes) -> Optional[int]:
+    sym = _symbol(data, b"plugin_version")
+    return None if sym is None else struct.unpack_from(sym[2] + "I", data, sym[0])[0]
+
+
+def plugin_name(data: bytes) -> Optional[str]:
+    """The name a Slurm plugin file gives itself (its plugin_name symbol:
+    SPANK_PLUGIN's first argument), or None when it has none; ValueError
+    or struct.error when the file is not a readable ELF64 file."""
+    sym = _symbol(data, b"plugin_name")
+    if sym is None:
+        return None
+    pos, size, _ = sym
+    return data[pos:pos + min(size, 256)].split(b"\0", 1)[0].decode("ascii", "replace")
 
 
 def slurm_release(cmd: str = "srun") -> Optional[str]:
     """This node's Slurm release, as its commands report it ("22.05.8")."""
     try:
-        r = subprocess.run([cmd, "--version"], capture_output=True, text=True, timeout=10)
+        # no capture_output/text: config.py reaches this module from the
+        # Epilog, which runs on Python 3.6
+        r = subprocess.run([cmd, "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     m = re.search(r"\b(\d+)\.(\d+)\.(\d+)", r.stdout)

@@ -185,7 +185,9 @@ class Config(Tmp):
         lib = self.tmp / "lib"
         lib.mkdir()
         shutil.copy(built, lib / "site-power-v2.so")
-        shutil.copy("/bin/true", lib / "spank_mpi_pstate_lookalike.so")  # ELF, not ours
+        # ELF holding our names as bytes, but no plugin_name symbol: not ours
+        (lib / "spank_mpi_pstate_lookalike.so").write_bytes(
+            Path("/bin/true").read_bytes() + b"\0mpi_pstate\0mpi-pstate-threshold\0")
         sc = self.conf(f"optional {lib}/spank_mpi_pstate_lookalike.so collect_dir=/wrong\n"
                        f"optional site-power-v2.so collect_dir=/srv/right")
         self.assertEqual(config.load(sc).collect_dir, config.COLLECT_DIR)  # relative: not in dirs
@@ -193,6 +195,24 @@ class Config(Tmp):
             f.write(f"PluginDir=/nonexistent:{lib}\n")
         c = config.load(sc)
         self.assertEqual((c.collect_dir, c.problems), ("/srv/right", []))
+
+    def test_plugin_known_by_its_plugin_name_symbol(self) -> None:
+        built = BUILD / "spank" / "spank_mpi_pstate.so"
+        if not built.exists():
+            self.skipTest(f"{built} not built")
+        self.assertEqual(plugincheck.plugin_name(built.read_bytes()), config.PLUGIN_NAME)
+        self.assertIsNone(plugincheck.plugin_name(Path("/bin/true").read_bytes()))
+        src = self.tmp / "other.c"
+        src.write_text('const char plugin_name[] = "mpi_pstate_not";\n'
+                       'const char plugin_type[] = "spank";\n')
+        other = self.tmp / "spank_mpi_pstate.so"  # our file name, another plugin
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(other), str(src)], check=True)
+        self.assertEqual(plugincheck.plugin_name(other.read_bytes()), "mpi_pstate_not")
+        self.assertIsNone(config.our_plugin(str(other), []))
+        self.assertEqual(config.our_plugin(str(built), []), str(built))
+        self.assertIsNone(config.our_plugin(str(self.tmp / "absent.so"), []))
+        self.assertEqual(config.our_plugin("spank_mpi_pstate.so", [str(self.tmp / "none")]),
+                         "spank_mpi_pstate.so")  # unreadable here: known by its name
 
     def test_bad_values_keep_defaults(self) -> None:
         sc = self.conf("optional spank_mpi_pstate.so collect_dir=relative runtime_dir=/a/../b")
