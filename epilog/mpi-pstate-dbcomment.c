@@ -12,7 +12,8 @@
  * Why a C tool: sacctmgr turns quotes into backticks, and scontrol cannot
  * update a job that has finished (the EpilogSlurmctld runs while it is
  * COMPLETING).  libslurm's slurmdb_job_modify() is what sacctmgr calls,
- * minus the quote mangling (measured: /work/shared/notes/slurm-lab.md 2c).
+ * minus the quote mangling (tried on the test cluster: quotes come back
+ * intact).
  *
  * --system: the same on the job's SystemComment instead (admin-only, no
  * other tool decodes it; docs/records.md "Where the summary lives").

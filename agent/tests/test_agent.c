@@ -329,9 +329,9 @@ START_TEST(sleeps_until_deadline_then_lowers)
 }
 END_TEST
 
-/* What a caller spacing its own polls must still wake for (issue 24): the
- * deadline of a known wait, never the scan interval; nothing once it is
- * lowered or when nothing waits. */
+/* What a caller spacing its own polls must still wake for, so that an
+ * announced wait is lowered on time: the deadline of a known wait, never
+ * the scan interval; nothing once it is lowered or when nothing waits. */
 START_TEST(next_event_is_a_deadline_or_none)
 {
         uint64_t t0 = fk.now;

@@ -30,7 +30,8 @@ JOB_MAX_BYTES = 64 << 20
 # JOB_MAX_RANKS rank entries a record is still read, one at a time, but its
 # ranks are summed into its "rest" (noderec, "Aggregate"), not kept: the
 # merged job.json stays under JOB_MAX_BYTES and the controller's memory
-# bounded, and every rank still counts (issue 21: 64 nodes x 4096 ranks).
+# bounded, and every rank still counts (64 nodes x 4096 ranks are merged
+# whole: tests/py/test_epilog_scale.py).
 JOB_MAX_RECORD_BYTES = 256 << 20
 JOB_MAX_RANKS = 65536
 

@@ -162,8 +162,8 @@ def job_step_dirs(sfd: int, job: int) -> List[Tuple[str, str]]:
 
 
 def remove_step_dirs(runtime: str, job: int) -> Tuple[int, List[str]]:
-    """Deletes the job's <runtime>/steps/<job>.<step>/ once read (issue 13,
-    item 3: agent.json and agent.log were left for ever): the files in each
+    """Deletes the job's <runtime>/steps/<job>.<step>/ once read (nobody
+    else does: agent.json and agent.log would stay for ever): the files in each
     (root's directory: root wrote them; no sub-directory is entered, a
     symlink is unlinked, never followed), then the directory."""
     problems: List[str] = []
@@ -230,7 +230,7 @@ def restore_pending(runtime: str) -> bool:
 
 class StepScan:
     """The node's view of a job, built one step directory at a time
-    (issue 21, item 1: every step counted, whatever their number): the
+    (every step counted, whatever their number, in bounded memory): the
     first noderec.MAX_DETAIL_STEPS steps and MAX_RANKS ranks in detail,
     the rest summed into noderec's aggregate; no more than one step's
     slots and records held beyond what the record keeps."""
@@ -469,7 +469,8 @@ def step_sums(sfd: int, n: str, step: str, node: str, problems: List[str],
 def plugin_ran(runtime: str, job: int) -> bool:
     """Whether the plugin did anything for this job on this node: a step
     directory of the job (the plugin makes one for every step it is on
-    for).  Without one the Epilog writes nothing (issue 13, item 8)."""
+    for).  Without one the Epilog writes nothing: a job the plugin was off
+    for costs the node and collect_dir nothing."""
     try:
         sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
     except OSError:

@@ -1,7 +1,8 @@
 """`mpi-pstate node-prune` (root, on every compute node, from
 mpi-pstate-node-prune.timer or the cron line): removes what jobs that no
 longer run left on the node, and delivers the node records an Epilog
-could not publish (issue 21, item 1).
+could not publish: without it, a job whose Epilog failed or stopped at its
+bounds would leave its segments in tmpfs and its figures undelivered.
 
 What it removes, per job: its shared-memory segments
 (/dev/shm/mpi-pstate.<job>.*) and its step directories

@@ -479,7 +479,7 @@ def bounded(obj: Dict[str, Any]) -> Dict[str, Any]:
 
 _SEG_NAME = re.compile(r"mpi-pstate\.[0-9]{1,10}\.([0-9]{1,10}|batch|extern|interactive)"
                        r"(?:\.[0-9a-f]{16})?")
-MAX_PLUGIN_SLOTS = 16384  # the plugin's own cap (h-secroot's contract)
+MAX_PLUGIN_SLOTS = 16384  # the plugin's own cap (MPI_PSTATE_SEG_MAX_SLOTS)
 
 
 def _uint(v: Any, hi: int) -> Optional[int]:

@@ -1,8 +1,8 @@
 """Node records the node Epilog could not publish (collect_dir full,
 unreachable or unsafe), kept on the node until a later pass delivers them:
-the next Epilog on the node, or `mpi-pstate node-prune` (issue 21, item 1:
-a failed publish lost the job's figures for good, or kept every segment
-in tmpfs with nothing to retry).
+the next Epilog on the node, or `mpi-pstate node-prune`: otherwise a
+failed publish would lose the job's figures for good, or keep every
+segment in tmpfs with nothing to retry.
 
     <runtime>/pending/            root's, 0700
     <runtime>/pending/<job>.<node>.json   the encoded record, as it would

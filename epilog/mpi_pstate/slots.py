@@ -23,7 +23,7 @@ from . import slot as slotlib
 
 SHM_DIR = "/dev/shm"
 # The plugin names a segment mpi-pstate.J.S.R, R 16 random hex digits
-# (h-secroot's contract, spank/): a name nobody else can guess and squat.
+# (spank/, its step record names it): a name nobody else can guess and squat.
 # An mpi-pstate before it made mpi-pstate.J.S: still accepted, but only
 # when its root-owned step record names it.
 SEG_RE = re.compile(r"mpi-pstate\.([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)"
@@ -56,7 +56,8 @@ def _bucket(ns: int) -> int:
 def _count(v: int, dropped: List[str], name: str) -> Optional[int]:
     """A counter as the user's slot gives it, or None (and its name in
     dropped) when it is beyond any real count: one bad field is dropped,
-    never the rank nor the node's record (issue 13, item 5)."""
+    never the rank nor the node's record, so a user cannot hide a job's
+    figures by writing one absurd value."""
     if 0 <= v <= COUNT_MAX:
         return v
     dropped.append(name)
@@ -97,8 +98,8 @@ def rank_figures(s: Dict[str, Any], step: str,
     Fields out of range are None, named in "dropped".  agent: what the
     agent (root) measured for this slot ({"down_s", "transitions"},
     noderec.agent_ranks()): the clocked-down time and transitions are
-    its figures, never the slot's, which the rank can write (issue 21,
-    item 4); without it they are null."""
+    its figures, never the slot's, which the rank can write (a forged
+    figure would reach SystemComment); without it they are null."""
     dropped: List[str] = []
     tps = s["ticks_per_sec"]
     wall = None
@@ -379,6 +380,6 @@ def remove_segments(job_id: int, names: List[str], shm_dir: str = SHM_DIR) -> in
 
 
 def remove_job(job_id: int, shm_dir: str = SHM_DIR) -> int:
-    """Every segment of the job in shm_dir, read or not (issue 21, item 1:
-    the names past the Epilog's bounds stayed for ever)."""
+    """Every segment of the job in shm_dir, read or not: the segments
+    past the Epilog's bounds would otherwise stay in tmpfs for ever."""
     return remove_segments(job_id, job_names(shm_dir, {job_id}).get(job_id, []), shm_dir)

@@ -53,7 +53,7 @@ class SacctJob(NamedTuple):
     def wall_s(self) -> Optional[float]:
         """The job's wall time, End - Start; None while slurmdbd has no End
         (sacct's Elapsed then counts to now: 65 s for a 3 s job summarised
-        a minute after an outage, issue 21, item 5).  A row without the
+        a minute after a slurmdbd outage).  A row without the
         fields (a caller that did not ask for them): Elapsed."""
         if not self.start and not self.end:
             return parse.elapsed(self.elapsed)

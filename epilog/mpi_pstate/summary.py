@@ -112,7 +112,7 @@ _REST_SUMS = ("wall_s", "mpi_s", "paired_wall_s", "paired_mpi_s", "wait_s", "dow
 
 def _share(part: Optional[float], whole: Optional[float]) -> Optional[float]:
     """part / whole clamped to [0, 1]: the parts come from the ranks'
-    own slots, which can claim anything (issue 21, item 4)."""
+    own slots, which can claim anything, and SystemComment must not."""
     if not whole or part is None:
         return None
     return min(1.0, max(0.0, part / whole))

@@ -1,5 +1,5 @@
 /* hostile: a rank that attacks the node agent through its own segment, as
- * the job's user can (issue 13, item 2), for tests/integration/
+ * the job's user can (fake pids, invalid slots), for tests/integration/
  * test_adversarial_root.py and bench/agent/run.py's attack run.
  *
  * For --seconds it loops, as fast as it can: in every slot of --slots

@@ -436,7 +436,8 @@ class NodeRecord(unittest.TestCase):
             with self.subTest(why=why), self.assertRaises(ValueError) as e:
                 noderec.validate(bad, 9, "n1")
             self.assertIn(why, str(e.exception))
-        # A bad field is dropped and named, never the node's record (issue 13, item 5)
+        # A bad field is dropped and named, never the node's record: one absurd
+        # value must not hide the job's other figures
         for field, value in (("wall_s", "10"), ("wall_s", True), ("calls", 10**30),
                              ("transitions", 2**64 - 1), ("top", [["x;y", 1, 1]])):
             bad = json.loads(json.dumps(rec))

@@ -1,5 +1,5 @@
-"""The node Epilog and the flusher under the attacks of issue 13, replayed
-as the job's user and as another user, each asserting its bound
+"""The node Epilog and the flusher under the attacks docs/security.md lists,
+replayed as the job's user and as another user, each asserting its bound
 (docs/security.md, "Epilog side").  The Epilog runs as a child process, as
 Slurm runs it; its cost is the child's getrusage (CPU seconds, peak RSS),
 never wall clock, with bounds far above the measured figures
@@ -255,7 +255,7 @@ class JobBounds(unittest.TestCase):
 
     def test_ranks_per_job(self) -> None:
         """Past the job's rank budget every record is still read, its ranks
-        summed, not kept: every rank counts (issue 21), memory stays bounded."""
+        summed, not kept: every rank counts, memory stays bounded."""
         recs, bad, _ = self.records(4, 3, lambda size: 10**9, 7)
         self.assertEqual((sorted(recs), bad), (["n0", "n1", "n2", "n3"], {}))
         self.assertEqual([len(recs[n]["ranks"]) for n in sorted(recs)], [3, 3, 1, 0])
@@ -376,8 +376,8 @@ class FlushUnderFaults(unittest.TestCase):
 
     def test_wall_time_is_the_jobs_not_the_flushs(self) -> None:
         """slurmdbd back after an outage shows the job's state before its End
-        (sacct's Elapsed then counts to now: 65 s for a 3 s job, issue 21,
-        item 5): the job waits for the End, then wall_s is End - Start."""
+        (sacct's Elapsed then counts to now: 65 s for a 3 s job): the job
+        waits for the End, then wall_s is End - Start."""
         now = time.time()
         self.publish(60, "n1", now)
         self.queue(60, ["n1"], now)
@@ -449,8 +449,8 @@ class FlushUnderFaults(unittest.TestCase):
         self.assertEqual(tally.get("database unreachable"), 1)  # one pass, then it stopped
 
     def test_late_entries_of_one_user_hold_nobody_back(self) -> None:
-        """10000 jobs of one user each waiting for a late node (issue 21,
-        item 3: `sbatch -N2 --wrap 'srun -N1 true'`): another user's job,
+        """10000 jobs of one user each waiting for a late node (as
+        `sbatch -N2 --wrap 'srun -N1 true'` makes them): another user's job,
         queued after them all, is written in the next flush pass."""
         now = time.time()
         q = self.collect / spool.QUEUE

@@ -170,7 +170,8 @@ def plugin_json(runtime: Path, job: int, step: str, seg: Optional[Path], nslots:
                 node: str = "n1", version: int = 2) -> Path:
     """The plugin's step record <runtime>/steps/<job>.<step>/plugin.json
     (root's, 0700 directories): version 2 lists the segment it made by name,
-    device and inode (h-secroot's contract); version 1 has only "shm"."""
+    device and inode, so that root removes only the file the plugin made;
+    version 1 has only "shm"."""
     d = runtime / "steps" / f"{job}.{step}"
     d.mkdir(parents=True, exist_ok=True)
     rec: dict[str, Any] = {"version": version, "job": job, "node": node, "mode": "on",

@@ -1,6 +1,6 @@
 """The code Slurm, cron and systemd run (node Epilog, EpilogSlurmctld, flush,
 prune) must run on Python 3.6 (RHEL 8's python3): a SyntaxError or a
-missing 3.7+ function there drains the node (issue 13, item 8).
+missing 3.7+ function there fails the Epilog, and Slurm drains the node.
 
 No 3.6 interpreter is at hand, so the check is mechanical, on every module
 the `mpi-pstate` script reaches for those commands (rootcli's imports,

@@ -1,4 +1,4 @@
-"""Production-scale jobs on one node (issue 21): every step counted past the
+"""Production-scale jobs on one node: every step counted past the
 record's detail bound, every segment removed, a failed publish delivered
 later, figures a rank cannot forge, the record's size enforced, and the
 node-side prune.  The bounds are lowered with mock where the shape, not
@@ -174,7 +174,7 @@ class EveryStep(Scale):
 
 
     def test_ten_thousand_steps_are_counted_whole_from_their_sums(self) -> None:
-        """A sweep of 10,000 steps (issue 21): the first 256 in detail,
+        """A sweep of 10,000 steps: the first 256 in detail,
         every other one from the sums.json its agent wrote as it ended
         (one small file a step, no segment read), so none is left unread;
         every segment and step directory gone.  The CPU bound is lifted:
@@ -278,8 +278,9 @@ class FailedPublish(Scale):
 
 class Forging(Scale):
     def test_a_forging_rank_cannot_forge_the_summary(self) -> None:
-        """Slot values at the edge of validity (issue 21, item 4: mpi_share
-        999999999999880.6, down_share 9.99e16, 1.4e20 transitions): the
+        """Slot values at the edge of validity (a forging rank once got
+        mpi_share 999999999999880.6, down_share 9.99e16 and 1.4e20
+        transitions into SystemComment): the
         clocked-down figures are the agent's, shares stay in [0, 1]."""
         self.step(JOB, "0", [{"rank": 0, "wall": 0.001, "mpi": 3e8, "wait": 3e8,
                               "down": 3e8, "transitions": 1 << 53}, {"rank": 1}],
@@ -425,8 +426,8 @@ if __name__ == "__main__":
 
 
 class AgentLog(Scale):
-    """issue 22, item 5: agent.log goes with its step directory; what it
-    said went wrong is in the record's problems first."""
+    """agent.log goes with its step directory (nothing else would remove
+    it); what it said went wrong is in the record's problems first."""
 
     def record_of(self, job: int = JOB) -> dict[str, Any]:
         data = (self.collect / str(job) / "node.n1.json").read_bytes()

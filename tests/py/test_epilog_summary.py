@@ -262,8 +262,8 @@ class CommentText(unittest.TestCase):
                           r.user, r.account),
                          ("CANCELLED", f"bb | x {ours}", f"JS1:abc|def{d}tail", 1000, "cpu",
                           "alice", "phys"))
-        # the wall time is End - Start, not Elapsed (issue 21, item 5: Elapsed
-        # counts to now while slurmdbd has no End); no End: none at all
+        # the wall time is End - Start, not Elapsed (Elapsed counts to now
+        # while slurmdbd has no End); no End: none at all
         self.assertEqual(r.wall_s(), 3.0)
         self.assertIsNone(r._replace(end="Unknown").wall_s())
         self.assertEqual(summary.find(r.system_comment)[0]["state"], "complete")

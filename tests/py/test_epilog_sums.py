@@ -1,4 +1,5 @@
-"""The agent's sums.json (issue 21): the real agent, run on a segment of
+"""The agent's sums.json (how a step past the Epilog's bounds is still
+counted): the real agent, run on a segment of
 honest, odd and hostile slots, writes the very totals the node Epilog
 would have made of the same slots (slots.rank_figures, noderec.rest_add),
 and the life-cycle calls both leave out are the .def's."""

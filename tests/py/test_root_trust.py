@@ -1,4 +1,5 @@
-"""Root trusts only root's files (issue 22, items 2 and 5): the node Epilog
+"""Root trusts only root's files (a user's file read or run as root is a
+way to root): the node Epilog
 runs agent= and every program only after the SPANK plugin's trusted-path
 rule (safeio.trusted_path, the rule of spank/agentctl.c), reads its
 configuration and the power model O_NOFOLLOW|O_NONBLOCK and owner-checked,
@@ -324,8 +325,8 @@ def git(*args: str, cwd: Path) -> str:
 @unittest.skipUnless(shutil.which("git"), "git not installed")
 class BenchSourceVersion(Tmp):
     """`mpi-pstate bench` records the commit it runs from without ever
-    running git in another user's checkout as root (issue 22: a foreign
-    checkout's fsmonitor hook ran as root through safe.directory=*)."""
+    running git in another user's checkout as root (a foreign checkout's
+    fsmonitor hook would run as root through safe.directory=*)."""
 
     def setUp(self) -> None:
         super().setUp()

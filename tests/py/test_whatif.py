@@ -139,7 +139,7 @@ class Predict(unittest.TestCase):
         p = whatif.predict(self.d, self.m, 500, measured_j=250.0)
         react = (50 + 50) / 1e6  # write + reaction estimate
         # lowered react after the deadline, raised react after the wait
-        # (the core stays low until then: the agent counts it, issue 24)
+        # (the core stays low until then: the agent counts it as down)
         down = 40 * (0.05 - 0.0005 - react + react)
         self.assertAlmostEqual(p["clocked_down_s"][0], down, delta=0.002)
         self.assertAlmostEqual(p["saved_j"][0], down * 12.6 - p["time_added_s"][0] * (
@@ -344,7 +344,7 @@ class RankFigures(unittest.TestCase):
         self.assertEqual(r["hist_ns"], [[slots._bucket(50_000_000), 2]])
         self.assertEqual(noderec.validate_rank(r)["hist_ns"], r["hist_ns"])
         # A bad histogram is dropped and named, like any bad counter: the
-        # rank and the node's record stay (issue 13).
+        # rank and the node's record stay.
         for bad in ([[64, 1]], [[1, -1]], [[1, 2, 3]], [["1", 2]], [[1, 1.5]]):
             v = noderec.validate_rank(dict(r, hist_ns=bad))
             self.assertNotIn("hist_ns", v, bad)

@@ -537,7 +537,8 @@ START_TEST(totals_reduce_like_the_epilog)
 }
 END_TEST
 
-/* Wait prediction (issue 24): long from the first long wait at a site until
+/* Wait prediction (a wait announced as long is lowered at its deadline,
+ * not at the next scan): long from the first long wait at a site until
  * two short ones in a row; an announced wait sets its slot's bit, counts
  * and bumps the futex; a short one announced is counted as such; no
  * header, no announcement. */
