@@ -16,7 +16,7 @@ agent's reaction time and shared frequency domains.  Pure: no Slurm, no
 file system (the model file is powermodel.py's)."""
 
 import math
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 # The model file's names: the prediction uses them, and the report and the
 # command line's help read them through this module.
@@ -35,6 +35,18 @@ SCAN_US = (50.0, 100000.0)  # the agent's scan interval: the threshold, kept in 
 SWEEP_US = (0, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
 
 Triple = tuple  # (est, lo, hi)
+
+
+class Bounds(NamedTuple):
+    """A figure and its bounds: the estimate, the lowest and the highest
+    value the inputs allow."""
+    est: float
+    low: float
+    high: float
+
+
+def _plus(a: Bounds, b: Bounds) -> Bounds:
+    return Bounds(a.est + b.est, a.low + b.low, a.high + b.high)
 
 
 # ---- one rank -----------------------------------------------------------------
@@ -275,11 +287,11 @@ def node_terms(m: Dict[str, Any], low: Optional[float] = None) -> Dict[str, Any]
     lk = min(max(lk, low_khz(m)), hk)
     sig = POWER_SIGMAS * math.sqrt(2) * m["noise_w"]
     dp = power_at(m, hk, "poll_w") - power_at(m, lk, "poll_w")
-    wake = (m["reaction_us"], 0.0, max(m["reaction_us_hi"], m["reaction_us"]))
+    wake = Bounds(m["reaction_us"], 0.0, max(m["reaction_us_hi"], m["reaction_us"]))
     # Raising is never held back by the agent's CPU budget (a rank leaving
     # a lowered wait wakes it through the futex): a wake-up.
-    return {"hk": hk, "lk": lk, "dps": (dp, max(0.0, dp - sig), dp + sig), "wake": wake,
-            "raise_s": tuple((m["write_us"] + x) / 1e6 for x in wake),
+    return {"hk": hk, "lk": lk, "dps": Bounds(dp, max(0.0, dp - sig), dp + sig), "wake": wake,
+            "raise_s": Bounds(*((m["write_us"] + x) / 1e6 for x in wake)),
             "e_tr": m["transition_uj"] / 1e6, "slow": 1.0 - lk / hk,
             "busy_core": max(0.0, power_at(m, hk, "busy_w") - m["idle_w"])}
 
@@ -289,16 +301,42 @@ def add_saving(saved: List[float], dn: Tuple[float, float, float],
     """Adds to saved (est, lo, hi) the energy of dn clocked-down seconds and
     tn transitions on a node of terms t; nothing for the low bound on a
     shared frequency domain (its ranks' waits may never overlap)."""
-    dps, e_tr = t["dps"], t["e_tr"]
-    saved[0] += dn[0] * dps[0] - tn[0] * e_tr
-    saved[1] += (0.0 if shared else dn[1] * dps[1]) - tn[2] * abs(e_tr)
-    saved[2] += dn[2] * dps[2] - tn[1] * min(e_tr, 0.0)
+    e = _energy(Bounds(*dn), Bounds(*tn), t, shared)
+    for i in range(3):
+        saved[i] += e[i]
+
+
+def _energy(dn: Bounds, tn: Bounds, t: Dict[str, Any], shared: bool) -> Bounds:
+    """The energy dn clocked-down seconds and tn transitions save on a node
+    of terms t.  The low bound takes the most transitions at their dearest,
+    the high bound the fewest: a transition costs (or, negative, saves)."""
+    dps, e_tr = Bounds(*t["dps"]), t["e_tr"]
+    return Bounds(dn.est * dps.est - tn.est * e_tr,
+                  (0.0 if shared else dn.low * dps.low) - tn.high * abs(e_tr),
+                  dn.high * dps.high - tn.low * min(e_tr, 0.0))
 
 
 def _shared_domains(detail: Dict[str, Any], node: str, m: Dict[str, Any], nranks: int) -> bool:
     dom = max(m["domain_cpus"], _domain_cpus(
         ((detail.get("nodes") or {}).get(node) or {}).get("settings")))
     return dom > 1 and nranks > 1
+
+
+class _JobSum:
+    """What predict() adds up over a job's nodes and ranks."""
+
+    def __init__(self) -> None:
+        self.ranks = self.no_hist = 0
+        self.saved = self.down = self.trans = Bounds(0.0, 0.0, 0.0)
+        self.crit: List[Tuple[float, float]] = []  # (time in MPI, delay) per rank
+        self.added_high = self.node_w = 0.0
+        self.sources: Set[str] = set()
+        self.missing_model: List[str] = []
+        self.shared: List[str] = []
+        self.announced: List[str] = []
+        self.gaps: Dict[str, float] = {}
+        self.low_khz: Optional[float] = None
+        self.high_khz: Optional[float] = None
 
 
 def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_us: float,
@@ -310,129 +348,146 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
     write, instead of the model's wake-up delay and the agent's budget
     spacing (an on run's agent record shows it: drop_late_ns).  budget_ppm:
     the agent's CPU budget instead of the one the job ran with."""
-    ranks = detail.get("ranks") or []
-    thr = max(0.0, threshold_us) / 1e6
-    out: Dict[str, Any] = {"threshold_us": threshold_us, "ranks": 0, "notes": []}
+    js = _JobSum()
     by_node: Dict[str, List[Dict[str, Any]]] = {}
-    for r in ranks:
+    for r in detail.get("ranks") or []:
         by_node.setdefault(r.get("node", "?"), []).append(r)
-    saved = [0.0, 0.0, 0.0]
-    down = [0.0, 0.0, 0.0]
-    trans = [0.0, 0.0, 0.0]
-    added_est = added_hi = 0.0
-    crit: List[Tuple[float, float]] = []  # (time in MPI, delay) per rank
-    node_w = 0.0
-    sources, missing_model, no_hist, shared = set(), [], 0, []
-    gaps: Dict[str, float] = {}
-    announced: List[str] = []
-    lowk = highk = None
     for node, rs in sorted(by_node.items()):
         m, src = node_model(detail, node, model)
         if m is None:
-            missing_model.append(node)
+            js.missing_model.append(node)
             continue
-        sources.add(src)
+        js.sources.add(src)
         t = node_terms(m, low)
-        hk, lk, wake, raise_s = t["hk"], t["lk"], t["wake"], t["raise_s"]
-        lowk, highk = lk, hk
-        w_us = m["write_us"]
-        # Under its CPU budget the agent wakes at most every `gap`: a wait
-        # starting at random is lowered gap/2 late on average, at most gap
-        # (a wait that starts as the last one ended, the agent's wake-up for
-        # it just spent: the whole gap).  Its pairs spend the budget too,
-        # at their rate without a spacing (a spacing only lowers it); the
-        # low bound takes every wake-up and pair COST_SPREAD times as
-        # costly: a busy node's wake-ups cost more.
-        cost = agent_cost(detail, node)
-        gap = gap_lo = 0.0
-        plain = None  # the ranks' figures lowered as fast as a wake-up
-        if cost and reaction_us is None:
-            plain = [rank_what_if(r, thr, raise_s) for r in rs]
-            pairs = sum(w["transitions"][0] for w in plain if w)
-            secs = max([r.get("wall_s") or 0.0 for r in rs] + [detail.get("elapsed_s") or 0.0])
-            rate = pairs / secs if secs else 0.0
-            budget = cost[1] if budget_ppm is None else budget_ppm
-            if announces(cost[0], agent_cap_ppm(detail, node), m["pair_cpu_us"] or 0.0, rate):
-                # waits announced: lowered at their deadline, no spacing
-                # (the first long wait at a call site, not announced, is
-                # not worth a term)
-                announced.append(node)
-            else:
-                gap, gap_lo = (budget_gap_us(k * cost[0], budget, threshold_us,
-                                             k * (m["pair_cpu_us"] or 0.0), rate)
-                               for k in (1.0, COST_SPREAD))
+        js.low_khz, js.high_khz = t["lk"], t["hk"]
+        ws, gap, announced = _node_waits(detail, node, rs, m, t, threshold_us, reaction_us,
+                                         budget_ppm)
+        if announced:
+            js.announced.append(node)
         if gap:
-            gaps[node] = gap
-        rx = (wake[0] + gap / 2, 0.0, wake[2] + max(gap, gap_lo)) if reaction_us is None else \
-            (reaction_us, 0.0, 2 * reaction_us)
-        react = tuple((w_us + x) / 1e6 for x in rx)
-        ws = plain if plain is not None and react == raise_s else \
-            [rank_what_if(r, thr, react) for r in rs]
-        slow = t["slow"]
+            js.gaps[node] = gap
         if _shared_domains(detail, node, m, len(rs)):
-            shared.append(node)
-        node_w += m["idle_w"] + t["busy_core"] * len(rs)
+            js.shared.append(node)
+        js.node_w += m["idle_w"] + t["busy_core"] * len(rs)
         for r, w in zip(rs, ws):
-            if w is None:
-                no_hist += 1
-                continue
-            out["ranks"] += 1
-            tn = w["transitions"]
-            # A core stays low after its wait until the agent's raise (the
-            # rank wakes it as it leaves): the agent's down_s counts that
-            # too, and so does the energy; it shows once waits are lowered
-            # at their deadline.  Low bound: the write alone.
-            dn = [x / 1e9 + tn[i] * raise_s[i] for i, x in enumerate(w["down_ns"])]
-            for i in range(3):
-                down[i] += dn[i]
-                trans[i] += tn[i]
-            add_saving(saved, dn, tn, t, node in shared)
-            # After a lowered wait the rank computes at the low frequency
-            # until the agent has raised it again: compute-bound, that is
-            # (1 - low/high) of the raise delay lost per transition.  A rank
-            # that waits has slack: its delay shortens its next wait.  Only
-            # the rank that waits least (the critical path) delays the job
-            # (estimate); at most, every delay lands on the slowest rank.
-            crit.append((r.get("mpi_s") or 0.0, tn[0] * raise_s[0] * slow))
-            added_hi = max(added_hi, tn[2] * raise_s[2] * slow)
+            _add_rank(js, r, w, t, node in js.shared)
+    return _prediction(js, detail, threshold_us, measured_j, reaction_us)
+
+
+def _node_waits(detail: Dict[str, Any], node: str, rs: List[Dict[str, Any]],
+                m: Dict[str, Any], t: Dict[str, Any], threshold_us: float,
+                reaction_us: Optional[float], budget_ppm: Optional[int]
+                ) -> Tuple[List[Optional[Dict[str, Any]]], float, bool]:
+    """The ranks' rank_what_if() on one node, lowered as late as the agent
+    lowers them; the agent's spacing of its wake-ups (the gap, us); whether
+    their waits are announced.  Under its CPU budget the agent wakes at most
+    every gap: a wait starting at random is lowered gap/2 late on average,
+    at most gap (a wait that starts as the last one ended, the agent's
+    wake-up for it just spent: the whole gap).  Its pairs spend the budget
+    too, at their rate without a spacing (a spacing only lowers it); the low
+    bound takes every wake-up and pair COST_SPREAD times as costly: a busy
+    node's wake-ups cost more."""
+    thr = max(0.0, threshold_us) / 1e6
+    cost = agent_cost(detail, node)
+    gap = gap_lo = 0.0
+    announced = False
+    plain = None  # the ranks' figures lowered as fast as a wake-up
+    if cost and reaction_us is None:
+        plain = [rank_what_if(r, thr, t["raise_s"]) for r in rs]
+        pairs = sum(w["transitions"][0] for w in plain if w)
+        secs = max([r.get("wall_s") or 0.0 for r in rs] + [detail.get("elapsed_s") or 0.0])
+        rate = pairs / secs if secs else 0.0
+        budget = cost[1] if budget_ppm is None else budget_ppm
+        # waits announced: lowered at their deadline, no spacing (the first
+        # long wait at a call site, not announced, is not worth a term)
+        announced = announces(cost[0], agent_cap_ppm(detail, node), m["pair_cpu_us"] or 0.0,
+                              rate)
+        if not announced:
+            gap, gap_lo = (budget_gap_us(k * cost[0], budget, threshold_us,
+                                         k * (m["pair_cpu_us"] or 0.0), rate)
+                           for k in (1.0, COST_SPREAD))
+    wake = t["wake"]
+    rx = Bounds(wake.est + gap / 2, 0.0, wake.high + max(gap, gap_lo)) \
+        if reaction_us is None else Bounds(reaction_us, 0.0, 2 * reaction_us)
+    react = Bounds(*((m["write_us"] + x) / 1e6 for x in rx))
+    if plain is not None and react == t["raise_s"]:
+        return plain, gap, announced
+    return [rank_what_if(r, thr, react) for r in rs], gap, announced
+
+
+def _add_rank(js: _JobSum, r: Dict[str, Any], w: Optional[Dict[str, Any]],
+              t: Dict[str, Any], shared: bool) -> None:
+    """Adds one rank's rank_what_if() w, on a node of terms t, to js."""
+    if w is None:
+        js.no_hist += 1
+        return
+    js.ranks += 1
+    tn, raise_s = Bounds(*w["transitions"]), t["raise_s"]
+    # A core stays low after its wait until the agent's raise (the rank
+    # wakes it as it leaves): the agent's down_s counts that too, and so
+    # does the energy; it shows once waits are lowered at their deadline.
+    # Low bound: the write alone.
+    dn = Bounds(*(x / 1e9 + tn[i] * raise_s[i] for i, x in enumerate(w["down_ns"])))
+    js.down, js.trans = _plus(js.down, dn), _plus(js.trans, tn)
+    js.saved = _plus(js.saved, _energy(dn, tn, t, shared))
+    # After a lowered wait the rank computes at the low frequency until the
+    # agent has raised it again: compute-bound, that is (1 - low/high) of
+    # the raise delay lost per transition.  A rank that waits has slack:
+    # its delay shortens its next wait.  Only the rank that waits least (the
+    # critical path) delays the job (estimate); at most, every delay lands
+    # on the slowest rank.
+    js.crit.append((r.get("mpi_s") or 0.0, tn.est * raise_s.est * t["slow"]))
+    js.added_high = max(js.added_high, tn.high * raise_s.high * t["slow"])
+
+
+def _prediction(js: _JobSum, detail: Dict[str, Any], threshold_us: float,
+                measured_j: Optional[float], reaction_us: Optional[float]) -> Dict[str, Any]:
+    """predict()'s result from the sums of the job's ranks."""
     wall = detail.get("elapsed_s") or (detail.get("summary") or {}).get("wall_s") or \
-        max((r.get("wall_s") or 0 for r in ranks), default=0)
-    # A longer job keeps every core of its nodes powered for longer.
-    if crit:
-        added_est = min(crit)[1]
-    cost = (added_est * node_w, 0.0, added_hi * node_w)
-    out["saved_j"] = [round(saved[0] - cost[0], 3), round(saved[1] - cost[2], 3),
-                      round(saved[2] - cost[1], 3)]
-    out["clocked_down_s"] = [round(x, 4) for x in down]
-    out["transitions"] = [round(x) for x in trans]
-    out["time_added_s"] = [round(added_est, 4), 0.0, round(added_hi, 4)]
+        max((r.get("wall_s") or 0 for r in detail.get("ranks") or []), default=0)
+    added = Bounds(min(js.crit)[1] if js.crit else 0.0, 0.0, js.added_high)
+    # A longer job keeps every core of its nodes powered for longer: the
+    # low saving pays the most time added, the high saving the least.
+    cost = Bounds(added.est * js.node_w, 0.0, added.high * js.node_w)
+    saved = Bounds(js.saved.est - cost.est, js.saved.low - cost.high, js.saved.high - cost.low)
+    out: Dict[str, Any] = {"threshold_us": threshold_us, "ranks": js.ranks,
+                           "notes": _notes(js, reaction_us)}
+    out["saved_j"] = [round(x, 3) for x in saved]
+    out["clocked_down_s"] = [round(x, 4) for x in js.down]
+    out["transitions"] = [round(x) for x in js.trans]
+    out["time_added_s"] = [round(x, 4) for x in added]
     out["time_added_pct"] = [round(100 * x / wall, 3) if wall else None
                              for x in out["time_added_s"]]
     out["wall_s"] = wall or None
-    out["low_khz"], out["high_khz"] = lowk, highk
-    out["model"] = sorted(sources) or ["none"]
+    out["low_khz"], out["high_khz"] = js.low_khz, js.high_khz
+    out["model"] = sorted(js.sources) or ["none"]
     if measured_j:
         out["measured_j"] = measured_j
         out["saved_pct"] = [round(100 * x / measured_j, 2) for x in out["saved_j"]]
-    notes = out["notes"]
-    if missing_model:
-        notes.append("no power model for " + ",".join(missing_model[:8]) +
+    out["agent_gap_us"] = round(max(js.gaps.values()), 1) if js.gaps else 0.0
+    out["announced_nodes"] = len(js.announced)
+    return out
+
+
+def _notes(js: _JobSum, reaction_us: Optional[float]) -> List[str]:
+    """What a reader of the prediction must know to trust it."""
+    notes = []
+    if js.missing_model:
+        notes.append("no power model for " + ",".join(js.missing_model[:8]) +
                      ": run `mpi-pstate calibrate` there (or give --model)")
-    if no_hist:
-        notes.append(f"{no_hist} ranks without a wait histogram (records of an older release, "
-                     "or killed before their figures were read)")
-    out["agent_gap_us"] = round(max(gaps.values()), 1) if gaps else 0.0
-    out["announced_nodes"] = len(announced)
-    if gaps and reaction_us is None:
+    if js.no_hist:
+        notes.append(f"{js.no_hist} ranks without a wait histogram (records of an older "
+                     "release, or killed before their figures were read)")
+    if js.gaps and reaction_us is None:
         notes.append(f"the agent's CPU budget spaces its wake-ups by up to "
-                     f"{_us(round(max(gaps.values())))} on {','.join(sorted(gaps)[:8])} at this "
-                     "threshold: each wait is lowered half that late on average, at most all "
-                     "of it (docs/agent.md, CPU budget)")
-    if shared:
-        notes.append("shared frequency domains on " + ",".join(shared[:8]) +
+                     f"{_us(round(max(js.gaps.values())))} on {','.join(sorted(js.gaps)[:8])} "
+                     "at this threshold: each wait is lowered half that late on average, at "
+                     "most all of it (docs/agent.md, CPU budget)")
+    if js.shared:
+        notes.append("shared frequency domains on " + ",".join(js.shared[:8]) +
                      ": a core is lowered only while every rank of its domain waits; the low "
                      "bound assumes their waits never overlap")
-    return out
+    return notes
 
 
 def saving(detail: Dict[str, Any], measured_j: Optional[float] = None
