@@ -218,6 +218,16 @@ def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dic
     top = sorted((r for r in ranks if r.get("mpi_share") is not None),
                  key=lambda r: (-r["mpi_share"], r["rank"]))[:TOP_WAITERS]
     s["top_wait"] = [[rank_label(r, multi), r["node"][:32], r["mpi_share"]] for r in top]
+    _energy_fields(s, detail, records)
+    _settings_fields(s, records)
+    _partial_fields(s, detail, rest)
+    return {k: v for k, v in s.items() if v is not None}
+
+
+def _energy_fields(s: Dict[str, Any], detail: Dict[str, Any],
+                   records: Dict[str, Dict[str, Any]]) -> None:
+    """The summary's energy: measured (whole, partial or why not) and, with
+    the nodes' power models, saved."""
     energies = [records[n]["energy"] for n in records if records[n]["status"] == "ok"]
     joules = [e["joules"] for e in energies if e["status"] == "ok" and e["joules"] is not None]
     if energies and len(joules) == len(energies) and not detail["missing"]:
@@ -239,6 +249,10 @@ def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dic
         s["time_added_s"] = sv["time_added_s"]
         if "full_clock_j" in sv:
             s["full_j"] = sv["full_clock_j"]
+
+
+def _settings_fields(s: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> None:
+    """The nodes' settings in brief, whether they agree, and how many warn."""
     briefs = [audit.brief(records[n]["settings"]) for n in sorted(records)
               if isinstance(records[n].get("settings"), dict)]
     if briefs:
@@ -247,6 +261,11 @@ def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dic
         s["settings"] = {k: v for k, v in briefs[0].items() if k != "warnings"}
         s["settings"]["same"] = len(distinct) == 1
         s["warn_nodes"] = sum(1 for b in briefs if b.get("warnings"))
+
+
+def _partial_fields(s: Dict[str, Any], detail: Dict[str, Any], rest: Dict[str, Any]) -> None:
+    """What the summary lacks (missing and refused nodes, why it is
+    partial), and the array task it is of."""
     if detail["missing"]:
         text = parse.compress_hostlist(detail["missing"])
         s["missing"] = text if len(text) <= MISSING_CHARS else \
@@ -265,7 +284,6 @@ def summarize(detail: Dict[str, Any], records: Dict[str, Dict[str, Any]]) -> Dic
          if unread else [])
     if why and detail["state"] == "partial":
         s["why"] = "; ".join(why)
-    return {k: v for k, v in s.items() if v is not None}
 
 
 # Dropped first when a summary would exceed MAX_SUMMARY (never seen with
