@@ -540,6 +540,14 @@ def saving(detail: Dict[str, Any], measured_j: Optional[float] = None
         down += rd
         add_saving(saved, (rd, rd, rd), (rt, rt, rt), mean, False)
     added = (min(crit)[1] if crit else 0.0, 0.0, added_hi)
+    return _saving_result(saved, down, added, node_w, nodes, meters, missing, measured_j)
+
+
+def _saving_result(saved: List[float], down: float, added: Triple, node_w: float, nodes: int,
+                   meters: Set[str], missing: List[str], measured_j: Optional[float]
+                   ) -> Dict[str, Any]:
+    """saving()'s result: the energy saved less what the time added cost
+    (the low bound pays the most time added), and what priced it."""
     out: Dict[str, Any] = {
         "saved_j": [round(saved[0] - added[0] * node_w, 2), round(saved[1] - added[2] * node_w, 2),
                     round(saved[2], 2)],
