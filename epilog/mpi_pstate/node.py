@@ -498,6 +498,61 @@ def job_env() -> Tuple[int, str, int, Dict[str, Any]]:
     return job, node, uid, extra
 
 
+def _restore(agent: Optional[str], runtime: str, job: int, refused: List[str]
+             ) -> Dict[str, Any]:
+    """The restore backstop, when a restore record is left, and its log."""
+    if restore_pending(runtime):
+        restore = backstop(agent, os.path.join(runtime, "restore"), job, refused)
+    else:
+        restore = {"status": "ok", "why": "nothing to restore"}
+    if restore["status"] == "failed":
+        log.error(f"restore backstop failed: {restore}")
+    elif restore["status"] == "skipped":
+        log.info(f"restore backstop skipped: {restore['why']}")
+    return restore
+
+
+def _settings(a: argparse.Namespace, scan: "StepScan", problems: List[str]
+              ) -> Optional[Dict[str, Any]]:
+    """The node's settings for the record, with `mpi-pstate calibrate`'s
+    model (for report --what-if); None when the job left no data here."""
+    has_data = scan.steps or scan.infos or scan.rest_agents or scan.rest["steps"]
+    settings = audit.node_settings(a.sysroot) if has_data else None
+    if settings is not None:
+        try:
+            pm = powermodel.model_for_record()
+            if pm:
+                settings["power_model"] = pm
+        except (OSError, ValueError) as e:
+            problems.append(f"power model: {e}")
+    return settings
+
+
+def _deliver(a: argparse.Namespace, cfg: config.Config, runtime: str, job: int, node: str,
+             uid: int, data: bytes) -> str:
+    """Publishes the record, else keeps it for a later pass, then removes
+    the job's segments and step directories; says which it did."""
+    done = "published"
+    try:
+        publish(cfg, job, node, data, uid)
+    except OSError as e:
+        done = "kept for a later pass"
+        # collect_dir full, unreachable, unsafe: the record waits in
+        # <runtime>/pending for a later pass (the next Epilog here,
+        # `mpi-pstate node-prune`); only if it cannot even wait there
+        # are the segments and step directories kept
+        log.error(f"publishing the record of job {job} failed: {e}: kept for a later pass")
+        pending.keep(runtime, job, node, data)
+    if not a.keep_segments:
+        n = slots.remove_job(job, a.shm_dir)
+        _, rprob = remove_step_dirs(runtime, job)
+        for p in rprob[:4]:
+            log.warning(p)
+        if n:
+            log.info(f"{n} segments of job {job} removed")
+    return done
+
+
 def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
     t0 = time.monotonic()
     env = log.setup_job("mpi-pstate-epilog", "node epilog", a.quiet, job_env, lambda e: e[0])
@@ -521,14 +576,7 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
         leftover = stop_leftover_agents(agent, job) if agent and ran else []
         for p in leftover:
             log.error(p)
-        if restore_pending(runtime):
-            restore = backstop(agent, os.path.join(runtime, "restore"), job, refused)
-        else:
-            restore = {"status": "ok", "why": "nothing to restore"}
-        if restore["status"] == "failed":
-            log.error(f"restore backstop failed: {restore}")
-        elif restore["status"] == "skipped":
-            log.info(f"restore backstop skipped: {restore['why']}")
+        restore = _restore(agent, runtime, job, refused)
         for p in pending.deliver(runtime, lambda j, n, d: publish(cfg, j, n, d)):
             log.warning(p)
         failed = int(restore["status"] == "failed")
@@ -538,39 +586,13 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
         scan = StepScan(job, uid, node, a.shm_dir)
         scan_steps(runtime, job, node, scan)
         problems = leftover + scan.problems
-        has_data = scan.steps or scan.infos or scan.rest_agents or scan.rest["steps"]
-        settings = audit.node_settings(a.sysroot) if has_data else None
-        if settings is not None:  # `mpi-pstate calibrate`'s model, for report --what-if
-            try:
-                pm = powermodel.model_for_record()
-                if pm:
-                    settings["power_model"] = pm
-            except (OSError, ValueError) as e:
-                problems.append(f"power model: {e}")
-        rec = noderec.build(job, node, uid, settings=settings, steps=scan.steps,
-                            infos=scan.infos, restore=restore, problems=problems,
-                            written=time.time(), extra_job=extra or None,
+        rec = noderec.build(job, node, uid, settings=_settings(a, scan, problems),
+                            steps=scan.steps, infos=scan.infos, restore=restore,
+                            problems=problems, written=time.time(), extra_job=extra or None,
                             meter=meter_here(a.sysroot), rest=scan.rest,
                             rest_agents=scan.rest_agents)
         data = noderec.encode(rec)
-        done = "published"
-        try:
-            publish(cfg, job, node, data, uid)
-        except OSError as e:
-            done = "kept for a later pass"
-            # collect_dir full, unreachable, unsafe: the record waits in
-            # <runtime>/pending for a later pass (the next Epilog here,
-            # `mpi-pstate node-prune`); only if it cannot even wait there
-            # are the segments and step directories kept
-            log.error(f"publishing the record of job {job} failed: {e}: kept for a later pass")
-            pending.keep(runtime, job, node, data)
-        if not a.keep_segments:
-            n = slots.remove_job(job, a.shm_dir)
-            _, rprob = remove_step_dirs(runtime, job)
-            for p in rprob[:4]:
-                log.warning(p)
-            if n:
-                log.info(f"{n} segments of job {job} removed")
+        done = _deliver(a, cfg, runtime, job, node, uid, data)
         for p in problems[:8]:
             log.warning(p)
         node_metrics(cfg, runtime, a.sysroot, agent, failed + restore_failures(scan.infos))
