@@ -26,10 +26,10 @@ Budgets and their baselines:
   savings          spread: waits of 0.2-20 ms, clocked-down time against the
                    ideal (every wait past the threshold lowered from its
                    deadline); baseline: the same with waits not announced
-                   (simranks --no-announce: the agent before issue 24)
+                   (simranks --no-announce: the agent before ranks announced waits)
 The default rows run with waits announced as the preload library does
 (common/slot.h, "Reaction"); "waits not announced" rows are the agent's
-behaviour before issue 24, measured side by side.
+behaviour before ranks announced their waits, measured side by side.
 Writes bench/agent/RESULTS.md (and prints it).
 """
 from __future__ import annotations
@@ -156,7 +156,7 @@ class Bench:
         r99, w99 = qtile(e2e, 0.99) - write50, qtile(wake["restore_ns"]["log2"], 0.99)
         tag = "exact scans (--cpu-budget 0 --cpu-cap 0)" if budget == "0" else \
             f"default (--cpu-budget {budget})" if announce else \
-            f"default (--cpu-budget {budget}), waits not announced (before issue 24)"
+            f"default (--cpu-budget {budget}), waits not announced (as before announcements)"
         cmd = f"`bench/agent/run.py` latency, {tag}"
         self.row(f"drop p99 after the deadline, {tag}", "100 us", us(d99), f"bare timer p99 {us(t99)}",
                  f"{d99 / t99:.2f}" if t99 else "-", cmd)
@@ -221,7 +221,7 @@ class Bench:
         ann, short = sum(r.get("announced", 0) for r in rep), sum(r.get("announced_short", 0) for r in rep)
         cmd = "`bench/agent/run.py` spread"
         self.row("clocked-down time, share of the ideal, waits of 0.2-20 ms (spread), default budget", ">= 90 %",
-                 f"{100 * share:.1f} %", f"waits not announced (before issue 24) {100 * before:.1f} %",
+                 f"{100 * share:.1f} %", f"waits not announced (as before announcements) {100 * before:.1f} %",
                  f"{share / before:.2f}" if before else "-", cmd)
         self.row("agent CPU, spread, default budget", "0.5 % (watching; see notes)",
                  f"{100 * rec['agent']['cpu_share']:.3f} %",
@@ -299,7 +299,7 @@ class Bench:
                   "the budget spaces only its polls, the backstop for waits not announced. Reactions "
                   "(announcements, deadlines, transitions) are paid per long wait and bought while the agent "
                   "stays under 3/4 of its 5 % ceiling; past that ranks stop announcing and the polls find the "
-                  "waits, as before issue 24 (docs/agent.md, \"Budgets\").",
+                  "waits, as before announcements (docs/agent.md, \"Budgets\").",
                   "Restore latency is measured from the rank's side: from leaving the call to seeing its flag "
                   "cleared, which the agent does right after the raise write; the median write cost (plain "
                   "files on tmpfs) is subtracted.",

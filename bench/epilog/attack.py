@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""The node Epilog and the EpilogSlurmctld under attack (issue 13), measured
+"""The node Epilog and the EpilogSlurmctld under attack (a job's user writing
+hostile segments and records), measured
 as the resources of the child process (getrusage: CPU seconds and peak RSS;
 never wall clock: the VM is shared).
 
@@ -11,7 +12,7 @@ Attacks, as the job's user (uid 1000) and as another user (uid 65534):
   counter   one slot with every counter at 2^64-1 (the job's user)
   header    the segment's header rewritten to claim 16384 slots (the job's user)
   swapped   the listed name replaced by another file of the user's (new inode)
-and at scale (issue 21), each with the sums.json every step's agent writes
+and at scale (thousands of steps), each with the sums.json every step's agent writes
 as it ends, and as KIND-nosums without (the agents killed: the Epilog reads
 every segment itself, within its CPU bound):
   maximal   16384 slots of valid but maximal content, SLOTS per step
@@ -88,7 +89,8 @@ def plugin_json(runtime: Path, step: str, seg: Path, nslots: int, node: str = "n
 
 
 def maximal_slot() -> bytes:
-    """One slot with valid but maximal content (issue 21, item 2): 128
+    """One slot with valid but maximal content (the largest an honest rank
+    writes): 128
     functions with 31-character names and every counter at 2^53, a full
     cpuset, every histogram bucket at 2^53, every slot counter at 2^53."""
     sl = fx.slotlib
@@ -367,7 +369,7 @@ def section(before: Dict[str, Any], after: Dict[str, Any], merges: Dict[str, Any
                 f"record "
                 + (f"{u['record_bytes'] / 1e6:.1f} MB" if u["record_bytes"] >= 1e5 else
                    f"{u['record_bytes'] / 1e3:.1f} kB"))
-    lines = [MARK_BEGIN, "## Under attack (issue 13): node Epilog and controller merge, "
+    lines = [MARK_BEGIN, "## Under attack: node Epilog and controller merge, "
              "before and after", "",
              "CPU seconds and peak RSS of the child process (getrusage: the VM is shared, "
              "wall clock means nothing), the node record it published (ranks, size). "
@@ -400,7 +402,7 @@ def section(before: Dict[str, Any], after: Dict[str, Any], merges: Dict[str, Any
               f"{ctld['cpu_s'] * 1000:.0f} ms CPU, {ctld['maxrss_mib']:.1f} MiB; it waits for "
               "no node and no slurmdbd, so this is its cost whatever they do (before: it "
               "waited up to 30 s for the node records and 30 s for slurmdbd, holding the job "
-              "in COMPLETING; issue 13 measured 27.5 s under the hard-link attack). Its time "
+              "in COMPLETING; it took 27.5 s under the hard-link attack). Its time "
               "on the lab cluster, slurmdbd down: section \"On the lab cluster\".", MARK_END]
     return "\n".join(lines) + "\n"
 

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Production-scale figures of the epilogs (issue 21), as CPU seconds and
+"""Production-scale figures of the epilogs (jobs of thousands of steps and
+ranks), as CPU seconds and
 peak RSS of this process (getrusage; the VM is shared, wall clock means
 nothing):
 

@@ -11,7 +11,7 @@ bench/agent/).  The hostile rank is tests/agent/hostile.c:
                rewrites in a loop, bumping the futex each time: the agent's
                CPU time from /proc/<pid>/stat over the attack.  Baseline: the
                same binary with the ceiling off (--cpu-cap 0), i.e. the
-               behaviour before issue 13, side by side.
+               behaviour before the root side was hardened, side by side.
   gone flood   64 slots given a real child that exits 20 ms later, every
                110 ms: bytes the agent's log grows per second.
   latency      bench/agent's latency run (default budget 0.5 %) for this build and for

@@ -137,7 +137,7 @@ static int load(const char *path, struct hooks *h, double *ms)
         }
         h->init = (hook_fn *)dlsym(so, "slurm_spank_init");
         h->post_opt = (hook_fn *)dlsym(so, "slurm_spank_init_post_opt");
-        /* optional: builds before issue 12 had none */
+        /* optional: older builds of the plugin had none */
         h->post_fork = (hook_fn *)dlsym(so, "slurm_spank_task_post_fork");
         h->task_priv = (hook_fn *)dlsym(so, "slurm_spank_task_init_privileged");
         h->task_init = (hook_fn *)dlsym(so, "slurm_spank_task_init");
@@ -347,7 +347,7 @@ int main(int argc, char **argv)
         /* The segment stays for the node epilog in production; here nobody
          * else removes it. */
         snprintf(shm, sizeof(shm), "/dev/shm/mpi-pstate.%u.0*",
-                 a.job); /* .<random> since issue 13 */
+                 a.job); /* .<random>: predictable names could be squatted */
         if (glob(shm, 0, NULL, &g) == 0) {
                 for (size_t i = 0; i < g.gl_pathc; i++)
                         unlink(g.gl_pathv[i]);

@@ -162,7 +162,7 @@ LOG_MARKS = (
     ("plugin", "mpi-pstate: job "),  # init_post_opt: the settings line
     ("policy", " saved, "),  # init_post_opt's end: topology, directories, policy save
     ("tasks", "starting "),
-    ("set", " set, "),  # first task_post_fork: the policy set (issue 12's order)
+    ("set", " set, "),  # first task_post_fork: the policy set (the order that saves before the first task)
     ("agent", ": agent "),  # then the agent's start
     ("started", ") started "),
     ("exited", ") exited "),

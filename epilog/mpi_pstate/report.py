@@ -211,8 +211,10 @@ def to_csv(jobs: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def to_json(jobs: list[dict[str, Any]]) -> str:
-    return json.dumps({"format": "mpi-pstate-report", "version": 1, "jobs": jobs}, indent=1)
+def to_json(jobs: list[dict[str, Any]], fmt: str = "mpi-pstate-report", **rest: Any) -> str:
+    """Every JSON document report prints: its format, version 1, the rest."""
+    body = {"jobs": jobs, **rest} if fmt == "mpi-pstate-report" else rest
+    return json.dumps({"format": fmt, "version": 1, **body}, indent=1)
 
 
 def svg(j: dict[str, Any]) -> str:
@@ -538,8 +540,7 @@ def what_if_output(jobs: list[dict[str, Any]], missing: list[str], wi: dict[str,
             total["sweep"], total["recommended"] = rows, best
     out = sys.stdout
     if a.json:
-        out.write(json.dumps({"format": "mpi-pstate-report", "version": 1, "jobs": jobs,
-                              "what_if_total": total}, indent=1) + "\n")
+        out.write(to_json(jobs, what_if_total=total) + "\n")
     elif a.csv:
         wr = csv.writer(out, lineterminator="\n")
         wr.writerow(WHATIF_CSV)

@@ -39,6 +39,7 @@ PER_USER_PASS = 1000  # queued jobs of one user processed per pass
 LATE = "late"
 LATE_PER_PASS = 200  # late jobs checked per pass, those checked longest ago first
 WAIT_RECORDS_S = 30.0  # node records awaited before a summary without them
+STALE_TMP_S = 86400.0  # a temporary file older than this has no writer left
 LATE_S = 86400.0  # a missing node's record is still taken this long after the job
 KEEP_DAYS = 30.0  # default of `mpi-pstate prune --keep-days`
 STALE_MARGIN_S = ctld.STALE_MARGIN_S
@@ -394,7 +395,10 @@ def _pass(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int,
 def prune(cfg: config.Config, trusted: Set[int], keep_days: float, now: float,
           dry_run: bool = False) -> List[int]:
     """Deletes the job directories of collect_dir (and queue entries) whose
-    newest file is older than keep_days.  Returns the jobs pruned."""
+    newest file is older than keep_days, and the temporary files a writer
+    that died left in collect_dir, the queue and the jobs kept (a day old:
+    safeio.write_atomic renames its own within a second).  Returns the jobs
+    pruned."""
     limit = now - keep_days * 86400
     gone = []
     cfd = collect.open_collect(cfg.collect_dir, trusted)
@@ -410,12 +414,16 @@ def prune(cfg: config.Config, trusted: Set[int], keep_days: float, now: float,
                     st = safeio.entry_stat(jfd, n)
                     if st is not None and stat.S_ISREG(st.st_mode):
                         newest = max(newest, st.st_mtime)
+                if newest >= limit and not dry_run:
+                    safeio.remove_stale_tmp(jfd, STALE_TMP_S)
             finally:
                 os.close(jfd)
             if newest < limit:
                 gone.append(job)
                 if not dry_run:
                     collect.remove_job_dir(cfd, job)
+        if not dry_run:
+            safeio.remove_stale_tmp(cfd, STALE_TMP_S)
     finally:
         os.close(cfd)
     qfd = open_queue(cfg, trusted)
@@ -423,6 +431,8 @@ def prune(cfg: config.Config, trusted: Set[int], keep_days: float, now: float,
         lfd = open_late(qfd)
         try:
             for dfd in (qfd, lfd):
+                if dfd is not None and not dry_run:
+                    safeio.remove_stale_tmp(dfd, STALE_TMP_S)
                 for n in os.listdir(dfd) if dfd is not None else []:
                     st = safeio.entry_stat(dfd, n)
                     if n.endswith(".json") and st is not None and st.st_mtime < limit and \

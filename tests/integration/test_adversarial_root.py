@@ -79,7 +79,7 @@ class AdversarialRoot(unittest.TestCase):
 
     def test_toggling_rank_stays_under_the_cpu_ceiling(self) -> None:
         """Every slot's pid and state rewritten and the futex bumped in a
-        loop (issue 13 item 2): the agent's CPU over the attack stays near its
+        loop (a hostile rank trying to burn root's CPU): the agent's CPU over the attack stays near its
         ceiling.  Without the ceiling the same attack takes 23-42 % of a core
         here (bench/agent/RESULTS.md)."""
         a = self.start(4096)
@@ -174,8 +174,8 @@ class AdversarialRoot(unittest.TestCase):
 
     def test_forged_nslots_refused(self) -> None:
         """The user rewrites the header to 16384 slots (and grows the file to
-        match) between the plugin's fchown and the agent's attach (issue 13
-        item 2): the agent, told the plugin's figure, refuses the segment
+        match) between the plugin's fchown and the agent's attach (to make root
+        allocate for it): the agent, told the plugin's figure, refuses the segment
         instead of allocating and recording 16384 slots."""
         shm = str(self.tree.dir / "seg")
         td.ms.create_segment(shm, 2)
@@ -207,7 +207,8 @@ LIB_RE = re.compile(r"^mpi-pstate: rank (\d+)/(\d+): (\w+) backend, (\S+) slot (
 @unittest.skipIf(LAB_SKIP, LAB_SKIP or "")
 class Squatting(unittest.TestCase):
     """Another user pre-creates every name of the next jobs' segments that
-    earlier releases used (directories and files, issue 13 item 4): the
+    earlier releases used (directories and files, squatting the
+    predictable names): the
     victim's step is still measured, in a segment whose name has a random
     suffix, listed with its inode in the step record."""
 

@@ -216,7 +216,7 @@ class AgentDaemon(unittest.TestCase):
         self.assertLessEqual(rec["agent"]["lowers"], out["long_calls"], out)
 
     def test_waits_predicted_long_are_announced_the_rest_polled(self) -> None:
-        """Issue 24 at the default budget: a call site whose waits are long
+        """At the default budget, a call site whose waits are long
         announces them, the agent reads them (its "announced") and lowers
         them; with nothing announced (simranks --no-announce) the polls,
         the backstop, still find long waits.  No short call transitions."""

@@ -1,4 +1,5 @@
-"""Failing parts on the lab cluster (issue 13, items 7 and 8): slurmdbd down
+"""Failing parts on the lab cluster, none of which may hold a job up or lose
+its figures: slurmdbd down
 while jobs end, a node "crash" (the
 step's slurmstepd and agent killed, the node's Epilog runs after), a node's
 slurmd restarted while a step runs, slurmctld restarted while a job is

@@ -1,4 +1,5 @@
-"""mpi-pstate beside jobstats on the real cluster (issue 12, point 3).
+"""mpi-pstate beside jobstats on the real cluster: sites run both, and
+both write the accounting record.
 
 jobstats keeps "JS1:" + base64(gzip(JSON)) as a job's whole AdminComment,
 written by its own EpilogSlurmctld part with sacctmgr, decodes the whole

@@ -1,4 +1,5 @@
-"""Another job's cores (issue 22, item 4).  On a partition with
+"""Another job's cores: a step never clocks down a core another job also
+holds.  On a partition with
 OverSubscribe=FORCE two jobs get the same cores of n1: the step of the second
 (mpi-pstate on) keeps only the CPUs its cgroup allows and no other job's
 cgroup does (spank/cgroup.c), so here none: no frequency write while it runs,

@@ -1,8 +1,8 @@
 """PrivateData=jobs in slurm.conf and slurmdbd.conf, as a site sets it to
 hide jobs from other users: the job's user reads the job's records and
 `mpi-pstate report` shows them whole; another user reads none of its files
-in collect_dir, and report refuses the job as sacct hides it (issue 21:
-records were world-readable whatever PrivateData said)."""
+in collect_dir, and report refuses the job as sacct hides it (records
+once were world-readable whatever PrivateData said)."""
 from __future__ import annotations
 
 import json

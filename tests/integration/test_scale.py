@@ -1,4 +1,5 @@
-"""A production-shaped job on the real cluster (issue 21): a parameter sweep
+"""A production-shaped job on the real cluster (sites run sweeps of
+thousands of steps in one job): a parameter sweep
 of at least 1000 steps, every step counted in the summary, and nothing of
 the job left in /dev/shm or runtime_dir afterwards.
 

@@ -99,12 +99,12 @@ class WhatIf(unittest.TestCase):
                f"{measured:.1f} J +- {noise_j:.1f} J from {prof['nodes']} and {on['nodes']} "
                f"(on run clocked down {on['down_s']} s)")
         self.assertLessEqual(p["saved_j"][1] - noise_j, measured, msg)
-        # Waits announced (issue 24) are lowered at their deadline: the run
+        # Waits the ranks announce are lowered at their deadline: the run
         # reaches the high bound's instant reaction, where the power step
         # calibrate measured decides; it varied by up to 5 % between
         # calibrate and the run on this shared VM (13.2 W against 12.6 W).
         self.assertLessEqual(measured, p["saved_j"][2] * 1.05 + noise_j, msg)
-        # the what-if's accuracy (issue 24): the estimate within 10 %
+        # the what-if's accuracy after the fact: the estimate within 10 %
         self.assertLessEqual(abs(measured - p["saved_j"][0]), 0.1 * measured + noise_j, msg)
         self.assertLess(noise_j, p["saved_j"][0], msg)  # a comparison, not noise
         # The on run's own summary prices its clocked-down time after the

@@ -489,6 +489,20 @@ class FlushUnderFaults(unittest.TestCase):
         self.assertFalse((self.collect / "1").exists())
         self.assertTrue((self.collect / "2").exists())
 
+    def test_prune_removes_what_a_dead_writer_left(self) -> None:
+        """A writer killed between its temporary file and the rename: the
+        file goes once a day old, a fresh one (a writer at work) stays."""
+        now = time.time()
+        self.publish(2, "n1", now)
+        dead = [self.collect / ".tmp.x.json.1.1", self.collect / "2" / ".tmp.node.n1.json.7.1"]
+        live = self.collect / "2" / ".tmp.node.n2.json.8.1"
+        for p in dead + [live]:
+            p.write_text("half")
+        for p in dead:
+            os.utime(p, (now - 2 * 86400,) * 2)
+        self.assertEqual(spool.prune(self.cfg, self.trusted, 30, now), [])
+        self.assertEqual([p.exists() for p in dead + [live]], [False, False, True])
+
 
 if __name__ == "__main__":
     unittest.main()

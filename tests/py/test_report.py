@@ -282,7 +282,8 @@ class Report(Fixture):
         self.assertIn("mpi-pstate: complete", out)
 
     def test_records_of_an_earlier_job_of_the_same_id_are_not_merged(self) -> None:
-        """report applies the flusher's uid/time check (issue 21, item 6)."""
+        """report applies the flusher's uid/time check: a reused job id
+        never mixes two jobs' records."""
         self.job(702, "702", {"n1": [fx.rank("n1", 0)], "n2": [fx.rank("n2", 1)]},
                  in_db=False, detail=False)
         rec = json.loads((self.collect / "702" / "node.n2.json").read_text())
