@@ -196,8 +196,8 @@ def cmd_report(a: argparse.Namespace) -> int:
             return 1
         groups = report.totals(rows, wi["totals"], cfg.carbon)
         if a.json:
-            sys.stdout.write(report.to_json([], "mpi-pstate-totals", by=wi["totals"],
-                                            select=wi["select"], groups=groups) + "\n")
+            sys.stdout.write(report.document("mpi-pstate-totals", by=wi["totals"],
+                                             select=wi["select"], groups=groups) + "\n")
         elif a.csv:
             sys.stdout.write(report.totals_csv(groups))
         else:

@@ -23,7 +23,7 @@ import os
 import re
 import stat
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import carbon, config, safeio
 
@@ -34,8 +34,6 @@ QUEUE_FILE = "mpi_pstate_queue.prom"
 NODE_FILE = "mpi_pstate_node.prom"
 NODE_STATE = "metrics.json"  # in runtime_dir: the node's counters since boot
 LABEL_MAX = 128
-MAX_STEP_DIRS = 4096  # a node's live steps looked at for its gauges
-PLUGIN_JSON_MAX = 256 << 10
 
 JOB_LABELS = ("jobid", "user", "account", "partition")
 
@@ -226,87 +224,24 @@ def _read_small(dfd: int, name: str, limit: int) -> Optional[bytes]:
         return None
 
 
-def _sysfs_khz(sysroot: str, policy: str, name: str) -> Optional[int]:
-    if not re.fullmatch(r"policy[0-9]{1,5}", policy):
-        return None
-    text = safeio.read_sysfs(os.path.join(sysroot, "devices/system/cpu/cpufreq", policy, name))
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def _is_down(sysroot: str, dom: Dict[str, Any]) -> bool:
-    """A domain this step set is below the step's own full clock now."""
-    up = dom.get("max_khz")
-    if dom.get("status") != "set" or not isinstance(up, int) or not \
-            isinstance(dom.get("policy"), str):
+def is_down(sysroot: str, dom: Dict[str, Any]) -> bool:
+    """A domain of a step's record (plugin.json "domains") that the step
+    set is below the step's own full clock now."""
+    up, policy = dom.get("max_khz"), dom.get("policy")
+    if dom.get("status") != "set" or not isinstance(up, int) or not isinstance(policy, str) \
+            or not re.fullmatch(r"policy[0-9]{1,5}", policy):
         return False
-    cap = _sysfs_khz(sysroot, dom["policy"], "scaling_max_freq")
+    pdir = os.path.join(sysroot, "devices/system/cpu/cpufreq", policy)
+
+    def khz(name: str) -> Optional[int]:
+        text = safeio.read_sysfs(os.path.join(pdir, name))
+        return int(text) if text is not None and text.strip().isdigit() else None
+    cap = khz("scaling_max_freq")
     if cap is not None and cap < up:
         return True
-    gov = safeio.read_sysfs(os.path.join(sysroot, "devices/system/cpu/cpufreq",
-                                         dom["policy"], "scaling_governor"))
-    speed = _sysfs_khz(sysroot, dom["policy"], "scaling_setspeed") \
-        if gov is not None and gov.strip() == "userspace" else None
+    gov = safeio.read_sysfs(os.path.join(pdir, "scaling_governor"))
+    speed = khz("scaling_setspeed") if gov is not None and gov.strip() == "userspace" else None
     return speed is not None and speed < up
-
-
-def live_steps(runtime: str, agent_alive: Callable[[int], bool]) -> List[str]:
-    """The step directories of this node whose agent runs now."""
-    out = []
-    try:
-        sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
-    except OSError:
-        return out
-    try:
-        names = [n for n in os.listdir(sfd) if re.fullmatch(r"[0-9]{1,10}\.[0-9a-z]{1,11}", n)]
-        for n in sorted(names)[:MAX_STEP_DIRS]:
-            try:
-                dfd = os.open(n, safeio.O_DIR, dir_fd=sfd)
-            except OSError:
-                continue
-            try:
-                if os.fstat(dfd).st_uid != 0:
-                    continue
-                raw = _read_small(dfd, "agent.pid", 64)
-                pid = raw.strip() if raw is not None else b""
-                if pid.isdigit() and len(pid) < 11 and agent_alive(int(pid)):
-                    out.append(n)
-            finally:
-                os.close(dfd)
-    finally:
-        os.close(sfd)
-    return out
-
-
-def domains_down(runtime: str, steps: Sequence[str], sysroot: str) -> int:
-    n = 0
-    for s in steps:
-        try:
-            dfd = safeio.open_dir(os.path.join(runtime, "steps", s), trusted={0})
-        except OSError:
-            continue
-        try:
-            raw = _read_small(dfd, "plugin.json", PLUGIN_JSON_MAX)
-        finally:
-            os.close(dfd)
-        try:
-            rec = json.loads(raw.decode()) if raw else {}
-        except ValueError:
-            continue
-        doms = rec.get("domains") if isinstance(rec, dict) else None
-        for d in doms if isinstance(doms, list) else []:
-            n += isinstance(d, dict) and _is_down(sysroot, d)
-    return n
-
-
-def restore_records(runtime: str) -> int:
-    try:
-        return sum(1 for n in os.listdir(os.path.join(runtime, "restore"))
-                   if not n.startswith("."))
-    except OSError:
-        return 0
 
 
 def _boot_time(proc: str = "/proc") -> Optional[int]:
@@ -361,13 +296,11 @@ def node_text(agents: int, down: int, records: int, failures: int, now: float) -
     return "\n".join(out) + "\n"
 
 
-def write_node(cfg: config.Config, runtime: str, sysroot: str,
-               agent_alive: Callable[[int], bool], failures_add: int = 0,
-               now: Optional[float] = None) -> str:
-    """Writes this node's gauges; returns the text written."""
-    steps = live_steps(runtime, agent_alive)
-    text = node_text(len(steps), domains_down(runtime, steps, sysroot),
-                     restore_records(runtime), node_failures(runtime, failures_add),
+def write_node(cfg: config.Config, runtime: str, agents: int, down: int, records: int,
+               failures_add: int = 0, now: Optional[float] = None) -> str:
+    """Writes this node's gauges (node.node_gauges gathers them); returns
+    the text written."""
+    text = node_text(agents, down, records, node_failures(runtime, failures_add),
                      time.time() if now is None else now)
     fd = open_dir(cfg, {0})
     try:
@@ -375,23 +308,6 @@ def write_node(cfg: config.Config, runtime: str, sysroot: str,
     finally:
         os.close(fd)
     return text
-
-
-def agent_checker(agent: Optional[str], proc: str = "/proc") -> Callable[[int], bool]:
-    """Whether a pid is a running agent: its executable is the agent root
-    trusts (a pid file names any process)."""
-    exe = os.path.realpath(agent) if agent else None
-
-    def alive(pid: int) -> bool:
-        if exe is None:
-            return False
-        try:
-            if os.readlink(os.path.join(proc, str(pid), "exe")) != exe:
-                return False
-        except OSError:
-            return False
-        return safeio.process_running(pid, proc)
-    return alive
 
 
 def job_labels(row: Any) -> Dict[str, str]:

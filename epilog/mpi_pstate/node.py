@@ -11,7 +11,7 @@ import re
 import signal
 import socket
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import (audit, collect, config, log, metrics, noderec, parse, pending, powermodel, safeio,
                slots, slurm)
@@ -217,15 +217,22 @@ def remove_step_dirs(runtime: str, job: int) -> Tuple[int, List[str]]:
     return n, problems
 
 
-def restore_pending(runtime: str) -> bool:
-    """Whether <runtime>/restore holds any record (the backstop has work):
-    the agent and the plugin remove theirs once restored."""
+def restore_records(runtime: str) -> Optional[int]:
+    """How many records <runtime>/restore holds (the agent and the plugin
+    remove theirs once restored); None when it cannot tell."""
     try:
-        return any(not n.startswith(".") for n in os.listdir(os.path.join(runtime, "restore")))
+        return sum(1 for n in os.listdir(os.path.join(runtime, "restore"))
+                   if not n.startswith("."))
     except FileNotFoundError:
-        return False
+        return 0
     except OSError:
-        return True  # cannot tell: let the agent's own checks decide
+        return None
+
+
+def restore_pending(runtime: str) -> bool:
+    """Whether the backstop has work; when that cannot be told, yes: the
+    agent's own checks decide."""
+    return restore_records(runtime) != 0
 
 
 class StepScan:
@@ -618,6 +625,73 @@ def restore_failures(infos: List[Dict[str, Any]]) -> int:
     return n
 
 
+MAX_LIVE_STEPS = 4096  # step directories looked at for the node's gauges
+PLUGIN_JSON_MAX = 256 << 10
+
+
+def agent_checker(agent: Optional[str], proc: str = "/proc") -> Callable[[int], bool]:
+    """Whether a pid is a running agent: its executable is the agent root
+    trusts (a pid file names any process)."""
+    exe = os.path.realpath(agent) if agent else None
+
+    def alive(pid: int) -> bool:
+        try:
+            if exe is None or os.readlink(os.path.join(proc, str(pid), "exe")) != exe:
+                return False
+        except OSError:
+            return False
+        return safeio.process_running(pid, proc)
+    return alive
+
+
+def live_step_domains(runtime: str, agent_alive: Callable[[int], bool]
+                      ) -> Tuple[int, List[Dict[str, Any]]]:
+    """The steps of this node whose agent runs now, and the domains their
+    plugin records list."""
+    n = 0
+    doms = []  # type: List[Dict[str, Any]]
+    try:
+        sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
+    except OSError:
+        return n, doms
+    try:
+        for name in sorted(x for x in os.listdir(sfd) if STEP_DIR_RE.fullmatch(x))[
+                :MAX_LIVE_STEPS]:
+            try:
+                dfd = os.open(name, safeio.O_DIR, dir_fd=sfd)
+            except OSError:
+                continue
+            try:
+                if os.fstat(dfd).st_uid != 0:
+                    continue
+                pid = safeio.read_file(dfd, "agent.pid", 64, owners={0}).strip()
+                if not (pid.isdigit() and len(pid) < 11 and agent_alive(int(pid))):
+                    continue
+                n += 1
+                rec = json.loads(safeio.read_file(dfd, "plugin.json", PLUGIN_JSON_MAX,
+                                                  owners={0}).decode())
+                listed = rec.get("domains") if isinstance(rec, dict) else None
+                doms += [d for d in listed if isinstance(d, dict)] \
+                    if isinstance(listed, list) else []
+            except (OSError, ValueError):
+                continue
+            finally:
+                os.close(dfd)
+    finally:
+        os.close(sfd)
+    return n, doms
+
+
+def node_gauges(cfg: config.Config, runtime: str, sysroot: str,
+                agent_alive: Callable[[int], bool], failures_add: int = 0,
+                now: Optional[float] = None) -> str:
+    """This node's Prometheus gauges written into metrics_dir; the text."""
+    agents, doms = live_step_domains(runtime, agent_alive)
+    down = sum(metrics.is_down(sysroot, d) for d in doms)
+    return metrics.write_node(cfg, runtime, agents, down, restore_records(runtime) or 0,
+                              failures_add, now)
+
+
 def node_metrics(cfg: config.Config, runtime: str, sysroot: str, agent: Optional[str],
                  failures: int) -> None:
     """The node's Prometheus gauges (metrics_dir=), now that the job is
@@ -625,7 +699,7 @@ def node_metrics(cfg: config.Config, runtime: str, sysroot: str, agent: Optional
     if not cfg.metrics_dir:
         return
     try:
-        metrics.write_node(cfg, runtime, sysroot, metrics.agent_checker(agent), failures)
+        node_gauges(cfg, runtime, sysroot, agent_checker(agent), failures)
     except (OSError, ValueError) as e:
         log.warning(f"node metrics not written to {cfg.metrics_dir}: {e}")
 

@@ -211,10 +211,13 @@ def to_csv(jobs: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def to_json(jobs: list[dict[str, Any]], fmt: str = "mpi-pstate-report", **rest: Any) -> str:
-    """Every JSON document report prints: its format, version 1, the rest."""
-    body = {"jobs": jobs, **rest} if fmt == "mpi-pstate-report" else rest
+def document(fmt: str, **body: Any) -> str:
+    """Every JSON document report prints: its format, version 1, the body."""
     return json.dumps({"format": fmt, "version": 1, **body}, indent=1)
+
+
+def to_json(jobs: list[dict[str, Any]], **rest: Any) -> str:
+    return document("mpi-pstate-report", jobs=jobs, **rest)
 
 
 def svg(j: dict[str, Any]) -> str:

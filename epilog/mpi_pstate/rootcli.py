@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from . import config, log, metrics, node, safeio, slurm, spool
+from . import config, log, node, safeio, slurm, spool
 
 COMMANDS = ("epilog", "epilog-slurmctld", "flush", "prune", "node-metrics")
 PROG = "mpi-pstate"
@@ -77,7 +77,7 @@ def node_metrics(a: argparse.Namespace, dirs: Dict[str, List[str]]) -> int:
     runtime = config.expand_host(cfg.runtime_dir, config.short_host())
     agent = node.find_tool("mpi-pstate-agent", dirs["agent"], "MPI_PSTATE_AGENT", cfg.agent)
     try:
-        text = metrics.write_node(cfg, runtime, a.sysroot, metrics.agent_checker(agent))
+        text = node.node_gauges(cfg, runtime, a.sysroot, node.agent_checker(agent))
     except (OSError, ValueError) as e:
         log.error(f"node metrics not written to {cfg.metrics_dir}: {e}")
         return 1

@@ -324,6 +324,7 @@ def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, e
     tool = os.path.exists(db.path)
     while True:
         es, bad = entries(qfd)
+        queued = list(es)  # the late ones' summaries are written: not waiting
         lfd = open_late(qfd)
         try:
             if lfd is not None:
@@ -336,11 +337,11 @@ def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, e
                     os.unlink(n, dir_fd=qfd)
                 except OSError:
                     pass
-            db_down, idle = _pass(cfg, db, trusted, qfd, lfd, es, wait, late, tally)
+            db_down, idle, left = _pass(cfg, db, trusted, qfd, lfd, es, wait, late, tally)
         finally:
             if lfd is not None:
                 os.close(lfd)
-        queue_metrics(cfg, qfd)
+        queue_metrics(cfg, [e["queued"] for e in queued if e["job"] not in left])
         if not es:
             return True
         if idle or time.monotonic() >= end or _program_id() != me or \
@@ -350,24 +351,25 @@ def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, e
         pause = min(pause * 1.5, 10.0)
 
 
-def queue_metrics(cfg: config.Config, qfd: int) -> None:
-    """The queue's gauges after a pass (metrics_dir=): the jobs still
-    waiting for their summary (not those only awaiting a late node: theirs
-    is written)."""
+def queue_metrics(cfg: config.Config, waiting: List[float]) -> None:
+    """The queue's gauges after a pass (metrics_dir=): the queue times of
+    the jobs still waiting for their summary."""
     if not cfg.metrics_dir:
         return
     try:
-        metrics.write_queue(cfg, [e["queued"] for e in entries(qfd)[0]])
+        metrics.write_queue(cfg, waiting)
     except (OSError, ValueError) as e:
         log.warning(f"queue metrics not written to {cfg.metrics_dir}: {e}")
 
 
 def _pass(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int,
           lfd: Optional[int], es: List[Dict[str, Any]], wait: float, late: float,
-          tally: Dict[str, int]) -> Tuple[bool, bool]:
-    """One pass over es: (slurmdbd was down, only late nodes are awaited)."""
+          tally: Dict[str, int]) -> Tuple[bool, bool, Set[int]]:
+    """One pass over es: (slurmdbd was down, only late nodes are awaited,
+    the jobs that left the queue: dropped or moved to late)."""
     db_down = False
     idle = True
+    left: Set[int] = set()
     for e in es:
         if db_down:
             break
@@ -379,6 +381,7 @@ def _pass(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int,
         if keep and e.get("seen") is not None:
             if key in ("written", "up to date"):
                 to_late(qfd, e)  # remembers which nodes the summary was made of
+                left.add(e["job"])
             elif lfd is not None:
                 try:  # checked now: the others' turn next pass
                     os.utime(f"{e['job']}.json", dir_fd=lfd)
@@ -386,10 +389,11 @@ def _pass(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int,
                     pass
         if not keep:
             drop(qfd, e["job"])
+            left.add(e["job"])
             lvl = log.info if res in ("written", "up to date", "no records",
                                       "without mpi-pstate") else log.error
             lvl(f"job {e['job']}: {res} (queued {time.time() - e['queued']:.0f} s ago)")
-    return db_down, idle
+    return db_down, idle, left
 
 
 def prune(cfg: config.Config, trusted: Set[int], keep_days: float, now: float,

@@ -17,7 +17,7 @@ from unittest import mock
 
 import test_epilog_fixtures as fx
 import test_epilog_summary as tes
-from mpi_pstate import config, metrics
+from mpi_pstate import config, metrics, node
 
 SUMMARY = {"state": "complete", "job_state": "COMPLETED", "mpi_share": 0.42,
            "down_share": 0.3, "wall_s": 12.0, "mpi_s": 10.1, "wait_s": 8.0, "down_s": 7.5,
@@ -200,8 +200,8 @@ class NodeGauges(unittest.TestCase):
         self._td.cleanup()
 
     def test_gauges(self) -> None:
-        text = metrics.write_node(self.cfg, str(self.runtime), str(self.sysroot),
-                                  metrics.agent_checker(str(self.agent)), now=5.0)
+        text = node.node_gauges(self.cfg, str(self.runtime), str(self.sysroot),
+                                  node.agent_checker(str(self.agent)), now=5.0)
         got = samples((self.out / metrics.NODE_FILE).read_text())
         self.assertEqual(got, samples(text))
         self.assertEqual(got["mpi_pstate_node_agents_running"], "1")
@@ -210,8 +210,8 @@ class NodeGauges(unittest.TestCase):
         self.assertEqual(got["mpi_pstate_node_restore_failures_total"], "0")
         self.proc.kill()
         self.proc.wait()
-        got = samples(metrics.write_node(self.cfg, str(self.runtime), str(self.sysroot),
-                                         metrics.agent_checker(str(self.agent))))
+        got = samples(node.node_gauges(self.cfg, str(self.runtime), str(self.sysroot),
+                                         node.agent_checker(str(self.agent))))
         self.assertEqual((got["mpi_pstate_node_agents_running"],
                           got["mpi_pstate_node_domains_down"]), ("0", "0"))
 
@@ -224,8 +224,8 @@ class NodeGauges(unittest.TestCase):
 
     def test_an_agents_pid_file_is_not_believed(self) -> None:
         (self.runtime / "steps/10.0/agent.pid").write_text(f"{os.getpid()}\n")
-        got = samples(metrics.write_node(self.cfg, str(self.runtime), str(self.sysroot),
-                                         metrics.agent_checker(str(self.agent))))
+        got = samples(node.node_gauges(self.cfg, str(self.runtime), str(self.sysroot),
+                                         node.agent_checker(str(self.agent))))
         self.assertEqual(got["mpi_pstate_node_agents_running"], "0")
 
 
