@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "agentd.h"
-#include "config.h"
 #include "contract.h"
 #include "options.h"
 #include "parse.h"

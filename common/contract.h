@@ -31,4 +31,11 @@
         "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",                         \
             MPI_PSTATE_ENV_LOCAL_RANK, "SLURM_LOCALID"
 
+/* The plugin's runtime_dir default (spank/config.h) is also the agent's
+ * when no --runtime-dir is given, so both read it from here.  The length
+ * bounds a path either of them copies: fixed so that the admin's settings
+ * struct can be copied and stays small, and far above any sane spool path. */
+#define MPI_PSTATE_CONFIG_PATH_MAX 256
+#define MPI_PSTATE_CONFIG_RUNTIME_DIR "/run/mpi-pstate"
+
 #endif

@@ -4,7 +4,7 @@
  * switches on spank_context() and either validates and stores user options
  * (sbatch, salloc, srun) or calls the step's work in spank/step.h (slurmstepd
  * and the job prolog/epilog).  Options come from common/options.def, admin
- * keys and limits from common/config.h.
+ * keys and limits from spank/config.h.
  *
  * Return values follow spank(8)'s error table: only the option callbacks in
  * local and allocator context may fail (that refuses a bad submission);

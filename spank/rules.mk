@@ -4,7 +4,7 @@ SPANK_SRCS := spank/mpi_pstate.c spank/step_prepare.c spank/step_start.c spank/s
 	spank/step_exit.c spank/step_job.c spank/step_record.c spank/agentctl.c spank/launch.c spank/paths.c \
 	spank/pin.c spank/slurmfreq.c \
 	spank/pinning.c spank/policy.c spank/steprec.c spank/steptime.c spank/container.c \
-	spank/cgroup.c
+	spank/cgroup.c spank/config.c
 SPANK_OBJS := $(SPANK_SRCS:%.c=$(B)/%.o)
 SPANK_SO := $(B)/spank/spank_mpi_pstate.so
 SPANK_MAN := $(B)/man/mpi_pstate.8
@@ -99,7 +99,7 @@ UNINSTALL_FILES += $(SLURM_PLUGINDIR)/spank_mpi_pstate.so $(mandir)/man8/mpi_pst
 .PHONY: install-spank
 
 # The Slurm-free modules of the plugin (paths, launch, agentctl, steprec,
-# policy, pinning, pin, slurmfreq): the plugin's archive, which its unit
+# policy, pinning, pin, slurmfreq, config): the plugin's archive, which its unit
 # tests link, on fake sysfs trees and hwloc XML topologies.
 # The step's phases (spank/step_*.c) call Slurm's spank_* API: plugin only.
 SPANK_MOD_OBJS := $(filter-out $(B)/spank/mpi_pstate.o $(B)/spank/step_%.o,$(SPANK_OBJS))
@@ -108,7 +108,9 @@ $(SPANK_LIB): $(SPANK_MOD_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 SPANK_UNIT_BINS := $(B)/tests/unit/test_spank_modules $(B)/tests/unit/test_pin \
-	$(B)/tests/unit/test_freqlimits $(B)/tests/unit/test_container $(B)/tests/unit/test_cgroup
+	$(B)/tests/unit/test_freqlimits $(B)/tests/unit/test_container $(B)/tests/unit/test_cgroup \
+	$(B)/tests/unit/test_config
+$(B)/tests/unit/test_config: spank/tests/test_config.c
 $(B)/tests/unit/test_spank_modules: spank/tests/test_modules.c
 $(B)/tests/unit/test_container: spank/tests/test_container.c
 $(B)/tests/unit/test_cgroup: spank/tests/test_cgroup.c

@@ -1,6 +1,6 @@
 """Where things are: collect_dir and runtime_dir come from the plugin's own
 plugstack.conf line (one source of truth for the plugin, the agent and the
-epilogs; keys and defaults as in common/config.h), SlurmUser from
+epilogs; keys and defaults as in spank/config.h), SlurmUser from
 slurm.conf.  Command-line options override both."""
 import glob
 import os

@@ -201,7 +201,7 @@ class CompilerAgrees(unittest.TestCase):
         (tmp / "prog.c").write_text(src)
         exe = tmp / "prog"
         r = subprocess.run([CC, "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Werror",
-                            f"-I{TOP / 'common'}", "-o", str(exe), str(tmp / "prog.c"), *extra],
+                            f"-I{TOP / 'common'}", f"-I{TOP / 'spank'}", "-o", str(exe), str(tmp / "prog.c"), *extra],
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         return exe
@@ -223,8 +223,8 @@ class CompilerAgrees(unittest.TestCase):
         self.assertEqual({tuple(w) for w in c_words}, py_words)
 
     def plugstack_tool(self) -> Path:
-        return self.build(C_KEYS, [str(TOP / "common" / f) for f in
-                                   ("config.c", "options.c", "parse.c")])
+        return self.build(C_KEYS, [str(TOP / "spank" / "config.c")] +
+                          [str(TOP / "common" / f) for f in ("options.c", "parse.c")])
 
     def test_example_snippet_documents_every_key(self) -> None:
         out = subprocess.run([str(self.plugstack_tool())], capture_output=True, text=True,

@@ -9,21 +9,17 @@
  * remote init would fail jobs or drain nodes over a typo: a bad or unknown key
  * is reported and ignored, and the setting keeps its default.  The keys and
  * their defaults are documented in man/mpi_pstate.8.in and docs/admin.md
- * (tests/unit/test_config.c checks that both name every key). */
+ * (spank/tests/test_config.c checks that both name every key). */
 #ifndef MPI_PSTATE_CONFIG_H
 #define MPI_PSTATE_CONFIG_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract.h"
 #include "options.h"
 
-/* Longest accepted directory path, terminator included: fixed so that the
- * struct can be copied and stays small, and far above any sane spool path. */
-#define MPI_PSTATE_CONFIG_PATH_MAX 256
-
 #define MPI_PSTATE_CONFIG_COLLECT_DIR "/var/spool/mpi-pstate/records"
-#define MPI_PSTATE_CONFIG_RUNTIME_DIR "/run/mpi-pstate"
 #define MPI_PSTATE_CONFIG_SYSROOT "/sys"
 
 /* No limit on the threshold: the largest duration parse.h accepts (a day). */
@@ -106,7 +102,7 @@ enum mpi_pstate_limit mpi_pstate_config_limit(const struct mpi_pstate_config *c,
                                               size_t notelen);
 
 /* The accepted keys, in documentation order; NULL past the end.  The plugin
- * does not need it: tests/unit/test_config.c and tests/py/test_options_gen.py
+ * does not need it: spank/tests/test_config.c and tests/py/test_options_gen.py
  * list the keys through it to check that each one is documented. */
 const char *mpi_pstate_config_key(size_t i);
 
