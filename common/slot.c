@@ -12,6 +12,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "parse.h"
+
 static size_t segment_size(uint32_t nslots)
 {
         return (size_t)MPI_PSTATE_SEG_HEADER_SIZE + (size_t)nslots * MPI_PSTATE_SLOT_SIZE;
@@ -447,6 +449,123 @@ void mpi_pstate_slot_totals(const struct mpi_pstate_slot *snap, struct mpi_pstat
         t->has_wait = t->wait_ns <= MPI_PSTATE_SLOT_NS_MAX;
         if (!t->has_wait)
                 t->wait_ns = 0;
+}
+
+/* ---- wait mode: the library's own variables, read as it reads them ---- */
+
+/* The value of name in envp, or NULL: the first entry, as getenv finds. */
+static const char *env_get(char *const *envp, const char *name)
+{
+        size_t len = strlen(name);
+
+        for (; envp && *envp; envp++) {
+                if (strncmp(*envp, name, len) == 0 && (*envp)[len] == '=')
+                        return *envp + len + 1;
+        }
+        return NULL;
+}
+
+/* 0 false, 1 true, -1 not a boolean.  Intel MPI documents enable/disable,
+ * Open MPI's MCA booleans take enabled/disabled: an atoi() would read both
+ * as 0, the very mistake that calls a configured wait mode "off". */
+static int env_bool(const char *v)
+{
+        static const char *const words[] = {"0", "no",  "off", "false", "disable", "disabled",
+                                            "1", "yes", "on",  "true",  "enable",  "enabled"};
+        int i;
+
+        if (mpi_pstate_parse_word(v, words, sizeof(words) / sizeof(words[0]), &i) != 0)
+                return -1;
+        return i >= 6;
+}
+
+/* Open MPI: yield_when_idle makes opal_progress() call sched_yield(); the
+ * runtime sets mpi_oversubscribe for an oversubscribed node, and MPI_Init
+ * then yields whatever yield_when_idle says. */
+static enum mpi_pstate_wait_mode wait_mode_ompi(char *const *envp)
+{
+        const char *over = env_get(envp, "OMPI_MCA_mpi_oversubscribe");
+        const char *yield = env_get(envp, "OMPI_MCA_mpi_yield_when_idle");
+        int b;
+
+        if (over && env_bool(over) == 1)
+                return MPI_PSTATE_WAIT_YIELD;
+        if (!yield)
+                return MPI_PSTATE_WAIT_POLL;
+        b = env_bool(yield);
+        return b < 0 ? MPI_PSTATE_WAIT_UNKNOWN : b ? MPI_PSTATE_WAIT_YIELD : MPI_PSTATE_WAIT_POLL;
+}
+
+/* MPICH: ch3:nemesis yields every POLLS_BEFORE_YIELD polls (0: never).
+ * MPICH reads MPICH_, then MPIR_PARAM_, then MPIR_CVAR_, each overriding:
+ * the first found in the opposite order is the one it keeps.  The ch4
+ * device (the default since 3.4, named in the library's version string)
+ * has no such variable: it polls. */
+static enum mpi_pstate_wait_mode wait_mode_mpich(const char *library, char *const *envp)
+{
+        static const char *const vars[] = {"MPIR_CVAR_POLLS_BEFORE_YIELD",
+                                           "MPIR_PARAM_POLLS_BEFORE_YIELD",
+                                           "MPICH_POLLS_BEFORE_YIELD"};
+        const char *v = NULL;
+        uint64_t n;
+
+        if (library && strstr(library, "ch4"))
+                return MPI_PSTATE_WAIT_POLL;
+        for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]) && !v; i++)
+                v = env_get(envp, vars[i]);
+        if (!v)
+                return MPI_PSTATE_WAIT_POLL;
+        if (mpi_pstate_parse_u64(v, 0, INT32_MAX, &n) != 0)
+                return MPI_PSTATE_WAIT_UNKNOWN;
+        return n ? MPI_PSTATE_WAIT_YIELD : MPI_PSTATE_WAIT_POLL;
+}
+
+/* MVAPICH2: MV2_USE_BLOCKING sleeps on the InfiniBand completion channel
+ * after MV2_SPIN_COUNT polls. */
+static enum mpi_pstate_wait_mode wait_mode_mv2(char *const *envp)
+{
+        const char *v = env_get(envp, "MV2_USE_BLOCKING");
+        int b;
+
+        if (!v)
+                return MPI_PSTATE_WAIT_POLL;
+        b = env_bool(v);
+        return b < 0 ? MPI_PSTATE_WAIT_UNKNOWN : b ? MPI_PSTATE_WAIT_SLEEP : MPI_PSTATE_WAIT_POLL;
+}
+
+/* Intel MPI: I_MPI_THREAD_YIELD 0 none and 1 pause (both spin), 2
+ * sched_yield, 3 usleep; I_MPI_WAIT_MODE on makes 2 the default. */
+static enum mpi_pstate_wait_mode wait_mode_impi(char *const *envp)
+{
+        static const enum mpi_pstate_wait_mode how[] = {MPI_PSTATE_WAIT_POLL, MPI_PSTATE_WAIT_POLL,
+                                                        MPI_PSTATE_WAIT_YIELD,
+                                                        MPI_PSTATE_WAIT_SLEEP};
+        const char *yield = env_get(envp, "I_MPI_THREAD_YIELD");
+        const char *mode = env_get(envp, "I_MPI_WAIT_MODE");
+        uint64_t n;
+        int b;
+
+        if (yield)
+                return mpi_pstate_parse_u64(yield, 0, 3, &n) == 0 ? how[n]
+                                                                  : MPI_PSTATE_WAIT_UNKNOWN;
+        if (!mode)
+                return MPI_PSTATE_WAIT_POLL;
+        b = env_bool(mode);
+        return b < 0 ? MPI_PSTATE_WAIT_UNKNOWN : b ? MPI_PSTATE_WAIT_YIELD : MPI_PSTATE_WAIT_POLL;
+}
+
+enum mpi_pstate_wait_mode mpi_pstate_slot_wait_mode(uint32_t abi, const char *library,
+                                                    char *const *envp)
+{
+        if (abi == 1)
+                return wait_mode_ompi(envp);
+        if (abi != 2)
+                return MPI_PSTATE_WAIT_UNKNOWN;
+        if (library && strstr(library, "Intel(R) MPI"))
+                return wait_mode_impi(envp);
+        if (library && strstr(library, "MVAPICH"))
+                return wait_mode_mv2(envp);
+        return wait_mode_mpich(library, envp);
 }
 
 int mpi_pstate_slot_clock_choose(const char *want, enum mpi_pstate_clock *clock)

@@ -106,6 +106,22 @@ enum mpi_pstate_slot_mode {
         MPI_PSTATE_SLOT_MODE_PROFILE = 2, /* the agent must not change frequencies */
 };
 
+/* slot.wait_mode: how the rank's MPI library was configured to wait
+ * (mpi_pstate_slot_wait_mode).  Yield is still busy: sched_yield() leaves
+ * the task runnable and the core at full load when nothing else runs. */
+enum mpi_pstate_wait_mode {
+        MPI_PSTATE_WAIT_UNKNOWN = 0, /* no known library, or a value it may not read as we do */
+        MPI_PSTATE_WAIT_POLL = 1,    /* spins on its progress engine (every default) */
+        MPI_PSTATE_WAIT_YIELD = 2,   /* spins, calling sched_yield() */
+        MPI_PSTATE_WAIT_SLEEP = 3,   /* blocks or sleeps: the core idles */
+};
+
+/* One blocking call in this many (of the thread that initialised MPI) has
+ * its CPU time measured even when its call site does not predict it long:
+ * the long waits a prediction misses are seen too, at two system calls per
+ * MPI_PSTATE_WAIT_SAMPLE blocking calls. */
+#define MPI_PSTATE_WAIT_SAMPLE 64u
+
 /* seg_header.flags */
 #define MPI_PSTATE_SEG_PRIVATE 1u /* made by the library itself: no agent */
 
@@ -172,8 +188,11 @@ struct mpi_pstate_slot {
         uint64_t app_end_ticks;   /* 96: MPI_Finalize entered (or abort/exit), 0 before */
         uint64_t threshold_ns;    /* 104 */
         uint32_t abi;             /* 112: 1 Open MPI, 2 MPICH family */
-        uint32_t pad1;            /* 116 */
-        uint64_t pad2;            /* 120 */
+        /* 116: enum mpi_pstate_wait_mode, what the MPI library was configured
+         * to do while it waits (from the rank's environment at MPI_Init) */
+        uint32_t wait_mode;
+        /* 120: long waits whose CPU time was measured (wait_cpu_ns below) */
+        _Atomic uint64_t wait_samples;
 
         /* line 2 (128): the wait state, written by the rank on every blocking call
          * of the thread that initialised MPI */
@@ -199,7 +218,13 @@ struct mpi_pstate_slot {
         _Atomic uint64_t wakeups;         /* 280: FUTEX_WAKE calls made by this rank */
         _Atomic uint64_t announced;       /* 288: waits announced as predicted long */
         _Atomic uint64_t announced_short; /* 296: of those, shorter than the threshold */
-        uint8_t pad7[16];                 /* 304 */
+        /* 304, 312: over the long waits measured (those predicted long and
+         * one blocking call in MPI_PSTATE_WAIT_SAMPLE, when they lasted at
+         * least the threshold), the waiting thread's CPU time and their wall
+         * time, both ns.  Their ratio says whether the library's waits keep
+         * the core busy (poll, yield) or free it (sleep). */
+        _Atomic uint64_t wait_cpu_ns;
+        _Atomic uint64_t wait_sampled_ns;
 
         uint64_t cpuset[MPI_PSTATE_SLOT_CPUSET_WORDS]; /* 320: affinity at MPI_Init */
         uint8_t pad8[64];                              /* 448 */
@@ -229,6 +254,8 @@ _Static_assert(offsetof(struct mpi_pstate_slot, ticks_per_sec) == 40, "ticks_per
 _Static_assert(offsetof(struct mpi_pstate_slot, thread_level) == 60, "thread_level");
 _Static_assert(offsetof(struct mpi_pstate_slot, state) == 64, "lifecycle line");
 _Static_assert(offsetof(struct mpi_pstate_slot, abi) == 112, "abi");
+_Static_assert(offsetof(struct mpi_pstate_slot, wait_mode) == 116, "wait_mode");
+_Static_assert(offsetof(struct mpi_pstate_slot, wait_samples) == 120, "wait_samples");
 _Static_assert(offsetof(struct mpi_pstate_slot, wait_since) == 128, "wait line");
 _Static_assert(offsetof(struct mpi_pstate_slot, wait_fn) == 136, "wait_fn");
 _Static_assert(offsetof(struct mpi_pstate_slot, wait_cpu) == 140, "wait_cpu");
@@ -236,6 +263,8 @@ _Static_assert(offsetof(struct mpi_pstate_slot, clocked_down) == 192, "agent lin
 _Static_assert(offsetof(struct mpi_pstate_slot, transitions) == 208, "transitions");
 _Static_assert(offsetof(struct mpi_pstate_slot, long_calls) == 256, "totals line");
 _Static_assert(offsetof(struct mpi_pstate_slot, wakeups) == 280, "wakeups");
+_Static_assert(offsetof(struct mpi_pstate_slot, wait_cpu_ns) == 304, "wait_cpu_ns");
+_Static_assert(offsetof(struct mpi_pstate_slot, wait_sampled_ns) == 312, "wait_sampled_ns");
 _Static_assert(offsetof(struct mpi_pstate_slot, cpuset) == 320, "cpuset");
 _Static_assert(offsetof(struct mpi_pstate_slot, hist_bytes) == 512, "hist_bytes");
 _Static_assert(offsetof(struct mpi_pstate_slot, hist_ns) == 1024, "hist_ns");
@@ -330,6 +359,18 @@ struct mpi_pstate_slot_totals {
         uint64_t wall_ns, mpi_ns, wait_ns;
 };
 void mpi_pstate_slot_totals(const struct mpi_pstate_slot *snap, struct mpi_pstate_slot_totals *t);
+
+/* How the rank's MPI library waits, from its environment: abi is the
+ * slot's (1 Open MPI, 2 MPICH family), library what MPI_Get_library_version
+ * said (it tells Intel MPI and MVAPICH2 from MPICH, NULL: unknown), envp a
+ * NULL-terminated "NAME=value" array (environ; the first NAME counts, as
+ * with getenv).  Per library, the variables of docs/preload.md ("Wait
+ * mode"): a variable that is unset leaves the library's default, poll; a
+ * value the parser does not know (booleans are 1/0, yes/no, on/off,
+ * true/false, enable(d)/disable(d), any case) gives unknown rather than a
+ * guess of what the library made of it.  Pure: reads only its arguments. */
+enum mpi_pstate_wait_mode mpi_pstate_slot_wait_mode(uint32_t abi, const char *library,
+                                                    char *const *envp);
 
 /* Chooses the time source: want is "auto", "tsc", "monotonic" or NULL
  * (auto).  auto picks tsc when the kernel's clocksource is the CPU's

@@ -594,6 +594,106 @@ START_TEST(prediction_announces_waits_predicted_long)
 }
 END_TEST
 
+/* The wait mode from the rank's environment: each library's own variables
+ * only, boolean spellings beyond atoi's (enable, yes, on, true), garbage as
+ * unknown rather than a guess, the first definition of a name as getenv
+ * finds it, and the MPICH device named in the library's version string. */
+START_TEST(wait_mode_from_the_environment)
+{
+        static const char ompi[] = "Open MPI v4.1.4, package: Debian OpenMPI";
+        static const char ch4[] = "MPICH Version:\t4.0.2\nMPICH Device:\tch4:ucx";
+        static const char ch3[] = "MPICH Version:\t3.3\nMPICH Device:\tch3:nemesis";
+        static const char impi[] = "Intel(R) MPI Library 2021.10 for Linux* OS";
+        static const char mv2[] = "MVAPICH2 Version      :\t2.3.7";
+        static const struct {
+                uint32_t abi;
+                const char *library;
+                const char *env[4];
+                enum mpi_pstate_wait_mode want;
+        } cases[] = {
+            /* Open MPI */
+            {1, ompi, {NULL}, MPI_PSTATE_WAIT_POLL},
+            {1, ompi, {"OMPI_MCA_mpi_yield_when_idle=1"}, MPI_PSTATE_WAIT_YIELD},
+            {1, ompi, {"OMPI_MCA_mpi_yield_when_idle=true"}, MPI_PSTATE_WAIT_YIELD},
+            {1, ompi, {"OMPI_MCA_mpi_yield_when_idle=Enabled"}, MPI_PSTATE_WAIT_YIELD},
+            {1, ompi, {"OMPI_MCA_mpi_yield_when_idle=0"}, MPI_PSTATE_WAIT_POLL},
+            {1, ompi, {"OMPI_MCA_mpi_yield_when_idle=no"}, MPI_PSTATE_WAIT_POLL},
+            {1, ompi, {"OMPI_MCA_mpi_yield_when_idle=2"}, MPI_PSTATE_WAIT_UNKNOWN},
+            {1, ompi, {"OMPI_MCA_mpi_yield_when_idle="}, MPI_PSTATE_WAIT_UNKNOWN},
+            {1, ompi, {"OMPI_MCA_mpi_yield_when_idle= 1"}, MPI_PSTATE_WAIT_UNKNOWN},
+            {1, NULL, {"OMPI_MCA_mpi_oversubscribe=1"}, MPI_PSTATE_WAIT_YIELD},
+            {1,
+             ompi,
+             {"OMPI_MCA_mpi_oversubscribe=1", "OMPI_MCA_mpi_yield_when_idle=0"},
+             MPI_PSTATE_WAIT_YIELD},
+            {1, ompi, {"OMPI_MCA_mpi_oversubscribe=0"}, MPI_PSTATE_WAIT_POLL},
+            /* a name that only begins like one, and the first of two */
+            {1, ompi, {"OMPI_MCA_mpi_yield_when_idle_x=1"}, MPI_PSTATE_WAIT_POLL},
+            {1,
+             ompi,
+             {"OMPI_MCA_mpi_yield_when_idle=1", "OMPI_MCA_mpi_yield_when_idle=0"},
+             MPI_PSTATE_WAIT_YIELD},
+            /* another library's variable says nothing of this one */
+            {1, ompi, {"MV2_USE_BLOCKING=1", "I_MPI_THREAD_YIELD=3"}, MPI_PSTATE_WAIT_POLL},
+            /* MPICH ch3: polls before a yield, 0 never; CVAR over PARAM over MPICH_ */
+            {2, ch3, {NULL}, MPI_PSTATE_WAIT_POLL},
+            {2, ch3, {"MPIR_CVAR_POLLS_BEFORE_YIELD=1000"}, MPI_PSTATE_WAIT_YIELD},
+            {2, ch3, {"MPICH_POLLS_BEFORE_YIELD=10"}, MPI_PSTATE_WAIT_YIELD},
+            {2, ch3, {"MPIR_PARAM_POLLS_BEFORE_YIELD=0"}, MPI_PSTATE_WAIT_POLL},
+            {2,
+             ch3,
+             {"MPICH_POLLS_BEFORE_YIELD=10", "MPIR_CVAR_POLLS_BEFORE_YIELD=0"},
+             MPI_PSTATE_WAIT_POLL},
+            {2, ch3, {"MPIR_CVAR_POLLS_BEFORE_YIELD=-1"}, MPI_PSTATE_WAIT_UNKNOWN},
+            {2, ch3, {"MPIR_CVAR_POLLS_BEFORE_YIELD=lots"}, MPI_PSTATE_WAIT_UNKNOWN},
+            {2, NULL, {"MPIR_CVAR_POLLS_BEFORE_YIELD=5"}, MPI_PSTATE_WAIT_YIELD},
+            /* ch4 has no such variable */
+            {2, ch4, {"MPIR_CVAR_POLLS_BEFORE_YIELD=1000"}, MPI_PSTATE_WAIT_POLL},
+            {2, ch4, {"OMPI_MCA_mpi_yield_when_idle=1"}, MPI_PSTATE_WAIT_POLL},
+            /* MVAPICH2 */
+            {2, mv2, {NULL}, MPI_PSTATE_WAIT_POLL},
+            {2, mv2, {"MV2_USE_BLOCKING=1"}, MPI_PSTATE_WAIT_SLEEP},
+            {2, mv2, {"MV2_USE_BLOCKING=yes"}, MPI_PSTATE_WAIT_SLEEP},
+            {2, mv2, {"MV2_USE_BLOCKING=0"}, MPI_PSTATE_WAIT_POLL},
+            {2, mv2, {"MV2_USE_BLOCKING=maybe"}, MPI_PSTATE_WAIT_UNKNOWN},
+            /* Intel MPI: enable is on (atoi would say 0), THREAD_YIELD decides */
+            {2, impi, {NULL}, MPI_PSTATE_WAIT_POLL},
+            {2, impi, {"I_MPI_WAIT_MODE=enable"}, MPI_PSTATE_WAIT_YIELD},
+            {2, impi, {"I_MPI_WAIT_MODE=on"}, MPI_PSTATE_WAIT_YIELD},
+            {2, impi, {"I_MPI_WAIT_MODE=1"}, MPI_PSTATE_WAIT_YIELD},
+            {2, impi, {"I_MPI_WAIT_MODE=disable"}, MPI_PSTATE_WAIT_POLL},
+            {2, impi, {"I_MPI_WAIT_MODE=0"}, MPI_PSTATE_WAIT_POLL},
+            {2, impi, {"I_MPI_WAIT_MODE=sometimes"}, MPI_PSTATE_WAIT_UNKNOWN},
+            {2, impi, {"I_MPI_THREAD_YIELD=0"}, MPI_PSTATE_WAIT_POLL},
+            {2, impi, {"I_MPI_THREAD_YIELD=1"}, MPI_PSTATE_WAIT_POLL},
+            {2, impi, {"I_MPI_THREAD_YIELD=2"}, MPI_PSTATE_WAIT_YIELD},
+            {2, impi, {"I_MPI_THREAD_YIELD=3"}, MPI_PSTATE_WAIT_SLEEP},
+            {2, impi, {"I_MPI_WAIT_MODE=enable", "I_MPI_THREAD_YIELD=3"}, MPI_PSTATE_WAIT_SLEEP},
+            {2, impi, {"I_MPI_WAIT_MODE=1", "I_MPI_THREAD_YIELD=0"}, MPI_PSTATE_WAIT_POLL},
+            {2, impi, {"I_MPI_THREAD_YIELD=4"}, MPI_PSTATE_WAIT_UNKNOWN},
+            {2, impi, {"I_MPI_THREAD_YIELD=3x"}, MPI_PSTATE_WAIT_UNKNOWN},
+            /* UCX has no variable that makes a wait block */
+            {2, ch4, {"UCX_ASYNC_MODE=signal"}, MPI_PSTATE_WAIT_POLL},
+            /* no known library */
+            {0, NULL, {"OMPI_MCA_mpi_yield_when_idle=1"}, MPI_PSTATE_WAIT_UNKNOWN},
+            {7, impi, {NULL}, MPI_PSTATE_WAIT_UNKNOWN},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char *env[6] = {"PATH=/usr/bin", NULL};
+                size_t n = 1;
+
+                for (size_t k = 0; k < 4 && cases[i].env[k]; k++)
+                        env[n++] = (char *)cases[i].env[k];
+                ck_assert_msg(
+                    mpi_pstate_slot_wait_mode(cases[i].abi, cases[i].library, env) == cases[i].want,
+                    "case %zu (%s): got %d, want %d", i, cases[i].env[0] ? cases[i].env[0] : "-",
+                    mpi_pstate_slot_wait_mode(cases[i].abi, cases[i].library, env), cases[i].want);
+        }
+        ck_assert_int_eq(mpi_pstate_slot_wait_mode(1, ompi, NULL), MPI_PSTATE_WAIT_POLL);
+}
+END_TEST
+
 static Suite *slot_suite(void)
 {
         Suite *s = suite_create("slot");
@@ -614,6 +714,7 @@ static Suite *slot_suite(void)
         tcase_add_test(tc, clock_and_buckets);
         tcase_add_test(tc, totals_reduce_like_the_epilog);
         tcase_add_test(tc, prediction_announces_waits_predicted_long);
+        tcase_add_test(tc, wait_mode_from_the_environment);
         suite_add_tcase(s, tc);
         return s;
 }
