@@ -21,12 +21,17 @@
 #define MPI_PSTATE_CPUFREQ_MAX_GOVS 16
 #define MPI_PSTATE_CPUFREQ_MAX_FREQS 64
 #define MPI_PSTATE_CPUFREQ_PATH_LEN 512
+/* An energy_performance_preference value: one of the kernel's words
+ * ("balance_performance" is the longest) or a number 0..255, NUL included. */
+#define MPI_PSTATE_CPUFREQ_EPP_LEN 24
 
 /* How a domain is clocked down and back up. */
 enum mpi_pstate_cpufreq_mech {
         MPI_PSTATE_CPUFREQ_MECH_AUTO = 0, /* only as a request: choose() resolves it */
         MPI_PSTATE_CPUFREQ_MECH_MAXFREQ,  /* clamp scaling_max_freq: every driver */
         MPI_PSTATE_CPUFREQ_MECH_SETSPEED, /* scaling_setspeed under the userspace governor */
+        MPI_PSTATE_CPUFREQ_MECH_EPP,      /* energy_performance_preference "power" (HWP, CPPC
+                                             autonomous): where the cap cannot be written */
 };
 
 /* Node-wide turbo/boost switch, if any. */
@@ -37,12 +42,15 @@ enum mpi_pstate_cpufreq_boost {
 };
 
 /* The writable part of a policy: what the per-job policy sets and what the
- * restore record saves.  setspeed_khz is 0 unless governor is "userspace". */
+ * restore record saves.  setspeed_khz is 0 unless governor is "userspace".
+ * epp is "" where the policy has no readable energy_performance_preference,
+ * and in a target it means "leave it": only a restore writes it back. */
 struct mpi_pstate_cpufreq_settings {
         char governor[MPI_PSTATE_CPUFREQ_NAME_LEN];
         uint32_t min_khz;
         uint32_t max_khz;
         uint32_t setspeed_khz;
+        char epp[MPI_PSTATE_CPUFREQ_EPP_LEN];
 };
 
 /* One frequency domain (kernel policy) as found at discovery. */
@@ -58,8 +66,14 @@ struct mpi_pstate_cpufreq_policy {
         struct mpi_pstate_cpufreq_settings cur; /* governor, scaling_min/max, setspeed */
         bool has_userspace;                     /* "userspace" is an available governor */
         bool setspeed_is_floor;                 /* HWP: setspeed cannot cap the frequency */
-        cpu_set_t related;                      /* related_cpus: the whole domain */
-        cpu_set_t affected;                     /* affected_cpus: its online CPUs */
+        /* amd_pstate_lowest_nonlinear_freq: below it a lower clock saves
+         * little power per cycle (0: the driver does not say) */
+        uint32_t nonlinear_khz;
+        /* The driver refuses any EPP but performance under the performance
+         * governor (intel_pstate active, amd-pstate-epp) */
+        bool epp_busy_under_performance;
+        cpu_set_t related;  /* related_cpus: the whole domain */
+        cpu_set_t affected; /* affected_cpus: its online CPUs */
 };
 
 struct mpi_pstate_cpufreq_node {
@@ -117,10 +131,14 @@ bool mpi_pstate_cpufreq_has_governor(const struct mpi_pstate_cpufreq_policy *p, 
 
 /* ---- mechanism ---- */
 const char *
-mpi_pstate_cpufreq_mech_name(enum mpi_pstate_cpufreq_mech m); /* auto|max_freq|setspeed */
+mpi_pstate_cpufreq_mech_name(enum mpi_pstate_cpufreq_mech m); /* auto|max_freq|setspeed|epp */
 int mpi_pstate_cpufreq_mech_parse(const char *s, enum mpi_pstate_cpufreq_mech *out);
 
-/* Resolves a requested mechanism for one policy.  AUTO gives SETSPEED when the
+/* Resolves a requested mechanism for one policy.  EPP needs a readable
+ * energy_performance_preference and, on the drivers that refuse it there, a
+ * governor other than performance (-EOPNOTSUPP, -EBUSY).  AUTO never picks
+ * EPP: the agent falls back to it when the cap's file cannot be opened for
+ * writing.  AUTO gives SETSPEED when the
  * userspace governor exists, setspeed is not a mere floor (HWP), the admin
  * allows governor changes (or userspace is already active) and the job did not
  * ask for another governor (job_governor NULL or "userspace"); else MAXFREQ.
@@ -184,21 +202,26 @@ enum mpi_pstate_cpufreq_attr {
         MPI_PSTATE_CPUFREQ_ATTR_MAX,     /* scaling_max_freq */
         MPI_PSTATE_CPUFREQ_ATTR_GOVERNOR,
         MPI_PSTATE_CPUFREQ_ATTR_SETSPEED,
+        MPI_PSTATE_CPUFREQ_ATTR_EPP, /* energy_performance_preference */
 };
 struct mpi_pstate_cpufreq_write {
         enum mpi_pstate_cpufreq_attr attr;
-        char value[MPI_PSTATE_CPUFREQ_NAME_LEN];
+        char value[MPI_PSTATE_CPUFREQ_EPP_LEN];
 };
 const char *mpi_pstate_cpufreq_attr_file(enum mpi_pstate_cpufreq_attr a);
 
 /* Pure: the ordered writes that take a policy from cur to target.  Limits
  * first, so that the range is valid after every write: scaling_max_freq
  * before scaling_min_freq when the maximum rises, min before max otherwise;
- * then the governor; then setspeed if the target governor is userspace.
- * Returns the number of writes (<= 4) into w[4]. */
-unsigned mpi_pstate_cpufreq_plan_writes(const struct mpi_pstate_cpufreq_settings *cur,
-                                        const struct mpi_pstate_cpufreq_settings *target,
-                                        struct mpi_pstate_cpufreq_write w[4]);
+ * then the governor; then setspeed if the target governor is userspace; EPP
+ * last, when the target names one that differs (the drivers reset EPP when
+ * the governor changes, and refuse most values under performance).
+ * Returns the number of writes (<= MPI_PSTATE_CPUFREQ_MAX_WRITES) into w. */
+#define MPI_PSTATE_CPUFREQ_MAX_WRITES 5
+unsigned
+mpi_pstate_cpufreq_plan_writes(const struct mpi_pstate_cpufreq_settings *cur,
+                               const struct mpi_pstate_cpufreq_settings *target,
+                               struct mpi_pstate_cpufreq_write w[MPI_PSTATE_CPUFREQ_MAX_WRITES]);
 
 /* Reads the current settings of p and performs plan_writes() towards target
  * with one-shot writes.  Stops at the first failing write. */
@@ -214,15 +237,17 @@ int mpi_pstate_cpufreq_apply(const struct mpi_pstate_cpufreq_policy *p,
 
 /* ---- domain handle: the transition fast path ---- */
 struct mpi_pstate_cpufreq_domain {
-        int fd; /* scaling_max_freq or scaling_setspeed, O_WRONLY|O_CLOEXEC */
+        int fd; /* scaling_max_freq, scaling_setspeed or energy_performance_preference */
         enum mpi_pstate_cpufreq_mech mech;
-        uint32_t low_khz, high_khz;
-        char low[12], high[12]; /* "<digits>\n", formatted once */
+        uint32_t low_khz, high_khz; /* EPP: what the frequencies would be (for the record) */
+        /* "<digits>\n", or the EPP words ("power\n", the saved one), formatted once */
+        char low[MPI_PSTATE_CPUFREQ_EPP_LEN + 1], high[MPI_PSTATE_CPUFREQ_EPP_LEN + 1];
         unsigned char low_len, high_len;
 };
 
-/* Opens the file of mech (MAXFREQ or SETSPEED, not AUTO) in policy p and
- * formats both strings.  Checks against the current state:
+/* Opens the file of mech (MAXFREQ, SETSPEED or EPP, not AUTO) in policy p
+ * and formats both strings (EPP: "power" down, the current preference up;
+ * -EINVAL when there is none).  Checks against the current state:
  * cpuinfo_min <= low <= high <= cpuinfo_max (-ERANGE); MAXFREQ also needs
  * low >= scaling_min_freq (-ERANGE, the kernel would not honour it); SETSPEED
  * needs the userspace governor active (-EINVAL).  d->fd is -1 on failure.
@@ -240,6 +265,9 @@ int mpi_pstate_cpufreq_domain_raise(const struct mpi_pstate_cpufreq_domain *d);
 void mpi_pstate_cpufreq_domain_close(struct mpi_pstate_cpufreq_domain *d);
 
 /* ---- small parsers shared with the restore record ---- */
+/* An EPP value as the kernel shows it: one of its five words or a decimal
+ * 0..255 without leading zeros. */
+bool mpi_pstate_cpufreq_valid_epp(const char *s);
 /* Governor/driver name: 1..15 bytes of [A-Za-z0-9_-]. */
 bool mpi_pstate_cpufreq_valid_name(const char *s);
 /* Kernel CPU list: "0 1 2 3", "0-3", "0,2-5" (blank or comma separated). */

@@ -176,6 +176,33 @@ bool mpi_pstate_cpufreq_has_governor(const struct mpi_pstate_cpufreq_policy *p, 
         return false;
 }
 
+bool mpi_pstate_cpufreq_valid_epp(const char *s)
+{
+        static const char *const words[] = {"default", "performance", "balance_performance",
+                                            "balance_power", "power"};
+        uint64_t v;
+        size_t n = strlen(s);
+
+        for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+                if (strcmp(s, words[i]) == 0)
+                        return true;
+        return n > 0 && n <= 3 && strspn(s, "0123456789") == n && (s[0] != '0' || n == 1) &&
+               mpi_pstate_parse_u64(s, 0, 255, &v) == 0;
+}
+
+/* The preference, or "" when the policy has none or shows one that cannot
+ * be written back as read (amd-pstate answers EINVAL for a value outside
+ * its words): such a policy has no EPP lever, and nothing to restore. */
+static void read_epp(const char *dir, char out[MPI_PSTATE_CPUFREQ_EPP_LEN])
+{
+        char buf[64];
+
+        out[0] = '\0';
+        if (read_attr(dir, "energy_performance_preference", buf, sizeof(buf)) == 0 &&
+            strlen(buf) < MPI_PSTATE_CPUFREQ_EPP_LEN && mpi_pstate_cpufreq_valid_epp(buf))
+                memcpy(out, buf, strlen(buf) + 1);
+}
+
 int mpi_pstate_cpufreq_read_settings(const struct mpi_pstate_cpufreq_policy *p,
                                      struct mpi_pstate_cpufreq_settings *out)
 {
@@ -193,6 +220,7 @@ int mpi_pstate_cpufreq_read_settings(const struct mpi_pstate_cpufreq_policy *p,
                 rc = read_khz(p->dir, "scaling_setspeed", &s.setspeed_khz);
         if (rc)
                 return rc;
+        read_epp(p->dir, s.epp);
         *out = s;
         return 0;
 }
@@ -236,6 +264,20 @@ static bool numbered(const char *s, const char *prefix)
 
         return strncmp(s, prefix, n) == 0 && s[n] && strspn(s + n, "0123456789") == strlen(s + n) &&
                strlen(s + n) < 8;
+}
+
+/* What the driver tells about levers beside the cap.  A lowest nonlinear
+ * frequency outside (cpuinfo_min, cpuinfo_max) marks no knee: the kernel
+ * itself accepts one equal to the minimum on newer parts. */
+static void load_levers(struct mpi_pstate_cpufreq_policy *p)
+{
+        uint32_t k;
+
+        if (read_khz(p->dir, "amd_pstate_lowest_nonlinear_freq", &k) == 0 &&
+            k > p->cpuinfo_min_khz && k < p->cpuinfo_max_khz)
+                p->nonlinear_khz = k;
+        p->epp_busy_under_performance =
+            strcmp(p->driver, "intel_pstate") == 0 || strcmp(p->driver, "amd-pstate-epp") == 0;
 }
 
 /* Fills one policy from its directory.  -ENOENT when it has no driver (a
@@ -310,6 +352,7 @@ static int load_policy(struct mpi_pstate_cpufreq_policy *p, const char *name, co
         if (rc)
                 goto out;
         p->has_userspace = mpi_pstate_cpufreq_has_governor(p, "userspace");
+        load_levers(p);
         if (p->cpuinfo_min_khz > p->cpuinfo_max_khz) {
                 what = "cpuinfo_min_freq > cpuinfo_max_freq";
                 rc = -EINVAL;

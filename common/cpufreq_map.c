@@ -12,6 +12,7 @@ static const char *const mech_names[] = {
     [MPI_PSTATE_CPUFREQ_MECH_AUTO] = "auto",
     [MPI_PSTATE_CPUFREQ_MECH_MAXFREQ] = "max_freq",
     [MPI_PSTATE_CPUFREQ_MECH_SETSPEED] = "setspeed",
+    [MPI_PSTATE_CPUFREQ_MECH_EPP] = "epp",
 };
 
 const struct mpi_pstate_cpufreq_policy *
@@ -66,6 +67,30 @@ int mpi_pstate_cpufreq_mech_parse(const char *s, enum mpi_pstate_cpufreq_mech *o
         return -EINVAL;
 }
 
+/* EPP works with the driver's own governor: under performance the active
+ * drivers pin it at performance and refuse anything else with EBUSY. */
+static int epp_usable(const struct mpi_pstate_cpufreq_policy *p, const char *job_governor,
+                      enum mpi_pstate_cpufreq_mech *out, char *err, size_t errlen)
+{
+        const char *gov = job_governor ? job_governor : p->cur.governor;
+
+        if (!p->cur.epp[0]) {
+                mpi_pstate_errmsg_set(err, errlen,
+                                      "%s: driver %s has no readable energy_performance_preference",
+                                      p->name, p->driver);
+                return -EOPNOTSUPP;
+        }
+        if (p->epp_busy_under_performance && strcmp(gov, "performance") == 0) {
+                mpi_pstate_errmsg_set(err, errlen,
+                                      "%s: driver %s keeps EPP at performance under the "
+                                      "performance governor",
+                                      p->name, p->driver);
+                return -EBUSY;
+        }
+        *out = MPI_PSTATE_CPUFREQ_MECH_EPP;
+        return 0;
+}
+
 int mpi_pstate_cpufreq_mech_choose(const struct mpi_pstate_cpufreq_policy *p,
                                    enum mpi_pstate_cpufreq_mech requested, bool allow_governor,
                                    const char *job_governor, enum mpi_pstate_cpufreq_mech *out,
@@ -78,6 +103,8 @@ int mpi_pstate_cpufreq_mech_choose(const struct mpi_pstate_cpufreq_policy *p,
         case MPI_PSTATE_CPUFREQ_MECH_MAXFREQ:
                 *out = requested;
                 return 0;
+        case MPI_PSTATE_CPUFREQ_MECH_EPP:
+                return epp_usable(p, job_governor, out, err, errlen);
         case MPI_PSTATE_CPUFREQ_MECH_SETSPEED:
                 if (!p->has_userspace) {
                         mpi_pstate_errmsg_set(err, errlen,

@@ -18,6 +18,7 @@ static const char *const attr_files[] = {
     [MPI_PSTATE_CPUFREQ_ATTR_MAX] = "scaling_max_freq",
     [MPI_PSTATE_CPUFREQ_ATTR_GOVERNOR] = "scaling_governor",
     [MPI_PSTATE_CPUFREQ_ATTR_SETSPEED] = "scaling_setspeed",
+    [MPI_PSTATE_CPUFREQ_ATTR_EPP] = "energy_performance_preference",
 };
 
 const char *mpi_pstate_cpufreq_attr_file(enum mpi_pstate_cpufreq_attr a)
@@ -38,9 +39,10 @@ static void add_write(struct mpi_pstate_cpufreq_write *w, unsigned *n,
         (*n)++;
 }
 
-unsigned mpi_pstate_cpufreq_plan_writes(const struct mpi_pstate_cpufreq_settings *cur,
-                                        const struct mpi_pstate_cpufreq_settings *target,
-                                        struct mpi_pstate_cpufreq_write w[4])
+unsigned
+mpi_pstate_cpufreq_plan_writes(const struct mpi_pstate_cpufreq_settings *cur,
+                               const struct mpi_pstate_cpufreq_settings *target,
+                               struct mpi_pstate_cpufreq_write w[MPI_PSTATE_CPUFREQ_MAX_WRITES])
 {
         bool min_changes = target->min_khz != cur->min_khz;
         bool max_changes = target->max_khz != cur->max_khz;
@@ -66,6 +68,8 @@ unsigned mpi_pstate_cpufreq_plan_writes(const struct mpi_pstate_cpufreq_settings
         if (strcmp(target->governor, "userspace") == 0 && target->setspeed_khz &&
             (gov_changes || target->setspeed_khz != cur->setspeed_khz))
                 add_write(w, &n, MPI_PSTATE_CPUFREQ_ATTR_SETSPEED, NULL, target->setspeed_khz);
+        if (target->epp[0] && strcmp(target->epp, cur->epp) != 0)
+                add_write(w, &n, MPI_PSTATE_CPUFREQ_ATTR_EPP, target->epp, 0);
         return n;
 }
 
@@ -101,7 +105,7 @@ int mpi_pstate_cpufreq_apply_from(const struct mpi_pstate_cpufreq_policy *p,
                                   size_t errlen)
 {
         struct mpi_pstate_cpufreq_settings cur;
-        struct mpi_pstate_cpufreq_write w[4];
+        struct mpi_pstate_cpufreq_write w[MPI_PSTATE_CPUFREQ_MAX_WRITES];
         unsigned n;
         int rc = current_settings(p, known, &cur, err, errlen);
 
@@ -109,7 +113,7 @@ int mpi_pstate_cpufreq_apply_from(const struct mpi_pstate_cpufreq_policy *p,
                 return rc;
         n = mpi_pstate_cpufreq_plan_writes(&cur, target, w);
         for (unsigned i = 0; i < n; i++) {
-                char path[MPI_PSTATE_CPUFREQ_PATH_LEN + 32], value[MPI_PSTATE_CPUFREQ_NAME_LEN + 1];
+                char path[MPI_PSTATE_CPUFREQ_PATH_LEN + 32], value[MPI_PSTATE_CPUFREQ_EPP_LEN + 1];
                 const char *file = mpi_pstate_cpufreq_attr_file(w[i].attr);
 
                 rc = mpi_pstate_cpufreq_join(path, sizeof(path), p->dir, file);
@@ -126,6 +130,55 @@ int mpi_pstate_cpufreq_apply_from(const struct mpi_pstate_cpufreq_policy *p,
         return 0;
 }
 
+/* The file of mech and its two strings, after the checks against the
+ * policy's current settings that make the kernel honour them. */
+static int domain_plan(struct mpi_pstate_cpufreq_domain *d,
+                       const struct mpi_pstate_cpufreq_policy *p,
+                       const struct mpi_pstate_cpufreq_settings *cur, const char **file, char *err,
+                       size_t errlen)
+{
+        switch (d->mech) {
+        case MPI_PSTATE_CPUFREQ_MECH_MAXFREQ:
+                if (d->low_khz < cur->min_khz) {
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "%s: low %u kHz is below scaling_min_freq %u kHz",
+                                              p->name, d->low_khz, cur->min_khz);
+                        return -ERANGE;
+                }
+                *file = "scaling_max_freq";
+                break;
+        case MPI_PSTATE_CPUFREQ_MECH_SETSPEED:
+                if (strcmp(cur->governor, "userspace") != 0) {
+                        mpi_pstate_errmsg_set(
+                            err, errlen, "%s: setspeed needs the userspace governor, %s is active",
+                            p->name, cur->governor);
+                        return -EINVAL;
+                }
+                *file = "scaling_setspeed";
+                break;
+        case MPI_PSTATE_CPUFREQ_MECH_EPP:
+                if (!cur->epp[0] || strcmp(cur->epp, "power") == 0) {
+                        mpi_pstate_errmsg_set(err, errlen,
+                                              "%s: energy_performance_preference is %s", p->name,
+                                              cur->epp[0] ? "already power" : "not readable");
+                        return -EINVAL;
+                }
+                *file = "energy_performance_preference";
+                snprintf(d->low, sizeof(d->low), "power\n");
+                snprintf(d->high, sizeof(d->high), "%s\n", cur->epp);
+                return 0;
+        default:
+                mpi_pstate_errmsg_set(err, errlen, "%s: mechanism must be resolved before prepare",
+                                      p->name);
+                return -EINVAL;
+        }
+        /* The exact text the kernel prints, newline included, no padding: how the
+         * kernel parses it (sscanf, or kstrtoul as proposed) must not matter. */
+        snprintf(d->low, sizeof(d->low), "%u\n", d->low_khz);
+        snprintf(d->high, sizeof(d->high), "%u\n", d->high_khz);
+        return 0;
+}
+
 int mpi_pstate_cpufreq_domain_prepare_from(struct mpi_pstate_cpufreq_domain *d,
                                            const struct mpi_pstate_cpufreq_policy *p,
                                            const struct mpi_pstate_cpufreq_settings *known,
@@ -134,20 +187,11 @@ int mpi_pstate_cpufreq_domain_prepare_from(struct mpi_pstate_cpufreq_domain *d,
 {
         char path[MPI_PSTATE_CPUFREQ_PATH_LEN + 32];
         struct mpi_pstate_cpufreq_settings cur;
-        const char *file;
-        int rc, n;
+        const char *file = NULL;
+        int rc;
 
         memset(d, 0, sizeof(*d));
         d->fd = -1;
-        if (mech == MPI_PSTATE_CPUFREQ_MECH_MAXFREQ) {
-                file = "scaling_max_freq";
-        } else if (mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED) {
-                file = "scaling_setspeed";
-        } else {
-                mpi_pstate_errmsg_set(err, errlen, "%s: mechanism must be resolved before prepare",
-                                      p->name);
-                return -EINVAL;
-        }
         if (low_khz > high_khz || low_khz < p->cpuinfo_min_khz || high_khz > p->cpuinfo_max_khz) {
                 mpi_pstate_errmsg_set(err, errlen, "%s: need %u <= low %u <= high %u <= %u kHz",
                                       p->name, p->cpuinfo_min_khz, low_khz, high_khz,
@@ -157,27 +201,14 @@ int mpi_pstate_cpufreq_domain_prepare_from(struct mpi_pstate_cpufreq_domain *d,
         rc = current_settings(p, known, &cur, err, errlen);
         if (rc)
                 return rc;
-        if (mech == MPI_PSTATE_CPUFREQ_MECH_MAXFREQ && low_khz < cur.min_khz) {
-                mpi_pstate_errmsg_set(err, errlen,
-                                      "%s: low %u kHz is below scaling_min_freq %u kHz", p->name,
-                                      low_khz, cur.min_khz);
-                return -ERANGE;
-        }
-        if (mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED && strcmp(cur.governor, "userspace") != 0) {
-                mpi_pstate_errmsg_set(err, errlen,
-                                      "%s: setspeed needs the userspace governor, %s is active",
-                                      p->name, cur.governor);
-                return -EINVAL;
-        }
         d->mech = mech;
         d->low_khz = low_khz;
         d->high_khz = high_khz;
-        /* The exact text the kernel prints, newline included, no padding: how the
-         * kernel parses it (sscanf, or kstrtoul as proposed) must not matter. */
-        n = snprintf(d->low, sizeof(d->low), "%u\n", low_khz);
-        d->low_len = (unsigned char)n;
-        n = snprintf(d->high, sizeof(d->high), "%u\n", high_khz);
-        d->high_len = (unsigned char)n;
+        rc = domain_plan(d, p, &cur, &file, err, errlen);
+        if (rc)
+                return rc;
+        d->low_len = (unsigned char)strlen(d->low);
+        d->high_len = (unsigned char)strlen(d->high);
         rc = mpi_pstate_cpufreq_join(path, sizeof(path), p->dir, file);
         if (rc)
                 return rc;

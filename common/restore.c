@@ -36,13 +36,18 @@ int mpi_pstate_restore_format(const struct mpi_pstate_restore_record *r, char *b
         int n;
 
         if (!valid_policy_name(r->policy) || !mpi_pstate_cpufreq_valid_name(r->driver) ||
-            !mpi_pstate_cpufreq_valid_name(s->governor))
+            !mpi_pstate_cpufreq_valid_name(s->governor) ||
+            (s->epp[0] && !mpi_pstate_cpufreq_valid_epp(s->epp)))
                 return -EINVAL;
+        /* Version 1 for a policy without EPP: what every release before the
+         * EPP lever reads, so a downgrade still restores such records. */
         n = snprintf(buf, len,
                      "version=%u\njob=%u\nstep=%u\npolicy=%s\ndriver=%s\ngovernor=%s\n"
-                     "min_khz=%u\nmax_khz=%u\nsetspeed_khz=%u\n",
-                     MPI_PSTATE_RESTORE_VERSION, r->owner.job_id, r->owner.step_id, r->policy,
-                     r->driver, s->governor, s->min_khz, s->max_khz, s->setspeed_khz);
+                     "min_khz=%u\nmax_khz=%u\nsetspeed_khz=%u\n%s%s%s",
+                     s->epp[0] ? MPI_PSTATE_RESTORE_VERSION_EPP : MPI_PSTATE_RESTORE_VERSION,
+                     r->owner.job_id, r->owner.step_id, r->policy, r->driver, s->governor,
+                     s->min_khz, s->max_khz, s->setspeed_khz, s->epp[0] ? "epp=" : "", s->epp,
+                     s->epp[0] ? "\n" : "");
         if (n < 0 || (size_t)n >= len)
                 return -ENOSPC;
         return n;
@@ -103,7 +108,7 @@ int mpi_pstate_restore_parse(const char *text, struct mpi_pstate_restore_record 
                 return -EINVAL;
         memset(&r, 0, sizeof(r));
         if (take(&p, "version", v, sizeof(v), false) || strict_u32(v, 1, &version) ||
-            version != MPI_PSTATE_RESTORE_VERSION)
+            (version != MPI_PSTATE_RESTORE_VERSION && version != MPI_PSTATE_RESTORE_VERSION_EPP))
                 return -EINVAL;
         r.version = version;
         if (take(&p, "job", v, sizeof(v), false) || strict_u32(v, 0, &r.owner.job_id))
@@ -124,8 +129,15 @@ int mpi_pstate_restore_parse(const char *text, struct mpi_pstate_restore_record 
                 return -EINVAL;
         if (take(&p, "max_khz", v, sizeof(v), false) || strict_u32(v, 1, &r.saved.max_khz))
                 return -EINVAL;
-        if (take(&p, "setspeed_khz", v, sizeof(v), true) || strict_u32(v, 0, &r.saved.setspeed_khz))
+        if (take(&p, "setspeed_khz", v, sizeof(v), version == MPI_PSTATE_RESTORE_VERSION) ||
+            strict_u32(v, 0, &r.saved.setspeed_khz))
                 return -EINVAL;
+        if (version == MPI_PSTATE_RESTORE_VERSION_EPP &&
+            (take(&p, "epp", v, sizeof(v), true) || strlen(v) >= sizeof(r.saved.epp) ||
+             !mpi_pstate_cpufreq_valid_epp(v)))
+                return -EINVAL;
+        if (version == MPI_PSTATE_RESTORE_VERSION_EPP)
+                memcpy(r.saved.epp, v, strlen(v) + 1);
         if (r.saved.min_khz > r.saved.max_khz)
                 return -EINVAL;
         userspace = strcmp(r.saved.governor, "userspace") == 0;
@@ -133,6 +145,76 @@ int mpi_pstate_restore_parse(const char *text, struct mpi_pstate_restore_record 
                 return -EINVAL;
         *out = r;
         return 0;
+}
+
+int mpi_pstate_restore_uncore_format(const struct mpi_pstate_restore_uncore *r, char *buf,
+                                     size_t len)
+{
+        int n;
+
+        if (!mpi_pstate_uncore_valid_name(r->domain, NULL, NULL) || r->min_khz == 0 ||
+            r->min_khz > r->max_khz)
+                return -EINVAL;
+        n = snprintf(buf, len, "version=1\njob=%u\nstep=%u\nuncore=%s\nmin_khz=%u\nmax_khz=%u\n",
+                     r->owner.job_id, r->owner.step_id, r->domain, r->min_khz, r->max_khz);
+        if (n < 0 || (size_t)n >= len)
+                return -ENOSPC;
+        return n;
+}
+
+int mpi_pstate_restore_uncore_parse(const char *text, struct mpi_pstate_restore_uncore *out)
+{
+        struct mpi_pstate_restore_uncore r;
+        const char *p = text;
+        char v[32];
+        uint32_t version;
+
+        if (!text || !out)
+                return -EINVAL;
+        memset(&r, 0, sizeof(r));
+        if (take(&p, "version", v, sizeof(v), false) || strict_u32(v, 1, &version) ||
+            version != 1 || take(&p, "job", v, sizeof(v), false) ||
+            strict_u32(v, 0, &r.owner.job_id) || take(&p, "step", v, sizeof(v), false) ||
+            strict_u32(v, 0, &r.owner.step_id) || take(&p, "uncore", v, sizeof(v), false) ||
+            !mpi_pstate_uncore_valid_name(v, NULL, NULL))
+                return -EINVAL;
+        memcpy(r.domain, v, strlen(v) + 1);
+        if (take(&p, "min_khz", v, sizeof(v), false) || strict_u32(v, 1, &r.min_khz) ||
+            take(&p, "max_khz", v, sizeof(v), true) || strict_u32(v, 1, &r.max_khz) ||
+            r.min_khz > r.max_khz)
+                return -EINVAL;
+        *out = r;
+        return 0;
+}
+
+/* "uncore-<domain>": the name of an uncore record, and the domain in it. */
+static const char *uncore_record_domain(const char *name)
+{
+        size_t n = strlen(MPI_PSTATE_RESTORE_UNCORE_PREFIX);
+
+        if (strncmp(name, MPI_PSTATE_RESTORE_UNCORE_PREFIX, n) != 0 ||
+            !mpi_pstate_uncore_valid_name(name + n, NULL, NULL))
+                return NULL;
+        return name + n;
+}
+
+/* Reads an uncore record the way load_at() reads a policy's. */
+static int load_uncore_at(int dirfd, const char *name, struct mpi_pstate_restore_uncore *out)
+{
+        char buf[MPI_PSTATE_RESTORE_MAX_BYTES + 1];
+        const char *domain = uncore_record_domain(name);
+        int rc;
+
+        if (!domain)
+                return -EINVAL;
+        rc = mpi_pstate_safeio_read_small(dirfd, name, buf, sizeof(buf), MPI_PSTATE_SAFEIO_OWNED,
+                                          RECORD_UID);
+        if (rc < 0)
+                return rc;
+        rc = mpi_pstate_restore_uncore_parse(buf, out);
+        if (!rc && strcmp(out->domain, domain) != 0)
+                rc = -EINVAL; /* renamed onto another domain's name */
+        return rc;
 }
 
 static int load_at(int dirfd, const char *name, struct mpi_pstate_restore_record *out)
@@ -172,6 +254,23 @@ int mpi_pstate_restore_load(const char *dir, const char *name,
         return rc;
 }
 
+/* The owner of the record name, either kind. */
+static int load_owner(int dirfd, const char *name, struct mpi_pstate_restore_owner *owner)
+{
+        struct mpi_pstate_restore_record r;
+        struct mpi_pstate_restore_uncore u;
+        int rc;
+
+        if (uncore_record_domain(name)) {
+                rc = load_uncore_at(dirfd, name, &u);
+                *owner = u.owner;
+        } else {
+                rc = load_at(dirfd, name, &r);
+                *owner = r.owner;
+        }
+        return rc;
+}
+
 static bool same_owner(const struct mpi_pstate_restore_owner *a,
                        const struct mpi_pstate_restore_owner *b)
 {
@@ -184,8 +283,8 @@ static bool same_owner(const struct mpi_pstate_restore_owner *a,
 static int check_existing(int dirfd, const char *dir, const char *name,
                           const struct mpi_pstate_restore_owner *who, char *err, size_t errlen)
 {
-        struct mpi_pstate_restore_record old;
-        int rc = load_at(dirfd, name, &old);
+        struct mpi_pstate_restore_owner old;
+        int rc = load_owner(dirfd, name, &old);
 
         if (rc == -ENOENT)
                 return rc;
@@ -194,9 +293,9 @@ static int check_existing(int dirfd, const char *dir, const char *name,
                                       name, strerror(-rc));
                 return rc;
         }
-        if (!same_owner(&old.owner, who)) {
-                mpi_pstate_errmsg_set(err, errlen, "%s is held by job %u step %u", name,
-                                      old.owner.job_id, old.owner.step_id);
+        if (!same_owner(&old, who)) {
+                mpi_pstate_errmsg_set(err, errlen, "%s is held by job %u step %u", name, old.job_id,
+                                      old.step_id);
                 return -EBUSY;
         }
         return 0;
@@ -251,6 +350,45 @@ out:
         return rc;
 }
 
+int mpi_pstate_restore_save_uncore(const char *dir, const struct mpi_pstate_uncore_domain *d,
+                                   const struct mpi_pstate_restore_owner *who, char *err,
+                                   size_t errlen)
+{
+        struct mpi_pstate_restore_uncore r;
+        char name[64], text[MPI_PSTATE_RESTORE_MAX_BYTES];
+        int dirfd, rc, n;
+
+        if (!dir || !d || !who)
+                return -EINVAL;
+        memset(&r, 0, sizeof(r));
+        r.owner = *who;
+        snprintf(r.domain, sizeof(r.domain), "%s", d->name);
+        r.min_khz = d->min_khz;
+        r.max_khz = d->max_khz;
+        snprintf(name, sizeof(name), MPI_PSTATE_RESTORE_UNCORE_PREFIX "%s", d->name);
+        n = mpi_pstate_restore_uncore_format(&r, text, sizeof(text));
+        if (n < 0) {
+                mpi_pstate_errmsg_set(err, errlen, "%s: cannot record it", d->name);
+                return n;
+        }
+        dirfd = mpi_pstate_safeio_open_dir(dir, 1, 0700);
+        if (dirfd < 0) {
+                mpi_pstate_errmsg_set(err, errlen, "%s: %s", dir, strerror(-dirfd));
+                return dirfd;
+        }
+        rc = check_existing(dirfd, dir, name, who, err, errlen);
+        if (rc == -ENOENT) {
+                rc = mpi_pstate_safeio_write_atomic(dirfd, name, text, (size_t)n, 0600,
+                                                    MPI_PSTATE_SAFEIO_NOREPLACE);
+                if (rc == -EEXIST)
+                        rc = check_existing(dirfd, dir, name, who, err, errlen);
+                else if (rc)
+                        mpi_pstate_errmsg_set(err, errlen, "%s/%s: %s", dir, name, strerror(-rc));
+        }
+        close(dirfd);
+        return rc;
+}
+
 static bool owner_matches(const struct mpi_pstate_restore_owner *rec,
                           const struct mpi_pstate_restore_owner *who, unsigned flags)
 {
@@ -261,13 +399,59 @@ static bool owner_matches(const struct mpi_pstate_restore_owner *rec,
         return (flags & MPI_PSTATE_RESTORE_ANY_STEP) || rec->step_id == who->step_id;
 }
 
+/* Deletes a record once its settings are back. */
+static int drop_record(int dirfd, const char *dir, const char *name, char *err, size_t errlen)
+{
+        if (unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) {
+                int rc = -errno;
+
+                mpi_pstate_errmsg_set(err, errlen, "%s/%s: restored but not removed: %s", dir, name,
+                                      strerror(-rc));
+                return rc;
+        }
+        return 1;
+}
+
+static int restore_uncore_at(int dirfd, const char *dir, const char *sysroot, const char *name,
+                             const struct mpi_pstate_restore_owner *who, unsigned flags,
+                             bool *foreign, char *err, size_t errlen)
+{
+        struct mpi_pstate_restore_uncore r;
+        char path[600];
+        int rc = load_uncore_at(dirfd, name, &r);
+
+        if (rc == -ENOENT)
+                return 0;
+        if (rc) {
+                mpi_pstate_errmsg_set(err, errlen, "%s/%s: untrusted record: %s", dir, name,
+                                      strerror(-rc));
+                return rc;
+        }
+        if (!owner_matches(&r.owner, who, flags)) {
+                *foreign = true;
+                mpi_pstate_errmsg_set(err, errlen, "%s/%s belongs to job %u step %u", dir, name,
+                                      r.owner.job_id, r.owner.step_id);
+                return -EPERM;
+        }
+        if (snprintf(path, sizeof(path), "%s/devices/system/cpu/intel_uncore_frequency/%s", sysroot,
+                     r.domain) >= (int)sizeof(path))
+                return -ENAMETOOLONG;
+        rc = mpi_pstate_uncore_apply(path, r.min_khz, r.max_khz, err, errlen);
+        return rc ? rc : drop_record(dirfd, dir, name, err, errlen);
+}
+
 static int restore_at(int dirfd, const char *dir, const char *sysroot, const char *name,
                       const struct mpi_pstate_restore_owner *who, unsigned flags, bool *foreign,
                       char *err, size_t errlen)
 {
         struct mpi_pstate_cpufreq_policy *p = NULL;
         struct mpi_pstate_restore_record r;
-        int rc = load_at(dirfd, name, &r), n;
+        int rc, n;
+
+        if (uncore_record_domain(name))
+                return restore_uncore_at(dirfd, dir, sysroot, name, who, flags, foreign, err,
+                                         errlen);
+        rc = load_at(dirfd, name, &r);
 
         if (rc == -ENOENT)
                 return 0;
@@ -297,15 +481,8 @@ static int restore_at(int dirfd, const char *dir, const char *sysroot, const cha
                 goto out;
         }
         rc = mpi_pstate_cpufreq_apply(p, &r.saved, err, errlen);
-        if (rc)
-                goto out;
-        if (unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) {
-                rc = -errno;
-                mpi_pstate_errmsg_set(err, errlen, "%s/%s: restored but not removed: %s", dir, name,
-                                      strerror(-rc));
-                goto out;
-        }
-        rc = 1;
+        if (!rc)
+                rc = drop_record(dirfd, dir, name, err, errlen);
 out:
         free(p);
         return rc;

@@ -13,8 +13,11 @@
 #include <stdint.h>
 
 #include "cpufreq.h"
+#include "uncore.h"
 
 #define MPI_PSTATE_RESTORE_VERSION 1
+/* Version 1 plus a last line epp=<preference>: a policy that has one */
+#define MPI_PSTATE_RESTORE_VERSION_EPP 2
 #define MPI_PSTATE_RESTORE_MAX_BYTES 512
 
 /* Who changed the domain: a Slurm job and step (step ids as Slurm numbers
@@ -52,6 +55,23 @@ int mpi_pstate_restore_save_from(const char *dir, const struct mpi_pstate_cpufre
                                  const struct mpi_pstate_restore_owner *who, char *err,
                                  size_t errlen);
 
+/* An uncore domain's record, in the same directory under the name
+ * "uncore-<domain>": the limits it had before the step lowered it. */
+#define MPI_PSTATE_RESTORE_UNCORE_PREFIX "uncore-"
+struct mpi_pstate_restore_uncore {
+        struct mpi_pstate_restore_owner owner;
+        char domain[MPI_PSTATE_UNCORE_NAME_LEN];
+        uint32_t min_khz, max_khz;
+};
+int mpi_pstate_restore_uncore_format(const struct mpi_pstate_restore_uncore *r, char *buf,
+                                     size_t len);
+int mpi_pstate_restore_uncore_parse(const char *text, struct mpi_pstate_restore_uncore *out);
+
+/* save_from() for an uncore domain, with the limits d was discovered with. */
+int mpi_pstate_restore_save_uncore(const char *dir, const struct mpi_pstate_uncore_domain *d,
+                                   const struct mpi_pstate_restore_owner *who, char *err,
+                                   size_t errlen);
+
 /* Reads and checks one record (name = policy name) without acting on it.
  * The product acts on records (_policy(), _all()); the tests read one back. */
 int mpi_pstate_restore_load(const char *dir, const char *name,
@@ -62,7 +82,7 @@ enum {
         MPI_PSTATE_RESTORE_ANY_OWNER = 1 << 1, /* restore whoever owns it (admin) */
 };
 
-/* Puts one policy back from its record under sysroot and deletes the record.
+/* Puts one policy (or "uncore-<domain>") back from its record under sysroot and deletes the record.
  * Returns 1 when restored, 0 when there was no record (idempotent), -EPERM
  * when the record belongs to another owner (left in place), or the error of
  * reading/checking the record or of the sysfs writes (record left in place

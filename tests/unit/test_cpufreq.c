@@ -564,7 +564,7 @@ static struct mpi_pstate_cpufreq_settings S(const char *gov, uint32_t min, uint3
 
 START_TEST(plan_writes_order)
 {
-        struct mpi_pstate_cpufreq_write w[4];
+        struct mpi_pstate_cpufreq_write w[MPI_PSTATE_CPUFREQ_MAX_WRITES];
         struct mpi_pstate_cpufreq_settings a, b;
 
         /* Range moves up: max first. */
