@@ -15,9 +15,11 @@
 #include <mpi.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -182,6 +184,8 @@ void mpi_pstate_hook_init_end(unsigned fid, uint64_t t0)
         int flag = 0, rank = -1, size = 0, provided = MPI_THREAD_SINGLE, len = 0;
         char ver[MPI_MAX_LIBRARY_VERSION_STRING];
         uint64_t t1 = s ? mp_now() : 0, tps;
+        enum mpi_pstate_wait_mode wait_mode =
+            mpi_pstate_slot_wait_mode(MPI_PSTATE_BACKEND_ABI, NULL, environ);
 
         if (PMPI_Initialized(&flag) != MPI_SUCCESS || !flag)
                 return; /* MPI_Init failed: the MPI reports it */
@@ -191,6 +195,8 @@ void mpi_pstate_hook_init_end(unsigned fid, uint64_t t0)
         st.rank = rank;
         if (PMPI_Get_library_version(ver, &len) == MPI_SUCCESS) {
                 ver[sizeof(ver) - 1] = '\0';
+                /* whole: MPICH names its device on a later line */
+                wait_mode = mpi_pstate_slot_wait_mode(MPI_PSTATE_BACKEND_ABI, ver, environ);
                 ver[strcspn(ver, "\r\n")] = '\0';
                 snprintf(st.library, sizeof(st.library), "%.255s", ver);
         }
@@ -216,6 +222,8 @@ void mpi_pstate_hook_init_end(unsigned fid, uint64_t t0)
         s->threshold_ticks = mpi_pstate_rt.threshold_ticks;
         s->threshold_ns = mpi_pstate_rt.threshold_ns;
         s->app_start_ticks = t1;
+        s->wait_mode = wait_mode;
+        mpi_pstate_rt.sample_left = MPI_PSTATE_WAIT_SAMPLE;
         rename_slot_file(rank);
         mpi_pstate_tls.main = 1;
         atomic_store(&s->state, MPI_PSTATE_SLOT_RUNNING);
@@ -223,12 +231,13 @@ void mpi_pstate_hook_init_end(unsigned fid, uint64_t t0)
         __atomic_store_n(&mpi_pstate_rt.active, 1, __ATOMIC_RELEASE);
         if (st.conf.verbose)
                 say("mpi-pstate: rank %d/%d: %s backend, %s slot %u, clock %s %.3f GHz, threshold "
-                    "%lluus, mode %s",
+                    "%lluus, mode %s, MPI waits %s",
                     rank, size, MPI_PSTATE_BACKEND_ABI_NAME,
                     st.conf.shm[0] && !st.note[0] ? st.conf.shm : "private", s->local_index,
                     s->clock == MPI_PSTATE_CLOCK_TSC ? "tsc" : "monotonic", (double)tps / 1e9,
                     (unsigned long long)st.conf.opt.threshold_us,
-                    mpi_pstate_options_mode_word(st.conf.opt.mode));
+                    mpi_pstate_options_mode_word(st.conf.opt.mode),
+                    mpi_pstate_profile_wait_word(s->wait_mode));
 }
 
 /* Ends the recording: state, wait flag, profile.  Called once. */
@@ -321,6 +330,42 @@ void mpi_pstate_hook_no_init(void)
                     "it and calls PMPI_Init): this run is not measured; put libmpi-pstate.so "
                     "first in LD_PRELOAD",
                     init && dladdr(init, &di) && di.dli_fname ? di.dli_fname : "a PMPI tool");
+}
+
+/* The waiting thread's CPU time, ns; false when the clock fails (it does
+ * not on Linux: the sample is then dropped). */
+static bool thread_cpu_ns(uint64_t *ns)
+{
+        struct timespec ts;
+
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+                return false;
+        *ns = (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+        return true;
+}
+
+void mpi_pstate_hook_sample_begin(void)
+{
+        mpi_pstate_rt.sample_left = MPI_PSTATE_WAIT_SAMPLE;
+        mpi_pstate_rt.sampling = thread_cpu_ns(&mpi_pstate_rt.sample_cpu_ns);
+}
+
+/* Only a wait that lasted the threshold counts: those are the waits the
+ * agent clocks down, and a short call's CPU share (the library's own work,
+ * or a spin that an idle wait would turn into a sleep later) says nothing
+ * of them.  Only the thread that initialised MPI writes these counters. */
+void mpi_pstate_hook_sample_end(uint64_t ticks)
+{
+        struct mpi_pstate_slot *s = mpi_pstate_rt.slot;
+        uint64_t cpu;
+
+        mpi_pstate_rt.sampling = 0;
+        if (ticks < mpi_pstate_rt.threshold_ticks || !thread_cpu_ns(&cpu))
+                return;
+        cpu = cpu > mpi_pstate_rt.sample_cpu_ns ? cpu - mpi_pstate_rt.sample_cpu_ns : 0;
+        mp_inc(&s->wait_cpu_ns, cpu);
+        mp_inc(&s->wait_sampled_ns, mp_ticks_to_ns(ticks));
+        mp_inc(&s->wait_samples, 1);
 }
 
 /* A program that returns from main (or calls exit) without MPI_Finalize. */

@@ -6,8 +6,11 @@
  * main thread also reads its CPU (arch.h) into the slot and predicts, per
  * call site, whether the wait will be long.  A wrapper makes a system call
  * only around a wait: a FUTEX_WAKE announcing one predicted long (when the
- * agent would not wake before its deadline anyway), and one after a long
- * wait the agent clocked down (see common/slot.h).
+ * agent would not wake before its deadline anyway), one after a long wait
+ * the agent clocked down (see common/slot.h), and two reads of the thread's
+ * CPU time around a wait predicted long or sampled (one blocking call in
+ * MPI_PSTATE_WAIT_SAMPLE): how busy the library keeps the core while it
+ * waits.
  *
  * Counters: a rank whose MPI gave MPI_THREAD_MULTIPLE updates them with
  * atomic adds (no count is lost when threads call MPI at once); otherwise
@@ -42,6 +45,12 @@ struct mpi_pstate_rt {
         struct mpi_pstate_seg_header *announce_to;
         struct mpi_pstate_pred pred;
         void *const *next; /* the front's table of next definitions */
+        /* CPU time of waits (slot.wait_cpu_ns), main thread only: blocking
+         * calls left before the next sampled one, whether the call in
+         * progress is measured, and its thread CPU time at entry */
+        uint32_t sample_left;
+        uint32_t sampling;
+        uint64_t sample_cpu_ns;
 };
 
 struct mpi_pstate_tls {
@@ -61,6 +70,8 @@ MP_HIDDEN uint64_t mpi_pstate_hook_finalize_begin(void);
 MP_HIDDEN void mpi_pstate_hook_finalize_end(unsigned fid, uint64_t t0);
 MP_HIDDEN void mpi_pstate_hook_abort(unsigned fid);
 MP_HIDDEN void mpi_pstate_hook_no_init(void);
+MP_HIDDEN void mpi_pstate_hook_sample_begin(void);
+MP_HIDDEN void mpi_pstate_hook_sample_end(uint64_t ticks);
 
 /* On the pass-through path only: a call reached us but MPI_Init never did. */
 static inline void mp_check_init(void)
@@ -111,20 +122,28 @@ static inline void mp_inc_mt(_Atomic uint64_t *p, uint64_t v)
 }
 
 /* Inlined into the wrapper: the return address is the application's call
- * site, the unit of wait prediction. */
+ * site, the unit of wait prediction.  A wait predicted long, and one
+ * blocking call in MPI_PSTATE_WAIT_SAMPLE, also reads the thread's CPU time
+ * (a system call, out of line): a call at a short site pays a decrement. */
 static inline void mp_wait_begin(unsigned fid, uint64_t t0)
 {
+        unsigned site = mpi_pstate_pred_site((uintptr_t)__builtin_return_address(0));
+
         mpi_pstate_slot_wait_begin_cpu(mpi_pstate_rt.slot, fid, t0,
                                        mp_arch_cpu(mpi_pstate_rt.cpu_src));
-        mpi_pstate_pred_begin(
-            &mpi_pstate_rt.pred, mpi_pstate_pred_site((uintptr_t)__builtin_return_address(0)),
-            mpi_pstate_rt.announce_to, mpi_pstate_rt.slot, mpi_pstate_rt.threshold_ns);
+        mpi_pstate_pred_begin(&mpi_pstate_rt.pred, site, mpi_pstate_rt.announce_to,
+                              mpi_pstate_rt.slot, mpi_pstate_rt.threshold_ns);
+        if (__builtin_expect(mpi_pstate_rt.pred.ctr[site] >= 2 || --mpi_pstate_rt.sample_left == 0,
+                             0))
+                mpi_pstate_hook_sample_begin();
 }
 
 static inline void mp_wait_end(uint64_t t0, uint64_t t1)
 {
         mpi_pstate_pred_end(&mpi_pstate_rt.pred, mpi_pstate_rt.slot,
                             t1 - t0 >= mpi_pstate_rt.threshold_ticks);
+        if (__builtin_expect(mpi_pstate_rt.sampling, 0))
+                mpi_pstate_hook_sample_end(t1 - t0);
         if (__builtin_expect(
                 mpi_pstate_slot_wait_end(mpi_pstate_rt.slot, t0, t1, mpi_pstate_rt.threshold_ticks),
                 0))

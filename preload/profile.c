@@ -95,6 +95,13 @@ static void write_hist_json(struct mpi_pstate_json *j, const char *key, const _A
         mpi_pstate_json_put(j, "%s]", first ? "" : "\n  ");
 }
 
+const char *mpi_pstate_profile_wait_word(uint32_t mode)
+{
+        static const char *const words[] = {"unknown", "poll", "yield", "sleep"};
+
+        return words[mode <= MPI_PSTATE_WAIT_SLEEP ? mode : MPI_PSTATE_WAIT_UNKNOWN];
+}
+
 static void write_json(struct mpi_pstate_json *j, const struct mpi_pstate_slot *s,
                        const struct mpi_pstate_profile_meta *m, const char *host)
 {
@@ -131,6 +138,15 @@ static void write_json(struct mpi_pstate_json *j, const struct mpi_pstate_slot *
                             ns_to_s(s->over_ns), (uint64_t)s->wakeups);
         mpi_pstate_json_put(j, "  \"clocked_down_s\": %.9f,\n  \"transitions\": %" PRIu64 ",\n",
                             ns_to_s(s->down_ns), (uint64_t)s->transitions);
+        mpi_pstate_json_put(j, "  \"wait_mode\": \"%s\",\n  \"wait_samples\": %" PRIu64 ",\n",
+                            mpi_pstate_profile_wait_word(s->wait_mode), (uint64_t)s->wait_samples);
+        if (s->wait_sampled_ns)
+                mpi_pstate_json_put(j, "  \"wait_cpu_share\": %.4f,\n",
+                                    s->wait_cpu_ns >= s->wait_sampled_ns
+                                        ? 1.0
+                                        : (double)s->wait_cpu_ns / (double)s->wait_sampled_ns);
+        else
+                mpi_pstate_json_put(j, "  \"wait_cpu_share\": null,\n");
         mpi_pstate_json_put(j, "  \"functions\": [");
         for (uint32_t i = 0; i < s->nfuncs; i++) {
                 const struct mpi_pstate_fn_stats *fn = &s->fn[i];

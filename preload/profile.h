@@ -17,6 +17,10 @@ struct mpi_pstate_profile_meta {
 int mpi_pstate_profile_write(const char *dir, const struct mpi_pstate_slot *slot,
                              const struct mpi_pstate_profile_meta *m);
 
+/* The word of slot.wait_mode (enum mpi_pstate_wait_mode), "unknown"
+ * out of range: epilog/mpi_pstate/slot.py's WAIT_MODES. */
+const char *mpi_pstate_profile_wait_word(uint32_t mode);
+
 /* mkdir -p with mode 0777 & ~umask; 0 or -errno. */
 int mpi_pstate_profile_mkdirs(const char *dir);
 

@@ -60,7 +60,8 @@ $(PRELOAD_EXEC): epilog/mpi-pstate | $(B)/preload
 	sed -e 's|@PYDIR@|$(CURDIR)/epilog|' $< > $@.tmp && chmod 0755 $@.tmp && mv -f $@.tmp $@
 
 # ---- tests/preload: one program per binding, built per MPI family
-PRELOAD_TEST_PROGS := c_calls f77_calls f90_calls f08_calls mt_calls c_large_calls f08_large_calls
+PRELOAD_TEST_PROGS := c_calls f77_calls f90_calls f08_calls mt_calls c_large_calls f08_large_calls \
+	wait_calls
 PRELOAD_MPICC_ompi := mpicc.openmpi
 PRELOAD_MPICC_mpich := mpicc.mpich
 PRELOAD_MPIF90_ompi := mpif90.openmpi
@@ -74,6 +75,8 @@ $(B)/tests/preload/c_calls.$(1): tests/preload/c_calls.c tests/preload/rank_line
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -o $$@ $$<
 $(B)/tests/preload/mt_calls.$(1): tests/preload/mt_calls.c | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -pthread -o $$@ $$<
+$(B)/tests/preload/wait_calls.$(1): tests/preload/wait_calls.c | $(B)/tests/preload
+	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Werror -o $$@ $$<
 $(B)/tests/preload/c_large_calls.$(1): tests/preload/c_large_calls.c tests/preload/rank_lines.h | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Werror -o $$@ $$<
 # mpif.h has no interfaces: gfortran >= 10 needs to be told that choice
