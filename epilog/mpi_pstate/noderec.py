@@ -34,7 +34,7 @@ RANK_FIELDS: Dict[str, Tuple[type, ...]] = {
     "wall_s": _NUM, "mpi_s": _NUM, "mpi_share": _NUM, "wait_s": _NUM, "long_calls": _INT,
     "over_s": _NUM, "down_s": _NUM, "transitions": _INT, "calls": _INT, "bytes": _INT,
     "wakeups": _INT, "top": (list,), "note": (str,), "dropped": (list,), "hist_ns": (list,),
-    "announced": _INT, "mispredicted": _INT,
+    "announced": _INT, "mispredicted": _INT, "wait_mode": (str,), "wait_cpu_share": _NUM,
 }
 RANK_REQUIRED = ("step", "rank", "local", "state", "wall_s", "mpi_s", "down_s", "transitions")
 # A bad value of these voids the rank (it cannot be placed); any other bad

@@ -37,6 +37,9 @@ STATES = ["free", "attached", "running", "finalized", "aborted", "exited", "disa
 CLOCKS = ["none", "tsc", "monotonic"]
 MODES = ["off", "on", "profile"]
 ABIS = ["none", "ompi", "mpich"]
+# slot.wait_mode (enum mpi_pstate_wait_mode): how the MPI library was set to
+# wait, from the rank's environment; a value past the list reads "unknown"
+WAIT_MODES = ["unknown", "poll", "yield", "sleep"]
 
 # name: (offset, struct format), little-endian (x86-64 and aarch64)
 HEADER_FIELDS: Dict[str, Tuple[int, str]] = {
@@ -51,11 +54,12 @@ SLOT_FIELDS: Dict[str, Tuple[int, str]] = {
     "mode": (56, "I"), "thread_level": (60, "I"),
     "state": (64, "I"), "cpu": (68, "i"), "start_ns": (72, "Q"), "init_ticks": (80, "Q"),
     "app_start_ticks": (88, "Q"), "app_end_ticks": (96, "Q"), "threshold_ns": (104, "Q"),
-    "abi": (112, "I"),
+    "abi": (112, "I"), "wait_mode": (116, "I"), "wait_samples": (120, "Q"),
     "wait_since": (128, "Q"), "wait_fn": (136, "I"), "wait_cpu": (140, "i"),
     "clocked_down": (192, "I"), "down_ns": (200, "Q"), "transitions": (208, "Q"),
     "long_calls": (256, "Q"), "long_ns": (264, "Q"), "over_ns": (272, "Q"), "wakeups": (280, "Q"),
     "announced": (288, "Q"), "announced_short": (296, "Q"),
+    "wait_cpu_ns": (304, "Q"), "wait_sampled_ns": (312, "Q"),
 }
 CPUSET_OFFSET = 320
 HIST_BYTES_OFFSET = 512
@@ -162,6 +166,8 @@ def parse_slot(buf: bytes, base: int = 0, cpuset: bool = True) -> Optional[Dict[
     s["clock"] = CLOCKS[s["clock"]]
     s["mode"] = MODES[s["mode"]]
     s["abi"] = ABIS[s["abi"]] if s["abi"] < len(ABIS) else "unknown"
+    s["wait_mode"] = WAIT_MODES[s["wait_mode"]] if s["wait_mode"] < len(WAIT_MODES) \
+        else "unknown"
     if cpuset:
         s["cpuset"] = _bits(_CPUSET.unpack_from(buf, base + CPUSET_OFFSET))
     s["hist_bytes"] = list(_HIST.unpack_from(buf, base + HIST_BYTES_OFFSET))

@@ -92,6 +92,17 @@ def share(part: Optional[int], whole: Optional[int]) -> Optional[float]:
     return round(min(1.0, max(0.0, part / whole)), 4)
 
 
+def wait_cpu_share(s: Dict[str, Any], dropped: List[str]) -> Optional[float]:
+    """CPU time over wall time of the long waits the rank measured
+    (docs/preload.md, "Wait mode"), None when it measured none.  The rank
+    writes both figures: each is bounded like any time, and a CPU time
+    above the wall time (the two clock reads frame slightly different
+    spans) reads as one."""
+    cpu = _time(s.get("wait_cpu_ns", 0), dropped, "wait_cpu_ns")
+    wall = _time(s.get("wait_sampled_ns", 0), dropped, "wait_sampled_ns")
+    return share(cpu, wall)
+
+
 def rank_figures(s: Dict[str, Any], step: str,
                  agent: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The node-record entry of one validated slot (docs/records.md).
@@ -148,6 +159,10 @@ def rank_figures(s: Dict[str, Any], step: str,
         # were short: the prediction's accuracy, per rank
         "announced": _count(s.get("announced", 0), dropped, "announced"),
         "mispredicted": _count(s.get("announced_short", 0), dropped, "mispredicted"),
+        # how the MPI library was set to wait, and the CPU its waiting thread
+        # burnt over the long waits measured: what clocking down can save
+        "wait_mode": s.get("wait_mode", "unknown"),
+        "wait_cpu_share": wait_cpu_share(s, dropped),
         "top": [[n, _s(_ns(t)), c] for t, n, c in top[:TOP_FUNCS] if 0 <= c <= COUNT_MAX],
         # [bucket, calls]: durations of its MPI calls, for `report --what-if`
         "hist_ns": [[b, c] for b, c in enumerate(hist) if 0 < c <= COUNT_MAX],

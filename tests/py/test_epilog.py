@@ -363,6 +363,37 @@ class Slots(Tmp):
         self.assertEqual((r2["state"], r2["wall_s"], r2["mpi_share"]), ("killed", None, None))
         self.assertIn("note", r2)
 
+    def test_wait_mode_and_wait_cpu_share_from_the_slot(self) -> None:
+        """The rank writes both: a mode past the list is unknown, a CPU time
+        above the wall time reads as a share of one, nothing measured is
+        null, and a figure beyond any real time is dropped, never the rank."""
+        fx.segment(self.tmp / "mpi-pstate.79.0", [{"rank": i} for i in range(5)], nslots=5)
+        seg = slotlib.LiveSegment(str(self.tmp / "mpi-pstate.79.0"))
+        try:
+            for i, (mode, cpu, wall) in enumerate([(3, 50_000_000, 10**9), (2, 2 * 10**9, 10**9),
+                                                   (99, 0, 0), (1, 2**63, 10**9),
+                                                   (1, 999_000_000, 10**9)]):
+                seg.set_slot_field(i, "wait_mode", mode)
+                seg.set_slot_field(i, "wait_cpu_ns", cpu)
+                seg.set_slot_field(i, "wait_sampled_ns", wall)
+                seg.set_slot_field(i, "wait_samples", 4 if wall else 0)
+        finally:
+            seg.close()
+        listed = [{"step": "0", "name": "mpi-pstate.79.0", "dev": None, "ino": None,
+                   "nslots": 5, "bytes": None}]
+        steps, problems, _ = slots.job_segments(79, os.getuid(), listed, str(self.tmp))
+        got = [(r["wait_mode"], r["wait_cpu_share"]) for r in steps[0]["ranks"]]
+        self.assertEqual(got, [("sleep", 0.05), ("yield", 1.0), ("unknown", None),
+                               ("poll", None), ("poll", 0.999)])
+        self.assertEqual(steps[0]["ranks"][3]["dropped"], ["wait_cpu_ns"])
+        self.assertEqual(problems, ["segment mpi-pstate.79.0 slot 3: out of range, dropped: "
+                                    "wait_cpu_ns"])
+        # and through the record's validation, which keeps exact JSON types
+        r = noderec.validate_rank(json.loads(json.dumps(steps[0]["ranks"][0])))
+        self.assertEqual((r["wait_mode"], r["wait_cpu_share"]), ("sleep", 0.05))
+        bad = noderec.validate_rank(dict(steps[0]["ranks"][0], wait_mode=3, wait_cpu_share="x"))
+        self.assertEqual((bad["wait_mode"], bad["wait_cpu_share"]), (None, None))
+
     def test_a_rank_field_is_produced_validated_and_documented(self) -> None:
         """A per-rank field is three lines (docs/CONTRIBUTING.md, 'Adding a record
         field'): rank_figures makes it, RANK_FIELDS lets it through, the per-rank

@@ -42,7 +42,8 @@ STRUCTS = {"slot": "mpi_pstate_slot", "header": "mpi_pstate_seg_header",
            "fn": "mpi_pstate_fn_stats"}
 # slot.py's enumeration lists and the prefix of their C names
 ENUMS = {"STATES": "MPI_PSTATE_SLOT_", "CLOCKS": "MPI_PSTATE_CLOCK_",
-         "MODES": "MPI_PSTATE_SLOT_MODE_", "ABIS": "MPI_PSTATE_ABI_"}
+         "MODES": "MPI_PSTATE_SLOT_MODE_", "ABIS": "MPI_PSTATE_ABI_",
+         "WAIT_MODES": "MPI_PSTATE_WAIT_"}
 CONSTANTS = {"SEG_MAGIC": "MPI_PSTATE_SEG_MAGIC", "SLOT_MAGIC": "MPI_PSTATE_SLOT_MAGIC",
              "VERSION": "MPI_PSTATE_SLOT_VERSION", "HEADER_SIZE": "MPI_PSTATE_SEG_HEADER_SIZE",
              "SLOT_SIZE": "MPI_PSTATE_SLOT_SIZE", "MAX_FUNCS": "MPI_PSTATE_SLOT_MAX_FUNCS",
