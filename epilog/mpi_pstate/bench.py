@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import parse, safeio, summary
+from . import parse, summary
 
 PROG = "mpi-pstate-bench"
 FORMAT = "mpi-pstate-bench"
@@ -254,15 +254,6 @@ def median(xs: Sequence[Optional[float]]) -> Optional[float]:
     return statistics.median(v) if v else None
 
 
-def percentile(xs: Sequence[float], p: float) -> Optional[float]:
-    """Nearest-rank percentile (p in 0..100): always one of the samples."""
-    v = sorted(xs)
-    if not v:
-        return None
-    k = max(1, math.ceil(p / 100 * len(v)))
-    return v[min(k, len(v)) - 1]
-
-
 def share(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a / b if a is not None and b else None
 
@@ -413,91 +404,6 @@ def find_report_cmd(given: Optional[str]) -> Optional[List[str]]:
     return None
 
 
-GIT_MAX_BYTES = 1 << 20
-HEX_RE = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
-
-
-def _git_text(path: Path) -> Optional[str]:
-    """A small file of a checkout's git directory, whoever owns it: never
-    through a final symlink, never a FIFO, bounded (safeio.read_file)."""
-    try:
-        return safeio.read_file(None, str(path), GIT_MAX_BYTES, owners=None,
-                                strict_mode=False).decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
-def git_dirs(top: Path) -> Optional[Tuple[Path, Path]]:
-    """(git directory, common directory) of the checkout at top: .git, or
-    the directory a worktree's .git file names, and its commondir."""
-    dotgit = top / ".git"
-    if dotgit.is_dir():
-        return dotgit, dotgit
-    text = _git_text(dotgit)
-    if not text or not text.startswith("gitdir: "):
-        return None
-    gd = Path(text[8:].strip())
-    gd = gd if gd.is_absolute() else top / gd
-    common = _git_text(gd / "commondir")
-    cd = Path(common.strip()) if common else gd
-    return gd, (cd if cd.is_absolute() else gd / cd)
-
-
-def head_commit(top: Path) -> Optional[str]:
-    """The commit HEAD names, read from the files (HEAD, the loose ref,
-    packed-refs) without running git."""
-    dirs = git_dirs(top)
-    if dirs is None:
-        return None
-    gd, cd = dirs
-    head = (_git_text(gd / "HEAD") or "").strip()
-    for _ in range(5):  # a symbolic ref may name another
-        if not head.startswith("ref: "):
-            break
-        ref = head[5:].strip()
-        if not re.fullmatch(r"refs/[A-Za-z0-9._/\-]{1,200}", ref) or ".." in ref:
-            return None
-        head = (_git_text(gd / ref) or _git_text(cd / ref) or "").strip()
-        if not head:
-            for line in (_git_text(cd / "packed-refs") or "").splitlines():
-                parts = line.split(" ", 1)
-                if len(parts) == 2 and parts[1] == ref:
-                    head = parts[0]
-                    break
-    return head if HEX_RE.fullmatch(head) else None
-
-
-def _owners(top: Path) -> set:
-    dirs = git_dirs(top)
-    paths = [top, top / ".git"] + (list(dirs) if dirs else [])
-    out = set()
-    for p in paths:
-        try:
-            out.add(p.stat().st_uid)
-        except OSError:
-            out.add(-1)
-    return out
-
-
-def source_version() -> Optional[str]:
-    """The commit of the source tree this runs from, when it is one.  git
-    runs only in the caller's own checkout: a checkout's configuration can
-    make git run programs (core.fsmonitor, filter drivers for --dirty), and
-    another user's must not run them as root, so neither safe.directory nor
-    any -c is used to get around git's ownership check.  Another user's
-    checkout is read without git: the commit of HEAD, its dirty state
-    unknown."""
-    if not (TOP / ".git").exists():
-        return None
-    if _owners(TOP) == {os.geteuid()} and shutil.which("git"):
-        r = subprocess.run(["git", "-C", str(TOP), "describe", "--always", "--dirty"],
-                           capture_output=True, text=True)
-        if r.returncode == 0 and r.stdout.strip():
-            return r.stdout.strip()
-    sha = head_commit(TOP)
-    return f"{sha[:12]} (read from .git, dirty state unknown)" if sha else None
-
-
 # ---------------------------------------------------------------- runs
 
 JOB_SCRIPT = """#!/bin/bash
@@ -605,53 +511,61 @@ def energy_of(run: Dict[str, Any]) -> Tuple[Optional[float], Optional[str]]:
     return None, None
 
 
-def aggregate(vs: List[Variant], runs: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """One row per variant (medians over its completed runs; deltas are
-    medians of per-repetition ratios to that repetition's baseline) and the
-    threshold sweep."""
-    base = next(v for v in vs if v.baseline)
-    by = {(r["variant"], r["rep"]): r for r in runs}
-    rows = []
-    for v in vs:
-        mine = [r for r in runs if r["variant"] == v.key]
-        ok = [r for r in mine if r.get("ok")]
-        wall_d, en_d, en_sim = [], [], []
-        for r in ok:
-            b = by.get((base.key, r["rep"]))
-            if v.baseline or not b or not b.get("ok"):
-                continue
-            if b.get("wall_s"):
-                wall_d.append((r["wall_s"] / b["wall_s"] - 1) * 100)
-            (ej, es), (bj, bs) = energy_of(r), energy_of(b)
-            if ej is not None and bj and es == bs:
-                d = (ej / bj - 1) * 100
-                real = es == "slurm" or (r["rapl"] == "real" and b["rapl"] == "real")
-                (en_d if real else en_sim).append(d)
-        eff = sorted({t for r in ok for t in r.get("threshold_effective_us") or []})
-        row: Dict[str, Any] = {
-            "variant": v.key, "label": v.label, "mode": v.mode,
-            "threshold_us": v.threshold_us, "threshold": format_us(v.threshold_us)
-            if v.mode else "-", "threshold_effective_us": eff,
-            "baseline": v.baseline, "runs": len(mine), "runs_ok": len(ok),
-            "wall_s": median([r["wall_s"] for r in ok]),
-            "wall_min_s": min((r["wall_s"] for r in ok), default=None),
-            "wall_max_s": max((r["wall_s"] for r in ok), default=None),
-            "wall_delta_pct": median(wall_d),
-            "wall_delta_range_pct": [min(wall_d), max(wall_d)] if wall_d else None,
-            "energy_delta_pct": median(en_d),
-            "energy_delta_simulated_pct": median(en_sim),
-            "records": sum(1 for r in ok if r.get("record")),
-            "mpi_wait_pct": pct(median([r.get("mpi_share") for r in ok])),
-            "down_pct": pct(median([r.get("down_share") for r in ok])),
-            "transitions": median([r.get("transitions") for r in ok if r.get("record")]),
-            "long_calls": median([r.get("long_calls") for r in ok]),
-            "over_pct": pct(median([share(r.get("sum_over_s"), r.get("sum_mpi_s"))
-                                    for r in ok])),
-            "covered_pct": pct(median([share(r.get("sum_down_s"), r.get("sum_mpi_s"))
-                                       for r in ok])),
-            "agent": any(r.get("agent") for r in ok) if ok else None,
-        }
-        rows.append(row)
+def deltas(v: Variant, base: Variant, ok: List[Dict[str, Any]],
+           by: Dict[Tuple[str, int], Dict[str, Any]]) -> Tuple[List[float], ...]:
+    """(walltime, real energy, simulated energy) of v's completed runs, each
+    in % against the baseline of the same repetition; none for the
+    baseline itself or a repetition whose baseline failed."""
+    wall_d: List[float] = []
+    en_d: List[float] = []
+    en_sim: List[float] = []
+    for r in ok:
+        b = by.get((base.key, r["rep"]))
+        if v.baseline or not b or not b.get("ok"):
+            continue
+        if b.get("wall_s"):
+            wall_d.append((r["wall_s"] / b["wall_s"] - 1) * 100)
+        (ej, es), (bj, bs) = energy_of(r), energy_of(b)
+        if ej is not None and bj and es == bs:
+            d = (ej / bj - 1) * 100
+            real = es == "slurm" or (r["rapl"] == "real" and b["rapl"] == "real")
+            (en_d if real else en_sim).append(d)
+    return wall_d, en_d, en_sim
+
+
+def variant_row(v: Variant, mine: List[Dict[str, Any]], ok: List[Dict[str, Any]],
+                d: Tuple[List[float], ...]) -> Dict[str, Any]:
+    """The table's row of one variant: medians over its completed runs."""
+    wall_d, en_d, en_sim = d
+    eff = sorted({t for r in ok for t in r.get("threshold_effective_us") or []})
+    return {
+        "variant": v.key, "label": v.label, "mode": v.mode,
+        "threshold_us": v.threshold_us, "threshold": format_us(v.threshold_us)
+        if v.mode else "-", "threshold_effective_us": eff,
+        "baseline": v.baseline, "runs": len(mine), "runs_ok": len(ok),
+        "wall_s": median([r["wall_s"] for r in ok]),
+        "wall_min_s": min((r["wall_s"] for r in ok), default=None),
+        "wall_max_s": max((r["wall_s"] for r in ok), default=None),
+        "wall_delta_pct": median(wall_d),
+        "wall_delta_range_pct": [min(wall_d), max(wall_d)] if wall_d else None,
+        "energy_delta_pct": median(en_d),
+        "energy_delta_simulated_pct": median(en_sim),
+        "records": sum(1 for r in ok if r.get("record")),
+        "mpi_wait_pct": pct(median([r.get("mpi_share") for r in ok])),
+        "down_pct": pct(median([r.get("down_share") for r in ok])),
+        "transitions": median([r.get("transitions") for r in ok if r.get("record")]),
+        "long_calls": median([r.get("long_calls") for r in ok]),
+        "over_pct": pct(median([share(r.get("sum_over_s"), r.get("sum_mpi_s"))
+                                for r in ok])),
+        "covered_pct": pct(median([share(r.get("sum_down_s"), r.get("sum_mpi_s"))
+                                   for r in ok])),
+        "agent": any(r.get("agent") for r in ok) if ok else None,
+    }
+
+
+def sweep_of(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The threshold sweep: the on rows by threshold, each with the share of
+    transitions (else of long calls) it avoided against the lowest."""
     sweep_rows = [r for r in rows if not r["baseline"] and r["mode"] == "on"
                   and r["threshold_us"] is not None]
     sweep_rows.sort(key=lambda r: r["threshold_us"])
@@ -668,6 +582,20 @@ def aggregate(vs: List[Variant], runs: List[Dict[str, Any]]) -> Dict[str, Any]:
             r["avoided_basis"] = "long calls"
     return {"rows": rows, "sweep": [r["variant"] for r in sweep_rows],
             "sweep_reference": ref["variant"] if ref else None}
+
+
+def aggregate(vs: List[Variant], runs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """One row per variant (medians over its completed runs; deltas are
+    medians of per-repetition ratios to that repetition's baseline) and the
+    threshold sweep."""
+    base = next(v for v in vs if v.baseline)
+    by = {(r["variant"], r["rep"]): r for r in runs}
+    rows = []
+    for v in vs:
+        mine = [r for r in runs if r["variant"] == v.key]
+        ok = [r for r in mine if r.get("ok")]
+        rows.append(variant_row(v, mine, ok, deltas(v, base, ok, by)))
+    return sweep_of(rows)
 
 
 def pct(x: Optional[float]) -> Optional[float]:
@@ -906,7 +834,18 @@ def split_command(argv: List[str]) -> Tuple[List[str], List[str]]:
     return argv, []
 
 
-def main(argv: Optional[List[str]] = None, cluster: Optional[Cluster] = None) -> int:
+class Stop(Exception):
+    """Ends the command with this exit status; the message is out already."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def parse_args(argv: Optional[List[str]]
+               ) -> Tuple[argparse.Namespace, List[str], List[Optional[int]], List[str]]:
+    """(options, COMMAND, thresholds, extra sbatch arguments); a usage error
+    exits with status 2."""
     args, command = split_command(list(sys.argv[1:] if argv is None else argv))
     ap = build_parser()
     a = ap.parse_args(args)
@@ -920,66 +859,65 @@ def main(argv: Optional[List[str]] = None, cluster: Optional[Cluster] = None) ->
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
     if a.warmup < 0:
         ap.error("--warmup must not be negative")
-    ranks = a.nodes * a.ntasks_per_node
-    launcher = shlex.split(a.launcher)
-    workdir = Path(a.workdir or f"mpi-pstate-bench.{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    return a, command, thresholds, extra
+
+
+@dataclass
+class Workload:
+    label: str
+    command: List[str]
+    setup: Callable[[Path], None]  # prepares a run directory
+
+
+def workload(a: argparse.Namespace, command: List[str]) -> Workload:
+    """COMMAND as given, else hpcc with its input file in every run
+    directory (Stop(2) when hpcc is not installed)."""
     if command:
-        workload = shlex.join(command)
-
-        def setup(d: Path) -> None:
-            pass
-    else:
-        if not os.access(HPCC, os.X_OK) or not HPCC_TEMPLATE.is_file():
-            print(f"{PROG}: hpcc is not installed ({HPCC}, {HPCC_TEMPLATE}): give a COMMAND",
-                  file=sys.stderr)
-            return 2
-        p, q = process_grid(ranks)
-        inf = hpccinf(HPCC_TEMPLATE.read_text(), a.hpcc_n, p, q)
-        command = [HPCC]
-        workload = f"hpcc (N={a.hpcc_n}, P x Q = {p} x {q})"
-
-        def setup(d: Path) -> None:
-            (d / "hpccinf.txt").write_text(inf)  # hpcc reads it from its cwd
-    cl = cluster or Cluster(find_report_cmd(a.report_cmd))
-    o = Options(a.nodes, a.ntasks_per_node, a.reps, a.partition, extra, not a.no_exclusive,
-                a.job_timeout, a.record_wait)
-    vs = variants(a.baseline, a.mode, thresholds)
-    if not cl.report_cmd:
-        print(f"{PROG}: mpi-pstate not found: figures come from sacct SystemComment only",
+        return Workload(shlex.join(command), command, lambda d: None)
+    if not os.access(HPCC, os.X_OK) or not HPCC_TEMPLATE.is_file():
+        print(f"{PROG}: hpcc is not installed ({HPCC}, {HPCC_TEMPLATE}): give a COMMAND",
               file=sys.stderr)
-    workdir.mkdir(parents=True, exist_ok=True)
-    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    runs: List[Dict[str, Any]] = []
-    warmups: List[Dict[str, Any]] = []
-    for w in range(a.warmup):
-        # the first job after a quiet spell pays for cold caches and page cache
-        # misses of the workload: run it, keep it out of the figures
+        raise Stop(2)
+    p, q = process_grid(a.nodes * a.ntasks_per_node)
+    inf = hpccinf(HPCC_TEMPLATE.read_text(), a.hpcc_n, p, q)
+
+    def setup(d: Path) -> None:
+        (d / "hpccinf.txt").write_text(inf)  # hpcc reads it from its cwd
+    return Workload(f"hpcc (N={a.hpcc_n}, P x Q = {p} x {q})", [HPCC], setup)
+
+
+def warm_up(cl: Cluster, o: Options, v: Variant, n: int, command: List[str], workdir: Path,
+            setup: Callable[[Path], None]) -> List[Dict[str, Any]]:
+    """The first job after a quiet spell pays for cold caches and page cache
+    misses of the workload: run n of them, kept out of the figures."""
+    warmups = []
+    for w in range(n):
         try:
-            run = run_one(cl, o, vs[0], -1 - w, launcher + command,
-                          workdir / f"w{w + 1:02d}-{vs[0].key}", setup)
+            run = run_one(cl, o, v, -1 - w, command, workdir / f"w{w + 1:02d}-{v.key}", setup)
         except SlurmError as e:
             print(f"{PROG}: warm-up: {e}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print(f"{PROG}: interrupted", file=sys.stderr)
-            return 130
+            raise Stop(1) from None
         warmups.append(run)
-        progress(f"[warm-up {w + 1}/{a.warmup}] {vs[0].label}:", run, " (not counted)")
-    todo = plan(a.reps, vs)
+        progress(f"[warm-up {w + 1}/{n}] {v.label}:", run, " (not counted)")
+    return warmups
+
+
+def repetitions(cl: Cluster, o: Options, vs: List[Variant], command: List[str], workdir: Path,
+                setup: Callable[[Path], None]) -> List[Dict[str, Any]]:
+    """Every run of the plan; a run Slurm refused is kept as failed."""
+    runs: List[Dict[str, Any]] = []
+    todo = plan(o.reps, vs)
     for i, (rep, v) in enumerate(todo):
         rundir = workdir / f"r{rep + 1:02d}-{v.key}"
         try:
-            run = run_one(cl, o, v, rep, launcher + command, rundir, setup)
+            run = run_one(cl, o, v, rep, command, rundir, setup)
         except SlurmError as e:
             print(f"{PROG}: {e}", file=sys.stderr)
+            if "sbatch failed" in str(e) and i == 0:
+                raise Stop(1) from None  # nothing else would run either
             run = {"variant": v.key, "label": v.label, "rep": rep, "dir": str(rundir),
                    "ok": False, "state": "ERROR", "error": str(e), "env": {},
                    "rapl": "unknown", "host": {}}
-            if "sbatch failed" in str(e) and i == 0:
-                return 1  # nothing else would run either
-        except KeyboardInterrupt:
-            print(f"{PROG}: interrupted", file=sys.stderr)
-            return 130
         runs.append(run)
         progress(f"[{i + 1}/{len(todo)}] {v.label} rep {rep + 1}:", run,
                  f", transitions {run.get('transitions')}" if run.get("record") else "")
@@ -989,23 +927,61 @@ def main(argv: Optional[List[str]] = None, cluster: Optional[Cluster] = None) ->
             print(f"{PROG}: every run of the first repetition failed; stopping",
                   file=sys.stderr)
             break
-    result: Dict[str, Any] = {
-        "format": FORMAT, "version": VERSION, "started": started, "source": source_version(),
-        "config": {"workload": workload, "command": launcher + command, "nodes": a.nodes,
-                   "ntasks_per_node": a.ntasks_per_node, "reps": a.reps,
-                   "thresholds_us": thresholds, "mode": a.mode, "baseline": a.baseline,
-                   "baseline_label": vs[0].label, "partition": a.partition,
-                   "extra_sbatch_args": extra, "exclusive": not a.no_exclusive,
-                   "workdir": str(workdir), "report_cmd": cl.report_cmd,
-                   "warmup": a.warmup},
-        "runs": runs, "warmup_runs": warmups}
-    result.update(aggregate(vs, runs))
-    result["machine"] = machine_of(runs)
-    result["notes"] = notes(result)
+    return runs
+
+
+def config_of(a: argparse.Namespace, w: Workload, command: List[str],
+              thresholds: List[Optional[int]], extra: List[str], baseline_label: str,
+              report_cmd: Optional[List[str]], workdir: Path) -> Dict[str, Any]:
+    return {"workload": w.label, "command": command, "nodes": a.nodes,
+            "ntasks_per_node": a.ntasks_per_node, "reps": a.reps,
+            "thresholds_us": thresholds, "mode": a.mode, "baseline": a.baseline,
+            "baseline_label": baseline_label, "partition": a.partition,
+            "extra_sbatch_args": extra, "exclusive": not a.no_exclusive,
+            "workdir": str(workdir), "report_cmd": report_cmd, "warmup": a.warmup}
+
+
+def write_result(result: Dict[str, Any], a: argparse.Namespace) -> None:
     if a.json:
         sys.stdout.write(json.dumps(result, indent=1) + "\n")
     elif a.csv:
         sys.stdout.write(render_csv(result))
     else:
         sys.stdout.write(render_text(result, a.markdown))
+
+
+def main(argv: Optional[List[str]] = None, cluster: Optional[Cluster] = None,
+         source: Optional[str] = None) -> int:
+    """source: what the caller knows of the code it measures (the project's
+    bench/eval/run.py gives its checkout's commit); an installed command
+    knows nothing of it, and the result's source stays null."""
+    a, command, thresholds, extra = parse_args(argv)
+    workdir = Path(a.workdir or f"mpi-pstate-bench.{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    try:
+        w = workload(a, command)
+        cl = cluster or Cluster(find_report_cmd(a.report_cmd))
+        o = Options(a.nodes, a.ntasks_per_node, a.reps, a.partition, extra, not a.no_exclusive,
+                    a.job_timeout, a.record_wait)
+        vs = variants(a.baseline, a.mode, thresholds)
+        if not cl.report_cmd:
+            print(f"{PROG}: mpi-pstate not found: figures come from sacct SystemComment only",
+                  file=sys.stderr)
+        workdir.mkdir(parents=True, exist_ok=True)
+        started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        full = shlex.split(a.launcher) + w.command
+        warmups = warm_up(cl, o, vs[0], a.warmup, full, workdir, w.setup)
+        runs = repetitions(cl, o, vs, full, workdir, w.setup)
+    except Stop as e:
+        return e.status
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    result: Dict[str, Any] = {
+        "format": FORMAT, "version": VERSION, "started": started, "source": source,
+        "config": config_of(a, w, full, thresholds, extra, vs[0].label, cl.report_cmd, workdir),
+        "runs": runs, "warmup_runs": warmups}
+    result.update(aggregate(vs, runs))
+    result["machine"] = machine_of(runs)
+    result["notes"] = notes(result)
+    write_result(result, a)
     return 0 if all(r.get("ok") for r in runs) else 1

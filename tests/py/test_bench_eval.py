@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import importlib.util
 import io
 import json
 import re
@@ -17,6 +18,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Dict, List, Optional
+from unittest import mock
 
 TOP = Path(__file__).resolve().parents[2]
 TOP_EPILOG = TOP / "epilog"
@@ -151,14 +153,6 @@ class Summary(unittest.TestCase):
 
 
 class Stats(unittest.TestCase):
-    def test_percentile_nearest_rank(self) -> None:
-        xs = [float(x) for x in range(10, 0, -1)]
-        self.assertEqual(mb.percentile(xs, 90), 9.0)
-        self.assertEqual(mb.percentile(xs, 50), 5.0)
-        self.assertEqual(mb.percentile(xs, 100), 10.0)
-        self.assertEqual(mb.percentile([3.0], 90), 3.0)
-        self.assertIsNone(mb.percentile([], 50))
-
     def test_plan_interleaves_and_rotates(self) -> None:
         vs = mb.variants("none", "on", [0, 100, 2000])
         p = [(r, v.key) for r, v in mb.plan(3, vs)]
@@ -290,15 +284,39 @@ class WholeRun(unittest.TestCase):
         self.wd = Path(tempfile.mkdtemp(prefix="test_bench_eval."))
         self.addCleanup(shutil.rmtree, self.wd, True)
 
-    def run_main(self, fake: FakeSlurm, *args: str, command: tuple[str, ...] = ("./app", "3")
-                 ) -> tuple[int, str, str]:
+    def run_main(self, fake: FakeSlurm, *args: str, command: tuple[str, ...] = ("./app", "3"),
+                 source: Optional[str] = None) -> tuple[int, str, str]:
         cl = mb.Cluster(["mpi-pstate"], run=fake.run, sleep=fake.sleep, clock=fake.clock)
         out, err = io.StringIO(), io.StringIO()
         warm = [] if "--warmup" in args else ["--warmup", "0"]
         argv = ["--workdir", str(self.wd / "w"), *warm, *args, "--", *command]
         with redirect_stdout(out), redirect_stderr(err):
-            rc = mb.main(argv, cl)
+            rc = mb.main(argv, cl, source=source)
         return rc, out.getvalue(), err.getvalue()
+
+    def test_source_is_what_the_caller_knows(self) -> None:
+        # an installed command knows no commit; the project's wrapper gives its checkout's
+        _, out, _ = self.run_main(FakeSlurm(), "--reps", "1", "--thresholds", "0", "--json")
+        self.assertIsNone(json.loads(out)["source"])
+        _, out, _ = self.run_main(FakeSlurm(), "--reps", "1", "--thresholds", "0",
+                                  source="abc1234")
+        self.assertIn("source abc1234", out.splitlines()[0])
+
+    def test_project_wrapper_stamps_the_checkout(self) -> None:
+        spec = importlib.util.spec_from_file_location("bench_eval_run",
+                                                      TOP / "bench" / "eval" / "run.py")
+        assert spec and spec.loader
+        run = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(run)
+        seen: Dict[str, Any] = {}
+
+        def fake_main(argv: List[str], source: Optional[str] = None) -> int:
+            seen.update(argv=argv, source=source)
+            return 0
+        with mock.patch.object(run.bench, "main", fake_main):
+            self.assertEqual(run.main(["--reps", "1"]), 0)
+        self.assertEqual(seen, {"argv": ["--reps", "1"],
+                                "source": run.checkout.source_version(TOP)})
 
     def test_json_interleaved_with_sweep(self) -> None:
         fake = FakeSlurm()

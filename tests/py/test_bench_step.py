@@ -61,6 +61,8 @@ class Pure(unittest.TestCase):
         self.assertEqual(sb.percentile(xs, 90), 27.0)
         self.assertEqual(sb.percentile(xs, 50), 15.0)
         self.assertEqual(sb.percentile([2.0, 1.0], 90), 2.0)
+        self.assertEqual(sb.percentile(xs, 100), 30.0)
+        self.assertEqual(sb.percentile([3.0], 90), 3.0)
         self.assertIsNone(sb.percentile([], 90))
 
     def test_stats_ratio(self) -> None:

@@ -4,12 +4,13 @@ runs agent= and every program only after the SPANK plugin's trusted-path
 rule (safeio.trusted_path, the rule of spank/agentctl.c), reads its
 configuration and the power model O_NOFOLLOW|O_NONBLOCK and owner-checked,
 honours MPI_PSTATE_AGENT/_BUILD/_DBCOMMENT/_MODEL only from a source
-checkout, `mpi-pstate bench` never runs git in another user's checkout, and
+checkout, a benchmark never runs git in another user's checkout, and
 `calibrate` refuses a node where a job may hold a core.  Run as root, as the
 Epilog is."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -25,7 +26,20 @@ from unittest import mock
 
 import test_epilog
 import test_epilog_fixtures as fx
-from mpi_pstate import bench, calibrate, config, launcher, log, powermodel, rootcli, safeio
+from mpi_pstate import calibrate, config, launcher, log, powermodel, rootcli, safeio
+
+
+def _bench_checkout() -> Any:
+    """bench/checkout.py: a benchmark's commit (not in the installed package)."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "checkout.py"
+    spec = importlib.util.spec_from_file_location("bench_checkout", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+checkout = _bench_checkout()
 
 NOBODY = 65534
 MODEL = {"format": "mpi-pstate-model", "version": 1, "node": "n1", "idle_w": 43.0,
@@ -324,7 +338,7 @@ def git(*args: str, cwd: Path) -> str:
 
 @unittest.skipUnless(shutil.which("git"), "git not installed")
 class BenchSourceVersion(Tmp):
-    """`mpi-pstate bench` records the commit it runs from without ever
+    """A benchmark (bench/checkout.py) records the commit it runs from without ever
     running git in another user's checkout as root (a foreign checkout's
     fsmonitor hook would run as root through safe.directory=*)."""
 
@@ -354,25 +368,23 @@ class BenchSourceVersion(Tmp):
                        stderr=subprocess.DEVNULL, timeout=60)
         self.assertEqual(self.marker.read_text().strip(), "0")
         self.marker.unlink()
-        with mock.patch.object(bench, "TOP", self.repo):
-            v = bench.source_version()
+        v = checkout.source_version(self.repo)
         self.assertFalse(self.marker.exists(), "a foreign checkout's hook ran as root")
         self.assertEqual(v, f"{self.sha[:12]} (read from .git, dirty state unknown)")
 
     def test_packed_and_worktree_refs_are_read(self) -> None:
         git("pack-refs", "--all", cwd=self.repo)
-        self.assertEqual(bench.head_commit(self.repo), self.sha)
+        self.assertEqual(checkout.head_commit(self.repo), self.sha)
         wt = self.tmp / "wt"
         git("worktree", "add", "-q", "-b", "side", str(wt), cwd=self.repo)
         self.assertTrue((wt / ".git").is_file())
-        self.assertEqual(bench.head_commit(wt), self.sha)
+        self.assertEqual(checkout.head_commit(wt), self.sha)
         (self.repo / ".git" / "HEAD").write_text("ref: refs/../../etc/passwd\n")
-        self.assertIsNone(bench.head_commit(self.repo))
+        self.assertIsNone(checkout.head_commit(self.repo))
 
     def test_own_checkout_is_described_by_git(self) -> None:
         git("config", "--unset", "core.fsmonitor", cwd=self.repo)
-        with mock.patch.object(bench, "TOP", self.repo):
-            self.assertEqual(bench.source_version(), self.sha[:7] + "-dirty")
+        self.assertEqual(checkout.source_version(self.repo), self.sha[:7] + "-dirty")
 
 
 class CalibrateBusyNode(Tmp):
