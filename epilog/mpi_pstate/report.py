@@ -82,6 +82,75 @@ def reaction_text(x: dict[str, Any]) -> str:
             f"polls; clocked down {_pct(x['down_of_ideal'])} of the time past the threshold")
 
 
+# Below this share of a core over their long waits, a rank's waits sleep,
+# whatever its environment says (docs/preload.md, "Wait mode").
+SLEEP_SHARE = 0.2
+WAIT_MODES = ("poll", "yield", "sleep")
+
+
+def _share(r: dict[str, Any]) -> Optional[float]:
+    s = r.get("wait_cpu_share")
+    return s if type(s) in (int, float) and 0.0 <= s <= 1.0 else None
+
+
+def wait_verdict(r: dict[str, Any]) -> Optional[str]:
+    """How one rank's long waits use its core: "sleep" (measured below
+    SLEEP_SHARE, or set to sleep with nothing measured), "yield" (set to
+    yield and not measured asleep: sched_yield leaves the core busy),
+    "busy" (polls, or measured busy), "busy_not_sleep" (set to sleep but
+    measured busy), None when nothing is known.  Both figures are the
+    rank's own: a share outside [0, 1] or of another type is not used."""
+    mode = r.get("wait_mode")
+    mode = mode if mode in WAIT_MODES else None
+    share = _share(r)
+    if share is None:
+        return {"sleep": "sleep", "yield": "yield", "poll": "busy"}.get(mode or "")
+    if share < SLEEP_SHARE:
+        return "sleep"
+    return {"yield": "yield", "sleep": "busy_not_sleep"}.get(mode or "", "busy")
+
+
+def wait_text(ranks: list[dict[str, Any]], multi: bool) -> list[str]:
+    """The lines that say where clocking down during waits buys little (the
+    core already idles) and where a yielding library still keeps it busy."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in ranks:
+        v = wait_verdict(r)
+        if v in ("sleep", "yield", "busy_not_sleep"):
+            groups.setdefault(v, []).append(r)
+
+    def names(rs: list[dict[str, Any]]) -> str:
+        some = ", ".join(f"{summ.rank_label(r, multi)}@{r.get('node')}"
+                         for r in rs[:TOP_WAITERS])
+        more = f" and {len(rs) - TOP_WAITERS} more" if len(rs) > TOP_WAITERS else ""
+        return f"{len(rs)} rank{'s' if len(rs) != 1 else ''} ({some}{more}"
+
+    def shares(rs: list[dict[str, Any]]) -> str:
+        s = [x for x in map(_share, rs) if x is not None]
+        if not s:
+            return "not measured"
+        lo, hi = min(s), max(s)
+        return "long waits used " + (_pct(lo) if lo == hi else f"{_pct(lo)}-{_pct(hi)}") + \
+            " of a core"
+
+    out = []
+    rs = groups.get("sleep")
+    if rs:
+        out.append(f"waits sleep on {names(rs)}; {shares(rs)}): their "
+                   "cores already idle while they wait, so clocking them down during waits "
+                   "buys little")
+    rs = groups.get("yield")
+    if rs:
+        out.append(f"the MPI library yields in its waits on {names(rs)}; "
+                   f"{shares(rs)}): yield is not sleep, the core stays busy and clocking it "
+                   "down still saves")
+    rs = groups.get("busy_not_sleep")
+    if rs:
+        out.append(f"set to sleep in waits but measured busy on {names(rs)}; {shares(rs)}): "
+                   "their waits keep the core busy")
+    return out
+
+
 def carbon_text(c: dict[str, Any]) -> str:
     parts = []
     if "spent_g" in c:
@@ -176,6 +245,8 @@ def job_text(j: dict[str, Any]) -> str:
         if multi:
             for step, x in list(rx["steps"].items())[:TOP_WAITERS]:
                 w(f"    step {step}: " + reaction_text(x) + "\n")
+    for line in wait_text(ranks, multi):
+        w(f"\n  {line}\n")
     waiters = sorted((r for r in ranks if r.get("mpi_share") is not None),
                      key=lambda r: -r["mpi_share"])[:TOP_WAITERS]
     if waiters:

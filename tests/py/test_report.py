@@ -128,6 +128,50 @@ class Report(Fixture):
         rc, out, _ = self.report("501", "--json")
         self.assertNotIn("reaction", json.loads(out)["jobs"][0])
 
+    def test_says_when_waits_sleep_and_that_yield_is_busy(self) -> None:
+        ranks = [fx.rank("n1", i) for i in range(7)]
+        ranks[0].update(wait_mode="poll", wait_cpu_share=0.05)  # measured asleep: the verdict
+        ranks[1].update(wait_mode="sleep", wait_cpu_share=None)  # set to sleep, not measured
+        ranks[2].update(wait_mode="yield", wait_cpu_share=0.98)  # yields: still busy
+        ranks[3].update(wait_mode="yield", wait_cpu_share=0.1)  # yields, measured asleep
+        ranks[4].update(wait_mode="sleep", wait_cpu_share=0.9)  # set to sleep, measured busy
+        ranks[5].update(wait_mode="poll", wait_cpu_share=0.99)  # nothing to say
+        ranks[6].update(wait_mode="unknown", wait_cpu_share=None)
+        self.job(520, "520", {"n1": ranks})
+        rc, out, err = self.report("520")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertIn("waits sleep on 3 ranks (0@n1, 1@n1, 3@n1; long waits used "
+                      "5.0%-10.0% of a core): their cores already idle while they wait, so "
+                      "clocking them down during waits buys little", out)
+        self.assertIn("the MPI library yields in its waits on 1 rank (2@n1; long waits used 98.0% of a core): "
+                      "yield is not sleep, the core stays busy and clocking it down still "
+                      "saves", out)
+        self.assertIn("set to sleep in waits but measured busy on 1 rank (4@n1; long waits "
+                      "used 90.0% of a core)", out)
+        self.assertEqual([report.wait_verdict(r) for r in ranks],
+                         ["sleep", "sleep", "yield", "sleep", "busy_not_sleep", "busy", None])
+
+    def test_no_wait_line_for_busy_ranks_or_older_records(self) -> None:
+        busy = [fx.rank("n1", 0), fx.rank("n1", 1)]
+        busy[0].update(wait_mode="poll", wait_cpu_share=0.97)
+        self.job(521, "521", {"n1": busy})  # rank 1: a record of an older release
+        rc, out, _ = self.report("521")
+        self.assertEqual(rc, 0)
+        self.assertNotIn("sleep", out)
+        self.assertNotIn("yield", out)
+
+    def test_a_rank_cannot_forge_a_sleep_verdict_with_a_bad_share(self) -> None:
+        for share in (-0.5, 1.5, "0.01", True, float("nan")):
+            with self.subTest(share=share):
+                self.assertEqual(report.wait_verdict({"wait_mode": "poll",
+                                                      "wait_cpu_share": share}), "busy")
+        self.assertIsNone(report.wait_verdict({"wait_mode": "nap", "wait_cpu_share": None}))
+        # the names are bounded, the count is whole
+        self.assertTrue(report.wait_text([{"wait_mode": "sleep", "step": "0", "rank": 0,
+                                           "node": "n1"}] * 7, False)[0].startswith(
+            "waits sleep on 7 ranks (0@n1, 0@n1, 0@n1, 0@n1, 0@n1 and 2 more; not "
+            "measured)"))
+
     def test_svg_of_a_job_with_announced_waits(self) -> None:
         # the waits line belongs to the text; the chart of such a job draws
         ranks = [fx.rank("n1", 0), fx.rank("n1", 1)]
