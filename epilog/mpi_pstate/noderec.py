@@ -173,6 +173,65 @@ def _rest_out(rest: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+def _step_entry(by_step: Dict[str, Dict[str, Any]], step: str,
+                segment: Optional[str]) -> Dict[str, Any]:
+    return by_step.setdefault(step, {"step": step, "segment": segment, "slots": 0, "ranks": 0,
+                                     "agent": None, "plugin": None})
+
+
+def _step_ranks(steps: List[Dict[str, Any]], rest: Dict[str, Any], problems: List[str]
+                ) -> Tuple[Dict[str, Dict[str, Any]], List[Dict[str, Any]]]:
+    """(entry per step, every rank kept): ranks past the node's MAX_RANKS
+    are counted in rest, not detailed."""
+    by_step: Dict[str, Dict[str, Any]] = {}
+    ranks: List[Dict[str, Any]] = []
+    for st in steps:
+        keep = st["ranks"][:max(0, MAX_RANKS - len(ranks))]
+        if len(keep) < len(st["ranks"]):
+            problems.append(f"step {st['step']}: {len(st['ranks']) - len(keep)} ranks over the "
+                            f"node's {MAX_RANKS} dropped")
+            rest_add(rest, st["step"], st["ranks"][len(keep):],
+                     f"ranks over the node's {MAX_RANKS}")
+        e = _step_entry(by_step, st["step"], st["segment"])
+        e["slots"] += st["slots"]
+        e["ranks"] += len(keep)
+        ranks.extend(keep)
+    return by_step, ranks
+
+
+def _step_records(infos: List[Dict[str, Any]], by_step: Dict[str, Dict[str, Any]],
+                  agents: List[Dict[str, Any]], problems: List[str]) -> None:
+    """Embeds the agent and plugin records of the first MAX_DETAIL_STEPS
+    steps (MAX_EMBED_BYTES in all) and adds every step's agent record to
+    agents, whose energy counts whether embedded or not."""
+    embed = [MAX_EMBED_BYTES]
+    for i in infos[:MAX_DETAIL_STEPS]:
+        e = _step_entry(by_step, str(i["step"]), None)
+        if i.get("agent"):
+            e["agent"] = _within(i["agent"]["record"], embed)
+            agents.append(i["agent"])
+        if i.get("plugin"):
+            e["plugin"] = _within(i["plugin"], embed)
+    for i in infos[MAX_DETAIL_STEPS:]:
+        if i.get("agent"):
+            agents.append(i["agent"])
+    if embed[0] < 0:
+        problems.append(f"step records over {MAX_EMBED_BYTES} bytes in all: the rest "
+                        "truncated")
+
+
+def _bound(rec: Dict[str, Any], rest: Dict[str, Any], problems: List[str],
+           max_bytes: int) -> None:
+    """Fits rec within max_bytes and adds the rest and the problems (at most
+    MAX_PROBLEMS, then a count)."""
+    _fit(rec, rest, problems, max_bytes)
+    if rest["why"]:
+        rec["rest"] = _rest_out(rest)
+    rec["problems"] = [clip(p) for p in problems[:MAX_PROBLEMS]]
+    if len(problems) > MAX_PROBLEMS:
+        rec["problems"].append(f"... {len(problems) - MAX_PROBLEMS} more")
+
+
 def build(job: int, node: str, uid: int, *, settings: Optional[Dict[str, Any]],
           steps: List[Dict[str, Any]], infos: List[Dict[str, Any]],
           restore: Dict[str, Any], problems: List[str], written: float,
@@ -187,40 +246,11 @@ def build(job: int, node: str, uid: int, *, settings: Optional[Dict[str, Any]],
     the agent records of its steps (their energy counts).  The encoded
     record is at most max_bytes: histograms go first, then top lists,
     then embedded step records, then rank entries (into rest)."""
-    by_step: Dict[str, Dict[str, Any]] = {}
-    ranks: List[Dict[str, Any]] = []
     problems = list(problems)
     rest = rest if rest is not None else new_rest()
-    for st in steps:
-        keep = st["ranks"][:max(0, MAX_RANKS - len(ranks))]
-        if len(keep) < len(st["ranks"]):
-            problems.append(f"step {st['step']}: {len(st['ranks']) - len(keep)} ranks over the "
-                            f"node's {MAX_RANKS} dropped")
-            rest_add(rest, st["step"], st["ranks"][len(keep):],
-                     f"ranks over the node's {MAX_RANKS}")
-        e = by_step.setdefault(st["step"], {"step": st["step"], "segment": st["segment"],
-                                            "slots": 0, "ranks": 0, "agent": None,
-                                            "plugin": None})
-        e["slots"] += st["slots"]
-        e["ranks"] += len(keep)
-        ranks.extend(keep)
+    by_step, ranks = _step_ranks(steps, rest, problems)
     agents = list(rest_agents or [])
-    embed = [MAX_EMBED_BYTES]
-    for i in infos[:MAX_DETAIL_STEPS]:
-        e = by_step.setdefault(str(i["step"]), {"step": str(i["step"]), "segment": None,
-                                                "slots": 0, "ranks": 0, "agent": None,
-                                                "plugin": None})
-        if i.get("agent"):
-            e["agent"] = _within(i["agent"]["record"], embed)
-            agents.append(i["agent"])
-        if i.get("plugin"):
-            e["plugin"] = _within(i["plugin"], embed)
-    for i in infos[MAX_DETAIL_STEPS:]:
-        if i.get("agent"):
-            agents.append(i["agent"])
-    if embed[0] < 0:
-        problems.append(f"step records over {MAX_EMBED_BYTES} bytes in all: the rest "
-                        "truncated")
+    _step_records(infos, by_step, agents, problems)
     has_data = bool(ranks) or bool(infos) or bool(rest["steps"]) or bool(agents)
     rec: Dict[str, Any] = {
         "format": FORMAT, "version": VERSION, "job": job, "node": node, "uid": uid,
@@ -233,12 +263,7 @@ def build(job: int, node: str, uid: int, *, settings: Optional[Dict[str, Any]],
         rec["job_info"] = extra_job
     if has_data:
         rec["settings"] = settings
-    _fit(rec, rest, problems, max_bytes)
-    if rest["why"]:
-        rec["rest"] = _rest_out(rest)
-    rec["problems"] = [clip(p) for p in problems[:MAX_PROBLEMS]]
-    if len(problems) > MAX_PROBLEMS:
-        rec["problems"].append(f"... {len(problems) - MAX_PROBLEMS} more")
+    _bound(rec, rest, problems, max_bytes)
     return rec
 
 
