@@ -740,20 +740,23 @@ class Hardware:
         }
 
 
-def load_flavour(path: str) -> dict[str, Any]:
-    """DEFAULTS overlaid with the flavour file, and the knee model's own
-    defaults where the file does not set them."""
-    cfg = dict(DEFAULTS)
-    given: dict[str, Any] = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            given = json.load(f)
-    cfg.update(given)
+def flavour_cfg(given: dict[str, Any]) -> dict[str, Any]:
+    """DEFAULTS overlaid with a flavour, and the knee model's own defaults
+    where the flavour does not set them."""
+    cfg = dict(DEFAULTS, **given)
     if knee_on(cfg):
         for k, v in KNEE_DEFAULTS.items():
             if k not in given:
                 cfg[k] = v
     return cfg
+
+
+def load_flavour(path: str) -> dict[str, Any]:
+    given: dict[str, Any] = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            given = json.load(f)
+    return flavour_cfg(given)
 
 
 class FakeSys(Operations):
