@@ -25,9 +25,11 @@ case $top in
 esac
 mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm
 
-# Overlays over sysfs let us add cpufreq links and the powercap class while the
-# real topology files stay readable; they exist in this namespace only.
-rm -rf "$nd/ovl"
+# Overlays over sysfs let us add cpufreq links, the P-state and uncore trees
+# and the powercap class while the real topology files stay readable (`lab
+# relink` replaces a flavour's package ids there); they exist in this
+# namespace only.
+rm -rf "$nd/ovl" "$nd/topology.orig.json"
 mkdir -p "$nd"/ovl/{cpu,class}/{up,work} "$nd/fuse"
 mount -t overlay overlay -o "lowerdir=/sys/devices/system/cpu,upperdir=$nd/ovl/cpu/up,workdir=$nd/ovl/cpu/work" /sys/devices/system/cpu
 mount -t overlay overlay -o "lowerdir=/sys/class,upperdir=$nd/ovl/class/up,workdir=$nd/ovl/class/work" /sys/class
