@@ -118,7 +118,7 @@ void mpi_pstate_json_elem(struct mpi_pstate_json *j)
         if (indent)
                 mpi_pstate_json_put(j, "%s\n%s", j->level[j->depth - 1].some ? "," : "", indent);
         else if (j->level[j->depth - 1].some)
-                mpi_pstate_json_put(j, ", ");
+                mpi_pstate_json_put(j, j->compact ? "," : ", ");
         j->level[j->depth - 1].some = true;
 }
 
@@ -126,7 +126,7 @@ void mpi_pstate_json_key(struct mpi_pstate_json *j, const char *key)
 {
         mpi_pstate_json_elem(j);
         mpi_pstate_json_str(j, key);
-        mpi_pstate_json_put(j, ": ");
+        mpi_pstate_json_put(j, j->compact ? ":" : ": ");
 }
 
 void mpi_pstate_json_bool(struct mpi_pstate_json *j, bool v)

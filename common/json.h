@@ -20,6 +20,10 @@ struct mpi_pstate_json {
         size_t cap;  /* bytes p can hold */
         bool fixed;  /* p is the caller's buffer: never grown */
         bool failed; /* a write did not fit or an allocation failed */
+        /* No space after ':' nor after the ',' of one-line members: the
+         * plugin's step record has always been written so, and stays the
+         * same byte for byte. */
+        bool compact;
         unsigned depth;
         struct {
                 const char *indent; /* NULL: members on one line */

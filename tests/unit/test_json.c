@@ -108,6 +108,29 @@ START_TEST(members_get_their_commas_and_lines)
 }
 END_TEST
 
+START_TEST(compact_members_have_no_spaces)
+{
+        char buf[64];
+        struct mpi_pstate_json j;
+
+        mpi_pstate_json_fixed(&j, buf, sizeof(buf));
+        j.compact = true;
+        mpi_pstate_json_open(&j, '{', NULL);
+        mpi_pstate_json_key(&j, "a");
+        mpi_pstate_json_put(&j, "%d", 1);
+        mpi_pstate_json_key(&j, "b");
+        mpi_pstate_json_open(&j, '[', NULL);
+        mpi_pstate_json_elem(&j);
+        mpi_pstate_json_str(&j, NULL);
+        mpi_pstate_json_elem(&j);
+        mpi_pstate_json_bool(&j, true);
+        mpi_pstate_json_close(&j);
+        mpi_pstate_json_close(&j);
+        ck_assert(!j.failed);
+        ck_assert_str_eq(buf, "{\"a\":1,\"b\":[null,true]}");
+}
+END_TEST
+
 START_TEST(nesting_past_the_bound_fails)
 {
         struct mpi_pstate_json j = {0};
@@ -133,6 +156,7 @@ static Suite *json_suite(void)
         tcase_add_test(tc, fixed_buffer_fails_instead_of_truncating_silently);
         tcase_add_test(tc, cpulist_ranges);
         tcase_add_test(tc, members_get_their_commas_and_lines);
+        tcase_add_test(tc, compact_members_have_no_spaces);
         tcase_add_test(tc, nesting_past_the_bound_fails);
         suite_add_tcase(s, tc);
         return s;
