@@ -95,6 +95,27 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def job_detail(jfd: int, jid: int, r: slurm.SacctJob, trusted: set[int]
+               ) -> Optional[dict[str, Any]]:
+    """The job's merged detail: job.json when written for this job, else a
+    merge of its node records.  Only what the flusher would merge, and
+    nothing of an earlier job of the same id (the flusher's uid/time check)."""
+    accept = ctld.accept_row(r)
+    detail = collect.read_job_detail(jfd, trusted)
+    st = safeio.entry_stat(jfd, collect.JOB_FILE)
+    start = r.start_epoch()
+    if detail is not None and st is not None and start is not None and st.st_mtime < start:
+        detail = None
+    if detail is None:
+        recs, bad = collect.read_node_records(jfd, jid, ctld.expected_nodes(r.nodes), trusted)
+        recs = {n: x for n, x in recs.items() if accept(x) is None}
+        if any(x["status"] == "ok" for x in recs.values()):
+            detail = summary.merge(jid, ctld.expected_nodes(r.nodes), recs, bad, r.state,
+                                   r.exit_code, r.job_id if "_" in r.job_id else None,
+                                   r.wall_s())
+    return detail
+
+
 def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, Any]],
                                                                   list[str]]:
     rows = slurm.sacct_jobs(specs)
@@ -118,33 +139,9 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, 
         detail, why = None, None
         try:
             jid = parse.job_id(raw)
-            cfd = collect.open_collect(cfg.collect_dir, trusted)
-            try:
-                jfd = collect.open_job_dir(cfd, jid, trusted)
+            with collect.job_dir(cfg.collect_dir, jid, trusted) as jfd:
                 if jfd is not None:
-                    try:
-                        # what the flusher merges, and nothing of an earlier job
-                        # of the same id (the flusher's uid/time check)
-                        accept = ctld.accept_row(r)
-                        detail = collect.read_job_detail(jfd, trusted)
-                        st = safeio.entry_stat(jfd, collect.JOB_FILE)
-                        start = r.start_epoch()
-                        if detail is not None and st is not None and start is not None and \
-                                st.st_mtime < start:
-                            detail = None
-                        if detail is None:
-                            recs, bad = collect.read_node_records(
-                                jfd, jid, ctld.expected_nodes(r.nodes), trusted)
-                            recs = {n: x for n, x in recs.items() if accept(x) is None}
-                            if any(x["status"] == "ok" for x in recs.values()):
-                                detail = summary.merge(jid, ctld.expected_nodes(r.nodes), recs,
-                                                       bad, r.state, r.exit_code,
-                                                       r.job_id if "_" in r.job_id else None,
-                                                       r.wall_s())
-                    finally:
-                        os.close(jfd)
-            finally:
-                os.close(cfd)
+                    detail = job_detail(jfd, jid, r, trusted)
         except (OSError, ValueError, slurm.SlurmError) as e:
             why = getattr(e, "strerror", None) or str(e)
         if detail is not None:

@@ -13,10 +13,11 @@ Node epilogs (root) create the job directory and hand it to the owner of
 collect_dir, so that EpilogSlurmctld (SlurmUser) can write job.json beside
 the node records.  Nothing here follows a symlink; every file read is
 checked for type, owner and size."""
+import contextlib
 import errno
 import os
 import stat
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from . import noderec, parse, safeio
 
@@ -91,6 +92,23 @@ def open_job_dir(cfd: int, job: int, trusted: Set[int], create: bool = False,
     except BaseException:
         os.close(fd)
         raise
+
+
+@contextlib.contextmanager
+def job_dir(collect_dir: str, job: int, trusted: Set[int]) -> Iterator[Optional[int]]:
+    """The job's directory under collect_dir for the with block (None when
+    it does not exist); both descriptors are closed after it, whatever it
+    raised, so that a reader keeps no directory open on an error path."""
+    cfd = open_collect(collect_dir, trusted)
+    try:
+        jfd = open_job_dir(cfd, job, trusted)
+        try:
+            yield jfd
+        finally:
+            if jfd is not None:
+                os.close(jfd)
+    finally:
+        os.close(cfd)
 
 
 def present_nodes(jfd: int) -> Set[str]:

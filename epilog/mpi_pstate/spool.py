@@ -45,18 +45,26 @@ KEEP_DAYS = 30.0  # default of `mpi-pstate prune --keep-days`
 STALE_MARGIN_S = ctld.STALE_MARGIN_S
 
 
+def open_subdir(dfd: int, name: str, create: bool) -> Optional[int]:
+    """name under dfd, never through a symlink (None when absent); with
+    create, made 0700 by its first writer (SlurmUser)."""
+    if create:
+        try:
+            os.mkdir(name, 0o700, dir_fd=dfd)
+        except FileExistsError:
+            pass
+    try:
+        return os.open(name, safeio.O_DIR, dir_fd=dfd)
+    except FileNotFoundError:
+        return None
+
+
 def open_queue(cfg: config.Config, trusted: Set[int], create: bool = False) -> Optional[int]:
-    """The queue directory, made 0700 by its first writer (SlurmUser)."""
+    """The queue directory, checked as ours and closed to others."""
     cfd = collect.open_collect(cfg.collect_dir, trusted)
     try:
-        if create:
-            try:
-                os.mkdir(QUEUE, 0o700, dir_fd=cfd)
-            except FileExistsError:
-                pass
-        try:
-            fd = os.open(QUEUE, safeio.O_DIR, dir_fd=cfd)
-        except FileNotFoundError:
+        fd = open_subdir(cfd, QUEUE, create)
+        if fd is None:
             return None
         st = os.fstat(fd)
         if st.st_uid not in trusted or st.st_mode & 0o077:
@@ -160,15 +168,7 @@ def drop(qfd: int, job: int) -> None:
 
 
 def open_late(qfd: int, create: bool = False) -> Optional[int]:
-    if create:
-        try:
-            os.mkdir(LATE, 0o700, dir_fd=qfd)
-        except FileExistsError:
-            pass
-    try:
-        return os.open(LATE, safeio.O_DIR, dir_fd=qfd)
-    except FileNotFoundError:
-        return None
+    return open_subdir(qfd, LATE, create)
 
 
 def late_entries(lfd: int, limit: int = LATE_PER_PASS
@@ -210,16 +210,9 @@ def process(cfg: config.Config, db: slurm.DbTool, e: Dict[str, Any], trusted: Se
     job, nodes, age = e["job"], e["nodes"], now - e["queued"]
     present: Set[str] = set()
     try:
-        cfd = collect.open_collect(cfg.collect_dir, trusted)
-        try:
-            jfd = collect.open_job_dir(cfd, job, trusted)
+        with collect.job_dir(cfg.collect_dir, job, trusted) as jfd:
             if jfd is not None:
-                try:
-                    present = collect.present_nodes(jfd)
-                finally:
-                    os.close(jfd)
-        finally:
-            os.close(cfd)
+                present = collect.present_nodes(jfd)
     except OSError as err:
         return f"collect_dir: {err.strerror or err}", True
     all_there = set(nodes) <= present
