@@ -26,6 +26,7 @@
 #include "rapl.h"
 #include "restore.h"
 #include "slot.h"
+#include "uncore.h"
 
 #define AGENTD_RECORD_FORMAT "mpi-pstate-agent"
 #define AGENTD_RECORD_VERSION 1
@@ -36,6 +37,11 @@
  * of its ceiling, and again once it is back under half that
  * (epilog/mpi_pstate/whatif.py predicts with the same figure). */
 #define AGENTD_ANNOUNCE_OFF_PCT 75u
+/* calibrate writes the node's measured knee there (--low efficient) */
+#define AGENTD_KNEE_FILE "/var/lib/mpi-pstate/knee_khz"
+/* Uncore control takes milliseconds (docs/levers.md): a whole-package wait
+ * shorter than this is not worth lowering it for. */
+#define AGENTD_UNCORE_THRESHOLD_US UINT64_C(10000)
 
 /* harden.c.  The fence: where the agent may still change files once
  * hardened, each a directory (rights beneath it) or a file. */
@@ -73,7 +79,10 @@ struct agentd_opts {
         uid_t uid;          /* segment owner ((uid_t)-1: any when attaching) */
         gid_t gid;
         uint64_t threshold_us;
-        uint64_t low_khz; /* 0 = min */
+        uint64_t low_khz;             /* 0 = min, MPI_PSTATE_FREQ_EFFICIENT */
+        const char *knee_file;        /* calibrate's knee_khz, for efficient */
+        bool uncore;                  /* may lower uncore domains the step owns */
+        uint64_t uncore_threshold_us; /* every rank of the domain waits that long first */
         enum mpi_pstate_cpufreq_mech mech;
         const char *job_governor; /* NULL: keep */
         bool profile;             /* never change a frequency */
@@ -111,12 +120,23 @@ struct agentd_domain {
         char why[200];
         enum mpi_pstate_cpufreq_mech mech;
         uint32_t low_khz, high_khz;
+        const char *low_src; /* what set low_khz (docs/agent.md, "Low frequency") */
         struct mpi_pstate_cpufreq_domain h;
         bool saved; /* a restore record of ours exists (or, not root: orig) */
         struct mpi_pstate_cpufreq_settings orig; /* as discovered, before any change */
         bool governor_changed;                   /* switched to userspace by the agent */
         int restore_rc; /* result of the restore at exit (1 restored, 0 none) */
         bool per_core;  /* its CPUs are one core's threads (loop.c, hybrid ranks) */
+};
+
+/* An uncore domain (common/uncore.h) the agent looked at. */
+struct agentd_uncore {
+        const struct mpi_pstate_uncore_domain *d;
+        enum agentd_dom_status status;
+        char why[200];
+        struct mpi_pstate_uncore_handle h;
+        bool saved;
+        int restore_rc;
 };
 
 struct agentd_slot {
@@ -170,6 +190,17 @@ struct agentd {
         int *pol2dom; /* per policy of node: domain index or -1 */
         struct mpi_pstate_agent_core core;
         unsigned restored, restore_failed;
+        uint32_t knee_khz; /* calibrate's, 0 none */
+
+        /* uncore (agent/uncore.c): a second decision core over the same
+         * ranks, its domains the packages the step owns whole */
+        struct mpi_pstate_uncore_node *unode;
+        struct agentd_uncore *udom;
+        unsigned nudom;
+        bool ucore_on; /* the core below runs */
+        struct mpi_pstate_agent_core ucore;
+        struct mpi_pstate_agent_obs *uobs;
+        int *dom2u; /* per cpufreq domain: its uncore domain or -1 */
 
         /* energy */
         struct mpi_pstate_rapl rapl;
@@ -226,6 +257,16 @@ int mpi_pstate_agentd_core_setup(struct agentd *a);
 int mpi_pstate_agentd_run(struct agentd *a, volatile sig_atomic_t *stop);
 void mpi_pstate_agentd_teardown(struct agentd *a);
 void mpi_pstate_agentd_poke(struct agentd *a); /* async-signal-safe wake-up */
+
+/* uncore.c */
+void mpi_pstate_agentd_uncore_setup(struct agentd *a);
+int mpi_pstate_agentd_uncore_core_setup(struct agentd *a);
+/* The uncore domains of a rank whose cpufreq domains are mask. */
+void mpi_pstate_agentd_uncore_set_rank(struct agentd *a, unsigned r, const uint64_t *mask);
+/* The uncore observation of rank i from its core one and its wait's start. */
+void mpi_pstate_agentd_uncore_obs(struct agentd *a, unsigned i, uint64_t since_ns);
+void mpi_pstate_agentd_uncore_finish(struct agentd *a);
+void mpi_pstate_agentd_uncore_free(struct agentd *a);
 
 /* record.c */
 int mpi_pstate_agentd_record_write(struct agentd *a);

@@ -9,6 +9,7 @@
  * there, and the same record lets the plugin's step exit or the node
  * epilog restore a domain whose agent was killed. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,9 @@
 #include <unistd.h>
 
 #include "agentd.h"
+#include "options.h"
+#include "parse.h"
+#include "safeio.h"
 
 /* RAPL: no power figure is read from the hardware, so the wrap period is
  * computed for a bound no socket reaches (docs/agent.md, "Energy"). */
@@ -99,6 +103,99 @@ static void unsave(struct agentd *a, struct agentd_domain *d)
                 d->saved = false;
 }
 
+/* The low frequency the job asked for, as a figure for step_range(), and
+ * where it came from.  efficient: the driver's lowest nonlinear frequency,
+ * else calibrate's knee, else min (docs/agent.md, "Low frequency"). */
+static uint64_t wanted_low(const struct agentd *a, const struct mpi_pstate_cpufreq_policy *p,
+                           const char **src)
+{
+        if (a->o.low_khz != MPI_PSTATE_FREQ_EFFICIENT) {
+                *src = a->o.low_khz ? "request" : "min";
+                return a->o.low_khz;
+        }
+        if (p->nonlinear_khz) {
+                *src = "nonlinear";
+                return p->nonlinear_khz;
+        }
+        if (a->knee_khz > p->cpuinfo_min_khz && a->knee_khz < p->cpuinfo_max_khz) {
+                *src = "knee";
+                return a->knee_khz;
+        }
+        *src = "min";
+        return 0;
+}
+
+/* The range of d and the source of its low end: a floor that raised the
+ * wanted figure names itself (the step's scaling_min_freq, the admin's
+ * freq_min). */
+static int domain_range(struct agentd *a, struct agentd_domain *d,
+                        const struct mpi_pstate_cpufreq_policy *p,
+                        const struct mpi_pstate_cpufreq_settings *cur)
+{
+        uint64_t want = wanted_low(a, p, &d->low_src);
+        uint64_t base = want > p->cpuinfo_min_khz ? want : p->cpuinfo_min_khz;
+        int rc = mpi_pstate_cpufreq_step_range(p, cur, d->mech, want, a->o.freq_min_khz,
+                                               &d->low_khz, &d->high_khz);
+
+        if (rc)
+                return rc;
+        if (d->low_khz <= base)
+                return 0;
+        if (d->mech == MPI_PSTATE_CPUFREQ_MECH_MAXFREQ && cur->min_khz > base &&
+            cur->min_khz >= a->o.freq_min_khz)
+                d->low_src = "scaling_min";
+        else if (a->o.freq_min_khz > base)
+                d->low_src = "freq_min";
+        return 0;
+}
+
+/* The handle, falling back to EPP where the cap's file cannot be opened
+ * for writing (a read-only attribute, a confined sysfs) and the policy has
+ * a preference to lower: the mechanism AUTO chose could not work. */
+static int prepare(struct agentd *a, struct agentd_domain *d,
+                   const struct mpi_pstate_cpufreq_policy *p,
+                   const struct mpi_pstate_cpufreq_settings *cur, char *err, size_t errlen)
+{
+        char why[256] = "";
+        int rc = mpi_pstate_cpufreq_domain_prepare_from(&d->h, p, cur, d->mech, d->low_khz,
+                                                        d->high_khz, err, errlen);
+
+        if (!rc || a->o.mech != MPI_PSTATE_CPUFREQ_MECH_AUTO ||
+            d->mech != MPI_PSTATE_CPUFREQ_MECH_MAXFREQ ||
+            (rc != -EACCES && rc != -EPERM && rc != -EROFS))
+                return rc;
+        snprintf(why, sizeof(why), "%s", err);
+        if (mpi_pstate_cpufreq_mech_choose(p, MPI_PSTATE_CPUFREQ_MECH_EPP, a->o.allow_governor,
+                                           a->o.job_governor, &d->mech, err, errlen) != 0) {
+                d->mech = MPI_PSTATE_CPUFREQ_MECH_MAXFREQ;
+                snprintf(err, errlen, "%s", why);
+                return rc;
+        }
+        mpi_pstate_agentd_log(LOG_INFO, "%s: %s: using energy_performance_preference", d->name,
+                              why);
+        return mpi_pstate_cpufreq_domain_prepare_from(&d->h, p, cur, d->mech, d->low_khz,
+                                                      d->high_khz, err, errlen);
+}
+
+/* Switches d to userspace for setspeed when the step runs another governor. */
+static int to_userspace(struct agentd *a, struct agentd_domain *d,
+                        const struct mpi_pstate_cpufreq_policy *p, char *err, size_t errlen)
+{
+        struct mpi_pstate_cpufreq_limits lim = {0, 0, NULL, a->o.allow_governor};
+        struct mpi_pstate_cpufreq_request req = {NULL, p->cur.min_khz, p->cur.max_khz};
+        struct mpi_pstate_cpufreq_settings target;
+        int rc;
+
+        if (d->mech != MPI_PSTATE_CPUFREQ_MECH_SETSPEED || !strcmp(p->cur.governor, "userspace"))
+                return 0;
+        rc = mpi_pstate_cpufreq_plan(p, &lim, &req, d->mech, &target, NULL, err, errlen);
+        if (!rc)
+                rc = mpi_pstate_cpufreq_apply(p, &target, err, errlen);
+        if (!rc)
+                d->governor_changed = true;
+        return rc;
+}
+
 static void setup_one(struct agentd *a, struct agentd_domain *d)
 {
         const struct mpi_pstate_cpufreq_policy *p = &a->node->policies[d->policy];
@@ -123,47 +220,29 @@ static void setup_one(struct agentd *a, struct agentd_domain *d)
                 return;
         }
         d->saved = true;
-        if (d->mech == MPI_PSTATE_CPUFREQ_MECH_SETSPEED && strcmp(p->cur.governor, "userspace")) {
-                struct mpi_pstate_cpufreq_limits lim = {0, 0, NULL, a->o.allow_governor};
-                struct mpi_pstate_cpufreq_request req = {NULL, p->cur.min_khz, p->cur.max_khz};
-                struct mpi_pstate_cpufreq_settings target;
-
-                rc = mpi_pstate_cpufreq_plan(p, &lim, &req, d->mech, &target, NULL, err,
-                                             sizeof(err));
-                if (!rc)
-                        rc = mpi_pstate_cpufreq_apply(p, &target, err, sizeof(err));
-                if (rc) {
-                        set_status(d, AGENTD_DOM_ERROR, err);
-                        unsave(a, d);
-                        return;
-                }
-                d->governor_changed = true;
-        }
+        rc = to_userspace(a, d, p, err, sizeof(err));
         /* Read again only if the switch above changed them: otherwise the
          * discovery a moment ago is current, and a short step waits for
          * every sysfs read of this setup. */
-        if (d->governor_changed)
-                rc = mpi_pstate_cpufreq_read_settings(p, &cur);
-        else
-                cur = p->cur;
-        if (rc) {
+        if (!rc && d->governor_changed && (rc = mpi_pstate_cpufreq_read_settings(p, &cur)) != 0)
                 snprintf(err, sizeof(err), "reading settings: %s", strerror(-rc));
+        else if (!rc)
+                cur = d->governor_changed ? cur : p->cur;
+        if (rc) {
                 set_status(d, AGENTD_DOM_ERROR, err);
                 unsave(a, d);
                 return;
         }
         /* cur is the step's setting: the agent starts after Slurm applied
          * --cpu-freq/CpuFreqDef and the plugin its policy (docs/cpufreq.md). */
-        if (mpi_pstate_cpufreq_step_range(p, &cur, d->mech, a->o.low_khz, a->o.freq_min_khz,
-                                          &d->low_khz, &d->high_khz)) {
+        if (domain_range(a, d, p, &cur)) {
                 snprintf(err, sizeof(err), "no frequency below the maximum %u kHz is allowed",
                          d->high_khz);
                 set_status(d, AGENTD_DOM_NO_RANGE, err);
                 unsave(a, d);
                 return;
         }
-        rc = mpi_pstate_cpufreq_domain_prepare_from(&d->h, p, &cur, d->mech, d->low_khz,
-                                                    d->high_khz, err, sizeof(err));
+        rc = prepare(a, d, p, &cur, err, sizeof(err));
         if (rc) {
                 set_status(d, AGENTD_DOM_ERROR, err);
                 unsave(a, d);
@@ -175,12 +254,27 @@ static void setup_one(struct agentd *a, struct agentd_domain *d)
         set_status(d, AGENTD_DOM_MANAGED, "");
 }
 
+/* calibrate's knee, when --low efficient may need it: root's file only. */
+static void read_knee(struct agentd *a)
+{
+        char buf[32];
+        uint64_t v;
+
+        if (a->o.low_khz != MPI_PSTATE_FREQ_EFFICIENT || !a->o.knee_file)
+                return;
+        if (mpi_pstate_safeio_read_small(AT_FDCWD, a->o.knee_file, buf, sizeof(buf),
+                                         MPI_PSTATE_SAFEIO_OWNED, 0) >= 0 &&
+            mpi_pstate_parse_u64(buf, 1, UINT32_MAX, &v) == 0)
+                a->knee_khz = (uint32_t)v;
+}
+
 int mpi_pstate_agentd_hw_setup(struct agentd *a)
 {
         cpu_set_t seen;
         int rc;
 
         a->cpufreq_status = "ok";
+        read_knee(a);
         /* The step's policies only: a short step waits for this setup. */
         rc = mpi_pstate_cpufreq_discover_cpus(a->o.sysroot, &a->o.cpus, &a->node, a->cpufreq_err,
                                               sizeof(a->cpufreq_err));
@@ -232,6 +326,7 @@ int mpi_pstate_agentd_hw_setup(struct agentd *a)
                     d->status == AGENTD_DOM_MANAGED ? LOG_DEBUG : LOG_INFO, "%s: %s%s%s", d->name,
                     mpi_pstate_agentd_dom_status_name(d->status), d->why[0] ? ": " : "", d->why);
         }
+        mpi_pstate_agentd_uncore_setup(a);
         return 0;
 }
 
@@ -257,6 +352,7 @@ void mpi_pstate_agentd_hw_finish(struct agentd *a)
                         d->saved = false;
                 }
         }
+        mpi_pstate_agentd_uncore_finish(a);
 }
 
 /* No RAPL zone at all: hwmon energy counters or power meters, if any. */

@@ -153,6 +153,13 @@ static uint64_t op_now(void *ctx)
         return mono_ns();
 }
 
+/* A rank's domains, for the core clock and for the uncore. */
+static void set_rank_domains(struct agentd *a, unsigned i, const uint64_t *mask)
+{
+        mpi_pstate_agent_set_domains(&a->core, i, mask);
+        mpi_pstate_agentd_uncore_set_rank(a, i, mask);
+}
+
 /* ---- liveness ---- */
 
 static void *watcher_main(void *arg)
@@ -296,7 +303,7 @@ static void liveness(struct agentd *a, unsigned i, uint64_t now)
                 else
                         a->gone_dropped++;
                 /* its domains go up at once if it held them down */
-                mpi_pstate_agent_set_domains(&a->core, i, none);
+                set_rank_domains(a, i, none);
         }
 }
 
@@ -360,7 +367,7 @@ static void slot_refresh(struct agentd *a, unsigned i, const struct mpi_pstate_s
                 }
                 si->valid = false;
                 memset(mask, 0, sizeof(mask));
-                mpi_pstate_agent_set_domains(&a->core, i, mask);
+                set_rank_domains(a, i, mask);
                 return;
         }
         si->valid = true;
@@ -388,7 +395,7 @@ static void slot_refresh(struct agentd *a, unsigned i, const struct mpi_pstate_s
                 si->ever_mask[w] |= mask[w];
                 si->ndoms += (unsigned)__builtin_popcountll(mask[w]);
         }
-        mpi_pstate_agent_set_domains(&a->core, i, mask);
+        set_rank_domains(a, i, mask);
 }
 
 /* Hybrid ranks (docs/agent.md): the one domain a wait concerns, or -1 for
@@ -409,8 +416,10 @@ static int wait_domain(const struct agentd *a, const struct agentd_slot *si, int
         return d >= 0 && (unsigned)d < a->ndom && a->dom[d].per_core ? d : -1;
 }
 
-/* Reads slot i into its observation. */
-static void scan_one(struct agentd *a, unsigned i, uint64_t now, uint64_t ref_tsc, uint64_t ref_ns)
+/* Reads slot i into its observation; returns when its wait began (agent
+ * clock), 0 when it does not wait. */
+static uint64_t observe(struct agentd *a, unsigned i, uint64_t now, uint64_t ref_tsc,
+                        uint64_t ref_ns)
 {
         struct mpi_pstate_slot *s = mpi_pstate_slot_at(&a->seg, i);
         struct agentd_slot *si = &a->slots[i];
@@ -424,13 +433,13 @@ static void scan_one(struct agentd *a, unsigned i, uint64_t now, uint64_t ref_ts
         liveness(a, i, now);
         memset(o, 0, sizeof(*o));
         if (!si->valid || si->dead || si->pid <= 0 || si->state != MPI_PSTATE_SLOT_RUNNING)
-                return;
+                return 0;
         o->live = 1;
         o->lowerable = !a->o.profile && si->mode == MPI_PSTATE_SLOT_MODE_ON &&
                        si->clock != MPI_PSTATE_CLOCK_NONE;
         since = atomic_load_explicit(&s->wait_since, memory_order_acquire);
         if (!since)
-                return;
+                return 0;
         o->since = since;
         {
                 int d =
@@ -448,6 +457,12 @@ static void scan_one(struct agentd *a, unsigned i, uint64_t now, uint64_t ref_ts
          * call does not look at its flag, so it would not wake us. */
         thr = si->thr_ns > a->thr_ns ? si->thr_ns : a->thr_ns;
         o->deadline_ns = since_ns + thr < since_ns ? UINT64_MAX : since_ns + thr;
+        return since_ns;
+}
+
+static void scan_one(struct agentd *a, unsigned i, uint64_t now, uint64_t ref_tsc, uint64_t ref_ns)
+{
+        mpi_pstate_agentd_uncore_obs(a, i, observe(a, i, now, ref_tsc, ref_ns));
 }
 
 /* A full scan reads every slot; the wake-ups in between (a deadline, a
@@ -672,6 +687,8 @@ static void cpu_cap(struct agentd *a)
                 a->capped_raises += a->core.domains[d].down;
         in_segment = 1; /* the raise updates the ranks' slots */
         mpi_pstate_agent_hold_all(&a->core);
+        if (a->ucore_on)
+                mpi_pstate_agent_hold_all(&a->ucore);
         in_segment = 0;
         sleep_until(now + pay);
 }
@@ -780,7 +797,7 @@ int mpi_pstate_agentd_core_setup(struct agentd *a)
                 a->core.domains[d].usable = d < a->ndom && a->dom[d].status == AGENTD_DOM_MANAGED;
         for (unsigned d = 0; d < a->ndom; d++)
                 a->dom[d].per_core = domain_per_core(a, &a->dom[d]);
-        return 0;
+        return mpi_pstate_agentd_uncore_core_setup(a);
 }
 
 /* The end, while the segment is still mapped: every domain up, and the
@@ -791,11 +808,15 @@ static void final_pass(struct agentd *a)
                 in_segment = 0;
                 a->seg_lost = true;
                 mpi_pstate_agent_raise_all(&a->core, 0);
+                if (a->ucore_on)
+                        mpi_pstate_agent_raise_all(&a->ucore, 0);
                 return;
         }
         in_segment = 1;
         if (!a->seg_lost) {
                 mpi_pstate_agent_raise_all(&a->core, 1);
+                if (a->ucore_on)
+                        mpi_pstate_agent_raise_all(&a->ucore, 0);
                 for (unsigned i = 0; i < a->seg.nslots; i++) {
                         const struct mpi_pstate_slot *s = mpi_pstate_slot_at(&a->seg, i);
 
@@ -842,6 +863,11 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                  * microsecond (docs/agent.md, "Budgets"). */
                 (void)mpi_pstate_agent_step(&a->core, a->obs, wake);
                 next = a->core.next_event < next_full ? a->core.next_event : next_full;
+                if (a->ucore_on) {
+                        (void)mpi_pstate_agent_step(&a->ucore, a->uobs, wake);
+                        if (a->ucore.next_event < next)
+                                next = a->ucore.next_event;
+                }
                 done = a->o.exit_when_done && all_done(a);
                 in_segment = 0;
                 if (done) {
@@ -909,6 +935,8 @@ int mpi_pstate_agentd_run(struct agentd *a, volatile sig_atomic_t *stop)
                                       "domain goes back up, the ranks are no longer followed",
                                       a->o.shm);
                 mpi_pstate_agent_raise_all(&a->core, 0);
+                if (a->ucore_on)
+                        mpi_pstate_agent_raise_all(&a->ucore, 0);
                 a->exit_reason = "segment_lost";
                 return 0;
         }
@@ -930,6 +958,7 @@ void mpi_pstate_agentd_teardown(struct agentd *a)
         if (a->created && !a->o.keep_shm)
                 unlink(a->o.shm);
         mpi_pstate_agent_free(&a->core);
+        mpi_pstate_agentd_uncore_free(a);
         free(a->slots);
         free(a->obs);
         free(a->copy);

@@ -45,9 +45,13 @@ static const char usage_text[] =
     "  --cpus LIST            the step's CPUs (default: the agent's own affinity)\n"
     "  --job J --step S       owner of the restore records\n"
     "  --uid U --gid G        owner of the segment (checked when attaching)\n"
-    "  --mechanism auto|max_freq|setspeed\n"
+    "  --mechanism auto|max_freq|setspeed|epp\n"
     "  --allow-governor BOOL  may switch a policy to userspace for setspeed (yes)\n"
     "  --freq-min FREQ        the site's floor (freq_min): \"min\" is never below it\n"
+    "  --knee-file FILE       calibrate's knee, for --low efficient (" AGENTD_KNEE_FILE ")\n"
+    "  --uncore BOOL          lower an uncore domain the step owns whole while every\n"
+    "                         rank on it waits (no)\n"
+    "  --uncore-threshold D   how long they must all wait first (10ms)\n"
     "  --scan-interval D      shortest scan interval (default: the threshold)\n"
     "  --cpu-budget PERCENT   stretch the scan interval to stay below this (0.5, 0 = off)\n"
     "  --cpu-cap PERCENT      never use more, whatever the ranks do (5, 0 = off)\n"
@@ -88,6 +92,9 @@ enum {
         OPT_CAP,
         OPT_NODE,
         OPT_RESTORE,
+        OPT_KNEE,
+        OPT_UNCORE,
+        OPT_UNCORE_THR,
         OPT_VERSION,
         OPT_TABLE, /* + MPI_PSTATE_OPT_<ID>: the entries of options.def */
 };
@@ -118,6 +125,9 @@ static const struct option longopts[] = {
     {"cpu-cap", required_argument, NULL, OPT_CAP},
     {"node", required_argument, NULL, OPT_NODE},
     {"restore", required_argument, NULL, OPT_RESTORE},
+    {"knee-file", required_argument, NULL, OPT_KNEE},
+    {"uncore", required_argument, NULL, OPT_UNCORE},
+    {"uncore-threshold", required_argument, NULL, OPT_UNCORE_THR},
     {"verbose", no_argument, NULL, 'v'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, 'h'},
@@ -269,9 +279,22 @@ static int tuning_arg(int c, const char *arg, struct agentd_opts *o)
         switch (c) {
         case OPT_MECH:
                 if (mpi_pstate_cpufreq_mech_parse(arg, &o->mech))
-                        return usage_error("--mechanism is auto, max_freq or setspeed, not "
+                        return usage_error("--mechanism is auto, max_freq, setspeed or epp, not "
                                            "'%s'",
                                            arg);
+                break;
+        case OPT_KNEE:
+                o->knee_file = arg;
+                break;
+        case OPT_UNCORE:
+                if (mpi_pstate_parse_bool(arg, &b))
+                        return usage_error("--uncore needs yes or no, not '%s'", arg);
+                o->uncore = b;
+                break;
+        case OPT_UNCORE_THR:
+                if (mpi_pstate_parse_duration_us(arg, &v))
+                        return usage_error("invalid duration '%s'", arg);
+                o->uncore_threshold_us = v;
                 break;
         case OPT_ALLOW_GOV:
                 if (mpi_pstate_parse_bool(arg, &b))
@@ -649,6 +672,9 @@ static size_t fence(struct agentd *a, struct agentd_fence *f, size_t max, char *
                 if (a->dom[i].saved || a->dom[i].status == AGENTD_DOM_MANAGED)
                         f[n++] = (struct agentd_fence){a->node->policies[a->dom[i].policy].dir,
                                                        AGENTD_FENCE_WRITE};
+        for (unsigned i = 0; i < a->nudom && n + 3 < max; i++)
+                if (a->udom[i].saved)
+                        f[n++] = (struct agentd_fence){a->udom[i].d->dir, AGENTD_FENCE_WRITE};
         f[n++] = (struct agentd_fence){a->o.runtime_dir, AGENTD_FENCE_FILES};
         if (a->o.record && mpi_pstate_agentd_parent_dir(a->o.record, rec_dir, rec_len) == 0 &&
             (fd = mpi_pstate_safeio_open_dir(rec_dir, 1, 0755)) >= 0) {
@@ -666,7 +692,7 @@ static size_t fence(struct agentd *a, struct agentd_fence *f, size_t max, char *
  * when the watcher cannot start. */
 static int confine(struct agentd *a)
 {
-        struct agentd_fence f[MPI_PSTATE_AGENT_MAX_DOMAINS + 3];
+        struct agentd_fence f[MPI_PSTATE_AGENT_MAX_DOMAINS + MPI_PSTATE_UNCORE_MAX + 3];
         char rec_dir[4096], shm_dir[4096];
         struct agentd_hardening *h = &a->hard;
         size_t n;
@@ -813,6 +839,8 @@ int main(int argc, char **argv)
         o->allow_governor = true;
         o->sysroot = "/sys";
         o->rt_prio = 1;
+        o->knee_file = AGENTD_KNEE_FILE;
+        o->uncore_threshold_us = AGENTD_UNCORE_THRESHOLD_US;
         o->budget_ppm = 5000;
         o->cap_ppm = 50000;
         rc = parse_args(argc, argv, &cl, o);

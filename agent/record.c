@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agentd.h"
+#include "options.h"
 #include "json.h"
 #include "safeio.h"
 
@@ -160,6 +161,7 @@ static void put_domain(struct mpi_pstate_json *b, const struct agentd *a, unsign
         if (dm->status == AGENTD_DOM_MANAGED) {
                 key_str(b, "mechanism", mpi_pstate_cpufreq_mech_name(dm->mech));
                 key_u64(b, "low_khz", dm->low_khz);
+                key_str(b, "low_src", dm->low_src ? dm->low_src : "min");
                 key_u64(b, "high_khz", dm->high_khz);
         }
         key_domain_ranks(b, a, d);
@@ -172,6 +174,45 @@ static void put_domain(struct mpi_pstate_json *b, const struct agentd *a, unsign
                 dm->restore_rc < 0    ? "failed"
                 : dm->restore_rc == 1 ? "restored"
                                       : "none");
+        mpi_pstate_json_close(b);
+}
+
+static void put_uncore(struct mpi_pstate_json *b, const struct agentd *a, unsigned u)
+{
+        const struct agentd_uncore *du = &a->udom[u];
+        const struct mpi_pstate_agent_domain *cd = a->ucore_on ? &a->ucore.domains[u] : NULL;
+
+        mpi_pstate_json_elem(b);
+        mpi_pstate_json_open(b, '{', NULL);
+        key_str(b, "domain", du->d->name);
+        key_cpus(b, "cpus", &du->d->cpus);
+        key_str(b, "status", mpi_pstate_agentd_dom_status_name(du->status));
+        key_str(b, "reason", du->why);
+        if (du->status == AGENTD_DOM_MANAGED) {
+                key_u64(b, "low_khz", du->h.low_khz);
+                key_u64(b, "high_khz", du->h.high_khz);
+        }
+        key_u64(b, "transitions", cd ? cd->transitions : 0);
+        key_secs(b, "down_s", cd ? cd->down_ns : 0);
+        key_u64(b, "aborted", cd ? cd->aborted : 0);
+        key_u64(b, "write_errors", cd ? cd->write_errors : 0);
+        key_str(b, "restore",
+                du->restore_rc < 0    ? "failed"
+                : du->restore_rc == 1 ? "restored"
+                                      : "none");
+        mpi_pstate_json_close(b);
+}
+
+/* Present only when the lever was asked for: a record without it reads as
+ * before. */
+static void put_uncores(struct mpi_pstate_json *b, const struct agentd *a)
+{
+        if (!a->o.uncore)
+                return;
+        mpi_pstate_json_key(b, "uncore");
+        mpi_pstate_json_open(b, '[', "    ");
+        for (unsigned u = 0; u < a->nudom; u++)
+                put_uncore(b, a, u);
         mpi_pstate_json_close(b);
 }
 
@@ -457,10 +498,15 @@ static void put_settings(struct mpi_pstate_json *b, const struct agentd *a)
         key_u64(b, "scan_interval_us", a->scan_ns / 1000u);
         key_u64(b, "cpu_budget_ppm", a->o.budget_ppm);
         key_u64(b, "cpu_cap_ppm", a->o.cap_ppm);
-        if (a->o.low_khz)
+        if (a->o.low_khz == MPI_PSTATE_FREQ_EFFICIENT)
+                key_str(b, "low", "efficient");
+        else if (a->o.low_khz)
                 key_u64(b, "low", a->o.low_khz);
         else
                 key_str(b, "low", "min");
+        key_u64(b, "knee_khz", a->knee_khz);
+        key_bool(b, "uncore", a->o.uncore);
+        key_u64(b, "uncore_threshold_us", a->o.uncore_threshold_us);
         key_str(b, "mechanism_requested", mpi_pstate_cpufreq_mech_name(a->o.mech));
         key_bool(b, "allow_governor", a->o.allow_governor);
         key_u64(b, "freq_min_khz", a->o.freq_min_khz);
@@ -517,6 +563,7 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
         put_settings(&b, a);
         put_cpufreq(&b, a);
         put_domains(&b, a);
+        put_uncores(&b, a);
         put_ranks(&b, a);
         put_energy(&b, a);
         put_agent(&b, a, elapsed);

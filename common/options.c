@@ -44,7 +44,7 @@ static const char *const bind_words[] = {
 /* Enumerated types say "one of <their words>" instead. */
 #define EXPECT_MODE NULL
 #define EXPECT_DURATION "a duration such as 500us or 2ms"
-#define EXPECT_FREQ "a frequency such as 1.2GHz, 1200MHz or 1200000 (kHz), or min"
+#define EXPECT_FREQ "a frequency such as 1.2GHz, 1200MHz or 1200000 (kHz), min or efficient"
 #define EXPECT_GOVERNOR NULL
 #define EXPECT_BIND NULL
 
@@ -163,8 +163,9 @@ static int parse_value(enum value_type t, const char *s, void *p)
                         *(uint64_t *)p = u;
                 return rc;
         case TYPE_FREQ:
-                if (strcasecmp(s, "min") == 0) {
-                        *(uint64_t *)p = MPI_PSTATE_FREQ_MIN;
+                if (strcasecmp(s, "min") == 0 || strcasecmp(s, "efficient") == 0) {
+                        *(uint64_t *)p = strcasecmp(s, "min") == 0 ? MPI_PSTATE_FREQ_MIN
+                                                                   : MPI_PSTATE_FREQ_EFFICIENT;
                         return 0;
                 }
                 rc = mpi_pstate_parse_freq_khz(s, &u);
@@ -330,8 +331,9 @@ static int format_value(const struct mpi_pstate_options *o, int id, bool human, 
                 if (!word)
                         return -EINVAL;
                 n = snprintf(buf, len, "%s", word);
-        } else if (d->type == TYPE_FREQ && v == MPI_PSTATE_FREQ_MIN) {
-                n = snprintf(buf, len, "min");
+        } else if (d->type == TYPE_FREQ &&
+                   (v == MPI_PSTATE_FREQ_MIN || v == MPI_PSTATE_FREQ_EFFICIENT)) {
+                n = snprintf(buf, len, "%s", v == MPI_PSTATE_FREQ_MIN ? "min" : "efficient");
         } else if (!human) {
                 n = snprintf(buf, len, "%" PRIu64, v);
         } else if (d->type == TYPE_DURATION) {

@@ -45,13 +45,18 @@ enum mpi_pstate_option_id {
 /* C type of each value type of the table. */
 #define MPI_PSTATE_CTYPE_MODE enum mpi_pstate_mode
 #define MPI_PSTATE_CTYPE_DURATION uint64_t /* microseconds */
-#define MPI_PSTATE_CTYPE_FREQ uint64_t     /* kHz; MPI_PSTATE_FREQ_MIN means "min" */
+#define MPI_PSTATE_CTYPE_FREQ uint64_t     /* kHz, or MPI_PSTATE_FREQ_MIN/_EFFICIENT */
 #define MPI_PSTATE_CTYPE_GOVERNOR enum mpi_pstate_governor
 #define MPI_PSTATE_CTYPE_BIND enum mpi_pstate_bind
 
 /* "min": the lowest frequency the core and the site allow, resolved on the
  * node (0 kHz is never a valid frequency, so it cannot collide). */
 #define MPI_PSTATE_FREQ_MIN UINT64_C(0)
+/* "efficient": the lowest frequency that still saves power per cycle (the
+ * driver's lowest nonlinear frequency, else the knee calibrate measured,
+ * else min), resolved on the node.  No frequency parses to it: cpufreq
+ * figures are 32-bit. */
+#define MPI_PSTATE_FREQ_EFFICIENT UINT64_MAX
 
 /* Fields, one per entry of options.def: mode, threshold_us, low_khz,
  * governor, bind. */

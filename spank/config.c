@@ -486,7 +486,7 @@ enum mpi_pstate_limit mpi_pstate_config_limit(const struct mpi_pstate_config *c,
                 return clamp_u64(&o->threshold_us, c->threshold_min_us, c->threshold_max_us, id,
                                  "threshold", "threshold_min", "threshold_max", note, notelen);
         case MPI_PSTATE_OPT_LOW:
-                if (o->low_khz == MPI_PSTATE_FREQ_MIN)
+                if (o->low_khz == MPI_PSTATE_FREQ_MIN || o->low_khz == MPI_PSTATE_FREQ_EFFICIENT)
                         return MPI_PSTATE_LIMIT_OK; /* resolved against freq_min on the node */
                 return clamp_u64(&o->low_khz, c->freq_min_khz,
                                  c->freq_max_khz ? c->freq_max_khz : UINT64_MAX, id,

@@ -37,7 +37,7 @@ WORD_MACROS = {"MPI_PSTATE_WORD_MODE": "MODE", "MPI_PSTATE_WORD_GOVERNOR": "GOVE
 CANONICAL = {
     "MODE": "the mode word",
     "DURATION": "microseconds as a plain number",
-    "FREQ": "kHz as a plain number, or min",
+    "FREQ": "kHz as a plain number, min or efficient",
     "GOVERNOR": "the governor word",
     "BIND": "the binding word",
 }
@@ -284,8 +284,9 @@ def agent_md_options(options: list[Option]) -> list[str]:
     out: list[str] = ["| option | meaning |", "|---|---|"]
     for o in options:
         u = plain_usage(o).replace("|", "\\|")
-        out.append(f"| `--{o.name} {o.arginfo}`, `--{o.key}` | {u}; default `{agent_default(o)}` "
-                   f"or `{o.env}` |".replace("freq|min", "freq\\|min"))
+        arg = o.arginfo.replace("|", "\\|")
+        out.append(f"| `--{o.name} {arg}`, `--{o.key}` | {u}; default `{agent_default(o)}` "
+                   f"or `{o.env}` |")
     return out
 
 

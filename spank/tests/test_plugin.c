@@ -82,7 +82,7 @@ START_TEST(registers_every_option_in_every_context)
         for (int i = 0; i < stub.nopts; i++)
                 ck_assert(strncmp(stub.opts[i].usage, "[mpi-pstate] ", 13) == 0);
         ck_assert_str_eq(opt_named("mpi-pstate")->arginfo, "[mode]");
-        ck_assert_str_eq(opt_named("mpi-pstate-low")->arginfo, "freq|min");
+        ck_assert_str_eq(opt_named("mpi-pstate-low")->arginfo, "freq|min|efficient");
 }
 END_TEST
 

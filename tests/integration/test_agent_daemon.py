@@ -151,8 +151,9 @@ def sim(shm: str, *args: str, timeout: float = 120) -> dict:
     return json.loads(r.stdout)
 
 
-@unittest.skipIf(SKIP, SKIP or "")
-class AgentDaemon(unittest.TestCase):
+class AgentCase(unittest.TestCase):
+    """Trees, agents and segments a test made, removed after it."""
+
     def setUp(self) -> None:
         self.trees: list[Tree] = []
         self.agents: list[Agent] = []
@@ -184,6 +185,10 @@ class AgentDaemon(unittest.TestCase):
         s = ms.LiveSegment(a.shm)
         self.segs.append(s)
         return s
+
+
+@unittest.skipIf(SKIP, SKIP or "")
+class AgentDaemon(AgentCase):
 
     # ---- the budgets' functional half
 

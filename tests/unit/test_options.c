@@ -170,15 +170,19 @@ START_TEST(low_values)
         ck_assert_uint_eq(o.low_khz, 1000000);
         ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", "MIN", err, sizeof(err)), 0);
         ck_assert_uint_eq(o.low_khz, MPI_PSTATE_FREQ_MIN);
+        ck_assert_int_eq(
+            mpi_pstate_options_set(&o, "mpi-pstate-low", "efficient", err, sizeof(err)), 0);
+        ck_assert_uint_eq(o.low_khz, MPI_PSTATE_FREQ_EFFICIENT);
         ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", "1.2", err, sizeof(err)),
                          -EINVAL);
-        ck_assert_str_eq(err, "mpi-pstate: invalid value \"1.2\" for --mpi-pstate-low: expected "
-                              "a frequency such as 1.2GHz, 1200MHz or 1200000 (kHz), or min");
+        ck_assert_str_eq(err,
+                         "mpi-pstate: invalid value \"1.2\" for --mpi-pstate-low: expected "
+                         "a frequency such as 1.2GHz, 1200MHz or 1200000 (kHz), min or efficient");
         ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", "0", err, sizeof(err)),
                          -ERANGE);
         ck_assert_int_eq(mpi_pstate_options_set(&o, "mpi-pstate-low", "max", err, sizeof(err)),
                          -EINVAL);
-        ck_assert_uint_eq(o.low_khz, MPI_PSTATE_FREQ_MIN);
+        ck_assert_uint_eq(o.low_khz, MPI_PSTATE_FREQ_EFFICIENT); /* untouched by the failures */
 }
 END_TEST
 
