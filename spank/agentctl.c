@@ -56,7 +56,7 @@ static int push(char **argv, size_t max, size_t *argc, const char *flag, const c
 int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
                              char **argv, size_t max)
 {
-        const char *job, *step, *uid, *gid, *floor = NULL, *nslots = NULL, *budget;
+        const char *job, *step, *uid, *gid, *floor = NULL, *nslots = NULL, *budget, *uthr = NULL;
         size_t used = 0, argc = 0;
         int rc = 0;
 
@@ -79,6 +79,9 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
                 (unsigned long long)(a->budget_ppm % 10000u));
         if (!budget)
                 return -ENOSPC;
+        if (a->uncore &&
+            !(uthr = str(buf, buflen, &used, "%lluus", (unsigned long long)a->uncore_threshold_us)))
+                return -ENOSPC;
         /* --foreground: detached by us already, so the pid we record is the
          * agent's.  --keep-shm: the segment is the plugin's and stays for the
          * node epilog.  Optional pairs have a NULL value when absent. */
@@ -96,6 +99,8 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
             {"--allow-governor", a->no_governor_change ? "no" : NULL},
             {"--log", a->log},
             {"--sysroot", a->sysroot},
+            {"--uncore", a->uncore ? "yes" : NULL},
+            {"--uncore-threshold", uthr},
         };
         argv[argc++] = (char *)a->path;
         for (size_t i = 0; i < sizeof(head) / sizeof(head[0]) && !rc; i++)

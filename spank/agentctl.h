@@ -26,7 +26,7 @@ struct mpi_pstate_agent_args {
         const char *shm;         /* the step's segment */
         uint32_t nslots;         /* the slots the plugin made it with; 0: the header's */
         const char *cpus;        /* the step's CPUs, list syntax */
-        const char *mechanism;   /* "auto", "max_freq" or "setspeed" */
+        const char *mechanism;   /* "auto", "max_freq", "setspeed" or "epp" */
         const char *restore_dir; /* restore records (<runtime_dir>/restore) */
         const char *record;      /* agent record, also what identifies the process */
         const char *log;         /* the agent's log file */
@@ -40,6 +40,8 @@ struct mpi_pstate_agent_args {
         uint64_t freq_min_khz;   /* the site's floor, 0: none */
         uint64_t budget_ppm;     /* the agent's CPU budget (agent_cpu_budget=) */
         bool no_governor_change; /* Slurm set the step: --allow-governor no */
+        bool uncore;             /* uncore=yes: --uncore yes */
+        uint64_t uncore_threshold_us;
 };
 
 #define MPI_PSTATE_AGENT_MAX_ARGS (32 + 2 * MPI_PSTATE_OPT_COUNT)

@@ -34,6 +34,8 @@ enum key_kind {
         KEY_AGENT_BUDGET,  /* percent of a core */
         KEY_CARBON,        /* g CO2/kWh, site-wide and per partition: for the reports */
         KEY_METRICS_DIR,   /* absolute path, %h allowed: the Epilogs' Prometheus files */
+        KEY_UNCORE,        /* bool */
+        KEY_UNCORE_THR,    /* duration */
 };
 
 static const struct key {
@@ -56,7 +58,7 @@ static const struct key {
      "an absolute directory path without . or .. components (escapes: %h, %%)"},
     {"preload", KEY_PRELOAD, -1, "an absolute file path without . or .. components"},
     {"agent", KEY_AGENT, -1, "an absolute file path without . or .. components"},
-    {"mechanism", KEY_MECHANISM, -1, "one of auto, max_freq, setspeed"},
+    {"mechanism", KEY_MECHANISM, -1, "one of auto, max_freq, setspeed, epp"},
     {"sysroot", KEY_SYSROOT, -1, "an absolute directory path without . or .. components"},
     {"agent_cpu_budget", KEY_AGENT_BUDGET, -1,
      "a percentage of one core such as 0.5 (0: no budget), at most 100"},
@@ -64,11 +66,13 @@ static const struct key {
      "grams of CO2 per kWh (0-5000), site-wide and/or per partition: 350 or 350,gpu:120"},
     {"metrics_dir", KEY_METRICS_DIR, -1,
      "an absolute directory path without . or .. components (escapes: %h, %%)"},
+    {"uncore", KEY_UNCORE, -1, "yes or no"},
+    {"uncore_threshold", KEY_UNCORE_THR, -1, "a duration such as 10ms, at least 1ms"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
-static const char *const mechanisms[] = {"auto", "max_freq", "setspeed"};
+static const char *const mechanisms[] = {"auto", "max_freq", "setspeed", "epp"};
 
 const char *mpi_pstate_config_key(size_t i)
 {
@@ -91,6 +95,7 @@ void mpi_pstate_config_defaults(struct mpi_pstate_config *c)
         snprintf(c->mechanism, sizeof(c->mechanism), "auto");
         snprintf(c->sysroot, sizeof(c->sysroot), "%s", MPI_PSTATE_CONFIG_SYSROOT);
         c->agent_budget_ppm = MPI_PSTATE_CONFIG_AGENT_BUDGET_PPM;
+        c->uncore_threshold_us = MPI_PSTATE_CONFIG_UNCORE_THRESHOLD_US;
 }
 
 __attribute__((format(printf, 3, 4))) static void report_f(mpi_pstate_config_report_f report,
@@ -277,6 +282,19 @@ static int apply_key(struct mpi_pstate_config *c, const struct key *k, const cha
                 return mpi_pstate_parse_percent_ppm(v, &c->agent_budget_ppm);
         case KEY_CARBON:
                 return mpi_pstate_parse_carbon(v);
+        case KEY_UNCORE:
+                rc = mpi_pstate_parse_bool(v, &b);
+                if (rc == 0)
+                        c->uncore = b;
+                return rc;
+        case KEY_UNCORE_THR:
+                /* Below a millisecond the uncore's own latency is the wait. */
+                rc = mpi_pstate_parse_duration_us(v, &u);
+                if (rc == 0 && u < 1000)
+                        rc = -ERANGE;
+                if (rc == 0)
+                        c->uncore_threshold_us = u;
+                return rc;
         case KEY_METRICS_DIR: {
                 /* the Epilogs write there; the plugin only checks the value */
                 char dir[sizeof(c->runtime_dir)];

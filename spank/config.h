@@ -24,6 +24,8 @@
 
 /* No limit on the threshold: the largest duration parse.h accepts (a day). */
 #define MPI_PSTATE_CONFIG_THRESHOLD_MAX UINT64_C(86400000000)
+/* The agent's own default (agent/agentd.h, --uncore-threshold). */
+#define MPI_PSTATE_CONFIG_UNCORE_THRESHOLD_US 10000
 /* The agent's own default (agent/main.c, --cpu-budget 0.5). */
 #define MPI_PSTATE_CONFIG_AGENT_BUDGET_PPM UINT64_C(5000)
 
@@ -48,12 +50,17 @@ struct mpi_pstate_config {
         char preload[MPI_PSTATE_CONFIG_PATH_MAX];
         char agent[MPI_PSTATE_CONFIG_PATH_MAX];
         /* mechanism: how a waiting core is clocked down, a word of
-         * common/cpufreq.h's mpi_pstate_cpufreq_mech_parse(): auto, max_freq
-         * or setspeed. */
+         * common/cpufreq.h's mpi_pstate_cpufreq_mech_parse(): auto, max_freq,
+         * setspeed or epp. */
         char mechanism[16];
         /* agent_cpu_budget: the node agent's CPU budget in millionths of a
          * core (--cpu-budget; 0: none). */
         uint64_t agent_budget_ppm;
+        /* uncore, uncore_threshold: may the agent lower the uncore of a
+         * package a step owns whole, after every rank on it waited this long
+         * (off until measured on the site's hardware: docs/levers.md). */
+        bool uncore;
+        uint64_t uncore_threshold_us;
         /* sysroot: where sysfs is mounted ("/sys"); a fake tree in tests. */
         char sysroot[MPI_PSTATE_CONFIG_PATH_MAX];
 };

@@ -44,6 +44,8 @@ static void start_agent(struct mpi_pstate_step_state *s, const struct mpi_pstate
             .freq_min_khz = st->cfg->freq_min_khz,
             .budget_ppm = st->cfg->agent_budget_ppm,
             .no_governor_change = s->slurm_set,
+            .uncore = st->cfg->uncore,
+            .uncore_threshold_us = st->cfg->uncore_threshold_us,
         };
         char err[256] = "";
         int rc;

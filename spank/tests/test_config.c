@@ -85,6 +85,8 @@ START_TEST(every_key_applies)
                         "agent_cpu_budget=1.25",
                         "carbon_g_per_kwh=350,gpu:120",
                         "metrics_dir=/var/lib/prometheus/node-exporter",
+                        "uncore=yes",
+                        "uncore_threshold=20ms",
                         NULL};
 
         ck_assert_int_eq(parse(&c, &r, argv), 0);
@@ -109,6 +111,8 @@ START_TEST(every_key_applies)
         ck_assert_str_eq(c.mechanism, "max_freq");
         ck_assert_str_eq(c.sysroot, "/srv/fake/sys");
         ck_assert_uint_eq(c.agent_budget_ppm, 12500);
+        ck_assert(c.uncore);
+        ck_assert_uint_eq(c.uncore_threshold_us, 20000);
 }
 END_TEST
 
@@ -132,9 +136,11 @@ START_TEST(new_keys_refuse_what_they_cannot_use)
                         "agent_cpu_budget=0.00001",
                         "carbon_g_per_kwh=350,400",
                         "metrics_dir=prom",
+                        "uncore=maybe",
+                        "uncore_threshold=500us",
                         NULL};
 
-        ck_assert_int_eq(parse(&c, &r, argv), 13);
+        ck_assert_int_eq(parse(&c, &r, argv), 15);
         ck_assert_str_eq(c.runtime_dir, "/srv/%h/run");
         ck_assert_ptr_nonnull(strstr(r.msg[0], "\"/srv/%n/run\" for runtime_dir"));
         ck_assert_ptr_nonnull(strstr(r.msg[0], "escapes: %h, %%"));
@@ -426,7 +432,7 @@ START_TEST(every_key_documented)
                 }
                 free(text);
         }
-        ck_assert_uint_eq(nkeys, 20);
+        ck_assert_uint_eq(nkeys, 22);
         ck_assert_ptr_null(mpi_pstate_config_key(nkeys));
 }
 END_TEST

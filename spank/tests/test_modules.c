@@ -194,6 +194,16 @@ START_TEST(agent_argv)
         ck_assert_ptr_nonnull(strstr(line, " --freq-min 1200000 "));
         ck_assert_ptr_nonnull(strstr(line, " --step 4294967291 "));
         ck_assert_ptr_null(strstr(line, "--log"));
+        ck_assert_ptr_null(strstr(line, "--uncore"));
+        /* uncore=yes reaches the agent with its threshold; efficient by name */
+        a.uncore = true;
+        a.uncore_threshold_us = 20000;
+        a.opt.low_khz = MPI_PSTATE_FREQ_EFFICIENT;
+        n = mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS);
+        joined(argv, line, sizeof(line));
+        ck_assert_ptr_nonnull(strstr(line, " --uncore yes --uncore-threshold 20000us"));
+        ck_assert_ptr_nonnull(strstr(line, " --mpi-pstate-low efficient "));
+        a.uncore = false;
         ck_assert_int_eq(mpi_pstate_agentctl_argv(&a, buf, 8, argv, MPI_PSTATE_AGENT_MAX_ARGS),
                          -ENOSPC);
         ck_assert_int_eq(mpi_pstate_agentctl_argv(&a, buf, sizeof(buf), argv, 10), -ENOSPC);
