@@ -121,11 +121,14 @@ static inline void mp_inc_mt(_Atomic uint64_t *p, uint64_t v)
         atomic_fetch_add_explicit(p, v, memory_order_relaxed);
 }
 
-/* Inlined into the wrapper: the return address is the application's call
- * site, the unit of wait prediction.  A wait predicted long, and one
+/* Inlined into the wrapper, always: the return address is then the
+ * application's call site, the unit of wait prediction.  Left to its
+ * heuristics, GCC 12 made this an out-of-line function called from 67
+ * wrappers, where the return address is a place in the wrapper: every
+ * call of one function was one site.  A wait predicted long, and one
  * blocking call in MPI_PSTATE_WAIT_SAMPLE, also reads the thread's CPU time
  * (a system call, out of line): a call at a short site pays a decrement. */
-static inline void mp_wait_begin(unsigned fid, uint64_t t0)
+__attribute__((always_inline)) static inline void mp_wait_begin(unsigned fid, uint64_t t0)
 {
         unsigned site = mpi_pstate_pred_site((uintptr_t)__builtin_return_address(0));
 
