@@ -151,7 +151,9 @@ static int domain_range(struct agentd *a, struct agentd_domain *d,
 
 /* The handle, falling back to EPP where the cap's file cannot be opened
  * for writing (a read-only attribute, a confined sysfs) and the policy has
- * a preference to lower: the mechanism AUTO chose could not work. */
+ * a preference to lower: max_freq, asked for or chosen (the plugin passes
+ * the mechanism it resolved), cannot work there, and EPP changes no
+ * governor either. */
 static int prepare(struct agentd *a, struct agentd_domain *d,
                    const struct mpi_pstate_cpufreq_policy *p,
                    const struct mpi_pstate_cpufreq_settings *cur, char *err, size_t errlen)
@@ -160,8 +162,7 @@ static int prepare(struct agentd *a, struct agentd_domain *d,
         int rc = mpi_pstate_cpufreq_domain_prepare_from(&d->h, p, cur, d->mech, d->low_khz,
                                                         d->high_khz, err, errlen);
 
-        if (!rc || a->o.mech != MPI_PSTATE_CPUFREQ_MECH_AUTO ||
-            d->mech != MPI_PSTATE_CPUFREQ_MECH_MAXFREQ ||
+        if (!rc || d->mech != MPI_PSTATE_CPUFREQ_MECH_MAXFREQ ||
             (rc != -EACCES && rc != -EPERM && rc != -EROFS))
                 return rc;
         snprintf(why, sizeof(why), "%s", err);

@@ -44,7 +44,9 @@ struct mpi_pstate_agent_args {
         uint64_t uncore_threshold_us;
 };
 
-#define MPI_PSTATE_AGENT_MAX_ARGS (32 + 2 * MPI_PSTATE_OPT_COUNT)
+/* argv[0], 2 flags and 7 pairs before the options, a pair per option, 10
+ * pairs after them, the NULL; with room for two more pairs. */
+#define MPI_PSTATE_AGENT_MAX_ARGS (42 + 2 * MPI_PSTATE_OPT_COUNT)
 
 /* Pure: the agent's argv (NULL-terminated) into argv[max], the strings of
  * numbers formatted into buf.  Returns argc or -ENOSPC / -EINVAL. */

@@ -203,6 +203,21 @@ START_TEST(agent_argv)
         joined(argv, line, sizeof(line));
         ck_assert_ptr_nonnull(strstr(line, " --uncore yes --uncore-threshold 20000us"));
         ck_assert_ptr_nonnull(strstr(line, " --mpi-pstate-low efficient "));
+        /* every optional pair at once still fits (a full command line once
+         * overflowed argv, and the step ran without its agent) */
+        a.log = "/run/mp/steps/9.1/agent.log";
+        a.no_governor_change = true;
+        a.nslots = 4096;
+        {
+                char big[1024];
+
+                ck_assert_int_gt(
+                    mpi_pstate_agentctl_argv(&a, big, sizeof(big), argv, MPI_PSTATE_AGENT_MAX_ARGS),
+                    0);
+        }
+        a.log = NULL;
+        a.no_governor_change = false;
+        a.nslots = 0;
         a.uncore = false;
         ck_assert_int_eq(mpi_pstate_agentctl_argv(&a, buf, 8, argv, MPI_PSTATE_AGENT_MAX_ARGS),
                          -ENOSPC);
