@@ -6,9 +6,10 @@ calibrate need only this module, not the predictor."""
 import errno
 import math
 import os
-from typing import Any, Dict, Optional
+import re
+from typing import Any, Dict, List, Optional
 
-from . import noderec, safeio
+from . import noderec, parse, safeio
 
 MODEL_FORMAT = "mpi-pstate-model"
 MODEL_VERSION = 1
@@ -21,6 +22,12 @@ MODEL_MAX_BYTES = 1 << 20
 # p90); these are for models without it (tens of microseconds on an idle
 # node, bench/agent/RESULTS.md).  The bounds: 0 and twice the p90.
 REACTION_US = (50.0, 0.0, 1000.0)  # est, lo, hi
+# The uncore figures a model may carry (calibrate on a node with
+# intel_uncore_frequency): the node's power with the uncore's maximum at its
+# lowest and at its highest frequency, one CPU busy or polling at core_khz.
+UNCORE_WATTS = ("busy_w_at_min", "busy_w_at_max", "poll_w_at_min", "poll_w_at_max")
+UNCORE_MAX_DOMAINS = 64
+_UNCORE_NAME = re.compile(r"package_[0-9]{2,4}_die_[0-9]{2,4}").fullmatch
 
 
 class ModelError(ValueError):
@@ -79,6 +86,64 @@ def validate_model(m: Any) -> Dict[str, Any]:
         "pair_cpu_us": _num(tr["pair_cpu_us"], "transition.pair_cpu_us", 0, 1e6)
         if "pair_cpu_us" in tr else None,
     }
+    if "knee_khz" in m:
+        out["knee_khz"] = _knee(m["knee_khz"], points)
+    if "uncore" in m:
+        out["uncore"] = _uncore(m["uncore"])
+    return out
+
+
+def _int(v: Any, what: str, lo: int, hi: int) -> int:
+    if type(v) is not int or not lo <= v <= hi:
+        raise ModelError(f"model: {what} is not an integer in [{lo}, {hi}]")
+    return v
+
+
+def _knee(v: Any, points: List[Dict[str, Any]]) -> int:
+    """The frequency of least energy per cycle of a busy core (optional,
+    from a release whose calibrate measures it): one of the measured
+    frequencies' range, where the prediction can price it."""
+    return _int(v, "knee_khz", points[0]["khz"], points[-1]["khz"])
+
+
+def _uncore(u: Any) -> Dict[str, Any]:
+    """The optional uncore sweep: both limits, the four node powers, the
+    write and settle times, and which CPUs each uncore domain of the node
+    holds (what places a rank on a package)."""
+    if not isinstance(u, dict):
+        raise ModelError("model: uncore is not an object")
+    out: Dict[str, Any] = {
+        "min_khz": _int(u.get("min_khz"), "uncore.min_khz", 1, 10**8),
+        "max_khz": _int(u.get("max_khz"), "uncore.max_khz", 1, 10**8),
+    }
+    if out["min_khz"] >= out["max_khz"]:
+        raise ModelError("model: uncore.min_khz is not below uncore.max_khz")
+    if "core_khz" in u:
+        out["core_khz"] = _int(u["core_khz"], "uncore.core_khz", 1, 10**8)
+    for k in UNCORE_WATTS:
+        out[k] = _num(u.get(k), "uncore." + k, 0, 1e5)
+    for k in ("write_us", "latency_us"):
+        if k in u:
+            out[k] = _num(u[k], "uncore." + k, 0, 1e7)
+    doms = u.get("domains", [])
+    if not isinstance(doms, list) or len(doms) > UNCORE_MAX_DOMAINS:
+        raise ModelError(f"model: uncore.domains must list at most {UNCORE_MAX_DOMAINS} domains")
+    out["domains"] = []
+    seen: set = set()
+    for d in doms:
+        name = d.get("name") if isinstance(d, dict) else None
+        if not isinstance(name, str) or not _UNCORE_NAME(name) or name in seen:
+            raise ModelError("model: uncore.domains: a name is not a distinct package_NN_die_NN")
+        try:
+            cpus = parse.cpu_list(d.get("cpus")) if isinstance(d.get("cpus"), str) else None
+        except ValueError:
+            cpus = None
+        if cpus is None:
+            raise ModelError(f"model: uncore.domains: {name}: cpus is not a CPU list")
+        if seen and any(set(cpus) & set(o["cpus"]) for o in out["domains"]):
+            raise ModelError(f"model: uncore.domains: {name} shares CPUs with another domain")
+        seen.add(name)
+        out["domains"].append({"name": name, "cpus": cpus})
     return out
 
 
@@ -134,6 +199,13 @@ def power_at(m: Dict[str, Any], khz: float, kind: str) -> float:
             x = (khz - a["khz"]) / (b["khz"] - a["khz"])
             return a[kind] + x * (b[kind] - a[kind])
     return pts[-1][kind]
+
+
+def uncore_step_w(m: Dict[str, Any]) -> Optional[float]:
+    """What lowering the uncore saves while a package's CPUs poll (W), or
+    None for a model without the uncore sweep."""
+    u = m.get("uncore")
+    return u["poll_w_at_max"] - u["poll_w_at_min"] if u else None
 
 
 def high_khz(m: Dict[str, Any]) -> int:

@@ -13,7 +13,13 @@ program (greedy: every term is monotone and piecewise linear), and the
 blocking totals bound it again near the run's own threshold.  Every figure
 is a triple (est, lo, hi); lo/hi also carry the model's power noise, the
 agent's reaction time and shared frequency domains.  Pure: no Slurm, no
-file system (the model file is powermodel.py's)."""
+file system (the model file is powermodel.py's).
+
+Besides the core cap, each lever is predicted alone against the same run
+("levers"): the efficient low level (the model's knee instead of the low
+frequency) as a difference to the core cap, and the uncore of a package
+whose ranks all wait past the uncore threshold (docs/evaluation.md, "Each
+lever")."""
 
 import math
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
@@ -21,7 +27,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 # The model file's names: the prediction uses them, and the report and the
 # command line's help read them through this module.
 from .powermodel import (DEFAULT_MODEL, MODEL_ENV, ModelError, high_khz, load_model,  # noqa: F401
-                         low_khz, model_path, power_at, validate_model)
+                         low_khz, model_path, power_at, uncore_step_w, validate_model)
 
 BUCKETS = 64
 POWER_SIGMAS = 2.0  # lo/hi of a power difference: +-2 standard errors
@@ -33,6 +39,7 @@ NEAR_BEST = 0.98  # ... and takes the highest threshold within 2 % of the best s
 COST_SPREAD = 1.5
 SCAN_US = (50.0, 100000.0)  # the agent's scan interval: the threshold, kept in here
 SWEEP_US = (0, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
+UNCORE_THRESHOLD_US = 10000  # the admin key uncore_threshold's default (docs/admin.md)
 
 Triple = tuple  # (est, lo, hi)
 
@@ -337,17 +344,23 @@ class _JobSum:
         self.gaps: Dict[str, float] = {}
         self.low_khz: Optional[float] = None
         self.high_khz: Optional[float] = None
+        # per node, what the levers beyond the cap are priced from:
+        # (node, model, terms, ranks, their rank_what_if, shared domain)
+        self.nodes: List[Tuple[str, Dict[str, Any], Dict[str, Any], List[Dict[str, Any]],
+                               List[Optional[Dict[str, Any]]], bool]] = []
 
 
 def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_us: float,
             low: Optional[float] = None, measured_j: Optional[float] = None,
-            reaction_us: Optional[float] = None, budget_ppm: Optional[int] = None
-            ) -> Dict[str, Any]:
+            reaction_us: Optional[float] = None, budget_ppm: Optional[int] = None,
+            with_levers: bool = True) -> Dict[str, Any]:
     """The what-if of one job (its job detail: docs/records.md section 4).
     reaction_us: the agent's delay before it lowers a core, besides the
     write, instead of the model's wake-up delay and the agent's budget
     spacing (an on run's agent record shows it: drop_late_ns).  budget_ppm:
-    the agent's CPU budget instead of the one the job ran with."""
+    the agent's CPU budget instead of the one the job ran with.
+    with_levers: each lever's prediction too ("levers"; the sweep needs
+    only the cap's)."""
     js = _JobSum()
     by_node: Dict[str, List[Dict[str, Any]]] = {}
     for r in detail.get("ranks") or []:
@@ -371,7 +384,11 @@ def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_u
         js.node_w += m["idle_w"] + t["busy_core"] * len(rs)
         for r, w in zip(rs, ws):
             _add_rank(js, r, w, t, node in js.shared)
-    return _prediction(js, detail, threshold_us, measured_j, reaction_us)
+        js.nodes.append((node, m, t, rs, ws, node in js.shared))
+    out = _prediction(js, detail, threshold_us, measured_j, reaction_us)
+    if with_levers:
+        out["levers"] = levers(js, detail, out, reaction_us)
+    return out
 
 
 def _node_waits(detail: Dict[str, Any], node: str, rs: List[Dict[str, Any]],
@@ -467,6 +484,220 @@ def _prediction(js: _JobSum, detail: Dict[str, Any], threshold_us: float,
     out["agent_gap_us"] = round(max(js.gaps.values()), 1) if js.gaps else 0.0
     out["announced_nodes"] = len(js.announced)
     return out
+
+
+# ---- the levers beyond the cap ------------------------------------------------
+
+def _rounded(b: Bounds, nd: int = 3) -> List[float]:
+    return [round(x, nd) for x in b]
+
+
+def _span(a: Bounds, lo: float, hi: float) -> Tuple[float, float]:
+    """The least and the most of x * y over x in a's bounds, y in [lo, hi]."""
+    xs = [x * y for x in (a.low, a.high) for y in (lo, hi)]
+    return min(xs), max(xs)
+
+
+def levers(js: _JobSum, detail: Dict[str, Any], core: Dict[str, Any],
+           reaction_us: Optional[float]) -> Dict[str, Any]:
+    """Each lever alone, against the same run: the core cap (predict()'s
+    own figures), the efficient low level as a difference to the cap, and
+    the uncore (docs/evaluation.md, "Each lever")."""
+    return {"core": {k: core[k] for k in ("saved_j", "time_added_s", "clocked_down_s",
+                                          "transitions", "low_khz")},
+            "efficient": efficient_lever(js),
+            "uncore": uncore_lever(js, detail, reaction_us)}
+
+
+def efficient_lever(js: _JobSum) -> Dict[str, Any]:
+    """The cap to the model's knee instead of the low frequency, as a
+    difference to the core lever: the same clocked-down time (the waits and
+    the agent's reaction do not change) priced at the knee's polling power
+    step, which is smaller, plus what it gives back: after each lowered
+    wait the rank computes at the low level until the agent raised it, and
+    at the knee it loses less speed, so less time added (priced at the
+    nodes' power, as the core lever prices it).  May be negative: a wait
+    that polls costs less at the lowest frequency than at any other."""
+    gain = Bounds(0.0, 0.0, 0.0)
+    crit: List[Tuple[float, float]] = []
+    less_hi = 0.0
+    knees: Set[int] = set()
+    lows: Set[int] = set()
+    without: List[str] = []
+    for node, m, t, rs, ws, shared in js.nodes:
+        knee = m.get("knee_khz")
+        if knee is None:
+            without.append(node)
+            continue
+        k = node_terms(m, knee)
+        knees.add(int(k["lk"]))
+        lows.add(int(t["lk"]))
+        # the polling power at the low level less at the knee: what each
+        # clocked-down second gives up (negative when the knee draws more)
+        step = t["dps"].est - k["dps"].est
+        sig = POWER_SIGMAS * math.sqrt(2) * m["noise_w"]
+        for r, w in zip(rs, ws):
+            if w is None:
+                continue
+            tn, raise_s = Bounds(*w["transitions"]), t["raise_s"]
+            dn = Bounds(*(x / 1e9 + tn[i] * raise_s[i] for i, x in enumerate(w["down_ns"])))
+            if shared:  # as the core lever: its ranks' waits may never overlap
+                dn = Bounds(dn.est, 0.0, dn.high)
+            lo, hi = _span(dn, -step - sig, -step + sig)
+            gain = _plus(gain, Bounds(-dn.est * step, lo, hi))
+            slow = t["slow"] - k["slow"]  # the share of speed the knee keeps
+            crit.append((r.get("mpi_s") or 0.0, tn.est * raise_s.est * slow))
+            less_hi = max(less_hi, tn.high * raise_s.high * slow)
+    if not knees:
+        return {"predicted": False, "why": "no knee in the model of " + ",".join(without[:8])
+                + ": `mpi-pstate calibrate` of this release measures it" if without else
+                "no node with a power model"}
+    less = Bounds(min(crit)[1] if crit else 0.0, 0.0, less_hi)
+    saved = Bounds(gain.est + less.est * js.node_w, gain.low, gain.high + less.high * js.node_w)
+    out: Dict[str, Any] = {
+        "predicted": True, "knee_khz": sorted(knees), "instead_of_khz": sorted(lows),
+        "saved_j": _rounded(saved),
+        "time_added_s": [-round(less.est, 4) or 0.0, -round(less.high, 4) or 0.0, 0.0],
+        "note": "a difference to the core lever; a polling wait saves less per second at the "
+                "knee than at the low frequency, the knee pays only for work done while low "
+                "(here: the raise delay after each lowered wait; the copy part of MPI calls "
+                "is not in the records)"}
+    if without:
+        out["without_knee"] = without[:8]
+    return out
+
+
+def _uncore_status(detail: Dict[str, Any], node: str) -> Dict[str, str]:
+    """The agent's verdict per uncore domain in the recorded run (a run with
+    the uncore lever on), by domain name."""
+    out: Dict[str, str] = {}
+    for st in ((detail.get("nodes") or {}).get(node) or {}).get("steps") or []:
+        un = ((st.get("agent") or {}) if isinstance(st, dict) else {}).get("uncore")
+        for d in un if isinstance(un, list) else []:
+            if isinstance(d, dict) and isinstance(d.get("domain"), str) and \
+                    isinstance(d.get("status"), str):
+                out[d["domain"]] = d["status"]
+    return out
+
+
+def _uncore_threshold_us(detail: Dict[str, Any]) -> int:
+    """The run's uncore threshold (its agent records), else the default."""
+    for n in (detail.get("nodes") or {}).values():
+        steps = n.get("steps") if isinstance(n, dict) else None
+        for st in steps if isinstance(steps, list) else []:
+            se = ((st.get("agent") or {}) if isinstance(st, dict) else {}).get("settings")
+            v = se.get("uncore_threshold_us") if isinstance(se, dict) else None
+            if type(v) is int and 1000 <= v <= 10**8:
+                return v
+    return UNCORE_THRESHOLD_US
+
+
+def _packages(u: Dict[str, Any], rs: List[Dict[str, Any]]) -> Tuple[Dict[str, List[int]], bool]:
+    """The ranks (indices into rs) of each uncore domain, by the CPU each
+    ran on; a node whose ranks cannot all be placed is one package (and
+    the second value says so)."""
+    where = {c: d["name"] for d in u["domains"] for c in d["cpus"]}
+    groups: Dict[str, List[int]] = {}
+    for i, r in enumerate(rs):
+        name = where.get(r.get("cpu")) if isinstance(r.get("cpu"), int) else None
+        if name is None:
+            one = u["domains"][0]["name"] if len(u["domains"]) == 1 else "node"
+            return {one: list(range(len(rs)))}, len(u["domains"]) > 1
+        groups.setdefault(name, []).append(i)
+    return groups, False
+
+
+def uncore_lever(js: _JobSum, detail: Dict[str, Any], reaction_us: Optional[float]
+                 ) -> Dict[str, Any]:
+    """The uncore of a package at its lowest frequency while every rank on
+    it has waited past the uncore threshold.  Per rank, the time past that
+    threshold (and the agent's reaction) is bounded from its histogram as
+    the core's is; the joint condition needs every rank of the package:
+    at most the least of theirs (all waits of the package overlap), at
+    least what the ranks' times force to overlap within the wall time
+    (sum - (n - 1) x wall), estimated as the least (the ranks of a package
+    leave a collective together: the last to arrive waits least, in every
+    iteration when the imbalance keeps its order).  Priced at the model's
+    polling power step between the uncore at its highest and its lowest;
+    the high bound of the time added: a compute phase after each lowered
+    wait runs memory-bound at the low uncore until it is back up."""
+    thr_us = _uncore_threshold_us(detail)
+    thr = thr_us / 1e6
+    down = saved = trans = Bounds(0.0, 0.0, 0.0)
+    added_hi = 0.0
+    without: List[str] = []
+    refused: List[str] = []
+    unplaced: List[str] = []
+    packages = 0
+    for node, m, t, rs, ws, _ in js.nodes:
+        u = m.get("uncore")
+        if u is None:
+            without.append(node)
+            continue
+        status = _uncore_status(detail, node)
+        wake = t["wake"] if reaction_us is None else Bounds(reaction_us, 0.0, 2 * reaction_us)
+        react = Bounds(*((u.get("write_us", m["write_us"]) + x) / 1e6 for x in wake))
+        wall = max([r.get("wall_s") or 0.0 for r in rs] + [detail.get("elapsed_s") or 0.0])
+        step = u["poll_w_at_max"] - u["poll_w_at_min"]
+        sig = POWER_SIGMAS * math.sqrt(2) * m["noise_w"]
+        groups, guessed = _packages(u, rs)
+        if guessed:
+            unplaced.append(node)
+        for name, idx in sorted(groups.items()):
+            if status and status.get(name, "managed") != "managed":
+                refused.append(f"{node}:{name} ({status[name]})")
+                continue
+            per = []
+            for i in idx:
+                w = rank_what_if(rs[i], thr, react) if ws[i] is not None else None
+                if w is None:
+                    break
+                tn = Bounds(*w["transitions"])
+                per.append((Bounds(*(x / 1e9 + tn[k] * react[k]
+                                     for k, x in enumerate(w["down_ns"]))), tn))
+            if len(per) != len(idx) or not per:
+                continue
+            packages += 1
+            n = len(per)
+            dn = Bounds(min(d.est for d, _ in per),
+                        max(0.0, sum(d.low for d, _ in per) - (n - 1) * wall),
+                        min(d.high for d, _ in per))
+            tn = Bounds(min(x.est for _, x in per), min(x.low for _, x in per) if n == 1 else 0.0,
+                        min(x.high for _, x in per))
+            down, trans = _plus(down, dn), _plus(trans, tn)
+            saved = _plus(saved, Bounds(dn.est * step, dn.low * max(0.0, step - sig),
+                                        dn.high * (step + sig)))
+            lat = u.get("latency_us", 0.0) / 1e6
+            added_hi = max(added_hi, tn.high * (react.high + lat) * (1 - u["min_khz"] / u["max_khz"]))
+    if not packages and not refused:
+        why = ("no uncore sweep in the model of " + ",".join(without[:8]) +
+               ": `mpi-pstate calibrate` of this release measures it on a node with "
+               "intel_uncore_frequency") if without else "no rank with a wait histogram"
+        return {"predicted": False, "why": why}
+    out: Dict[str, Any] = {
+        "predicted": True, "threshold_us": thr_us, "packages": packages,
+        "saved_j": [round(saved.est, 3), round(saved.low - added_hi * js.node_w, 3),
+                    round(saved.high, 3)],
+        "time_added_s": [0.0, 0.0, round(added_hi, 4)],
+        "low_s": _rounded(down, 4), "transitions": [round(x) for x in trans]}
+    notes = []
+    if refused:
+        notes.append("the agent refused " + ", ".join(refused[:8]) + " in this run")
+    if unplaced:
+        notes.append("ranks not placed on packages on " + ",".join(unplaced[:8]) +
+                     ": each node taken as one package")
+    if without:
+        notes.append("no uncore sweep in the model of " + ",".join(without[:8]))
+    if status_unknown(detail):
+        notes.append("assumed: each step owns its ranks' packages whole (the agent lowers "
+                     "no package it shares)")
+    out["notes"] = notes
+    return out
+
+
+def status_unknown(detail: Dict[str, Any]) -> bool:
+    """Whether the run recorded no agent verdict on any uncore domain."""
+    return not any(_uncore_status(detail, n) for n in (detail.get("nodes") or {}))
 
 
 def _notes(js: _JobSum, reaction_us: Optional[float]) -> List[str]:
@@ -577,7 +808,7 @@ def sweep(details: List[Dict[str, Any]], model: Optional[Dict[str, Any]],
     rows = []
     for t in thresholds:
         ps = [p for p in (predict(d, model, t, low, reaction_us=reaction_us,
-                                  budget_ppm=budget_ppm) for d in details)
+                                  budget_ppm=budget_ppm, with_levers=False) for d in details)
               if p["ranks"]]
         if not ps:
             continue
@@ -642,12 +873,41 @@ def text(p: Dict[str, Any], rows: Optional[List[Dict[str, Any]]] = None,
            f"{p['transitions'][2]})",
            "    (est (low .. high): histogram buckets, power noise, agent reaction time and "
            "CPU budget; "
-           "not: uncore, memory-bound phases; see docs/evaluation.md)"]
+           "not: memory-bound phases; see docs/evaluation.md)"]
     for n in p["notes"]:
         out.append(f"    note: {n}")
+    out += text_levers(p.get("levers"))
     if rows is not None:
         out.append(text_sweep(rows, best).rstrip("\n"))
     return "\n".join(out) + "\n"
+
+
+def text_levers(lv: Optional[Dict[str, Any]]) -> List[str]:
+    """The levers' lines of text() (each alone, against the run)."""
+    if not lv:
+        return []
+    c, e, u = lv["core"], lv["efficient"], lv["uncore"]
+    low = f"{c['low_khz'] / 1e6:.2f} GHz" if c.get("low_khz") else "?"
+    out = ["    levers, each alone:",
+           f"      core cap to {low:<18} saved {fmt_triple(c['saved_j'], 'J')}"]
+    if e["predicted"]:
+        knee = ",".join(f"{k / 1e6:.2f}" for k in e["knee_khz"])
+        out.append(f"      efficient (knee {knee} GHz) {fmt_triple(e['saved_j'], 'J')} against "
+                   f"the core cap, time added {e['time_added_s'][0]:+.3f} s")
+        out.append(f"        ({e['note']})")
+        if e.get("without_knee"):
+            out.append(f"        note: no knee in the model of {','.join(e['without_knee'])}")
+    else:
+        out.append(f"      efficient: not predicted ({e['why']})")
+    if u["predicted"]:
+        out.append(f"      uncore past {_us(u['threshold_us']):<11} saved "
+                   f"{fmt_triple(u['saved_j'], 'J')}, low "
+                   f"{fmt_triple(u['low_s'], 's', '{:.3f}')} on {u['packages']} packages")
+        for n in u["notes"]:
+            out.append(f"        note: {n}")
+    else:
+        out.append(f"      uncore: not predicted ({u['why']})")
+    return out
 
 
 def text_sweep(rows: Optional[List[Dict[str, Any]]], best: Optional[Dict[str, Any]]) -> str:

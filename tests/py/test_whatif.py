@@ -328,6 +328,190 @@ class Predict(unittest.TestCase):
         self.assertIn("recommended threshold", whatif.text_sweep(rows, best))
 
 
+def knee_core_w(f: float, knee: float = 1800000, fmax: float = 3000000) -> float:
+    """A busy CPU in the fake's knee model (tests/cluster/fakesys.py)."""
+    v = 0.65 if f <= knee else 0.65 + 0.35 * (f - knee) / (fmax - knee)
+    return 2 + 13 * (f / fmax) * v * v
+
+
+KNEE_FREQS = (1200000, 1800000, 2400000, 3000000)
+UNCORE = {"min_khz": 800000, "max_khz": 2500000, "core_khz": 1200000,
+          "busy_w_at_min": 20.0, "busy_w_at_max": 25.4, "poll_w_at_min": 20.0,
+          "poll_w_at_max": 25.0, "write_us": 50.0, "latency_us": 10000.0,
+          "domains": [{"name": "package_00_die_00", "cpus": "0-1"},
+                      {"name": "package_01_die_00", "cpus": "2-3"}]}
+KNEE_MODEL = dict(MODEL, idle_w=13.0, knee_khz=1800000, uncore=UNCORE, points=[
+    {"khz": f, "busy_w": round(13 + knee_core_w(f), 3), "poll_w": round(13 + knee_core_w(f), 3)}
+    for f in KNEE_FREQS])
+
+
+class ModelLevers(unittest.TestCase):
+    def test_optional_knee_and_uncore_are_strict(self) -> None:
+        m = whatif.validate_model(KNEE_MODEL)
+        self.assertEqual(m["knee_khz"], 1800000)
+        self.assertEqual(m["uncore"]["domains"][1], {"name": "package_01_die_00",
+                                                     "cpus": [2, 3]})
+        self.assertEqual(whatif.uncore_step_w(m), 5.0)
+        self.assertNotIn("knee_khz", whatif.validate_model(MODEL))  # version 1 as it was
+        self.assertIsNone(whatif.uncore_step_w(whatif.validate_model(MODEL)))
+        u = KNEE_MODEL["uncore"]
+        for bad, why in (({"knee_khz": 900000}, "knee_khz"), ({"knee_khz": 1.8e6}, "knee_khz"),
+                         ({"knee_khz": True}, "knee_khz"), ({"uncore": []}, "uncore is not"),
+                         ({"uncore": dict(u, min_khz=2500000)}, "not below"),
+                         ({"uncore": dict(u, poll_w_at_min=float("inf"))}, "poll_w_at_min"),
+                         ({"uncore": {k: v for k, v in u.items() if k != "busy_w_at_max"}},
+                          "busy_w_at_max"),
+                         ({"uncore": dict(u, latency_us=-1)}, "latency_us"),
+                         ({"uncore": dict(u, domains=[{"name": "uncore00", "cpus": "0"}])},
+                          "package_NN_die_NN"),
+                         ({"uncore": dict(u, domains=[{"name": "package_00_die_00",
+                                                       "cpus": "0-x"}])}, "CPU list"),
+                         ({"uncore": dict(u, domains=[{"name": "package_00_die_00", "cpus": "0-1"},
+                                                      {"name": "package_01_die_00", "cpus": "1"}])},
+                          "shares CPUs"),
+                         ({"uncore": dict(u, domains=[{"name": f"package_{i:02d}_die_00",
+                                                       "cpus": str(i)} for i in range(65)])},
+                          "at most 64")):
+            with self.assertRaisesRegex(ValueError, why):
+                whatif.validate_model(dict(KNEE_MODEL, **bad))
+
+
+def on_cpu(r: dict[str, Any], cpu: int) -> dict[str, Any]:
+    r["cpu"] = cpu
+    return r
+
+
+class Levers(unittest.TestCase):
+    """Each lever alone on synthetic details and the knee model with an
+    uncore sweep: the formulas of docs/evaluation.md, "Each lever"."""
+
+    def setUp(self) -> None:
+        self.m = whatif.validate_model(KNEE_MODEL)
+
+    def detail(self, per_cpu: dict[int, list[int]]) -> dict[str, Any]:
+        ranks = [dict(on_cpu(waiting_rank("n1", k, w), c), node="n1")
+                 for k, (c, w) in enumerate(per_cpu.items())]
+        return {"ranks": ranks, "nodes": {}, "elapsed_s": 3.0}
+
+    def test_core_lever_is_the_prediction(self) -> None:
+        p = whatif.predict(self.detail({0: [50_000_000] * 40}), self.m, 500)
+        c = p["levers"]["core"]
+        for k in ("saved_j", "time_added_s", "clocked_down_s", "transitions", "low_khz"):
+            self.assertEqual(c[k], p[k], k)
+        # the sweep needs only the cap's figures
+        rows, _ = whatif.sweep([self.detail({0: [50_000_000] * 40})], self.m)
+        self.assertTrue(rows)
+        self.assertNotIn("levers", whatif.predict(self.detail({0: [1]}), self.m, 500,
+                                                  with_levers=False))
+
+    def test_efficient_is_the_knee_step_difference_and_may_be_negative(self) -> None:
+        p = whatif.predict(self.detail({0: [50_000_000] * 40}), self.m, 500)
+        e = p["levers"]["efficient"]
+        self.assertTrue(e["predicted"])
+        self.assertEqual((e["knee_khz"], e["instead_of_khz"]), ([1800000], [1200000]))
+        # the same clocked-down time at the knee's polling step instead of
+        # the lowest's: the knee draws knee_core_w(1.8) - knee_core_w(1.2)
+        # more; the one rank is the critical path: after each of its 40
+        # waits it computes 0.2 of the raise delay (write + wake-up, 100 us)
+        # faster, at the node's power (idle 13 W and its busy core 15 W)
+        down = p["clocked_down_s"][0]
+        dw = knee_core_w(1800000) - knee_core_w(1200000)
+        less = 40 * 100e-6 * (1.8 - 1.2) / 3.0
+        self.assertAlmostEqual(e["saved_j"][0], -down * dw + less * 28.0, delta=0.005)
+        self.assertAlmostEqual(e["time_added_s"][0], -less, places=4)
+        self.assertLess(e["saved_j"][2], 0.0)  # a polling wait: worse at the knee
+        self.assertTrue(e["saved_j"][1] <= e["saved_j"][0] <= e["saved_j"][2])
+        # at most: the high bound's raise (write + twice the default p90)
+        self.assertAlmostEqual(-e["time_added_s"][1], 40 * 1050e-6 * 0.2, places=4)
+        self.assertIn("not in the records", e["note"])
+        # a knee at the lowest frequency: nothing to gain or lose
+        flat = whatif.validate_model(dict(KNEE_MODEL, knee_khz=1200000))
+        e0 = whatif.predict(self.detail({0: [50_000_000] * 40}), flat, 500)["levers"]["efficient"]
+        self.assertEqual(e0["saved_j"][0], 0.0)
+        # no knee in the model: said, not guessed
+        nk = whatif.validate_model(MODEL)
+        e1 = whatif.predict(self.detail({0: [50_000_000] * 40}), nk, 500)["levers"]["efficient"]
+        self.assertFalse(e1["predicted"])
+        self.assertIn("no knee in the model of n1", e1["why"])
+
+    def test_efficient_pays_where_work_is_done_low(self) -> None:
+        # many short lowered waits on the critical path with a node that draws
+        # a lot: the time the knee gives back outweighs its dearer waits
+        heavy = whatif.validate_model(dict(KNEE_MODEL, idle_w=400.0, points=[
+            dict(p, busy_w=p["busy_w"] + 387, poll_w=p["poll_w"] + 387)
+            for p in KNEE_MODEL["points"]]))
+        d = self.detail({0: [1_000_000] * 2000, 1: [1_000_000] * 2000})
+        e = whatif.predict(d, heavy, 500, reaction_us=400)["levers"]["efficient"]
+        self.assertGreater(e["saved_j"][0], 0.0, e)
+        self.assertLess(e["time_added_s"][0], 0.0)
+
+    def test_uncore_needs_every_rank_of_the_package(self) -> None:
+        long, short = [50_000_000] * 40, [20_000_000] * 40
+        u1 = whatif.predict(self.detail({0: long}), self.m, 500)["levers"]["uncore"]
+        self.assertTrue(u1["predicted"])
+        # one rank: its waits past 10 ms and the reaction, the raise delay
+        # after each; priced at the uncore's polling step (5 W)
+        self.assertAlmostEqual(u1["low_s"][0], 40 * 0.040, delta=0.005)
+        self.assertAlmostEqual(u1["saved_j"][0], 5.0 * u1["low_s"][0], delta=0.01)
+        self.assertEqual((u1["packages"], u1["threshold_us"], u1["transitions"][0]),
+                         (1, 10000, 40))
+        # two ranks of one package: the least of theirs (estimate and high),
+        # the overlap their times force in 3 s at least (none here)
+        u2 = whatif.predict(self.detail({0: long, 1: short}), self.m, 500)["levers"]["uncore"]
+        self.assertAlmostEqual(u2["low_s"][0], 40 * 0.010, delta=0.005)
+        # high: the short rank's, at the fastest reaction and slowest raise
+        self.assertAlmostEqual(u2["low_s"][2], 40 * (0.010 - 50e-6 + 1050e-6), delta=0.001)
+        self.assertEqual(u2["low_s"][1], 0.0)
+        # a rank that never waits long keeps its package up
+        u3 = whatif.predict(self.detail({0: long, 1: [20_000] * 80}), self.m, 500)
+        self.assertEqual(u3["levers"]["uncore"]["low_s"], [0.0, 0.0, 0.0])
+        # on two packages each waits alone: the sum
+        u4 = whatif.predict(self.detail({0: long, 2: short}), self.m, 500)["levers"]["uncore"]
+        self.assertAlmostEqual(u4["low_s"][0], 40 * 0.040 + 40 * 0.010, delta=0.01)
+        self.assertEqual(u4["packages"], 2)
+        # two ranks that wait long enough must overlap: 2 x 2.9 s in 3 s
+        d = self.detail({0: [2_930_000_000], 1: [2_930_000_000]})
+        d["ranks"][0]["wall_s"] = d["ranks"][1]["wall_s"] = 3.0
+        u5 = whatif.predict(d, self.m, 500)["levers"]["uncore"]
+        self.assertGreater(u5["low_s"][1], 2.7)
+        # a longer uncore threshold from the run's agent record
+        d = self.detail({0: long})
+        d["nodes"] = {"n1": {"steps": [{"agent": {"settings": {"uncore_threshold_us": 30000}}}]}}
+        u6 = whatif.predict(d, self.m, 500)["levers"]["uncore"]
+        self.assertAlmostEqual(u6["low_s"][0], 40 * 0.020, delta=0.005)
+
+    def test_uncore_refused_or_unmodelled_is_said(self) -> None:
+        d = self.detail({0: [50_000_000] * 40, 2: [50_000_000] * 40})
+        d["nodes"] = {"n1": {"steps": [{"agent": {"uncore": [
+            {"domain": "package_00_die_00", "status": "outside"},
+            {"domain": "package_01_die_00", "status": "managed"}]}}]}}
+        u = whatif.predict(d, self.m, 500)["levers"]["uncore"]
+        self.assertEqual(u["packages"], 1)
+        self.assertIn("refused n1:package_00_die_00 (outside)", " ".join(u["notes"]))
+        self.assertNotIn("assumed", " ".join(u["notes"]))
+        nu = whatif.validate_model({k: v for k, v in KNEE_MODEL.items() if k != "uncore"})
+        u = whatif.predict(d, nu, 500)["levers"]["uncore"]
+        self.assertFalse(u["predicted"])
+        self.assertIn("no uncore sweep in the model of n1", u["why"])
+        # ranks without a CPU on a node of two packages: one package, said
+        for r in d["ranks"]:
+            r.pop("cpu")
+        u = whatif.predict(dict(d, nodes={}), self.m, 500)["levers"]["uncore"]
+        self.assertIn("each node taken as one package", " ".join(u["notes"]))
+
+    def test_text_names_each_lever(self) -> None:
+        p = whatif.predict(self.detail({0: [50_000_000] * 40}), self.m, 500)
+        t = whatif.text(p)
+        self.assertIn("core cap to 1.20 GHz", t)
+        self.assertIn("efficient (knee 1.80 GHz) -", t)
+        self.assertIn("uncore past 10ms", t)
+        self.assertNotIn("not: uncore", t)
+        t = whatif.text(whatif.predict(self.detail({0: [50_000_000] * 40}),
+                                       whatif.validate_model(MODEL), 500))
+        self.assertIn("efficient: not predicted (no knee", t)
+        self.assertIn("uncore: not predicted (no uncore sweep", t)
+
+
 class RankFigures(unittest.TestCase):
     def test_life_cycle_calls_leave_the_wait_histogram(self) -> None:
         s = {"ticks_per_sec": 10**9, "app_start_ticks": 1, "app_end_ticks": 3 * 10**9,
@@ -389,8 +573,11 @@ class Calibrate(unittest.TestCase):
             rc, out, err = self.run_cal(self.args(root, model))
             self.assertEqual(rc, 0, err)
             m = whatif.load_model(str(model))
+            # --points 2, and the knee's candidates: this driver lists no
+            # frequencies, so a grid of calibrate.KNEE_POINTS over its range
             self.assertEqual((m["method"], m["meter"], len(m["points"])),
-                             ("max_freq", "simulated", 2))
+                             ("max_freq", "simulated", calibrate.KNEE_POINTS))
+            self.assertEqual([m["points"][0]["khz"], m["points"][-1]["khz"]], [1200000, 3000000])
             self.assertIn("model stored in", out)
             self.assertGreaterEqual(m["reaction_us"], 0.0)  # wake-up delay on a busy node
             self.assertGreaterEqual(m["reaction_us_hi"], m["reaction_us"])
@@ -446,6 +633,9 @@ class ReportWhatIf(unittest.TestCase):
         self.assertEqual(j["what_if"]["threshold_us"], 2000)
         self.assertGreater(j["what_if"]["saved_j"][0], 20)
         self.assertTrue(j["what_if_recommended"])
+        lv = j["what_if"]["levers"]
+        self.assertEqual(lv["core"]["saved_j"], j["what_if"]["saved_j"])
+        self.assertEqual((lv["efficient"]["predicted"], lv["uncore"]["predicted"]), (False, False))
         rc, out, _ = self.report("701", "--what-if", "--csv")
         rows = list(csv.DictReader(io.StringIO(out)))
         self.assertEqual((rows[0]["job"], rows[0]["threshold_us"]), ("701", "500"))
