@@ -11,17 +11,26 @@ counts a job's energy) and through the cpufreq driver, the node's power
     highest, the lowest and some frequencies in between,
   * and the cost of a transition: how long one frequency write takes and
     what a lower+raise pair costs in energy beyond the steady states,
+  * the knee: the frequency of least energy per cycle of a busy core
+    (find_knee), which the agent's --low efficient uses where the driver
+    names no lowest nonlinear frequency (it reads it from knee_khz beside
+    the model),
+  * where the node has intel_uncore_frequency, the node's power with the
+    measured CPU's uncore limited to its lowest and to its highest
+    frequency (the uncore lever's step),
 
 then writes the model atomically.  On a node without RAPL or without a
 cpufreq driver it says so and stores nothing; on a node where a job may
 hold a core (a restore record, a step's agent running) it refuses: the
 "as found" settings it puts back would be a job's lowered ones, which later
 jobs would save as their baseline.  The CPU's frequency policy is put back
-as it was found, whatever happens (signals included)."""
+and the uncore's limits are put back as they were found, whatever happens
+(signals included)."""
 from __future__ import annotations
 
 import glob
 import json
+import math
 import mmap
 import os
 import platform
@@ -31,11 +40,24 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
-from . import config, node, noderec, powermodel, safeio
+from . import config, node, noderec, parse, powermodel, safeio
 
 PROG = "mpi-pstate calibrate"
 # sysfs is the kernel's, but a file under sysroot is never reached through a symlink
 O_SYSFS_WRITE = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Frequencies measured besides --points, spread over the range, so that the
+# knee is one of them (a knee between two points would be priced by a
+# straight line it does not follow).  Drivers without a frequency table
+# (intel_pstate, amd-pstate, cppc) get this many, rounded to GRID_KHZ.
+KNEE_POINTS = 6
+GRID_KHZ = 100000
+# A frequency whose energy per cycle is within this share of the least (or
+# within the noise) counts as least: the knee is the lowest such one, since
+# below the knee a waiting core saves power and a working one no energy.
+KNEE_TOLERANCE = 0.01
+KNEE_FILE = "knee_khz"  # beside the model
+AGENT_KNEE_FILE = "/var/lib/mpi-pstate/knee_khz"  # agent/agentd.h AGENTD_KNEE_FILE
+UNCORE_DIR = "devices/system/cpu/intel_uncore_frequency"
 
 
 class CalibrateError(RuntimeError):
@@ -121,7 +143,13 @@ class Policy:
         if not self.hw_min or not self.hw_max:
             raise CalibrateError(f"{path}: no cpuinfo_min_freq/cpuinfo_max_freq")
         avail = (_read(os.path.join(path, "scaling_available_frequencies")) or "").split()
-        self.freqs = sorted({int(f) for f in avail if f.isdigit()} | {self.hw_min, self.hw_max})
+        table = {int(f) for f in avail if f.isdigit()}
+        if not table:  # any value is rounded by the driver: a grid over the range
+            step = (self.hw_max - self.hw_min) / (KNEE_POINTS - 1)
+            table = {round((self.hw_min + i * step) / GRID_KHZ) * GRID_KHZ
+                     for i in range(1, KNEE_POINTS - 1)}
+            table = {f for f in table if self.hw_min < f < self.hw_max}
+        self.freqs = sorted(table | {self.hw_min, self.hw_max})
         self.method = "setspeed" if "userspace" in govs else "max_freq"
         self.domain = len((_read(os.path.join(path, "related_cpus")) or "0").split())
         self.fd: Optional[int] = None
@@ -157,6 +185,135 @@ class Policy:
                     self._write(a, v)
                 except OSError:
                     pass
+
+
+def find_knee(points: list[dict[str, Any]], idle_w: float, noise_w: float = 0.0
+              ) -> Optional[int]:
+    """The knee of measured points: the lowest frequency whose energy per
+    cycle of a busy core, (busy_w - idle_w) / f, is within KNEE_TOLERANCE
+    (or twice the noise of a difference) of the least.  Below it a lower
+    clock makes work dearer (the core's static power is paid over more
+    time); a node whose power falls in proportion to f or faster has its
+    knee at the lowest frequency.  None when the core's share cannot be
+    told: a busy CPU drawing no more than the idle node at some frequency."""
+    pts = sorted(points, key=lambda p: p["khz"])
+    if not pts:
+        return None
+    noise = 2 * math.sqrt(2) * noise_w
+    per_cycle = []
+    for p in pts:
+        core = p["busy_w"] - idle_w
+        if core <= noise or p["khz"] <= 0:
+            return None
+        per_cycle.append(core / p["khz"])
+    least = min(per_cycle)
+    for p, e in zip(pts, per_cycle):
+        if e <= least * (1 + KNEE_TOLERANCE) + noise / p["khz"]:
+            return int(p["khz"])
+    return None  # unreachable: the least is within its own tolerance
+
+
+def _write_attr(path: str, value: int) -> None:
+    """value as the agent writes an uncore limit: decimal, a newline."""
+    fd = os.open(path, O_SYSFS_WRITE)
+    try:
+        os.write(fd, f"{value}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def _uint(text: Optional[str]) -> Optional[int]:
+    return int(text) if text is not None and text.isdigit() and len(text) < 12 else None
+
+
+def uncore_domains(sysroot: str) -> list[dict[str, Any]]:
+    """The node's intel_uncore_frequency package roots and their CPUs (by
+    topology/physical_package_id and die_id, as the agent maps them)."""
+    base = os.path.join(sysroot, UNCORE_DIR)
+    try:
+        names = sorted(n for n in os.listdir(base) if powermodel._UNCORE_NAME(n))
+    except OSError:
+        return []
+    doms = []
+    for n in names[:powermodel.UNCORE_MAX_DOMAINS]:
+        pkg, die = n[len("package_"):].split("_die_")
+        doms.append({"name": n, "dir": os.path.join(base, n), "package": int(pkg),
+                     "die": int(die), "cpus": []})
+    for c in sorted(glob.glob(os.path.join(sysroot, "devices/system/cpu/cpu[0-9]*"))):
+        cpu = _uint(os.path.basename(c)[3:])
+        pkg = _uint(_read(os.path.join(c, "topology/physical_package_id")))
+        die = _uint(_read(os.path.join(c, "topology/die_id"))) or 0
+        for d in doms:
+            if cpu is not None and (d["package"], d["die"]) == (pkg, die):
+                d["cpus"].append(cpu)
+    return doms
+
+
+class Uncore:
+    """The uncore domain holding the measured CPU: its package root and, on
+    TPMI, that package's uncoreNN clusters, whose limits are saved here and
+    put back exactly (root first: its write fans out to the clusters)."""
+
+    def __init__(self, sysroot: str, cpu: int) -> None:
+        doms = uncore_domains(sysroot)
+        mine = [d for d in doms if cpu in d["cpus"]] or (doms if len(doms) == 1 else [])
+        if not mine:
+            raise CalibrateError(f"uncore: no {UNCORE_DIR} domain holds CPU {cpu}")
+        self.domains = doms
+        self.dom = mine[0]
+        self.dirs = [self.dom["dir"]]
+        base = os.path.dirname(self.dom["dir"])
+        for c in sorted(glob.glob(os.path.join(base, "uncore[0-9]*"))):
+            if _uint(_read(os.path.join(c, "package_id"))) == self.dom["package"]:
+                self.dirs.append(c)
+        self.saved: dict[str, tuple[int, int]] = {}
+        for d in self.dirs:
+            lo = _uint(_read(os.path.join(d, "min_freq_khz")))
+            hi = _uint(_read(os.path.join(d, "max_freq_khz")))
+            if lo is None or hi is None:
+                raise CalibrateError(f"{d}: min_freq_khz/max_freq_khz unreadable")
+            self.saved[d] = (lo, hi)
+        lo, hi = self.saved[self.dom["dir"]]
+        initial = _uint(_read(os.path.join(self.dom["dir"], "initial_min_freq_khz")))
+        # the agent's low end: the initial minimum, an admin's raised minimum kept
+        self.low, self.high = max(initial or lo, lo), hi
+        self.changed = False
+
+    def set_max(self, khz: int) -> float:
+        """Limits the root's maximum; the write's time in s."""
+        self.changed = True
+        a = time.perf_counter()
+        _write_attr(os.path.join(self.dom["dir"], "max_freq_khz"), khz)
+        return time.perf_counter() - a
+
+    def settle_s(self, khz: int, limit: float = 1.0) -> Optional[float]:
+        """How long the uncore's current frequency takes to reach khz or
+        below, where a current_freq_khz says (the root, else a cluster)."""
+        cur = [os.path.join(d, "current_freq_khz") for d in self.dirs]
+        cur = [c for c in cur if _read(c) is not None][:1]
+        if not cur:
+            return None
+        a = time.monotonic()
+        while time.monotonic() - a < limit:
+            v = _uint(_read(cur[0]))
+            if v is not None and v <= khz:
+                return time.monotonic() - a
+            time.sleep(0.0005)
+        return None
+
+    def restore(self) -> None:
+        """Every saved limit back, maximum first (a raised maximum never
+        refuses the minimum), the root before its clusters."""
+        if not self.changed:
+            return
+        for d in self.dirs:
+            lo, hi = self.saved[d]
+            for attr, v in (("max_freq_khz", hi), ("min_freq_khz", lo)):
+                try:
+                    _write_attr(os.path.join(d, attr), v)
+                except OSError:
+                    pass
+        self.changed = False
 
 
 # ---- the loads --------------------------------------------------------------
@@ -392,10 +549,19 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
                              "these); `mpi-pstate-agent --restore DIR` puts back what a dead "
                              "job left")
     pol = Policy(ppath)
+    unc = None
+    if uncore_domains(sysroot):
+        try:
+            unc = Uncore(sysroot, cpu)
+        except CalibrateError as e:
+            say(f"  {e}: the uncore is not measured")
     meter = Meter(zones)
-    freqs = pick_freqs(pol.freqs, max(2, npoints))
+    freqs = sorted(set(pick_freqs(pol.freqs, max(2, npoints)))
+                   | set(pick_freqs(pol.freqs, KNEE_POINTS)))
     hi, lo = freqs[-1], freqs[0]
     samples: dict[tuple[str, int], list[float]] = {}
+    usamples: dict[tuple[str, int], list[float]] = {}
+    utimes: dict[str, list[float]] = {"write": [], "settle": []}
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
 
     def stop(sig: int, _frame: Any) -> None:
@@ -412,6 +578,8 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
                 w = measure(meter, pol, cpu, kind, khz, seconds)
                 samples.setdefault((kind, khz), []).append(w)
                 say(f"  rep {rep + 1}/{reps}: {kind:<4} at {khz / 1e6:.2f} GHz: {w:8.2f} W")
+        if unc and unc.low < unc.high:
+            uncore_sweep(unc, meter, pol, cpu, lo, seconds, reps, usamples, utimes, say)
         med = {k: statistics.median(v) for k, v in samples.items()}
         trans = transition_cost(meter, pol, cpu, hi, lo, min(1.0, seconds),
                                 med[("busy", hi)], med[("busy", lo)])
@@ -421,6 +589,8 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
             f"pair ({trans['pairs']} pairs); wake-up "
             f"on a busy node {trans['reaction_us']} us (p90 {trans['reaction_us_p90']})")
     finally:
+        if unc:
+            unc.restore()
         pol.restore()
         meter.close()
         for s, h in old.items():
@@ -428,31 +598,93 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
     # standard error of one point's median, pooled over every point
     devs = [statistics.stdev(v) for v in samples.values() if len(v) > 1]
     noise = (statistics.mean(devs) / reps ** 0.5) if devs else None
-    return {
+    points = [{"khz": f, "busy_w": round(med[("busy", f)], 3),
+               "poll_w": round(med[("poll", f)], 3)} for f in freqs]
+    idle_w = round(med[("idle", hi)], 3)
+    m: dict[str, Any] = {
         "format": powermodel.MODEL_FORMAT, "version": powermodel.MODEL_VERSION,
         "created": round(time.time(), 3), "node": platform.node().split(".")[0],
         "cpu_model": cpu_model(), "driver": pol.driver, "method": pol.method, "cpu": cpu,
         "ncpu": os.cpu_count(), "domain_cpus": pol.domain, "meter": meter_label,
         "zones": [os.path.basename(z) for z in zones], "seconds": seconds, "reps": reps,
-        "idle_w": round(med[("idle", hi)], 3),
+        "idle_w": idle_w,
         "noise_w": round(noise, 3) if noise is not None else 0.0,
         "noise_known": noise is not None,
-        "points": [{"khz": f, "busy_w": round(med[("busy", f)], 3),
-                    "poll_w": round(med[("poll", f)], 3)} for f in freqs],
+        "points": points,
         "transition": trans,
     }
+    knee = find_knee(points, idle_w, m["noise_w"])
+    if knee is not None:
+        m["knee_khz"] = knee
+    if unc and usamples:
+        m["uncore"] = uncore_figures(unc, lo, usamples, utimes)
+    return m
 
 
-def store(model: dict[str, Any], path: str) -> None:
+def uncore_sweep(unc: Uncore, meter: Meter, pol: Policy, cpu: int, khz: int, seconds: float,
+                 reps: int, samples: dict[tuple[str, int], list[float]],
+                 times: dict[str, list[float]], say: Callable[[str], None]) -> None:
+    """The node's power with the uncore's maximum at its low and its high
+    end, the CPU busy or polling at khz (the core's low frequency: while a
+    whole package waits, its cores are down too), and how long a write and
+    the uncore's own change take."""
+    for rep in range(reps):
+        order = [(k, u) for u in (unc.low, unc.high) for k in ("busy", "poll")]
+        if rep % 2:
+            order.reverse()
+        for kind, ukhz in order:
+            times["write"].append(unc.set_max(ukhz))
+            if ukhz == unc.low:
+                t = unc.settle_s(ukhz)
+                if t is not None:
+                    times["settle"].append(t)
+            w = measure(meter, pol, cpu, kind, khz, seconds)
+            samples.setdefault((kind, ukhz), []).append(w)
+            say(f"  rep {rep + 1}/{reps}: {kind:<4} at {khz / 1e6:.2f} GHz, uncore at most "
+                f"{ukhz / 1e6:.2f} GHz: {w:8.2f} W")
+    unc.restore()
+
+
+def uncore_figures(unc: Uncore, khz: int, samples: dict[tuple[str, int], list[float]],
+                   times: dict[str, list[float]]) -> dict[str, Any]:
+    """The model's "uncore" object (docs/evaluation.md, "The model file")."""
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    u: dict[str, Any] = {"domain": unc.dom["name"], "min_khz": unc.low, "max_khz": unc.high,
+                         "core_khz": khz}
+    for kind in ("busy", "poll"):
+        u[f"{kind}_w_at_min"] = round(med[(kind, unc.low)], 3)
+        u[f"{kind}_w_at_max"] = round(med[(kind, unc.high)], 3)
+    if times["write"]:
+        u["write_us"] = round(statistics.median(times["write"]) * 1e6, 2)
+    if times["settle"]:
+        u["latency_us"] = round(statistics.median(times["settle"]) * 1e6, 1)
+    u["domains"] = [{"name": d["name"], "cpus": parse.compress_list(d["cpus"])}
+                    for d in unc.domains]
+    return u
+
+
+def knee_value(model: dict[str, Any]) -> int:
+    """What the knee file says: the knee, else the lowest frequency measured
+    (the agent takes a knee at cpuinfo_min as none: --low efficient is then
+    min), so that a new calibration never leaves an older knee behind."""
+    return int(model.get("knee_khz") or model["points"][0]["khz"])
+
+
+def store(model: dict[str, Any], path: str) -> str:
     """Written as the node Epilog will read it: in a directory of root's (or
-    the caller's) that nobody else may change, created if missing."""
+    the caller's) that nobody else may change, created if missing; the knee
+    beside it, one decimal kHz number (KNEE_FILE: what the agent reads for
+    --low efficient, a file of root's not writable by others).  Returns the
+    knee file's path."""
     d = os.path.dirname(os.path.abspath(path))
     dfd = safeio.open_dir(d, trusted=safeio.trusted_owners(), create_mode=0o755)
     try:
         safeio.write_atomic(dfd, os.path.basename(path),
                             (json.dumps(model, indent=1) + "\n").encode(), mode=0o644)
+        safeio.write_atomic(dfd, KNEE_FILE, f"{knee_value(model)}\n".encode(), mode=0o644)
     finally:
         os.close(dfd)
+    return os.path.join(d, KNEE_FILE)
 
 
 def text(m: dict[str, Any]) -> str:
@@ -467,6 +699,19 @@ def text(m: dict[str, Any]) -> str:
     hi, lo = m["points"][-1], m["points"][0]
     lines.append(f"  a waiting core clocked down from {hi['khz'] / 1e6:.2f} to "
                  f"{lo['khz'] / 1e6:.2f} GHz saves {hi['poll_w'] - lo['poll_w']:.2f} W")
+    k = m.get("knee_khz")
+    lines.append(f"  knee (least energy per cycle of a busy core): {k / 1e6:.2f} GHz"
+                 + (" (the lowest frequency: no knee above it)" if k == lo["khz"] else "")
+                 if k else "  knee: not measurable (a busy CPU draws no more than the idle "
+                 "node at some frequency)")
+    u = m.get("uncore")
+    if u:
+        lines.append(f"  uncore {u.get('domain', '?')} at most {u['min_khz'] / 1e6:.2f} instead "
+                     f"of {u['max_khz'] / 1e6:.2f} GHz saves "
+                     f"{u['poll_w_at_max'] - u['poll_w_at_min']:.2f} W polling, "
+                     f"{u['busy_w_at_max'] - u['busy_w_at_min']:.2f} W busy (core at "
+                     f"{u['core_khz'] / 1e6:.2f} GHz); settles in "
+                     + (f"{u['latency_us'] / 1000:.1f} ms" if "latency_us" in u else "?"))
     t = m["transition"]
     lines.append(f"  transition: write {t['write_us']} us, {t['energy_uj']} uJ per pair; wake-up "
                  f"on a busy node {t.get('reaction_us')} us (p90 {t.get('reaction_us_p90')})")
@@ -506,10 +751,12 @@ def run(a: Any) -> int:
         return 0
     path = powermodel.model_path(a.model)
     try:
-        store(m, path)
+        knee = store(m, path)
     except OSError as e:
         print(f"{PROG}: {path}: {e.strerror}: nothing stored", file=sys.stderr)
         return 1
     sys.stdout.write(json.dumps(m, indent=1) + "\n" if a.json else text(m))
-    print(f"model stored in {path}")
+    print(f"model stored in {path}, knee in {knee}"
+          + ("" if knee == AGENT_KNEE_FILE else
+             f" (the agent reads {AGENT_KNEE_FILE}: give it --knee-file {knee})"))
     return 0
