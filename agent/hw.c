@@ -269,9 +269,40 @@ static void read_knee(struct agentd *a)
                 a->knee_khz = (uint32_t)v;
 }
 
+/* The step's domains: each policy holding one of its CPUs, once. */
+static int find_domains(struct agentd *a)
+{
+        unsigned np = a->node->npolicies ? a->node->npolicies : 1;
+        cpu_set_t seen;
+
+        a->pol2dom = malloc(sizeof(int) * np);
+        a->dom = calloc(np, sizeof(*a->dom));
+        if (!a->pol2dom || !a->dom)
+                return -ENOMEM;
+        for (unsigned i = 0; i < a->node->npolicies; i++)
+                a->pol2dom[i] = -1;
+        CPU_ZERO(&seen);
+        for (unsigned cpu = 0; cpu < CPU_SETSIZE && a->ndom < MPI_PSTATE_AGENT_MAX_DOMAINS; cpu++) {
+                int pi = CPU_ISSET(cpu, &a->o.cpus) && !CPU_ISSET(cpu, &seen)
+                             ? a->node->cpu_policy[cpu]
+                             : -1;
+                struct agentd_domain *d;
+
+                if (pi < 0 || a->pol2dom[pi] >= 0)
+                        continue;
+                d = &a->dom[a->ndom];
+                d->policy = (unsigned)pi;
+                d->h.fd = -1;
+                snprintf(d->name, sizeof(d->name), "%s", a->node->policies[pi].name);
+                d->related = a->node->policies[pi].related;
+                CPU_OR(&seen, &seen, &d->related);
+                a->pol2dom[pi] = (int)a->ndom++;
+        }
+        return 0;
+}
+
 int mpi_pstate_agentd_hw_setup(struct agentd *a)
 {
-        cpu_set_t seen;
         int rc;
 
         a->cpufreq_status = "ok";
@@ -287,32 +318,9 @@ int mpi_pstate_agentd_hw_setup(struct agentd *a)
                                       a->cpufreq_err[0] ? a->cpufreq_err : strerror(-rc));
                 return 0;
         }
-        a->pol2dom = malloc(sizeof(int) * (a->node->npolicies ? a->node->npolicies : 1));
-        a->dom = calloc(a->node->npolicies ? a->node->npolicies : 1, sizeof(*a->dom));
-        if (!a->pol2dom || !a->dom)
-                return -ENOMEM;
-        for (unsigned i = 0; i < a->node->npolicies; i++)
-                a->pol2dom[i] = -1;
-        CPU_ZERO(&seen);
-        for (unsigned cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-                int pi;
-                struct agentd_domain *d;
-
-                if (!CPU_ISSET(cpu, &a->o.cpus) || CPU_ISSET(cpu, &seen))
-                        continue;
-                pi = a->node->cpu_policy[cpu];
-                if (pi < 0 || a->pol2dom[pi] >= 0)
-                        continue;
-                if (a->ndom >= MPI_PSTATE_AGENT_MAX_DOMAINS)
-                        break;
-                d = &a->dom[a->ndom];
-                d->policy = (unsigned)pi;
-                d->h.fd = -1;
-                snprintf(d->name, sizeof(d->name), "%s", a->node->policies[pi].name);
-                d->related = a->node->policies[pi].related;
-                CPU_OR(&seen, &seen, &d->related);
-                a->pol2dom[pi] = (int)a->ndom++;
-        }
+        rc = find_domains(a);
+        if (rc)
+                return rc;
         for (unsigned i = 0; i < a->ndom; i++) {
                 struct agentd_domain *d = &a->dom[i];
 

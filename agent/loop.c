@@ -827,6 +827,68 @@ static void final_pass(struct agentd *a)
         in_segment = 0;
 }
 
+/* What the ranks do: the announced and waiting slots at every wake-up,
+ * every slot when a full scan is due (which also decides whether pid
+ * checks must stand in for pidfds). */
+static void look(struct agentd *a, uint64_t wake, uint64_t *next_full, bool *kill_checks)
+{
+        bool full = wake >= *next_full;
+
+        take_announced(a);
+        scan(a, wake, full);
+        if (full) {
+                a->full_scans++;
+                *next_full = wake + (a->core.scan_ns > a->gap_ns ? a->core.scan_ns : a->gap_ns);
+                *kill_checks = need_kill_checks(a);
+        }
+}
+
+/* The energy counters sampled when due; the next wake-up no later than
+ * the next sample. */
+static uint64_t rapl_due(struct agentd *a, uint64_t wake, uint64_t next)
+{
+        if (!a->rapl_interval_ns)
+                return next;
+        if (wake >= a->rapl_next_ns)
+                mpi_pstate_agentd_rapl_sample(a);
+        return next > a->rapl_next_ns ? a->rapl_next_ns : next;
+}
+
+/* Both decision cores for one wake-up; returns when to wake next.  The
+ * budget spaces the polls (next_full) alone: a deadline the agent knows of,
+ * announced or polled, is kept to the microsecond (docs/agent.md,
+ * "Budgets"). */
+static uint64_t decide(struct agentd *a, uint64_t wake, uint64_t next_full)
+{
+        uint64_t next;
+
+        (void)mpi_pstate_agent_step(&a->core, a->obs, wake);
+        next = a->core.next_event < next_full ? a->core.next_event : next_full;
+        if (a->ucore_on) {
+                (void)mpi_pstate_agent_step(&a->ucore, a->uobs, wake);
+                if (a->ucore.next_event < next)
+                        next = a->ucore.next_event;
+        }
+        return next;
+}
+
+/* Futex wake-ups beyond THROTTLE_WAKES in a window sleep out the window: a
+ * user who wakes the agent in a loop gets a bounded share of its CPU. */
+static void throttle(struct agentd *a, uint64_t *win_start, unsigned *early,
+                     volatile sig_atomic_t *stop)
+{
+        uint64_t now = mono_ns();
+
+        if (now - *win_start >= THROTTLE_WINDOW_NS) {
+                *win_start = now;
+                *early = 0;
+        }
+        if (++*early > THROTTLE_WAKES && !*stop) {
+                a->throttled++;
+                sleep_until(*win_start + THROTTLE_WINDOW_NS);
+        }
+}
+
 /* Scan, act, sleep, until told to stop or done.  A SIGBUS inside the
  * segment jumps out of here into mpi_pstate_agentd_run(). */
 static void loop(struct agentd *a, volatile sig_atomic_t *stop)
@@ -837,9 +899,9 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
 
         while (!*stop) {
                 struct mpi_pstate_seg_header *hdr = a->seg.hdr;
-                uint64_t wake, next, now;
+                uint64_t wake, next;
                 uint32_t v;
-                bool done, full, pending;
+                bool done, pending;
                 int rc;
 
                 in_segment = 1;
@@ -849,25 +911,8 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                 v = atomic_load_explicit(&hdr->agent_futex, memory_order_acquire);
                 wake = mono_ns();
                 a->wakeups++;
-                full = wake >= next_full;
-                take_announced(a);
-                scan(a, wake, full);
-                if (full) {
-                        a->full_scans++;
-                        next_full =
-                            wake + (a->core.scan_ns > a->gap_ns ? a->core.scan_ns : a->gap_ns);
-                        kill_checks = need_kill_checks(a);
-                }
-                /* The budget spaces the polls (next_full) alone: a deadline
-                 * the agent knows of, announced or polled, is kept to the
-                 * microsecond (docs/agent.md, "Budgets"). */
-                (void)mpi_pstate_agent_step(&a->core, a->obs, wake);
-                next = a->core.next_event < next_full ? a->core.next_event : next_full;
-                if (a->ucore_on) {
-                        (void)mpi_pstate_agent_step(&a->ucore, a->uobs, wake);
-                        if (a->ucore.next_event < next)
-                                next = a->ucore.next_event;
-                }
+                look(a, wake, &next_full, &kill_checks);
+                next = decide(a, wake, next_full);
                 done = a->o.exit_when_done && all_done(a);
                 in_segment = 0;
                 if (done) {
@@ -875,12 +920,7 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                         return;
                 }
                 budget_adjust(a, wake);
-                if (a->rapl_interval_ns) {
-                        if (wake >= a->rapl_next_ns)
-                                mpi_pstate_agentd_rapl_sample(a);
-                        if (next > a->rapl_next_ns)
-                                next = a->rapl_next_ns;
-                }
+                next = rapl_due(a, wake, next);
                 if (kill_checks && next > wake + KILL_CHECK_NS)
                         next = wake + KILL_CHECK_NS;
                 cpu_cap(a);
@@ -907,15 +947,7 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                         a->woken++;
                 else if (rc == -EAGAIN)
                         a->eagain++;
-                now = mono_ns();
-                if (now - win_start >= THROTTLE_WINDOW_NS) {
-                        win_start = now;
-                        early = 0;
-                }
-                if (++early > THROTTLE_WAKES && !*stop) {
-                        a->throttled++;
-                        sleep_until(win_start + THROTTLE_WINDOW_NS);
-                }
+                throttle(a, &win_start, &early, stop);
         }
 }
 
