@@ -668,7 +668,8 @@ def uncore_lever(js: _JobSum, detail: Dict[str, Any], reaction_us: Optional[floa
             saved = _plus(saved, Bounds(dn.est * step, dn.low * max(0.0, step - sig),
                                         dn.high * (step + sig)))
             lat = u.get("latency_us", 0.0) / 1e6
-            added_hi = max(added_hi, tn.high * (react.high + lat) * (1 - u["min_khz"] / u["max_khz"]))
+            added_hi = max(added_hi,
+                           tn.high * (react.high + lat) * (1 - u["min_khz"] / u["max_khz"]))
     if not packages and not refused:
         why = ("no uncore sweep in the model of " + ",".join(without[:8]) +
                ": `mpi-pstate calibrate` of this release measures it on a node with "
