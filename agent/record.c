@@ -203,11 +203,11 @@ static void put_uncore(struct mpi_pstate_json *b, const struct agentd *a, unsign
         mpi_pstate_json_close(b);
 }
 
-/* Present only when the lever was asked for: a record without it reads as
- * before. */
+/* Present only when the lever was asked for, or a profile run found
+ * uncore domains: a record without it reads as before. */
 static void put_uncores(struct mpi_pstate_json *b, const struct agentd *a)
 {
-        if (!a->o.uncore)
+        if (!a->o.uncore && !a->nudom)
                 return;
         mpi_pstate_json_key(b, "uncore");
         mpi_pstate_json_open(b, '[', "    ");

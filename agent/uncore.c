@@ -87,6 +87,11 @@ static void setup_one(struct agentd *a, struct agentd_uncore *u)
                 set_status(u, AGENTD_DOM_NO_RANGE, "its maximum is already its minimum");
                 return;
         }
+        if (a->o.profile) {
+                /* what the what-if needs from a profile run: could it have */
+                set_status(u, AGENTD_DOM_PROFILE, "mode profile: the step owns it whole");
+                return;
+        }
         rc = geteuid() == 0
                  ? mpi_pstate_restore_save_uncore(a->o.runtime_dir, d, &who, err, sizeof(err))
                  : 0;
@@ -111,7 +116,9 @@ void mpi_pstate_agentd_uncore_setup(struct agentd *a)
         char err[256] = "";
         int rc;
 
-        if (!a->o.uncore || a->o.profile)
+        /* A profile run looks too, so that the what-if knows which
+         * packages an on run could lower; it writes nothing. */
+        if (!a->o.uncore && !a->o.profile)
                 return;
         rc = mpi_pstate_uncore_discover(a->o.sysroot, &a->unode, err, sizeof(err));
         if (rc) {

@@ -644,7 +644,8 @@ def uncore_lever(js: _JobSum, detail: Dict[str, Any], reaction_us: Optional[floa
         if guessed:
             unplaced.append(node)
         for name, idx in sorted(groups.items()):
-            if status and status.get(name, "managed") != "managed":
+            # "profile": a profile run found the package the step's whole
+            if status and status.get(name, "managed") not in ("managed", "profile"):
                 refused.append(f"{node}:{name} ({status[name]})")
                 continue
             per = []

@@ -122,6 +122,23 @@ class AgentLevers(base.AgentCase):
         self.assertEqual(rec["uncore"][0]["status"], "busy")
         self.assertIn("job 9", rec["uncore"][0]["reason"])
 
+    def test_profile_run_records_which_packages_it_owns(self) -> None:
+        """A profile run writes nothing but says which packages an on run
+        could lower (the what-if's input), whether or not --uncore is given."""
+        t = self.tree("--uncore", "2", "--packages", "2")
+        before = t.snapshot()
+        a = self.agent(t, 3, "--mpi-pstate", "profile", cpus="0-2")
+        r = self.ranks(a, [0, 1, 2])
+        for x in r:
+            x.enter()
+        base.time.sleep(0.1)
+        rec = a.stop()
+        unc = {u["domain"]: u["status"] for u in rec["uncore"]}
+        self.assertEqual(unc, {"package_00_die_00": "profile", "package_01_die_00": "outside"})
+        self.assertEqual((t.uncore(0), t.uncore(1)), (2500000, 2500000))
+        self.assertFalse(a.runtime.exists() and any(a.runtime.iterdir()))
+        self.assertEqual(t.snapshot(), before)
+
     def test_uncore_restored_by_the_backstop_after_a_kill(self) -> None:
         t = self.tree("--uncore", "1", "--packages", "1")
         a = self.agent(t, 2, "--threshold", "1ms", "--uncore", "yes", "--uncore-threshold", "5ms",

@@ -489,6 +489,10 @@ class Levers(unittest.TestCase):
         self.assertEqual(u["packages"], 1)
         self.assertIn("refused n1:package_00_die_00 (outside)", " ".join(u["notes"]))
         self.assertNotIn("assumed", " ".join(u["notes"]))
+        # a profile run's agent records the packages it owns whole as "profile"
+        d["nodes"]["n1"]["steps"][0]["agent"]["uncore"][1]["status"] = "profile"
+        self.assertEqual(whatif.predict(d, self.m, 500)["levers"]["uncore"]["packages"], 1)
+        d["nodes"]["n1"]["steps"][0]["agent"]["uncore"][1]["status"] = "managed"
         nu = whatif.validate_model({k: v for k, v in KNEE_MODEL.items() if k != "uncore"})
         u = whatif.predict(d, nu, 500)["levers"]["uncore"]
         self.assertFalse(u["predicted"])
