@@ -412,14 +412,13 @@ static int drop_record(int dirfd, const char *dir, const char *name, char *err, 
         return 1;
 }
 
-static int restore_uncore_at(int dirfd, const char *dir, const char *sysroot, const char *name,
-                             const struct mpi_pstate_restore_owner *who, unsigned flags,
-                             bool *foreign, char *err, size_t errlen)
+/* What a record loaded with result rc lets a restore by who do: 1 go on,
+ * else what to return (0 there is none, the load's error, -EPERM another
+ * owner's: *foreign).  owner is read only when rc is 0. */
+static int may_restore(int rc, const struct mpi_pstate_restore_owner *owner, const char *dir,
+                       const char *name, const struct mpi_pstate_restore_owner *who, unsigned flags,
+                       bool *foreign, char *err, size_t errlen)
 {
-        struct mpi_pstate_restore_uncore r;
-        char path[600];
-        int rc = load_uncore_at(dirfd, name, &r);
-
         if (rc == -ENOENT)
                 return 0;
         if (rc) {
@@ -427,12 +426,26 @@ static int restore_uncore_at(int dirfd, const char *dir, const char *sysroot, co
                                       strerror(-rc));
                 return rc;
         }
-        if (!owner_matches(&r.owner, who, flags)) {
+        if (!owner_matches(owner, who, flags)) {
                 *foreign = true;
                 mpi_pstate_errmsg_set(err, errlen, "%s/%s belongs to job %u step %u", dir, name,
-                                      r.owner.job_id, r.owner.step_id);
+                                      owner->job_id, owner->step_id);
                 return -EPERM;
         }
+        return 1;
+}
+
+static int restore_uncore_at(int dirfd, const char *dir, const char *sysroot, const char *name,
+                             const struct mpi_pstate_restore_owner *who, unsigned flags,
+                             bool *foreign, char *err, size_t errlen)
+{
+        struct mpi_pstate_restore_uncore r;
+        char path[600];
+        int rc = may_restore(load_uncore_at(dirfd, name, &r), &r.owner, dir, name, who, flags,
+                             foreign, err, errlen);
+
+        if (rc != 1)
+                return rc;
         if (snprintf(path, sizeof(path), "%s/devices/system/cpu/intel_uncore_frequency/%s", sysroot,
                      r.domain) >= (int)sizeof(path))
                 return -ENAMETOOLONG;
@@ -451,21 +464,10 @@ static int restore_at(int dirfd, const char *dir, const char *sysroot, const cha
         if (uncore_record_domain(name))
                 return restore_uncore_at(dirfd, dir, sysroot, name, who, flags, foreign, err,
                                          errlen);
-        rc = load_at(dirfd, name, &r);
-
-        if (rc == -ENOENT)
-                return 0;
-        if (rc) {
-                mpi_pstate_errmsg_set(err, errlen, "%s/%s: untrusted record: %s", dir, name,
-                                      strerror(-rc));
+        rc = may_restore(load_at(dirfd, name, &r), &r.owner, dir, name, who, flags, foreign, err,
+                         errlen);
+        if (rc != 1)
                 return rc;
-        }
-        if (!owner_matches(&r.owner, who, flags)) {
-                *foreign = true;
-                mpi_pstate_errmsg_set(err, errlen, "%s/%s belongs to job %u step %u", dir, name,
-                                      r.owner.job_id, r.owner.step_id);
-                return -EPERM;
-        }
         /* apply() needs only the directory and name of the policy. */
         p = calloc(1, sizeof(*p));
         if (!p)
