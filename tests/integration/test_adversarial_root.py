@@ -201,7 +201,7 @@ try:
         "plugin not installed in the lab (tests/cluster/lab install)"
 except (ImportError, OSError) as e:  # no lab on this machine
     LAB_SKIP = f"no lab: {e}"
-LIB_RE = re.compile(r"^mpi-pstate: rank (\d+)/(\d+): (\w+) backend, (\S+) slot (\d+), .* mode (\w+)$", re.M)
+LIB_RE = re.compile(r"^mpi-pstate: rank (\d+)/(\d+): (\w+) backend, (\S+) slot (\d+), .* mode (\w+), MPI waits \w+$", re.M)
 
 
 @unittest.skipIf(LAB_SKIP, LAB_SKIP or "")

@@ -30,7 +30,7 @@ LOW_KHZ = 1200000
 RANK_RE = re.compile(r"^RANK host=(\S+) cpus=(\S*) gov=(\S*) mode=(\S*) shm=(\S*) slot=(\S*) "
                      r"thr=(\S*) low=(\S*) bind=(\S*) ld=(\S*)$", re.M)
 # The library's own line per rank (MPI_PSTATE_VERBOSE=1), see preload/hooks.c.
-LIB_RE = re.compile(r"^mpi-pstate: rank (\d+)/(\d+): (\w+) backend, (\S+) slot (\d+), .* mode (\w+)$",
+LIB_RE = re.compile(r"^mpi-pstate: rank (\d+)/(\d+): (\w+) backend, (\S+) slot (\d+), .* mode (\w+), MPI waits \w+$",
                     re.M)
 WINDOW_RE = re.compile(r"^WINDOW (start|end) ([0-9.]+)$", re.M)
 
