@@ -55,15 +55,16 @@ class Levers(tp.PluginCase):
             self.assertEqual(read(n, f"{UNC}/min_freq_khz"), "800000")
 
     def test_uncore_follows_the_package_and_is_put_back(self) -> None:
-        """One rank per node owning both CPUs: n2's rank waits in every
-        iteration while n1's computes, so n2's uncore goes down and up and
-        n1's is never lowered longer than rank 0's own waits."""
+        """Two ranks per node, each node the step's whole: n2's ranks wait in
+        every iteration while n1's rank 0 computes, so n2's uncore goes down
+        and up.  One rank per node owning both CPUs would be a hybrid rank,
+        whose wait on one core never counts for the package (docs/agent.md)."""
         self.uncore_nodes()
         fam, mpi = lt.srun_family()
         start = {n: len(lt.write_log(n)) for n in tp.NODES}
         wd = self.workdir("uncore")
         with lt.plugstack_args(*UNCORE_ARGS):
-            job, out = self.batch(wd, ["-N2", "-n2", "-c2", "--mpi-pstate"],
+            job, out = self.batch(wd, ["-N2", "-n4", "--ntasks-per-node=2", "--mpi-pstate"],
                                   f"srun --mpi={mpi} ./wrap.sh ./imbalance.{fam} 8 150")
         n2 = uncore_writes("n2", start["n2"])
         self.assertIn(("package_00_die_00", "max_freq_khz", 800000), n2, out)
@@ -93,13 +94,14 @@ class Levers(tp.PluginCase):
         self.assertEqual(unc["status"], "outside", unc)
 
     def lowered_then(self, name: str, act) -> int:
-        """A job whose n2 rank waits a second per iteration; once n2's uncore
+        """A job whose n2 ranks wait a second per iteration; once n2's uncore
         is down, act(job) interrupts it.  Returns the job."""
         self.uncore_nodes()
         fam, mpi = lt.srun_family()
         wd = self.workdir(name)
         with lt.plugstack_args(*UNCORE_ARGS):
-            job = lt.sbatch(["-t", "3", "--exclusive", "-N2", "-n2", "-c2", "--mpi-pstate"],
+            job = lt.sbatch(["-t", "3", "--exclusive", "-N2", "-n4", "--ntasks-per-node=2",
+                             "--mpi-pstate"],
                             f"srun --mpi={mpi} ./wrap.sh ./imbalance.{fam} 40 1000\n", wd)
             wait_until(lambda: read("n2", f"{UNC}/max_freq_khz") == "800000", "n2 uncore down", 120)
             act(job)
