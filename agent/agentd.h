@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <syslog.h>
+#include <time.h>
 
 #include "agent.h"
 #include "cpufreq.h"
@@ -231,6 +232,15 @@ struct agentd {
         uint64_t gone_t0, gone_n, gone_dropped; /* "is gone" lines per second */
         const char *exit_reason;
 };
+
+/* CLOCK_MONOTONIC in ns: the agent's one clock (agent.h's "now"). */
+static inline uint64_t mpi_pstate_agentd_mono_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
 
 /* log.c */
 int mpi_pstate_agentd_log_open(const char *spec, bool foreground, int verbose);

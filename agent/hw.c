@@ -41,14 +41,6 @@ const char *mpi_pstate_agentd_dom_status_name(enum agentd_dom_status s)
         return (unsigned)s < sizeof(status_names) / sizeof(status_names[0]) ? status_names[s] : "?";
 }
 
-static uint64_t mono_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
-}
-
 static bool subset(const cpu_set_t *a, const cpu_set_t *b)
 {
         cpu_set_t x;
@@ -370,7 +362,8 @@ static void hwmon_open(struct agentd *a)
         struct mpi_pstate_hwmon *h = calloc(1, sizeof(*h));
         enum mpi_pstate_rapl_status st;
 
-        st = h ? mpi_pstate_hwmon_open(a->o.sysroot, h, mono_ns()) : MPI_PSTATE_RAPL_ERROR;
+        st = h ? mpi_pstate_hwmon_open(a->o.sysroot, h, mpi_pstate_agentd_mono_ns())
+               : MPI_PSTATE_RAPL_ERROR;
         if (st == MPI_PSTATE_RAPL_ABSENT) {
                 free(h);
                 mpi_pstate_agentd_log(LOG_INFO, "energy: no RAPL, no hwmon energy or power");
@@ -385,7 +378,7 @@ static void hwmon_open(struct agentd *a)
                 return;
         }
         a->rapl_interval_ns = mpi_pstate_hwmon_interval_ns(h, RAPL_MAX_INTERVAL_NS);
-        a->rapl_next_ns = mono_ns() + a->rapl_interval_ns;
+        a->rapl_next_ns = mpi_pstate_agentd_mono_ns() + a->rapl_interval_ns;
         a->rapl_samples = 1;
         mpi_pstate_agentd_log(LOG_INFO, "energy: hwmon, %u %s, sampled every %.3f s", h->n,
                               h->kind == MPI_PSTATE_HWMON_ENERGY ? "energy counters"
@@ -424,7 +417,7 @@ void mpi_pstate_agentd_rapl_open(struct agentd *a)
         a->rapl_interval_ns = us > RAPL_MAX_INTERVAL_NS / 1000 ? RAPL_MAX_INTERVAL_NS : us * 1000;
         if (a->rapl_interval_ns == 0)
                 a->rapl_interval_ns = 1000000;
-        a->rapl_next_ns = mono_ns() + a->rapl_interval_ns;
+        a->rapl_next_ns = mpi_pstate_agentd_mono_ns() + a->rapl_interval_ns;
         a->rapl_samples = 1;
 }
 
@@ -433,7 +426,7 @@ void mpi_pstate_agentd_rapl_sample(struct agentd *a)
         enum mpi_pstate_rapl_status st;
 
         if (a->hwmon && a->hwmon->n)
-                st = mpi_pstate_hwmon_sample(a->hwmon, mono_ns());
+                st = mpi_pstate_hwmon_sample(a->hwmon, mpi_pstate_agentd_mono_ns());
         else if (!a->sampler.n)
                 return;
         else
@@ -444,7 +437,7 @@ void mpi_pstate_agentd_rapl_sample(struct agentd *a)
                                       mpi_pstate_energy_source_name(a->energy_src),
                                       mpi_pstate_rapl_status_name(st));
         a->rapl_status = st;
-        a->rapl_next_ns = mono_ns() + a->rapl_interval_ns;
+        a->rapl_next_ns = mpi_pstate_agentd_mono_ns() + a->rapl_interval_ns;
 }
 
 void mpi_pstate_agentd_rapl_close(struct agentd *a)

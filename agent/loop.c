@@ -53,14 +53,6 @@ static sigjmp_buf bus_jmp;
 static void sleep_until(uint64_t abs_ns);
 static volatile sig_atomic_t in_segment;
 
-static uint64_t mono_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t tsc_now(void)
 {
 #if defined(MPI_PSTATE_HAVE_COUNTER)
@@ -150,7 +142,7 @@ static int op_raise(void *ctx, unsigned d)
 static uint64_t op_now(void *ctx)
 {
         (void)ctx;
-        return mono_ns();
+        return mpi_pstate_agentd_mono_ns();
 }
 
 /* A rank's domains, for the core clock and for the uncore. */
@@ -462,7 +454,10 @@ static uint64_t observe(struct agentd *a, unsigned i, uint64_t now, uint64_t ref
 
 static void scan_one(struct agentd *a, unsigned i, uint64_t now, uint64_t ref_tsc, uint64_t ref_ns)
 {
-        mpi_pstate_agentd_uncore_obs(a, i, observe(a, i, now, ref_tsc, ref_ns));
+        uint64_t since_ns = observe(a, i, now, ref_tsc, ref_ns);
+
+        if (a->ucore_on)
+                mpi_pstate_agentd_uncore_obs(a, i, since_ns);
 }
 
 /* A full scan reads every slot; the wake-ups in between (a deadline, a
@@ -474,7 +469,7 @@ static void scan_one(struct agentd *a, unsigned i, uint64_t now, uint64_t ref_ts
  * loads, are the cost, so the next slots are prefetched. */
 static void scan(struct agentd *a, uint64_t now, bool full)
 {
-        uint64_t ref_tsc = tsc_now(), ref_ns = mono_ns();
+        uint64_t ref_tsc = tsc_now(), ref_ns = mpi_pstate_agentd_mono_ns();
         unsigned n = a->seg.nslots;
 
         for (unsigned i = 0; i < n; i++) {
@@ -663,7 +658,7 @@ static void cpu_cap(struct agentd *a)
 
         if (!a->o.cap_ppm)
                 return;
-        now = mono_ns();
+        now = mpi_pstate_agentd_mono_ns();
         cpu = process_cpu_ns();
         if (a->cap_t0) {
                 a->cap_credit +=
@@ -821,7 +816,7 @@ static void final_pass(struct agentd *a)
                         const struct mpi_pstate_slot *s = mpi_pstate_slot_at(&a->seg, i);
 
                         slot_refresh(a, i, s, atomic_load(&s->state), atomic_load(&s->pid),
-                                     mono_ns());
+                                     mpi_pstate_agentd_mono_ns());
                 }
         }
         in_segment = 0;
@@ -877,7 +872,7 @@ static uint64_t decide(struct agentd *a, uint64_t wake, uint64_t next_full)
 static void throttle(struct agentd *a, uint64_t *win_start, unsigned *early,
                      volatile sig_atomic_t *stop)
 {
-        uint64_t now = mono_ns();
+        uint64_t now = mpi_pstate_agentd_mono_ns();
 
         if (now - *win_start >= THROTTLE_WINDOW_NS) {
                 *win_start = now;
@@ -909,7 +904,7 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                 /* Read before the scan: a wake-up during the scan makes the
                  * wait below return at once. */
                 v = atomic_load_explicit(&hdr->agent_futex, memory_order_acquire);
-                wake = mono_ns();
+                wake = mpi_pstate_agentd_mono_ns();
                 a->wakeups++;
                 look(a, wake, &next_full, &kill_checks);
                 next = decide(a, wake, next_full);

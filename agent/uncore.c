@@ -18,18 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "agentd.h"
-
-static uint64_t mono_ns(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
-}
 
 static void set_status(struct agentd_uncore *u, enum agentd_dom_status st, const char *why)
 {
@@ -181,12 +172,6 @@ static int uop_raise(void *ctx, unsigned d)
         return d < a->nudom ? mpi_pstate_uncore_raise(&a->udom[d].h) : -EINVAL;
 }
 
-static uint64_t uop_now(void *ctx)
-{
-        (void)ctx;
-        return mono_ns();
-}
-
 /* The uncore domain of each cpufreq domain: the one whose CPUs hold it. */
 static int map_domains(struct agentd *a)
 {
@@ -208,8 +193,9 @@ static int map_domains(struct agentd *a)
 
 int mpi_pstate_agentd_uncore_core_setup(struct agentd *a)
 {
-        const struct mpi_pstate_agent_ops ops = {uop_check, uop_check, uop_unmark, uop_clear,
-                                                 uop_lower, uop_raise, uop_now,    a};
+        /* the core clock's own time base, so both cores' deadlines compare */
+        const struct mpi_pstate_agent_ops ops = {uop_check, uop_check, uop_unmark,      uop_clear,
+                                                 uop_lower, uop_raise, a->core.ops.now, a};
         bool any = false;
         int rc;
 

@@ -503,15 +503,19 @@ static inline unsigned mpi_pstate_pred_site(uintptr_t pc)
                MPI_PSTATE_PRED_SITES;
 }
 
-/* After mpi_pstate_slot_wait_begin*(); hdr NULL: nobody to announce to. */
-static inline void mpi_pstate_pred_begin(struct mpi_pstate_pred *p, unsigned site,
+/* After mpi_pstate_slot_wait_begin*(); hdr NULL: nobody to announce to.
+ * Returns whether the site predicts this wait long. */
+static inline bool mpi_pstate_pred_begin(struct mpi_pstate_pred *p, unsigned site,
                                          struct mpi_pstate_seg_header *hdr,
                                          struct mpi_pstate_slot *s, uint64_t threshold_ns)
 {
+        bool is_long = p->ctr[site] >= 2;
+
         p->site = site;
         p->announced = false;
-        if (__builtin_expect(hdr && p->ctr[site] >= 2, 0))
+        if (__builtin_expect(hdr && is_long, 0))
                 p->announced = mpi_pstate_slot_announce(hdr, s, threshold_ns);
+        return is_long;
 }
 
 static inline void mpi_pstate_pred_end(struct mpi_pstate_pred *p, struct mpi_pstate_slot *s,

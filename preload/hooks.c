@@ -184,8 +184,7 @@ void mpi_pstate_hook_init_end(unsigned fid, uint64_t t0)
         int flag = 0, rank = -1, size = 0, provided = MPI_THREAD_SINGLE, len = 0;
         char ver[MPI_MAX_LIBRARY_VERSION_STRING];
         uint64_t t1 = s ? mp_now() : 0, tps;
-        enum mpi_pstate_wait_mode wait_mode =
-            mpi_pstate_slot_wait_mode(MPI_PSTATE_BACKEND_ABI, NULL, environ);
+        enum mpi_pstate_wait_mode wait_mode;
 
         if (PMPI_Initialized(&flag) != MPI_SUCCESS || !flag)
                 return; /* MPI_Init failed: the MPI reports it */
@@ -193,10 +192,12 @@ void mpi_pstate_hook_init_end(unsigned fid, uint64_t t0)
         PMPI_Comm_size(MPI_COMM_WORLD, &size);
         PMPI_Query_thread(&provided);
         st.rank = rank;
-        if (PMPI_Get_library_version(ver, &len) == MPI_SUCCESS) {
-                ver[sizeof(ver) - 1] = '\0';
-                /* whole: MPICH names its device on a later line */
-                wait_mode = mpi_pstate_slot_wait_mode(MPI_PSTATE_BACKEND_ABI, ver, environ);
+        if (PMPI_Get_library_version(ver, &len) != MPI_SUCCESS)
+                ver[0] = '\0';
+        ver[sizeof(ver) - 1] = '\0';
+        /* whole: MPICH names its device on a later line */
+        wait_mode = mpi_pstate_slot_wait_mode(MPI_PSTATE_BACKEND_ABI, ver[0] ? ver : NULL, environ);
+        if (ver[0]) {
                 ver[strcspn(ver, "\r\n")] = '\0';
                 snprintf(st.library, sizeof(st.library), "%.255s", ver);
         }

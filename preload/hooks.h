@@ -134,10 +134,10 @@ __attribute__((always_inline)) static inline void mp_wait_begin(unsigned fid, ui
 
         mpi_pstate_slot_wait_begin_cpu(mpi_pstate_rt.slot, fid, t0,
                                        mp_arch_cpu(mpi_pstate_rt.cpu_src));
-        mpi_pstate_pred_begin(&mpi_pstate_rt.pred, site, mpi_pstate_rt.announce_to,
-                              mpi_pstate_rt.slot, mpi_pstate_rt.threshold_ns);
-        if (__builtin_expect(mpi_pstate_rt.pred.ctr[site] >= 2 || --mpi_pstate_rt.sample_left == 0,
-                             0))
+        bool is_long = mpi_pstate_pred_begin(&mpi_pstate_rt.pred, site, mpi_pstate_rt.announce_to,
+                                             mpi_pstate_rt.slot, mpi_pstate_rt.threshold_ns);
+
+        if (__builtin_expect(is_long || --mpi_pstate_rt.sample_left == 0, 0))
                 mpi_pstate_hook_sample_begin();
 }
 
