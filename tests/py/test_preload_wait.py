@@ -54,10 +54,12 @@ class WaitMode(unittest.TestCase):
     def check_busy(self, r0: dict) -> None:
         # predicted long from the second wait on (the first teaches the
         # site), so at least ROUNDS - 1 waits were measured: a polling wait
-        # burns its core.  On this shared 2-CPU machine other work may take
-        # the core now and then, hence no tighter bound than a half.
+        # burns its core.  How much of it the rank gets depends on what else
+        # the machine runs (CI seen down to 0.29 under qemu beside two
+        # other suites), while a wait that sleeps in the kernel burns well
+        # under 1 %: the bound separates the two, not busy from idle.
         self.assertIsNotNone(r0["wait_cpu_share"])
-        self.assertGreater(r0["wait_cpu_share"], 0.5, r0)
+        self.assertGreater(r0["wait_cpu_share"], 0.1, r0)
         self.assertGreaterEqual(r0["long_calls"], ROUNDS)
 
     def test_open_mpi_polls_by_default(self) -> None:
