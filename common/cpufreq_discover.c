@@ -280,6 +280,73 @@ static void load_levers(struct mpi_pstate_cpufreq_policy *p)
             strcmp(p->driver, "intel_pstate") == 0 || strcmp(p->driver, "amd-pstate-epp") == 0;
 }
 
+/* related_cpus (never empty) and affected_cpus (related when absent). */
+static int load_cpus(struct mpi_pstate_cpufreq_policy *p, char *buf, const char **what)
+{
+        int rc;
+
+        *what = "related_cpus";
+        rc = read_attr(p->dir, *what, buf, ATTR_BUF);
+        if (!rc)
+                rc = mpi_pstate_cpufreq_parse_cpulist(buf, &p->related);
+        if (!rc && CPU_COUNT(&p->related) == 0)
+                rc = -EINVAL;
+        if (rc)
+                return rc;
+        *what = "affected_cpus";
+        rc = read_attr(p->dir, *what, buf, ATTR_BUF);
+        if (rc == -ENOENT) {
+                p->affected = p->related;
+                return 0;
+        }
+        return rc ? rc : mpi_pstate_cpufreq_parse_cpulist(buf, &p->affected);
+}
+
+/* The governors and frequencies the driver offers, where it lists them. */
+static int load_choices(struct mpi_pstate_cpufreq_policy *p, char *buf, const char **what)
+{
+        int rc;
+
+        *what = "scaling_available_governors";
+        rc = read_attr(p->dir, *what, buf, ATTR_BUF);
+        if (rc == -ENOENT) {
+                /* Without the list the active governor is the only one we know of. */
+                memcpy(p->governors[0], p->cur.governor, sizeof(p->governors[0]));
+                p->ngovernors = 1;
+                rc = 0;
+        } else if (!rc) {
+                rc = parse_governors(buf, p);
+        }
+        if (rc)
+                return rc;
+        *what = "scaling_available_frequencies";
+        rc = read_attr(p->dir, *what, buf, ATTR_BUF);
+        if (rc == -ENOENT)
+                return 0; /* intel_pstate, amd-pstate: no table */
+        return rc ? rc : parse_freqs(buf, p);
+}
+
+/* The driver, the hardware limits and the settings in force. */
+static int load_state(struct mpi_pstate_cpufreq_policy *p, const char **what)
+{
+        int rc;
+
+        *what = "scaling_driver";
+        rc = read_name(p->dir, *what, p->driver);
+        if (rc)
+                return rc;
+        *what = "cpuinfo_min_freq";
+        rc = read_khz(p->dir, *what, &p->cpuinfo_min_khz);
+        if (rc)
+                return rc;
+        *what = "cpuinfo_max_freq";
+        rc = read_khz(p->dir, *what, &p->cpuinfo_max_khz);
+        if (rc)
+                return rc;
+        *what = "scaling_governor/min/max/setspeed";
+        return mpi_pstate_cpufreq_read_settings(p, &p->cur);
+}
+
 /* Fills one policy from its directory.  -ENOENT when it has no driver (a
  * policy directory left behind without cpufreq is no frequency domain). */
 static int load_policy(struct mpi_pstate_cpufreq_policy *p, const char *name, const char *dir,
@@ -298,57 +365,11 @@ static int load_policy(struct mpi_pstate_cpufreq_policy *p, const char *name, co
                 goto out;
         }
         memcpy(p->dir, dir, strlen(dir) + 1);
-        rc = read_name(dir, "scaling_driver", p->driver);
-        if (rc)
-                goto out;
-        what = "cpuinfo_min_freq";
-        rc = read_khz(dir, what, &p->cpuinfo_min_khz);
-        if (rc)
-                goto out;
-        what = "cpuinfo_max_freq";
-        rc = read_khz(dir, what, &p->cpuinfo_max_khz);
-        if (rc)
-                goto out;
-        what = "scaling_governor/min/max/setspeed";
-        rc = mpi_pstate_cpufreq_read_settings(p, &p->cur);
-        if (rc)
-                goto out;
-        what = "related_cpus";
-        rc = read_attr(dir, what, buf, ATTR_BUF);
+        rc = load_state(p, &what);
         if (!rc)
-                rc = mpi_pstate_cpufreq_parse_cpulist(buf, &p->related);
-        if (!rc && CPU_COUNT(&p->related) == 0)
-                rc = -EINVAL;
-        if (rc)
-                goto out;
-        what = "affected_cpus";
-        rc = read_attr(dir, what, buf, ATTR_BUF);
-        if (rc == -ENOENT) {
-                p->affected = p->related;
-                rc = 0;
-        } else if (!rc) {
-                rc = mpi_pstate_cpufreq_parse_cpulist(buf, &p->affected);
-        }
-        if (rc)
-                goto out;
-        what = "scaling_available_governors";
-        rc = read_attr(dir, what, buf, ATTR_BUF);
-        if (rc == -ENOENT) {
-                /* Without the list the active governor is the only one we know of. */
-                memcpy(p->governors[0], p->cur.governor, sizeof(p->governors[0]));
-                p->ngovernors = 1;
-                rc = 0;
-        } else if (!rc) {
-                rc = parse_governors(buf, p);
-        }
-        if (rc)
-                goto out;
-        what = "scaling_available_frequencies";
-        rc = read_attr(dir, what, buf, ATTR_BUF);
-        if (rc == -ENOENT)
-                rc = 0; /* intel_pstate, amd-pstate: no table */
-        else if (!rc)
-                rc = parse_freqs(buf, p);
+                rc = load_cpus(p, buf, &what);
+        if (!rc)
+                rc = load_choices(p, buf, &what);
         if (rc)
                 goto out;
         p->has_userspace = mpi_pstate_cpufreq_has_governor(p, "userspace");
@@ -546,10 +567,44 @@ static int map_cpus(struct mpi_pstate_cpufreq_node *node, char *err, size_t errl
         return 0;
 }
 
+/* Each named policy that has a driver; -ENODEV when none has. */
+static int load_policies(struct mpi_pstate_cpufreq_node *node, const char *cpudir,
+                         const struct dirlist *names, char *err, size_t errlen)
+{
+        char pdir[MPI_PSTATE_CPUFREQ_PATH_LEN];
+        int rc;
+
+        node->policies = calloc(names->n ? names->n : 1, sizeof(*node->policies));
+        if (!node->policies)
+                return -ENOMEM;
+        for (size_t i = 0; i < names->n; i++) {
+                const char *name = names->names[i];
+                struct mpi_pstate_cpufreq_policy *p = &node->policies[node->npolicies];
+                int n = strncmp(name, "cpu", 3) == 0
+                            ? snprintf(pdir, sizeof(pdir), "%s/%s/cpufreq", cpudir, name)
+                            : snprintf(pdir, sizeof(pdir), "%s/cpufreq/%s", cpudir, name);
+
+                if (n < 0 || (size_t)n >= sizeof(pdir))
+                        return -ENAMETOOLONG;
+                rc = load_policy(p, name, pdir, err, errlen);
+                if (rc == -ENOENT)
+                        continue;
+                if (rc)
+                        return rc;
+                node->npolicies++;
+        }
+        if (node->npolicies == 0) {
+                mpi_pstate_errmsg_set(
+                    err, errlen, "%s: no cpufreq driver (no policy with a scaling_driver)", cpudir);
+                return -ENODEV;
+        }
+        return 0;
+}
+
 int mpi_pstate_cpufreq_discover_cpus(const char *sysroot, const cpu_set_t *cpus,
                                      struct mpi_pstate_cpufreq_node **out, char *err, size_t errlen)
 {
-        char cpudir[MPI_PSTATE_CPUFREQ_PATH_LEN], pdir[MPI_PSTATE_CPUFREQ_PATH_LEN];
+        char cpudir[MPI_PSTATE_CPUFREQ_PATH_LEN];
         struct mpi_pstate_cpufreq_node *node = NULL;
         struct dirlist names = {0};
         int rc;
@@ -575,35 +630,9 @@ int mpi_pstate_cpufreq_discover_cpus(const char *sysroot, const cpu_set_t *cpus,
                 mpi_pstate_errmsg_set(err, errlen, "%s: %s", cpudir, strerror(-rc));
                 goto fail;
         }
-        node->policies = calloc(names.n ? names.n : 1, sizeof(*node->policies));
-        if (!node->policies) {
-                rc = -ENOMEM;
+        rc = load_policies(node, cpudir, &names, err, errlen);
+        if (rc)
                 goto fail;
-        }
-        for (size_t i = 0; i < names.n; i++) {
-                const char *name = names.names[i];
-                struct mpi_pstate_cpufreq_policy *p = &node->policies[node->npolicies];
-                int n = strncmp(name, "cpu", 3) == 0
-                            ? snprintf(pdir, sizeof(pdir), "%s/%s/cpufreq", cpudir, name)
-                            : snprintf(pdir, sizeof(pdir), "%s/cpufreq/%s", cpudir, name);
-
-                if (n < 0 || (size_t)n >= sizeof(pdir)) {
-                        rc = -ENAMETOOLONG;
-                        goto fail;
-                }
-                rc = load_policy(p, name, pdir, err, errlen);
-                if (rc == -ENOENT)
-                        continue;
-                if (rc)
-                        goto fail;
-                node->npolicies++;
-        }
-        if (node->npolicies == 0) {
-                rc = -ENODEV;
-                mpi_pstate_errmsg_set(
-                    err, errlen, "%s: no cpufreq driver (no policy with a scaling_driver)", cpudir);
-                goto fail;
-        }
         rc = map_cpus(node, err, errlen);
         if (rc)
                 goto fail;

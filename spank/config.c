@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,57 +18,66 @@
 /* A value sized for messages; what the admin typed is cut, not trusted. */
 #define VALUE_SHOWN 64
 
-enum key_kind {
-        KEY_DEFAULT,       /* default_<option key>: parsed by options.c */
-        KEY_ALLOW_OFF,     /* bool */
-        KEY_GOVERNORS,     /* comma-separated governor words */
-        KEY_FREQ_MIN,      /* frequency or none */
-        KEY_FREQ_MAX,      /* frequency or none */
-        KEY_THRESHOLD_MIN, /* duration */
-        KEY_THRESHOLD_MAX, /* duration or none */
-        KEY_COLLECT_DIR,   /* absolute path */
-        KEY_RUNTIME_DIR,   /* absolute path, %h allowed */
-        KEY_PRELOAD,       /* absolute path */
-        KEY_AGENT,         /* absolute path */
-        KEY_MECHANISM,     /* auto|max_freq|setspeed */
-        KEY_SYSROOT,       /* absolute path */
-        KEY_AGENT_BUDGET,  /* percent of a core */
-        KEY_CARBON,        /* g CO2/kWh, site-wide and per partition: for the reports */
-        KEY_METRICS_DIR,   /* absolute path, %h allowed: the Epilogs' Prometheus files */
-        KEY_UNCORE,        /* bool */
-        KEY_UNCORE_THR,    /* duration */
+/* What a key's value is, and so how it is parsed into its field. */
+enum value_kind {
+        VAL_OPTION,           /* default_<option key>: parsed by options.c */
+        VAL_BOOL,             /* yes or no */
+        VAL_GOVERNORS,        /* comma-separated governor words */
+        VAL_FREQ_OR_NONE,     /* frequency; none = 0 */
+        VAL_DURATION,         /* duration, at least the key's min */
+        VAL_DURATION_OR_NONE, /* duration; none = MPI_PSTATE_CONFIG_THRESHOLD_MAX */
+        VAL_DIR,              /* absolute path */
+        VAL_RUNTIME_DIR,      /* absolute path, %h allowed */
+        VAL_FILE,             /* absolute path of a file */
+        VAL_MECHANISM,        /* a word of mechanisms[] */
+        VAL_PERCENT_PPM,      /* percent of a core */
+        VAL_CARBON,           /* g CO2/kWh, site-wide and per partition: for the reports */
+        VAL_CHECKED_DIR,      /* a runtime_dir-like path the Epilogs use: only checked */
 };
+
+#define FIELD(f) offsetof(struct mpi_pstate_config, f), sizeof(((struct mpi_pstate_config *)0)->f)
+#define NO_FIELD 0, 0
 
 static const struct key {
         const char *name;
-        enum key_kind kind;
-        int opt; /* option id for KEY_DEFAULT */
+        enum value_kind kind;
+        size_t off, size; /* the value's field in struct mpi_pstate_config */
+        int opt;          /* option id for VAL_OPTION */
+        uint64_t min;     /* VAL_DURATION's lowest value */
         const char *expect;
 } keys[] = {
 #define MPI_PSTATE_OPTION(ID, field, TYPE, name, bare, arginfo, key, env, def, usage, doc)         \
-        {"default_" key, KEY_DEFAULT, MPI_PSTATE_OPT_##ID, NULL},
+        {"default_" key, VAL_OPTION, NO_FIELD, MPI_PSTATE_OPT_##ID, 0, NULL},
 #include "options.def"
-    {"allow_off", KEY_ALLOW_OFF, -1, "yes or no"},
-    {"allowed_governors", KEY_GOVERNORS, -1, "a comma-separated list of governors"},
-    {"freq_min", KEY_FREQ_MIN, -1, "a frequency such as 1.2GHz, or none"},
-    {"freq_max", KEY_FREQ_MAX, -1, "a frequency such as 3GHz, or none"},
-    {"threshold_min", KEY_THRESHOLD_MIN, -1, "a duration such as 100us"},
-    {"threshold_max", KEY_THRESHOLD_MAX, -1, "a duration such as 1s, or none"},
-    {"collect_dir", KEY_COLLECT_DIR, -1, "an absolute directory path without . or .. components"},
-    {"runtime_dir", KEY_RUNTIME_DIR, -1,
+    {"allow_off", VAL_BOOL, FIELD(allow_off), -1, 0, "yes or no"},
+    {"allowed_governors", VAL_GOVERNORS, FIELD(governors), -1, 0,
+     "a comma-separated list of governors"},
+    {"freq_min", VAL_FREQ_OR_NONE, FIELD(freq_min_khz), -1, 0,
+     "a frequency such as 1.2GHz, or none"},
+    {"freq_max", VAL_FREQ_OR_NONE, FIELD(freq_max_khz), -1, 0, "a frequency such as 3GHz, or none"},
+    {"threshold_min", VAL_DURATION, FIELD(threshold_min_us), -1, 0, "a duration such as 100us"},
+    {"threshold_max", VAL_DURATION_OR_NONE, FIELD(threshold_max_us), -1, 0,
+     "a duration such as 1s, or none"},
+    {"collect_dir", VAL_DIR, FIELD(collect_dir), -1, 0,
+     "an absolute directory path without . or .. components"},
+    {"runtime_dir", VAL_RUNTIME_DIR, FIELD(runtime_dir), -1, 0,
      "an absolute directory path without . or .. components (escapes: %h, %%)"},
-    {"preload", KEY_PRELOAD, -1, "an absolute file path without . or .. components"},
-    {"agent", KEY_AGENT, -1, "an absolute file path without . or .. components"},
-    {"mechanism", KEY_MECHANISM, -1, "one of auto, max_freq, setspeed, epp"},
-    {"sysroot", KEY_SYSROOT, -1, "an absolute directory path without . or .. components"},
-    {"agent_cpu_budget", KEY_AGENT_BUDGET, -1,
+    {"preload", VAL_FILE, FIELD(preload), -1, 0,
+     "an absolute file path without . or .. components"},
+    {"agent", VAL_FILE, FIELD(agent), -1, 0, "an absolute file path without . or .. components"},
+    {"mechanism", VAL_MECHANISM, FIELD(mechanism), -1, 0, "one of auto, max_freq, setspeed, epp"},
+    {"sysroot", VAL_DIR, FIELD(sysroot), -1, 0,
+     "an absolute directory path without . or .. components"},
+    {"agent_cpu_budget", VAL_PERCENT_PPM, FIELD(agent_budget_ppm), -1, 0,
      "a percentage of one core such as 0.5 (0: no budget), at most 100"},
-    {"carbon_g_per_kwh", KEY_CARBON, -1,
+    {"carbon_g_per_kwh", VAL_CARBON, NO_FIELD, -1, 0,
      "grams of CO2 per kWh (0-5000), site-wide and/or per partition: 350 or 350,gpu:120"},
-    {"metrics_dir", KEY_METRICS_DIR, -1,
+    {"metrics_dir", VAL_CHECKED_DIR, NO_FIELD, -1, 0,
      "an absolute directory path without . or .. components (escapes: %h, %%)"},
-    {"uncore", KEY_UNCORE, -1, "yes or no"},
-    {"uncore_threshold", KEY_UNCORE_THR, -1, "a duration such as 10ms, at least 1ms"},
+    {"uncore", VAL_BOOL, FIELD(uncore), -1, 0, "yes or no"},
+    /* below a millisecond the uncore's own latency is the wait */
+    {"uncore_threshold", VAL_DURATION, FIELD(uncore_threshold_us), -1, 1000,
+     "a duration such as 10ms, at least 1ms"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -215,94 +225,77 @@ static int parse_file(const char *v, char *out, size_t outlen)
         return parse_dir(v, out, outlen);
 }
 
+static int parse_mechanism(const char *v, char *out, size_t outlen)
+{
+        /* The words of common/cpufreq.h's mpi_pstate_cpufreq_mech_parse();
+         * spelled out so that this file stays free of the backend. */
+        for (size_t i = 0; i < sizeof(mechanisms) / sizeof(mechanisms[0]); i++)
+                if (strcmp(v, mechanisms[i]) == 0) {
+                        snprintf(out, outlen, "%s", v);
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+static int parse_duration_at_least(const char *v, uint64_t min, uint64_t *us)
+{
+        int rc = mpi_pstate_parse_duration_us(v, us);
+
+        return rc == 0 && *us < min ? -ERANGE : rc;
+}
+
+static int parse_duration_or_none(const char *v, uint64_t *us)
+{
+        if (strcasecmp(v, "none") == 0) {
+                *us = MPI_PSTATE_CONFIG_THRESHOLD_MAX;
+                return 0;
+        }
+        return mpi_pstate_parse_duration_us(v, us);
+}
+
+/* Every typed parser above fills its output only on success, so a bad
+ * value leaves the field as it was. */
 static int apply_key(struct mpi_pstate_config *c, const struct key *k, const char *v)
 {
+        void *f = (char *)c + k->off;
+        char dir[sizeof(c->runtime_dir)];
         uint64_t u;
-        uint32_t mask;
-        bool b;
         int rc;
 
         switch (k->kind) {
-        case KEY_DEFAULT:
+        case VAL_OPTION:
                 return mpi_pstate_options_parse(&c->defaults, k->opt, v);
-        case KEY_ALLOW_OFF:
-                rc = mpi_pstate_parse_bool(v, &b);
-                if (rc == 0)
-                        c->allow_off = b;
-                return rc;
-        case KEY_GOVERNORS:
-                rc = parse_governors(v, &mask);
-                if (rc == 0)
-                        c->governors = mask;
-                return rc;
-        case KEY_FREQ_MIN:
-                rc = parse_freq_or_none(v, &u);
-                if (rc == 0)
-                        c->freq_min_khz = u;
-                return rc;
-        case KEY_FREQ_MAX:
-                rc = parse_freq_or_none(v, &u);
-                if (rc == 0)
-                        c->freq_max_khz = u;
-                return rc;
-        case KEY_THRESHOLD_MIN:
-                rc = mpi_pstate_parse_duration_us(v, &u);
-                if (rc == 0)
-                        c->threshold_min_us = u;
-                return rc;
-        case KEY_THRESHOLD_MAX:
-                if (strcasecmp(v, "none") == 0) {
-                        c->threshold_max_us = MPI_PSTATE_CONFIG_THRESHOLD_MAX;
-                        return 0;
-                }
-                rc = mpi_pstate_parse_duration_us(v, &u);
-                if (rc == 0)
-                        c->threshold_max_us = u;
-                return rc;
-        case KEY_COLLECT_DIR:
-                return parse_dir(v, c->collect_dir, sizeof(c->collect_dir));
-        case KEY_RUNTIME_DIR:
-                return parse_runtime_dir(v, c->runtime_dir, sizeof(c->runtime_dir));
-        case KEY_PRELOAD:
-                return parse_file(v, c->preload, sizeof(c->preload));
-        case KEY_AGENT:
-                return parse_file(v, c->agent, sizeof(c->agent));
-        case KEY_MECHANISM:
-                /* The words of common/cpufreq.h's mpi_pstate_cpufreq_mech_parse();
-                 * spelled out so that this file stays free of the backend. */
-                for (size_t i = 0; i < sizeof(mechanisms) / sizeof(mechanisms[0]); i++)
-                        if (strcmp(v, mechanisms[i]) == 0) {
-                                snprintf(c->mechanism, sizeof(c->mechanism), "%s", v);
-                                return 0;
-                        }
-                return -EINVAL;
-        case KEY_SYSROOT:
-                return parse_dir(v, c->sysroot, sizeof(c->sysroot));
-        case KEY_AGENT_BUDGET:
-                return mpi_pstate_parse_percent_ppm(v, &c->agent_budget_ppm);
-        case KEY_CARBON:
+        case VAL_BOOL:
+                return mpi_pstate_parse_bool(v, f);
+        case VAL_GOVERNORS:
+                return parse_governors(v, f);
+        case VAL_FREQ_OR_NONE:
+                return parse_freq_or_none(v, f);
+        case VAL_DURATION:
+                rc = parse_duration_at_least(v, k->min, &u);
+                break;
+        case VAL_DURATION_OR_NONE:
+                return parse_duration_or_none(v, f);
+        case VAL_DIR:
+                return parse_dir(v, f, k->size);
+        case VAL_RUNTIME_DIR:
+                return parse_runtime_dir(v, f, k->size);
+        case VAL_FILE:
+                return parse_file(v, f, k->size);
+        case VAL_MECHANISM:
+                return parse_mechanism(v, f, k->size);
+        case VAL_PERCENT_PPM:
+                return mpi_pstate_parse_percent_ppm(v, f);
+        case VAL_CARBON:
                 return mpi_pstate_parse_carbon(v);
-        case KEY_UNCORE:
-                rc = mpi_pstate_parse_bool(v, &b);
-                if (rc == 0)
-                        c->uncore = b;
-                return rc;
-        case KEY_UNCORE_THR:
-                /* Below a millisecond the uncore's own latency is the wait. */
-                rc = mpi_pstate_parse_duration_us(v, &u);
-                if (rc == 0 && u < 1000)
-                        rc = -ERANGE;
-                if (rc == 0)
-                        c->uncore_threshold_us = u;
-                return rc;
-        case KEY_METRICS_DIR: {
-                /* the Epilogs write there; the plugin only checks the value */
-                char dir[sizeof(c->runtime_dir)];
-
+        case VAL_CHECKED_DIR:
                 return parse_runtime_dir(v, dir, sizeof(dir));
+        default:
+                return -EINVAL;
         }
-        }
-        return -EINVAL;
+        if (rc == 0)
+                *(uint64_t *)f = u;
+        return rc;
 }
 
 static int parse_word(struct mpi_pstate_config *c, const char *word,
@@ -334,7 +327,7 @@ static int parse_word(struct mpi_pstate_config *c, const char *word,
                  PREFIX "plugstack.conf: invalid value \"%s\" for %s: expected %s; "
                         "key ignored",
                  value, keys[i].name,
-                 keys[i].kind == KEY_DEFAULT
+                 keys[i].kind == VAL_OPTION
                      ? mpi_pstate_options_expect(keys[i].opt, expect, sizeof(expect))
                      : keys[i].expect);
         return 1;
