@@ -248,14 +248,11 @@ static void undo_marks(struct mpi_pstate_agent_core *c, unsigned d)
         }
 }
 
-/* Lowers domain d, all of whose ranks wait past deadline dl.  Returns 1
- * when a rank was found gone (the caller runs another pass), else 0. */
-static int do_lower(struct mpi_pstate_agent_core *c, unsigned d, uint64_t dl)
+/* Marks every rank of domain d before its write, so that a rank leaving
+ * its wait from now on wakes the agent.  Returns 1 when one had already
+ * left (its marks undone), else 0. */
+static int mark_ranks(struct mpi_pstate_agent_core *c, unsigned d)
 {
-        struct mpi_pstate_agent_domain *dom = &c->domains[d];
-        uint64_t t0, t1;
-        int rc, gone = 0;
-
         FOR_RANKS_OF(c, d, i) c->fresh[i] = 0;
         FOR_RANKS_OF(c, d, i)
         {
@@ -268,30 +265,22 @@ static int do_lower(struct mpi_pstate_agent_core *c, unsigned d, uint64_t dl)
                          * flag, so other domains it holds down must go up. */
                         r->obs.since = 0;
                         c->stats.leaves_seen++;
-                        gone = 1;
-                        break;
+                        undo_marks(c, d);
+                        return 1;
                 }
                 if (r->marked_since == 0) {
                         r->marked_since = r->obs.since;
                         c->fresh[i] = 1;
                 }
         }
-        if (gone) {
-                undo_marks(c, d);
-                return 1;
-        }
-        t0 = c->ops.now(c->ops.ctx);
-        rc = c->ops.lower(c->ops.ctx, d);
-        t1 = c->ops.now(c->ops.ctx);
-        hist_write(c, t0, t1);
-        if (rc) {
-                dom->write_errors++;
-                dom->last_error = rc;
-                if (++dom->err_streak >= c->max_errs)
-                        dom->disabled = 1;
-                undo_marks(c, d);
-                return 0;
-        }
+        return 0;
+}
+
+/* Domain d went down at t0 for ranks whose deadline was dl. */
+static void count_drop(struct mpi_pstate_agent_core *c, unsigned d, uint64_t t0, uint64_t dl)
+{
+        struct mpi_pstate_agent_domain *dom = &c->domains[d];
+
         dom->err_streak = 0;
         dom->down = 1;
         dom->down_at_ns = t0;
@@ -308,21 +297,51 @@ static int do_lower(struct mpi_pstate_agent_core *c, unsigned d, uint64_t dl)
                 r->drops++;
                 mpi_pstate_agent_hist_add(&r->drop_late_ns, t0 > dl ? t0 - dl : 0);
         }
-        /* The protocol's re-check: a rank that left during the write did
-         * not see its flag in time to wake us, or did and we must not wait
-         * for the next wake-up anyway. */
+}
+
+/* The protocol's re-check after the write: a rank that left during it did
+ * not see its flag in time to wake us, or did and we must not wait for the
+ * next wake-up anyway.  Returns 1 when one left. */
+static int any_left(struct mpi_pstate_agent_core *c, unsigned d)
+{
+        int gone = 0;
+
         FOR_RANKS_OF(c, d, i)
         {
                 struct mpi_pstate_agent_rank *r = &c->ranks[i];
 
-                if (!has_domain(r, d))
-                        continue;
-                if (!c->ops.still_waiting(c->ops.ctx, i, r->marked_since)) {
+                if (has_domain(r, d) && !c->ops.still_waiting(c->ops.ctx, i, r->marked_since)) {
                         r->obs.since = 0;
                         gone = 1;
                 }
         }
-        if (gone) {
+        return gone;
+}
+
+/* Lowers domain d, all of whose ranks wait past deadline dl.  Returns 1
+ * when a rank was found gone (the caller runs another pass), else 0. */
+static int do_lower(struct mpi_pstate_agent_core *c, unsigned d, uint64_t dl)
+{
+        struct mpi_pstate_agent_domain *dom = &c->domains[d];
+        uint64_t t0, t1;
+        int rc;
+
+        if (mark_ranks(c, d))
+                return 1;
+        t0 = c->ops.now(c->ops.ctx);
+        rc = c->ops.lower(c->ops.ctx, d);
+        t1 = c->ops.now(c->ops.ctx);
+        hist_write(c, t0, t1);
+        if (rc) {
+                dom->write_errors++;
+                dom->last_error = rc;
+                if (++dom->err_streak >= c->max_errs)
+                        dom->disabled = 1;
+                undo_marks(c, d);
+                return 0;
+        }
+        count_drop(c, d, t0, dl);
+        if (any_left(c, d)) {
                 dom->aborted++;
                 c->stats.leaves_seen++;
                 do_raise(c, d, t1, 1);

@@ -89,12 +89,53 @@ static void set_one(const struct mpi_pstate_policy_req *req,
         d->status = MPI_PSTATE_POLICY_SET;
 }
 
+/* The step's node map: the one the caller keeps, refreshed, else a fresh
+ * discovery of the step's CPUs (kept for the caller when it asks). */
+static int node_of(const struct mpi_pstate_policy_req *req, struct mpi_pstate_cpufreq_node **node,
+                   char *err, size_t errlen)
+{
+        int rc;
+
+        if (req->node && *req->node) {
+                *node = *req->node;
+                return mpi_pstate_cpufreq_refresh_settings(*node, err, errlen);
+        }
+        rc = mpi_pstate_cpufreq_discover_cpus(req->sysroot, req->cpus, node, err, errlen);
+        if (rc == 0 && req->node)
+                *req->node = *node;
+        return rc;
+}
+
+/* One domain's outcome into the totals; the step's mechanism is the one
+ * every set domain shares, else AUTO. */
+static void count_domain(struct mpi_pstate_policy_result *res,
+                         const struct mpi_pstate_policy_domain *d)
+{
+        switch (d->status) {
+        case MPI_PSTATE_POLICY_SET:
+                res->mech =
+                    res->set == 0 || res->mech == d->mech ? d->mech : MPI_PSTATE_CPUFREQ_MECH_AUTO;
+                res->set++;
+                break;
+        case MPI_PSTATE_POLICY_SHARED:
+                res->shared++;
+                break;
+        case MPI_PSTATE_POLICY_BUSY:
+                res->busy++;
+                break;
+        case MPI_PSTATE_POLICY_FAILED:
+                res->failed++;
+                break;
+        case MPI_PSTATE_POLICY_UNTOUCHED:
+                break;
+        }
+}
+
 int mpi_pstate_policy_apply(const struct mpi_pstate_policy_req *req,
                             struct mpi_pstate_policy_result *res, char *err, size_t errlen)
 {
         struct mpi_pstate_cpufreq_node *node = NULL;
         unsigned *idx = NULL, n;
-        bool any_set = false;
         int rc;
 
         memset(res, 0, sizeof(*res));
@@ -102,18 +143,9 @@ int mpi_pstate_policy_apply(const struct mpi_pstate_policy_req *req,
                 err[0] = '\0';
         if (!req || !req->sysroot || !req->restore_dir || !req->cpus)
                 return -EINVAL;
-        if (req->node && *req->node) {
-                node = *req->node;
-                rc = mpi_pstate_cpufreq_refresh_settings(node, err, errlen);
-                if (rc)
-                        return rc;
-        } else {
-                rc = mpi_pstate_cpufreq_discover_cpus(req->sysroot, req->cpus, &node, err, errlen);
-                if (rc)
-                        return rc;
-                if (req->node)
-                        *req->node = node;
-        }
+        rc = node_of(req, &node, err, errlen);
+        if (rc)
+                return rc;
         snprintf(res->driver, sizeof(res->driver), "%s", node->driver);
         idx = calloc(node->npolicies ? node->npolicies : 1, sizeof(*idx));
         if (!idx) {
@@ -141,25 +173,7 @@ int mpi_pstate_policy_apply(const struct mpi_pstate_policy_req *req,
                         d->status = MPI_PSTATE_POLICY_UNTOUCHED;
                 else
                         set_one(req, p, d, err, errlen);
-                switch (d->status) {
-                case MPI_PSTATE_POLICY_SET:
-                        res->set++;
-                        res->mech = !any_set || res->mech == d->mech ? d->mech
-                                                                     : MPI_PSTATE_CPUFREQ_MECH_AUTO;
-                        any_set = true;
-                        break;
-                case MPI_PSTATE_POLICY_SHARED:
-                        res->shared++;
-                        break;
-                case MPI_PSTATE_POLICY_BUSY:
-                        res->busy++;
-                        break;
-                case MPI_PSTATE_POLICY_FAILED:
-                        res->failed++;
-                        break;
-                case MPI_PSTATE_POLICY_UNTOUCHED:
-                        break;
-                }
+                count_domain(res, d);
         }
 out:
         free(idx);
