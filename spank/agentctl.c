@@ -53,75 +53,101 @@ static int push(char **argv, size_t max, size_t *argc, const char *flag, const c
         return 0;
 }
 
+/* The agent's numeric arguments as text in buf; NULL for an optional one
+ * the step does not give. */
+struct agent_numbers {
+        const char *job, *step, *uid, *gid, *floor, *nslots, *budget, *uthr;
+};
+
+static int format_numbers(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
+                          size_t *used, struct agent_numbers *n)
+{
+        memset(n, 0, sizeof(*n));
+        n->job = num(buf, buflen, used, a->job);
+        n->step = n->job ? num(buf, buflen, used, a->step) : NULL;
+        n->uid = n->step ? num(buf, buflen, used, (uint64_t)a->uid) : NULL;
+        n->gid = n->uid ? num(buf, buflen, used, (uint64_t)a->gid) : NULL;
+        if (!n->gid)
+                return -ENOSPC;
+        if (a->freq_min_khz && !(n->floor = num(buf, buflen, used, a->freq_min_khz)))
+                return -ENOSPC;
+        if (a->nslots && !(n->nslots = num(buf, buflen, used, a->nslots)))
+                return -ENOSPC;
+        /* percent with every digit a millionth needs: 5000 ppm is 0.5000 */
+        n->budget =
+            str(buf, buflen, used, "%llu.%04llu", (unsigned long long)(a->budget_ppm / 10000u),
+                (unsigned long long)(a->budget_ppm % 10000u));
+        if (!n->budget)
+                return -ENOSPC;
+        if (a->uncore && !(n->uthr = str(buf, buflen, used, "%lluus",
+                                         (unsigned long long)a->uncore_threshold_us)))
+                return -ENOSPC;
+        return 0;
+}
+
+/* The job's options, one generic pair each: a new entry of options.def
+ * reaches the agent with no code here. */
+static int push_options(const struct mpi_pstate_options *opt, char *buf, size_t buflen,
+                        size_t *used, char **argv, size_t max, size_t *argc)
+{
+        int rc = 0;
+
+        for (int id = 0; !rc && id < MPI_PSTATE_OPT_COUNT; id++) {
+                char *flag = buf + *used, *value;
+                int n = snprintf(flag, buflen - *used, "--%s", mpi_pstate_options_info(id)->name);
+
+                if (n < 0 || (size_t)n + 1 >= buflen - *used)
+                        return -ENOSPC;
+                *used += (size_t)n + 1;
+                value = buf + *used;
+                n = mpi_pstate_options_format(opt, id, value, buflen - *used);
+                if (n < 0)
+                        return -ENOSPC;
+                *used += (size_t)n + 1;
+                rc = push(argv, max, argc, flag, value);
+        }
+        return rc;
+}
+
 int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
                              char **argv, size_t max)
 {
-        const char *job, *step, *uid, *gid, *floor = NULL, *nslots = NULL, *budget, *uthr = NULL;
+        struct agent_numbers n;
         size_t used = 0, argc = 0;
-        int rc = 0;
+        int rc;
 
         if (!a || !a->path || !a->shm || !a->cpus || !a->mechanism || !a->restore_dir ||
             !a->record || !buf || !argv || max == 0)
                 return -EINVAL;
-        job = num(buf, buflen, &used, a->job);
-        step = job ? num(buf, buflen, &used, a->step) : NULL;
-        uid = step ? num(buf, buflen, &used, (uint64_t)a->uid) : NULL;
-        gid = uid ? num(buf, buflen, &used, (uint64_t)a->gid) : NULL;
-        if (gid && a->freq_min_khz && !(floor = num(buf, buflen, &used, a->freq_min_khz)))
-                gid = NULL;
-        if (gid && a->nslots && !(nslots = num(buf, buflen, &used, a->nslots)))
-                gid = NULL;
-        if (!gid)
-                return -ENOSPC;
-        /* percent with every digit a millionth needs: 5000 ppm is 0.5000 */
-        budget =
-            str(buf, buflen, &used, "%llu.%04llu", (unsigned long long)(a->budget_ppm / 10000u),
-                (unsigned long long)(a->budget_ppm % 10000u));
-        if (!budget)
-                return -ENOSPC;
-        if (a->uncore &&
-            !(uthr = str(buf, buflen, &used, "%lluus", (unsigned long long)a->uncore_threshold_us)))
-                return -ENOSPC;
+        rc = format_numbers(a, buf, buflen, &used, &n);
+        if (rc)
+                return rc;
         /* --foreground: detached by us already, so the pid we record is the
          * agent's.  --keep-shm: the segment is the plugin's and stays for the
          * node epilog.  Optional pairs have a NULL value when absent. */
         const char *const head[][2] = {
             {"--foreground", NULL}, {"--keep-shm", NULL}, {"--shm", a->shm},
-            {"--nslots", nslots},   {"--uid", uid},       {"--gid", gid},
-            {"--cpus", a->cpus},    {"--job", job},       {"--step", step},
+            {"--nslots", n.nslots}, {"--uid", n.uid},     {"--gid", n.gid},
+            {"--cpus", a->cpus},    {"--job", n.job},     {"--step", n.step},
         };
         const char *const tail[][2] = {
             {"--mechanism", a->mechanism},
             {"--runtime-dir", a->restore_dir},
             {"--record", a->record},
-            {"--freq-min", floor},
-            {"--cpu-budget", budget},
+            {"--freq-min", n.floor},
+            {"--cpu-budget", n.budget},
             {"--allow-governor", a->no_governor_change ? "no" : NULL},
             {"--log", a->log},
             {"--sysroot", a->sysroot},
             {"--uncore", a->uncore ? "yes" : NULL},
-            {"--uncore-threshold", uthr},
+            {"--uncore-threshold", n.uthr},
         };
         argv[argc++] = (char *)a->path;
         for (size_t i = 0; i < sizeof(head) / sizeof(head[0]) && !rc; i++)
                 if (i < 2 || head[i][1])
                         rc = push(argv, max, &argc, head[i][0], head[i][1]);
-        /* The job's options, one generic pair each: a new entry of
-         * options.def reaches the agent with no code here. */
-        for (int id = 0; !rc && id < MPI_PSTATE_OPT_COUNT; id++) {
-                char *flag = buf + used, *value;
-                int n = snprintf(flag, buflen - used, "--%s", mpi_pstate_options_info(id)->name);
-
-                if (n < 0 || (size_t)n + 1 >= buflen - used)
-                        return -ENOSPC;
-                used += (size_t)n + 1;
-                value = buf + used;
-                n = mpi_pstate_options_format(&a->opt, id, value, buflen - used);
-                if (n < 0)
-                        return -ENOSPC;
-                used += (size_t)n + 1;
-                rc = push(argv, max, &argc, flag, value);
-        }
+        if (!rc)
+                rc = push_options(&a->opt, buf, buflen, &used, argv, max, &argc);
         for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]) && !rc; i++)
                 if (tail[i][1])
                         rc = push(argv, max, &argc, tail[i][0], tail[i][1]);
@@ -237,6 +263,30 @@ static void child(int pipefd, char **argv, char **envp)
         _exit(127);
 }
 
+/* The agent file root is about to run: there, trusted, executable.
+ * Checked here so that a missing agent is one clear log line, not an exit
+ * status of a grandchild nobody waits for. */
+static int check_agent_file(const char *path, char *err, size_t errlen)
+{
+        struct stat st;
+        int rc;
+
+        if (stat(path, &st) != 0) {
+                rc = -errno;
+                mpi_pstate_errmsg_set(err, errlen, "%s: %s", path, strerror(-rc));
+                return rc;
+        }
+        /* Run as root: only a file and directories nobody but root can change. */
+        rc = mpi_pstate_agentctl_trusted(path, err, errlen);
+        if (rc)
+                return rc == -ENOENT ? -EACCES : rc;
+        if (!S_ISREG(st.st_mode) || !(st.st_mode & S_IXUSR)) {
+                mpi_pstate_errmsg_set(err, errlen, "%s: not an executable file", path);
+                return -EACCES;
+        }
+        return 0;
+}
+
 int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *out, char *err,
                               size_t errlen)
 {
@@ -244,7 +294,6 @@ int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *out,
         char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[512];
         int p[2] = {-1, -1}, status, rc;
         pid_t pid, agent = -1;
-        struct stat st;
         ssize_t n;
 
         rc = mpi_pstate_agentctl_argv(a, buf, sizeof(buf), argv, MPI_PSTATE_AGENT_MAX_ARGS);
@@ -252,21 +301,9 @@ int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *out,
                 mpi_pstate_errmsg_set(err, errlen, "cannot build the agent's command line");
                 return rc;
         }
-        /* Checked here so that a missing agent is one clear log line, not an
-         * exit status of a grandchild nobody waits for. */
-        if (stat(a->path, &st) != 0) {
-                rc = -errno;
-                mpi_pstate_errmsg_set(err, errlen, "%s: %s", a->path, strerror(-rc));
-                return rc;
-        }
-        /* Run as root: only a file and directories nobody but root can change. */
-        rc = mpi_pstate_agentctl_trusted(a->path, err, errlen);
+        rc = check_agent_file(a->path, err, errlen);
         if (rc)
-                return rc == -ENOENT ? -EACCES : rc;
-        if (!S_ISREG(st.st_mode) || !(st.st_mode & S_IXUSR)) {
-                mpi_pstate_errmsg_set(err, errlen, "%s: not an executable file", a->path);
-                return -EACCES;
-        }
+                return rc;
         if (pipe2(p, O_CLOEXEC) != 0) {
                 rc = -errno;
                 mpi_pstate_errmsg_set(err, errlen, "pipe: %s", strerror(-rc));
