@@ -549,6 +549,64 @@ static uint64_t process_cpu_ns(void)
         return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
+/* The timer gap that keeps the last period's CPU share near 80 % of the
+ * budget, logged when it changes. */
+static void gap_adjust(struct agentd *a, uint64_t used, uint64_t wall, uint64_t timers)
+{
+        uint64_t want;
+
+        a->budget_cpu_sum += used;
+        a->budget_timer_sum += timers;
+        want = mpi_pstate_agent_budget_gap(a->gap_ns, wall / timers, used, wall, a->o.budget_ppm,
+                                           a->scan_ns, AGENTD_SCAN_MIN_NS, AGENTD_SCAN_MAX_NS);
+        if (want != a->gap_ns) {
+                mpi_pstate_agentd_log(
+                    LOG_DEBUG,
+                    "CPU %llu ppm of a core over %llu timer wake-ups: timer "
+                    "gap %llu -> %llu us",
+                    (unsigned long long)(used * 1000000u / wall), (unsigned long long)timers,
+                    (unsigned long long)(a->gap_ns / 1000u), (unsigned long long)(want / 1000u));
+                a->gap_ns = want;
+                a->budget_adjusts++;
+        }
+        if (want > a->gap_max_ns)
+                a->gap_max_ns = want;
+}
+
+/* Reactions (announced waits, their deadlines, their transitions) are
+ * what savings cost; they are bought while the agent stays under three
+ * quarters of its hard ceiling.  Past that, ranks stop announcing and the
+ * polls, spaced by the budget, find the waits, until the agent is back
+ * under half that: the ceiling, which holds every wait up, is not what
+ * limits a busy node.  Not half the ceiling: on the lab's FUSE sysfs (a
+ * write 150-300 us) a 2-rank job crossed it, and announcements then went
+ * off for a job that the ceiling never held up. */
+static void announce_adjust(struct agentd *a, uint64_t now, uint64_t used, uint64_t wall)
+{
+        uint64_t share_ppm = (uint64_t)((unsigned __int128)used * 1000000u / wall);
+        uint64_t off_ppm = a->o.cap_ppm * AGENTD_ANNOUNCE_OFF_PCT / 100u;
+        bool off = atomic_load_explicit(&a->seg.hdr->announce_off, memory_order_relaxed) != 0;
+
+        /* A node whose ranks are over it when announcing and under half of
+         * it when not would switch every other period (128 simulated ranks:
+         * 15 times in 30 s): each turn off holds twice as long as the last,
+         * up to a minute, and each period spent announcing under the limit
+         * halves the hold again. */
+        if (!off && share_ppm > off_ppm) {
+                off = true;
+                a->announce_offs++;
+                a->announce_hold = a->announce_hold ? 2 * a->announce_hold : 1u;
+                if (a->announce_hold > ANNOUNCE_HOLD_MAX)
+                        a->announce_hold = ANNOUNCE_HOLD_MAX;
+                a->announce_hold_until_ns = now + (uint64_t)a->announce_hold * BUDGET_PERIOD_NS;
+        } else if (off && share_ppm < off_ppm / 2 && now >= a->announce_hold_until_ns) {
+                off = false;
+        } else if (!off) {
+                a->announce_hold /= 2;
+        }
+        atomic_store_explicit(&a->seg.hdr->announce_off, off, memory_order_relaxed);
+}
+
 /* Keeps the agent within its CPU budget.  Nearly all of its time goes
  * into waking up (tens of microseconds each on a virtual machine, a few on
  * bare metal), so the lever is how often the timer may wake it: timer
@@ -561,7 +619,7 @@ static uint64_t process_cpu_ns(void)
  * wakes the agent through the futex, which no gap holds back. */
 static void budget_adjust(struct agentd *a, uint64_t now)
 {
-        uint64_t cpu, used, wall, timers, interval, want;
+        uint64_t cpu, used, wall, timers;
 
         if (!a->o.budget_ppm || now < a->budget_next_ns)
                 return;
@@ -570,65 +628,10 @@ static void budget_adjust(struct agentd *a, uint64_t now)
         if (a->budget_t0 && now > a->budget_t0 && timers) {
                 used = cpu - a->budget_cpu0;
                 wall = now - a->budget_t0;
-                interval = wall / timers;
-                a->budget_cpu_sum += used;
-                a->budget_timer_sum += timers;
-                want =
-                    mpi_pstate_agent_budget_gap(a->gap_ns, interval, used, wall, a->o.budget_ppm,
-                                                a->scan_ns, AGENTD_SCAN_MIN_NS, AGENTD_SCAN_MAX_NS);
-                if (want != a->gap_ns) {
-                        mpi_pstate_agentd_log(
-                            LOG_DEBUG,
-                            "CPU %llu ppm of a core over %llu timer wake-ups: timer "
-                            "gap %llu -> %llu us",
-                            (unsigned long long)(used * 1000000u / wall),
-                            (unsigned long long)timers, (unsigned long long)(a->gap_ns / 1000u),
-                            (unsigned long long)(want / 1000u));
-                        a->gap_ns = want;
-                        a->budget_adjusts++;
-                }
-                if (want > a->gap_max_ns)
-                        a->gap_max_ns = want;
-                /* Reactions (announced waits, their deadlines, their
-                 * transitions) are what savings cost; they are bought while
-                 * the agent stays under three quarters of its hard ceiling.
-                 * Past that, ranks stop announcing and the polls, spaced by
-                 * the budget, find the waits, until the agent is back under
-                 * half that: the ceiling, which holds every wait up, is not
-                 * what limits a busy node.  Not half the ceiling: on the
-                 * lab's FUSE sysfs (a write 150-300 us) a 2-rank job crossed
-                 * it, and announcements then went off for a job that the
-                 * ceiling never held up.  Not judged on the first, short
-                 * period: it holds the start-up. */
-                if (a->o.cap_ppm && wall >= BUDGET_PERIOD_NS / 2) {
-                        uint64_t share_ppm = (uint64_t)((unsigned __int128)used * 1000000u / wall);
-                        bool off = atomic_load_explicit(&a->seg.hdr->announce_off,
-                                                        memory_order_relaxed) != 0;
-
-                        uint64_t off_ppm = a->o.cap_ppm * AGENTD_ANNOUNCE_OFF_PCT / 100u;
-
-                        /* A node whose ranks are over it when announcing
-                         * and under half of it when not would switch every
-                         * other period (128 simulated ranks: 15 times in 30
-                         * s): each turn off holds twice as long as the last,
-                         * up to a minute, and each period spent announcing
-                         * under the limit halves the hold again. */
-                        if (!off && share_ppm > off_ppm) {
-                                off = true;
-                                a->announce_offs++;
-                                a->announce_hold = a->announce_hold ? 2 * a->announce_hold : 1u;
-                                if (a->announce_hold > ANNOUNCE_HOLD_MAX)
-                                        a->announce_hold = ANNOUNCE_HOLD_MAX;
-                                a->announce_hold_until_ns =
-                                    now + (uint64_t)a->announce_hold * BUDGET_PERIOD_NS;
-                        } else if (off && share_ppm < off_ppm / 2 &&
-                                   now >= a->announce_hold_until_ns) {
-                                off = false;
-                        } else if (!off) {
-                                a->announce_hold /= 2;
-                        }
-                        atomic_store_explicit(&a->seg.hdr->announce_off, off, memory_order_relaxed);
-                }
+                gap_adjust(a, used, wall, timers);
+                /* not judged on the first, short period: it holds the start-up */
+                if (a->o.cap_ppm && wall >= BUDGET_PERIOD_NS / 2)
+                        announce_adjust(a, now, used, wall);
         }
         a->budget_next_ns = now + (a->budget_t0 ? BUDGET_PERIOD_NS : BUDGET_FIRST_NS);
         a->budget_t0 = now;

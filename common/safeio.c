@@ -9,49 +9,40 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int mpi_pstate_safeio_read_small(int dirfd, const char *path, char *buf, size_t bufsz, int flags,
-                                 uid_t owner)
+/* A regular file, and with MPI_PSTATE_SAFEIO_OWNED the owner's alone and
+ * no bigger than the buffer. */
+static int check_small_file(int fd, int flags, uid_t owner, size_t bufsz)
 {
         struct stat st;
-        size_t len = 0;
-        int fd = -1, rc;
 
-        if (!path || !buf || bufsz < 2 || bufsz > INT_MAX)
-                return -EINVAL;
-        buf[0] = '\0';
-        /* O_NONBLOCK: a FIFO planted under the expected name must not hang us in open(). */
-        fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-        if (fd < 0)
+        if (fstat(fd, &st) != 0)
                 return -errno;
-        if (fstat(fd, &st) != 0) {
-                rc = -errno;
-                goto out;
-        }
-        if (!S_ISREG(st.st_mode)) {
-                rc = -EINVAL;
-                goto out;
-        }
-        if (flags & MPI_PSTATE_SAFEIO_OWNED) {
-                if (st.st_uid != owner || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-                        rc = -EPERM;
-                        goto out;
-                }
-                if (st.st_size < 0 || (size_t)st.st_size > bufsz - 1) {
-                        rc = -EFBIG;
-                        goto out;
-                }
-        }
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        if (!(flags & MPI_PSTATE_SAFEIO_OWNED))
+                return 0;
+        if (st.st_uid != owner || (st.st_mode & (S_IWGRP | S_IWOTH)))
+                return -EPERM;
+        if (st.st_size < 0 || (size_t)st.st_size > bufsz - 1)
+                return -EFBIG;
+        return 0;
+}
+
+/* Reads the whole file into buf (bufsz - 1 bytes at most): its length, or
+ * -EFBIG when more follows. */
+static ssize_t read_whole(int fd, char *buf, size_t bufsz)
+{
+        size_t len = 0;
+
         for (;;) {
                 ssize_t n = read(fd, buf + len, bufsz - 1 - len);
 
                 if (n < 0 && errno == EINTR)
                         continue;
-                if (n < 0) {
-                        rc = -errno;
-                        goto out;
-                }
+                if (n < 0)
+                        return -errno;
                 if (n == 0)
-                        break;
+                        return (ssize_t)len;
                 len += (size_t)n;
                 if (len == bufsz - 1) {
                         /* Full buffer: only a clean EOF proves nothing was cut off. */
@@ -60,13 +51,36 @@ int mpi_pstate_safeio_read_small(int dirfd, const char *path, char *buf, size_t 
                         do {
                                 n = read(fd, &extra, 1);
                         } while (n < 0 && errno == EINTR);
-                        if (n != 0) {
-                                rc = n > 0 ? -EFBIG : -errno;
-                                goto out;
-                        }
-                        break;
+                        if (n != 0)
+                                return n > 0 ? -EFBIG : -errno;
+                        return (ssize_t)len;
                 }
         }
+}
+
+int mpi_pstate_safeio_read_small(int dirfd, const char *path, char *buf, size_t bufsz, int flags,
+                                 uid_t owner)
+{
+        ssize_t got;
+        size_t len;
+        int fd, rc;
+
+        if (!path || !buf || bufsz < 2 || bufsz > INT_MAX)
+                return -EINVAL;
+        buf[0] = '\0';
+        /* O_NONBLOCK: a FIFO planted under the expected name must not hang us in open(). */
+        fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        rc = check_small_file(fd, flags, owner, bufsz);
+        if (rc)
+                goto out;
+        got = read_whole(fd, buf, bufsz);
+        if (got < 0) {
+                rc = (int)got;
+                goto out;
+        }
+        len = (size_t)got;
         if (memchr(buf, '\0', len)) {
                 rc = -EILSEQ;
                 goto out;
@@ -76,8 +90,7 @@ int mpi_pstate_safeio_read_small(int dirfd, const char *path, char *buf, size_t 
         buf[len] = '\0';
         rc = (int)len;
 out:
-        if (fd >= 0)
-                close(fd);
+        close(fd);
         if (rc < 0)
                 buf[0] = '\0';
         return rc;
@@ -239,6 +252,31 @@ static int check_dir(int fd, int last)
         return 0;
 }
 
+/* Opens directory comp under fd, made with mode when create allows and it
+ * is missing (*made says so).  A symlink in its place is -ELOOP. */
+static int open_component(int fd, const char *comp, int create, mode_t mode, int *made)
+{
+        int nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        int rc;
+
+        *made = 0;
+        if (nfd < 0 && errno == ENOENT && create) {
+                if (mkdirat(fd, comp, mode) == 0)
+                        *made = 1;
+                else if (errno != EEXIST)
+                        return -errno;
+                nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        if (nfd >= 0)
+                return nfd;
+        rc = -errno;
+        /* O_DIRECTORY reports a symlink as ENOTDIR: say what it is. */
+        if (fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+                rc = -ELOOP;
+        return rc;
+}
+
 int mpi_pstate_safeio_open_dir(const char *path, int create, mode_t mode)
 {
         char buf[PATH_MAX];
@@ -260,30 +298,16 @@ int mpi_pstate_safeio_open_dir(const char *path, int create, mode_t mode)
         if (rc)
                 goto fail;
         while (comp) {
-                int nfd, made = 0;
+                int nfd, made;
 
                 next = strtok_r(NULL, "/", &save);
                 if (strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
                         rc = -EINVAL;
                         goto fail;
                 }
-                nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (nfd < 0 && errno == ENOENT && create) {
-                        if (mkdirat(fd, comp, mode) == 0)
-                                made = 1;
-                        else if (errno != EEXIST) {
-                                rc = -errno;
-                                goto fail;
-                        }
-                        nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                }
+                nfd = open_component(fd, comp, create, mode, &made);
                 if (nfd < 0) {
-                        struct stat st;
-
-                        rc = -errno;
-                        /* O_DIRECTORY reports a symlink as ENOTDIR: say what it is. */
-                        if (fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-                                rc = -ELOOP;
+                        rc = nfd;
                         goto fail;
                 }
                 close(fd);
