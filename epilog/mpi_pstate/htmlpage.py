@@ -2,7 +2,7 @@
 fetch: it opens from a mail attachment or an Open OnDemand file view): the
 job's figures, the per-rank chart, a per-node timeline of each step's
 clocked-down share, the energy measured against the estimate at full
-clock, and the what-if when one was asked for."""
+clock, and the what-if, with each lever alone, when one was asked for."""
 from __future__ import annotations
 
 from html import escape
@@ -132,6 +132,41 @@ def what_if_table(p: dict[str, Any]) -> str:
     return table(rows)
 
 
+def lever_note(name: str, x: dict[str, Any]) -> str:
+    """What a reader of one lever's row must know: for the efficient level
+    that it is a difference to the cap, for the uncore how long and on how
+    many packages it was low, and each caveat of the prediction."""
+    if name == "core":
+        return "the prediction above"
+    if name == "efficient":
+        return x["note"] + (f"; no knee in the model of {','.join(x['without_knee'])}"
+                            if x.get("without_knee") else "")
+    return "; ".join([f"low {_triple(x.get('low_s'), 's', '{:.3f}')} on {x['packages']} "
+                      "packages", *x.get("notes", [])])
+
+
+def lever_rows(lv: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(lever, energy saved, time added, note) of each lever alone; a
+    lever not predicted says why in its note."""
+    rows = []
+    for name in ("core", "efficient", "uncore"):
+        x = lv.get(name) or {}
+        label = report.lever_name(name, x)
+        if name != "core" and not x.get("predicted"):
+            rows.append((label, "not predicted", "-", x.get("why", "")))
+            continue
+        rows.append((label, _triple(x.get("saved_j"), "J"),
+                     _triple(x.get("time_added_s"), "s", "{:.3f}"), lever_note(name, x)))
+    return rows
+
+
+def levers_table(lv: dict[str, Any]) -> str:
+    head = "".join(f"<th>{h}</th>" for h in ("lever", "energy saved", "time added", "note"))
+    body = "\n".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>"
+                     for row in lever_rows(lv))
+    return f"<table>\n<tr>{head}</tr>\n{body}\n</table>"
+
+
 def table(rows: list[tuple[str, str]]) -> str:
     return "<table>\n" + "\n".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"
                                    for k, v in rows) + "\n</table>"
@@ -164,4 +199,8 @@ def page(j: dict[str, Any]) -> str:
               "what it would have used at full clock (its bounds: the line).</p>", en]
     if j.get("what_if"):
         o += ["<h2>What if</h2>", what_if_table(j["what_if"])]
+        if j["what_if"].get("levers"):
+            o += ['<p class="note">Each lever alone against the same run; the efficient level '
+                  "as a difference to the core cap (docs/evaluation.md, \"Each lever\").</p>",
+                  levers_table(j["what_if"]["levers"])]
     return "\n".join(o + ["</body></html>\n"])

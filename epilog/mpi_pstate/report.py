@@ -305,8 +305,53 @@ def svg(j: dict[str, Any]) -> str:
         lines.append(f'<text x="10" y="{h + 20}">recommended threshold '
                      f'{escape(whatif._us(rec["threshold_us"]))}: saves most with at most 1 % '
                      'time added under the model</text>')
-    head = head.replace(f'height="{h}"', f'height="{h + 30}"', 1)
+    levers = lever_lines(wi.get("levers"))
+    for i, line in enumerate(levers):
+        lines.append(f'<text x="{10 if i == 0 else 20}" y="{h + 36 + 16 * i}">{escape(line)}'
+                     '</text>')
+    grown = h + 30 + 16 * len(levers)
+    head = head.replace(f'height="{h}"', f'height="{grown}"', 1)
     return head + "\n".join(lines) + "\n</svg>\n"
+
+
+# What the chart's 790 px hold of a line at 11 px sans-serif.
+SVG_LINE_CHARS = 130
+
+
+def lever_name(name: str, x: dict[str, Any]) -> str:
+    """A lever as the text output names it: the core cap by its low
+    frequency, the efficient level by its knee, the uncore by its threshold
+    (the last two only when predicted: a lever not predicted has neither)."""
+    if name == "core":
+        low = x.get("low_khz")
+        return f"core cap to {low / 1e6:.2f} GHz" if low else "core cap"
+    if not x.get("predicted"):
+        return name
+    if name == "efficient":
+        return "efficient (knee " + ",".join(f"{k / 1e6:.2f}" for k in x["knee_khz"]) + " GHz)"
+    return f"uncore past {whatif._us(x['threshold_us'])}"
+
+
+def lever_lines(lv: Optional[dict[str, Any]]) -> list[str]:
+    """The chart's lines of the levers, each alone against the run: its
+    saving, or why it was not predicted, cut to the chart's width (the
+    text, JSON and HTML keep the whole reason)."""
+    if not lv:
+        return []
+    lines = ["levers, each alone against the run:"]
+    for name in ("core", "efficient", "uncore"):
+        x = lv.get(name) or {}
+        label = lever_name(name, x)
+        if name != "core" and not x.get("predicted"):
+            lines.append(f"{label}: not predicted ({x.get('why', '?')})")
+            continue
+        line = f"{label}: saved {whatif.fmt_triple(x['saved_j'], 'J')}"
+        if name == "efficient":
+            line += " against the core cap"
+        elif name == "uncore":
+            line += f" on {x['packages']} packages"
+        lines.append(line)
+    return [ln if len(ln) <= SVG_LINE_CHARS else ln[:SVG_LINE_CHARS - 3] + "..." for ln in lines]
 
 
 def _svg(j: dict[str, Any]) -> str:
@@ -392,9 +437,27 @@ def axis(left: float, y: float, width: float, ticks: list[float], label: str) ->
 
 # ---- report --what-if ---------------------------------------------------------
 
+# The levers beyond the core cap come last: a parser that reads the columns
+# by position, written before they existed, keeps working.
+LEVERS_CSV = ("efficient", "uncore")
 WHATIF_CSV = ("job", "job_id", "threshold_us", "low_khz", "ranks", "saved_j", "saved_j_low",
               "saved_j_high", "measured_j", "saved_pct", "time_added_s", "time_added_s_high",
-              "time_added_pct", "clocked_down_s", "transitions", "recommended_us")
+              "time_added_pct", "clocked_down_s", "transitions", "recommended_us",
+              *(f"{lv}_{col}" for lv in LEVERS_CSV for col in ("saved_j", "predicted")))
+
+
+def lever_cells(preds: list[dict[str, Any]]) -> list[Any]:
+    """The levers' CSV cells of one job's prediction, or of the total over
+    several: per lever its central saving and "true", or an empty saving
+    and "false" when a prediction does not have it (a sum over the jobs
+    that have it would pass for the whole selection's)."""
+    out: list[Any] = []
+    for name in LEVERS_CSV:
+        got = [((p.get("levers") or {}).get(name) or {}) for p in preds]
+        ok = bool(got) and all(x.get("predicted") for x in got)
+        out += [round(sum(x["saved_j"][0] for x in got), 3) if ok else "",
+                "true" if ok else "false"]
+    return out
 
 
 TOTALS_BY = ("user", "account", "partition")
@@ -596,6 +659,29 @@ def write_pages(jobs: list[dict[str, Any]], dest: str, render: Callable[[dict[st
     return 0
 
 
+def what_if_csv(done: list[dict[str, Any]], total: Optional[dict[str, Any]],
+                best: Optional[dict[str, Any]]) -> str:
+    """--what-if --csv: a line per job with a prediction, then the total
+    line when total is given (several jobs)."""
+    buf = io.StringIO()
+    wr = csv.writer(buf, lineterminator="\n")
+    wr.writerow(WHATIF_CSV)
+    for j in done:
+        p, rec = j["what_if"], j.get("what_if_recommended")
+        wr.writerow([j["raw"], j["job_id"], p["threshold_us"], p["low_khz"], p["ranks"],
+                     *p["saved_j"], p.get("measured_j"), (p.get("saved_pct") or [None])[0],
+                     p["time_added_s"][0], p["time_added_s"][2], p["time_added_pct"][0],
+                     p["clocked_down_s"][0], p["transitions"][0],
+                     rec["threshold_us"] if rec else "", *lever_cells([p])])
+    if total:
+        wr.writerow(["total", "", "", "", total["ranks"], *total["saved_j"],
+                     total["measured_j"], "", total["time_added_s"][0],
+                     total["time_added_s"][2], total["time_added_pct"][0],
+                     total["clocked_down_s"][0], "", best["threshold_us"] if best else "",
+                     *lever_cells([j["what_if"] for j in done])])
+    return buf.getvalue()
+
+
 def what_if_output(jobs: list[dict[str, Any]], missing: list[str], wi: dict[str, Any],
                    a: argparse.Namespace,
                    pages: Optional[tuple[str, Callable[[dict[str, Any]], str], str]] = None
@@ -616,20 +702,7 @@ def what_if_output(jobs: list[dict[str, Any]], missing: list[str], wi: dict[str,
     if a.json:
         out.write(to_json(jobs, what_if_total=total) + "\n")
     elif a.csv:
-        wr = csv.writer(out, lineterminator="\n")
-        wr.writerow(WHATIF_CSV)
-        for j in done:
-            p, rec = j["what_if"], j.get("what_if_recommended")
-            wr.writerow([j["raw"], j["job_id"], p["threshold_us"], p["low_khz"], p["ranks"],
-                         *p["saved_j"], p.get("measured_j"), (p.get("saved_pct") or [None])[0],
-                         p["time_added_s"][0], p["time_added_s"][2], p["time_added_pct"][0],
-                         p["clocked_down_s"][0], p["transitions"][0],
-                         rec["threshold_us"] if rec else ""])
-        if many and total:
-            wr.writerow(["total", "", "", "", total["ranks"], *total["saved_j"],
-                         total["measured_j"], "", total["time_added_s"][0],
-                         total["time_added_s"][2], total["time_added_pct"][0],
-                         total["clocked_down_s"][0], "", best["threshold_us"] if best else ""])
+        out.write(what_if_csv(done, total if many else None, best))
     elif pages:
         return write_pages(done, *pages)
     else:
