@@ -1,7 +1,8 @@
 """`mpi-pstate report`: per job, per node and per rank, as text, JSON, CSV
 or an SVG chart (standard library only).  Input: the summary in the job's
-AdminComment (sacct) and the per-rank detail beside it in collect_dir; a job
-whose epilog was missed is merged on the fly from its node records."""
+SystemComment (sacct; AdminComment for the version 1 summaries of earlier
+releases) and the per-rank detail beside it in collect_dir; a job whose
+epilog was missed is merged on the fly from its node records."""
 from __future__ import annotations
 
 import argparse
