@@ -102,6 +102,36 @@ static void channel_label(struct mpi_pstate_hwmon_channel *c, const char *dir, c
         snprintf(c->label, sizeof(c->label), "%.20s/%.26s", name, lbl[0] ? lbl : file);
 }
 
+/* One channel file of device dev in dir into h. */
+static int add_channel(struct mpi_pstate_hwmon *h, const char *dir, const char *dev,
+                       const char *file, enum mpi_pstate_hwmon_kind k, unsigned idx, bool avg)
+{
+        struct mpi_pstate_hwmon_channel *c;
+        int n;
+
+        if (h->n == MPI_PSTATE_HWMON_MAX_CHANNELS)
+                return -E2BIG;
+        c = &h->ch[h->n];
+        memset(c, 0, sizeof(*c));
+        c->fd = -1;
+        c->kind = k;
+        n = snprintf(c->path, sizeof(c->path), "%s/%s", dir, file);
+        if (n < 0 || (size_t)n >= sizeof(c->path))
+                return -ENAMETOOLONG;
+        channel_label(c, dir, dev, file);
+        if (avg) {
+                char attr[64], buf[32];
+                unsigned long ms;
+
+                snprintf(attr, sizeof(attr), "power%u_average_interval", idx);
+                if (mpi_pstate_rapl_read_attr(dir, attr, buf, sizeof(buf)) == 0 &&
+                    sscanf(buf, "%lu", &ms) == 1 && ms < 86400000ul)
+                        c->avg_interval_ms = (uint32_t)ms;
+        }
+        h->n++;
+        return 0;
+}
+
 /* Adds the channels of one hwmon device of the wanted kind. */
 static int scan_device(struct mpi_pstate_hwmon *h, const char *dir, enum mpi_pstate_hwmon_kind want)
 {
@@ -126,41 +156,16 @@ static int scan_device(struct mpi_pstate_hwmon *h, const char *dir, enum mpi_pst
                         have_avg[idx] = true;
         }
         rewinddir(d);
-        while ((de = readdir(d)) != NULL) {
-                struct mpi_pstate_hwmon_channel *c;
+        while (!rc && (de = readdir(d)) != NULL) {
                 enum mpi_pstate_hwmon_kind k;
                 unsigned idx;
                 bool avg;
-                int n;
 
                 if (!parse_channel(de->d_name, &k, &idx, &avg) || k != want)
                         continue;
                 if (k == MPI_PSTATE_HWMON_POWER && !avg && have_avg[idx])
                         continue;
-                if (h->n == MPI_PSTATE_HWMON_MAX_CHANNELS) {
-                        rc = -E2BIG;
-                        break;
-                }
-                c = &h->ch[h->n];
-                memset(c, 0, sizeof(*c));
-                c->fd = -1;
-                c->kind = k;
-                n = snprintf(c->path, sizeof(c->path), "%s/%s", dir, de->d_name);
-                if (n < 0 || (size_t)n >= sizeof(c->path)) {
-                        rc = -ENAMETOOLONG;
-                        break;
-                }
-                channel_label(c, dir, dev, de->d_name);
-                if (avg) {
-                        char attr[64], buf[32];
-                        unsigned long ms;
-
-                        snprintf(attr, sizeof(attr), "power%u_average_interval", idx);
-                        if (mpi_pstate_rapl_read_attr(dir, attr, buf, sizeof(buf)) == 0 &&
-                            sscanf(buf, "%lu", &ms) == 1 && ms < 86400000ul)
-                                c->avg_interval_ms = (uint32_t)ms;
-                }
-                h->n++;
+                rc = add_channel(h, dir, dev, de->d_name, k, idx, avg);
         }
         closedir(d);
         return rc;

@@ -137,6 +137,36 @@ static uint64_t ll_rights(unsigned what)
         return r;
 }
 
+/* One fence entry as a rule of ruleset rs; on failure out->landlock says
+ * which path. */
+static int ll_add_path(int rs, const struct agentd_fence *f, uint64_t handled,
+                       struct agentd_hardening *out)
+{
+        struct ll_path_beneath pb = {.allowed_access = ll_rights(f->what) & handled,
+                                     .parent_fd = open(f->path, O_PATH | O_CLOEXEC)};
+        struct stat st;
+        int rc = 0;
+
+        /* Nothing there yet: nothing to write there, and nothing can be
+         * created there either. */
+        if (pb.parent_fd < 0 && errno == ENOENT)
+                return 0;
+        if (pb.parent_fd < 0 || fstat(pb.parent_fd, &st) != 0) {
+                rc = -errno;
+        } else {
+                /* A file takes only the rights on its content. */
+                if (!S_ISDIR(st.st_mode))
+                        pb.allowed_access &= LL_WRITE_FILE | LL_TRUNCATE;
+                if (syscall(__NR_landlock_add_rule, rs, LL_RULE_PATH_BENEATH, &pb, 0) != 0)
+                        rc = -errno;
+        }
+        if (pb.parent_fd >= 0)
+                close(pb.parent_fd);
+        if (rc)
+                snprintf(out->landlock, sizeof(out->landlock), "%s: %s", f->path, strerror(-rc));
+        return rc;
+}
+
 static int landlock(const struct agentd_fence *fence, size_t n, struct agentd_hardening *out)
 {
         struct ll_ruleset_attr attr = {0};
@@ -161,36 +191,10 @@ static int landlock(const struct agentd_fence *fence, size_t n, struct agentd_ha
                 snprintf(out->landlock, sizeof(out->landlock), "ruleset: %s", strerror(-rc));
                 goto out;
         }
-        for (size_t i = 0; i < n; i++) {
-                struct ll_path_beneath pb = {.allowed_access =
-                                                 ll_rights(fence[i].what) & attr.handled_access_fs,
-                                             .parent_fd = open(fence[i].path, O_PATH | O_CLOEXEC)};
-                struct stat st;
-
-                /* Nothing there yet: nothing to write there, and nothing
-                 * can be created there either. */
-                if (pb.parent_fd < 0 && errno == ENOENT)
-                        continue;
-                if (pb.parent_fd < 0 || fstat(pb.parent_fd, &st) != 0) {
-                        rc = -errno;
-                        snprintf(out->landlock, sizeof(out->landlock), "%s: %s", fence[i].path,
-                                 strerror(-rc));
-                        if (pb.parent_fd >= 0)
-                                close(pb.parent_fd);
-                        goto out;
-                }
-                /* A file takes only the rights on its content. */
-                if (!S_ISDIR(st.st_mode))
-                        pb.allowed_access &= LL_WRITE_FILE | LL_TRUNCATE;
-                if (syscall(__NR_landlock_add_rule, rs, LL_RULE_PATH_BENEATH, &pb, 0) != 0)
-                        rc = -errno;
-                close(pb.parent_fd);
-                if (rc) {
-                        snprintf(out->landlock, sizeof(out->landlock), "%s: %s", fence[i].path,
-                                 strerror(-rc));
-                        goto out;
-                }
-        }
+        for (size_t i = 0; i < n && !rc; i++)
+                rc = ll_add_path(rs, &fence[i], attr.handled_access_fs, out);
+        if (rc)
+                goto out;
         /* no_new_privs is set: restrict_self needs no capability. */
         if (syscall(__NR_landlock_restrict_self, rs, 0) != 0) {
                 rc = -errno;

@@ -271,7 +271,8 @@ static int step_arg(int c, const char *arg, struct cmdline *cl, struct agentd_op
         return 0;
 }
 
-static int tuning_arg(int c, const char *arg, struct agentd_opts *o)
+/* The levers and how far they may go. */
+static int lever_arg(int c, const char *arg, struct agentd_opts *o)
 {
         uint64_t v;
         bool b;
@@ -306,6 +307,19 @@ static int tuning_arg(int c, const char *arg, struct agentd_opts *o)
                         return usage_error("invalid frequency '%s'", arg);
                 o->freq_min_khz = v;
                 break;
+        default:
+                return NOT_MINE;
+        }
+        return 0;
+}
+
+/* How the agent itself runs: its scan, CPU budget and ceiling, node name,
+ * real-time priority. */
+static int budget_arg(int c, const char *arg, struct agentd_opts *o)
+{
+        uint64_t v;
+
+        switch (c) {
         case OPT_SCAN:
                 if (mpi_pstate_parse_duration_us(arg, &v))
                         return usage_error("invalid duration '%s'", arg);
@@ -384,7 +398,8 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct agentd_o
 
         while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
                 if ((rc = step_arg(c, optarg, cl, o)) != NOT_MINE ||
-                    (rc = tuning_arg(c, optarg, o)) != NOT_MINE ||
+                    (rc = lever_arg(c, optarg, o)) != NOT_MINE ||
+                    (rc = budget_arg(c, optarg, o)) != NOT_MINE ||
                     (rc = output_arg(c, optarg, cl, o)) != NOT_MINE) {
                         if (rc)
                                 return rc;
@@ -752,6 +767,31 @@ static void finish(struct agentd *a, bool started)
         mpi_pstate_agentd_teardown(a);
 }
 
+/* Everything between the segment and the loop: the hardware, the
+ * decision core, the meters, the pidfile and the confinement.  On failure
+ * err says which. */
+static int setup(struct agentd *a, char *err, size_t errlen)
+{
+        int rc = mpi_pstate_agentd_hw_setup(a);
+
+        if (!rc)
+                rc = mpi_pstate_agentd_core_setup(a);
+        if (rc) {
+                snprintf(err, errlen, "setup failed: %s", strerror(-rc));
+                return rc;
+        }
+        mpi_pstate_agentd_rapl_open(a);
+        calibrate(a);
+        if (a->o.pidfile && (rc = write_pidfile(a->o.pidfile)) != 0) {
+                snprintf(err, errlen, "pidfile %s: %s", a->o.pidfile, strerror(-rc));
+                return rc;
+        }
+        rc = confine(a);
+        if (rc)
+                snprintf(err, errlen, "starting the liveness watcher: %s", strerror(-rc));
+        return rc;
+}
+
 static int run_agent(struct agentd *a, int ready)
 {
         char err[512] = "";
@@ -772,24 +812,9 @@ static int run_agent(struct agentd *a, int ready)
                 return 1;
         }
         install_signals();
-        rc = mpi_pstate_agentd_hw_setup(a);
-        if (!rc)
-                rc = mpi_pstate_agentd_core_setup(a);
-        if (rc) {
-                snprintf(err, sizeof(err), "setup failed: %s", strerror(-rc));
+        rc = setup(a, err, sizeof(err));
+        if (rc)
                 goto fail;
-        }
-        mpi_pstate_agentd_rapl_open(a);
-        calibrate(a);
-        if (a->o.pidfile && (rc = write_pidfile(a->o.pidfile)) != 0) {
-                snprintf(err, sizeof(err), "pidfile %s: %s", a->o.pidfile, strerror(-rc));
-                goto fail;
-        }
-        rc = confine(a);
-        if (rc) {
-                snprintf(err, sizeof(err), "starting the liveness watcher: %s", strerror(-rc));
-                goto fail;
-        }
         mpi_pstate_agentd_log(
             LOG_INFO,
             "running: %u slots in %s, %u domain(s), threshold %lluus, scan %lluus, "

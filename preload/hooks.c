@@ -178,6 +178,23 @@ static void rename_slot_file(int rank)
                 memcpy(st.slot_file, dst, strlen(dst) + 1);
 }
 
+/* The rank's place and the clock's rate, into the run-time state the
+ * wrappers read and into the slot the agent and the Epilog read. */
+static void fill_slot(struct mpi_pstate_slot *s, int rank, int size, int provided, uint64_t tps)
+{
+        mpi_pstate_rt.mult = (uint64_t)(((unsigned __int128)1000000000u << 32) / tps);
+        mpi_pstate_rt.threshold_ns = st.conf.opt.threshold_us * 1000u;
+        mpi_pstate_rt.threshold_ticks =
+            (uint64_t)((unsigned __int128)st.conf.opt.threshold_us * tps / 1000000u);
+        mpi_pstate_rt.mt = provided == MPI_THREAD_MULTIPLE;
+        s->rank = rank;
+        s->size = size;
+        s->thread_level = provided >= 0 && provided <= 3 ? (uint32_t)provided : 0;
+        s->ticks_per_sec = tps;
+        s->threshold_ticks = mpi_pstate_rt.threshold_ticks;
+        s->threshold_ns = mpi_pstate_rt.threshold_ns;
+}
+
 void mpi_pstate_hook_init_end(unsigned fid, uint64_t t0)
 {
         struct mpi_pstate_slot *s = mpi_pstate_rt.slot;
@@ -211,17 +228,7 @@ void mpi_pstate_hook_init_end(unsigned fid, uint64_t t0)
         if (!s)
                 return;
         tps = mpi_pstate_slot_clock_rate(mpi_pstate_rt.clock, &st.cal, 2000000);
-        mpi_pstate_rt.mult = (uint64_t)(((unsigned __int128)1000000000u << 32) / tps);
-        mpi_pstate_rt.threshold_ns = st.conf.opt.threshold_us * 1000u;
-        mpi_pstate_rt.threshold_ticks =
-            (uint64_t)((unsigned __int128)st.conf.opt.threshold_us * tps / 1000000u);
-        mpi_pstate_rt.mt = provided == MPI_THREAD_MULTIPLE;
-        s->rank = rank;
-        s->size = size;
-        s->thread_level = provided >= 0 && provided <= 3 ? (uint32_t)provided : 0;
-        s->ticks_per_sec = tps;
-        s->threshold_ticks = mpi_pstate_rt.threshold_ticks;
-        s->threshold_ns = mpi_pstate_rt.threshold_ns;
+        fill_slot(s, rank, size, provided, tps);
         s->app_start_ticks = t1;
         s->wait_mode = wait_mode;
         mpi_pstate_rt.sample_left = MPI_PSTATE_WAIT_SAMPLE;

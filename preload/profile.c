@@ -102,13 +102,10 @@ const char *mpi_pstate_profile_wait_word(uint32_t mode)
         return words[mode <= MPI_PSTATE_WAIT_SLEEP ? mode : MPI_PSTATE_WAIT_UNKNOWN];
 }
 
-static void write_json(struct mpi_pstate_json *j, const struct mpi_pstate_slot *s,
-                       const struct mpi_pstate_profile_meta *m, const char *host)
+/* Who the rank is and how it was measured. */
+static void write_json_identity(struct mpi_pstate_json *j, const struct mpi_pstate_slot *s,
+                                const struct mpi_pstate_profile_meta *m, const char *host)
 {
-        struct totals t = totals_of(s, m);
-        int first = 1;
-
-        mpi_pstate_json_put(j, "{\n  \"format\": \"mpi-pstate-profile\",\n  \"version\": 1,\n");
         mpi_pstate_json_put(
             j, "  \"rank\": %d,\n  \"size\": %d,\n  \"local_rank\": %u,\n  \"pid\": %d,\n", s->rank,
             s->size, s->local_index, (int)s->pid);
@@ -127,11 +124,17 @@ static void write_json(struct mpi_pstate_json *j, const struct mpi_pstate_slot *
         mpi_pstate_json_put(j, "  \"threshold_us\": %" PRIu64 ",\n  \"cpu\": %d,\n",
                             s->threshold_ns / 1000, s->cpu);
         mpi_pstate_json_put(j, "  \"start_time\": %.6f,\n", ns_to_s(s->start_ns));
+}
+
+/* The rank's totals, its long waits and how its library waits. */
+static void write_json_totals(struct mpi_pstate_json *j, const struct mpi_pstate_slot *s,
+                              const struct totals *t)
+{
         mpi_pstate_json_put(j, "  \"wall_s\": %.9f,\n  \"mpi_s\": %.9f,\n  \"mpi_share\": %.6f,\n",
-                            ns_to_s(t.wall_ns), ns_to_s(t.mpi_ns),
-                            t.wall_ns ? (double)t.mpi_ns / (double)t.wall_ns : 0.0);
-        mpi_pstate_json_put(j, "  \"calls\": %" PRIu64 ",\n  \"bytes\": %" PRIu64 ",\n", t.calls,
-                            t.bytes);
+                            ns_to_s(t->wall_ns), ns_to_s(t->mpi_ns),
+                            t->wall_ns ? (double)t->mpi_ns / (double)t->wall_ns : 0.0);
+        mpi_pstate_json_put(j, "  \"calls\": %" PRIu64 ",\n  \"bytes\": %" PRIu64 ",\n", t->calls,
+                            t->bytes);
         mpi_pstate_json_put(j, "  \"long_calls\": %" PRIu64 ",\n  \"long_s\": %.9f,\n",
                             (uint64_t)s->long_calls, ns_to_s(s->long_ns));
         mpi_pstate_json_put(j, "  \"over_threshold_s\": %.9f,\n  \"wakeups\": %" PRIu64 ",\n",
@@ -147,6 +150,12 @@ static void write_json(struct mpi_pstate_json *j, const struct mpi_pstate_slot *
                                         : (double)s->wait_cpu_ns / (double)s->wait_sampled_ns);
         else
                 mpi_pstate_json_put(j, "  \"wait_cpu_share\": null,\n");
+}
+
+static void write_json_functions(struct mpi_pstate_json *j, const struct mpi_pstate_slot *s)
+{
+        int first = 1;
+
         mpi_pstate_json_put(j, "  \"functions\": [");
         for (uint32_t i = 0; i < s->nfuncs; i++) {
                 const struct mpi_pstate_fn_stats *fn = &s->fn[i];
@@ -162,6 +171,17 @@ static void write_json(struct mpi_pstate_json *j, const struct mpi_pstate_slot *
                 first = 0;
         }
         mpi_pstate_json_put(j, "%s],\n", first ? "" : "\n  ");
+}
+
+static void write_json(struct mpi_pstate_json *j, const struct mpi_pstate_slot *s,
+                       const struct mpi_pstate_profile_meta *m, const char *host)
+{
+        struct totals t = totals_of(s, m);
+
+        mpi_pstate_json_put(j, "{\n  \"format\": \"mpi-pstate-profile\",\n  \"version\": 1,\n");
+        write_json_identity(j, s, m, host);
+        write_json_totals(j, s, &t);
+        write_json_functions(j, s);
         write_hist_json(j, "message_sizes", s->hist_bytes);
         mpi_pstate_json_put(j, ",\n");
         write_hist_json(j, "durations_ns", s->hist_ns);
