@@ -28,28 +28,10 @@ static void put_joules(struct mpi_pstate_json *b, uint64_t uj)
         mpi_pstate_json_put(b, "%" PRIu64 ".%06" PRIu64, uj / 1000000u, uj % 1000000u);
 }
 
-static void key_u64(struct mpi_pstate_json *b, const char *key, uint64_t v)
-{
-        mpi_pstate_json_key(b, key);
-        mpi_pstate_json_put(b, "%" PRIu64, v);
-}
-
 static void key_secs(struct mpi_pstate_json *b, const char *key, unsigned __int128 ns)
 {
         mpi_pstate_json_key(b, key);
         put_secs(b, ns);
-}
-
-static void key_str(struct mpi_pstate_json *b, const char *key, const char *s)
-{
-        mpi_pstate_json_key(b, key);
-        mpi_pstate_json_str(b, s);
-}
-
-static void key_bool(struct mpi_pstate_json *b, const char *key, bool v)
-{
-        mpi_pstate_json_key(b, key);
-        mpi_pstate_json_bool(b, v);
 }
 
 /* Energy in joules, null when not measured. */
@@ -75,11 +57,11 @@ static void key_hist(struct mpi_pstate_json *b, const char *key,
 {
         mpi_pstate_json_key(b, key);
         mpi_pstate_json_open(b, '{', NULL);
-        key_u64(b, "count", h->count);
-        key_u64(b, "sum", h->sum);
-        key_u64(b, "max", h->max);
-        key_u64(b, "p50", mpi_pstate_agent_hist_quantile(h, 500));
-        key_u64(b, "p99", mpi_pstate_agent_hist_quantile(h, 990));
+        mpi_pstate_json_member_u64(b, "count", h->count);
+        mpi_pstate_json_member_u64(b, "sum", h->sum);
+        mpi_pstate_json_member_u64(b, "max", h->max);
+        mpi_pstate_json_member_u64(b, "p50", mpi_pstate_agent_hist_quantile(h, 500));
+        mpi_pstate_json_member_u64(b, "p99", mpi_pstate_agent_hist_quantile(h, 990));
         mpi_pstate_json_key(b, "log2");
         mpi_pstate_json_open(b, '[', NULL);
         for (unsigned i = 0; i < MPI_PSTATE_AGENT_HIST_BUCKETS; i++) {
@@ -153,27 +135,27 @@ static void put_domain(struct mpi_pstate_json *b, const struct agentd *a, unsign
 
         mpi_pstate_json_elem(b);
         mpi_pstate_json_open(b, '{', NULL);
-        key_str(b, "policy", dm->name);
+        mpi_pstate_json_member_str(b, "policy", dm->name);
         key_cpus(b, "cpus", &dm->related);
-        key_bool(b, "shared", CPU_COUNT(&dm->related) > 1);
-        key_str(b, "status", mpi_pstate_agentd_dom_status_name(dm->status));
-        key_str(b, "reason", dm->why);
+        mpi_pstate_json_member_bool(b, "shared", CPU_COUNT(&dm->related) > 1);
+        mpi_pstate_json_member_str(b, "status", mpi_pstate_agentd_dom_status_name(dm->status));
+        mpi_pstate_json_member_str(b, "reason", dm->why);
         if (dm->status == AGENTD_DOM_MANAGED) {
-                key_str(b, "mechanism", mpi_pstate_cpufreq_mech_name(dm->mech));
-                key_u64(b, "low_khz", dm->low_khz);
-                key_str(b, "low_src", dm->low_src ? dm->low_src : "min");
-                key_u64(b, "high_khz", dm->high_khz);
+                mpi_pstate_json_member_str(b, "mechanism", mpi_pstate_cpufreq_mech_name(dm->mech));
+                mpi_pstate_json_member_u64(b, "low_khz", dm->low_khz);
+                mpi_pstate_json_member_str(b, "low_src", dm->low_src ? dm->low_src : "min");
+                mpi_pstate_json_member_u64(b, "high_khz", dm->high_khz);
         }
         key_domain_ranks(b, a, d);
-        key_u64(b, "transitions", cd->transitions);
+        mpi_pstate_json_member_u64(b, "transitions", cd->transitions);
         key_secs(b, "down_s", cd->down_ns);
-        key_u64(b, "aborted", cd->aborted);
-        key_u64(b, "write_errors", cd->write_errors);
-        key_bool(b, "disabled", cd->disabled);
-        key_str(b, "restore",
-                dm->restore_rc < 0    ? "failed"
-                : dm->restore_rc == 1 ? "restored"
-                                      : "none");
+        mpi_pstate_json_member_u64(b, "aborted", cd->aborted);
+        mpi_pstate_json_member_u64(b, "write_errors", cd->write_errors);
+        mpi_pstate_json_member_bool(b, "disabled", cd->disabled);
+        mpi_pstate_json_member_str(b, "restore",
+                                   dm->restore_rc < 0    ? "failed"
+                                   : dm->restore_rc == 1 ? "restored"
+                                                         : "none");
         mpi_pstate_json_close(b);
 }
 
@@ -184,22 +166,22 @@ static void put_uncore(struct mpi_pstate_json *b, const struct agentd *a, unsign
 
         mpi_pstate_json_elem(b);
         mpi_pstate_json_open(b, '{', NULL);
-        key_str(b, "domain", du->d->name);
+        mpi_pstate_json_member_str(b, "domain", du->d->name);
         key_cpus(b, "cpus", &du->d->cpus);
-        key_str(b, "status", mpi_pstate_agentd_dom_status_name(du->status));
-        key_str(b, "reason", du->why);
+        mpi_pstate_json_member_str(b, "status", mpi_pstate_agentd_dom_status_name(du->status));
+        mpi_pstate_json_member_str(b, "reason", du->why);
         if (du->status == AGENTD_DOM_MANAGED) {
-                key_u64(b, "low_khz", du->h.low_khz);
-                key_u64(b, "high_khz", du->h.high_khz);
+                mpi_pstate_json_member_u64(b, "low_khz", du->h.low_khz);
+                mpi_pstate_json_member_u64(b, "high_khz", du->h.high_khz);
         }
-        key_u64(b, "transitions", cd ? cd->transitions : 0);
+        mpi_pstate_json_member_u64(b, "transitions", cd ? cd->transitions : 0);
         key_secs(b, "down_s", cd ? cd->down_ns : 0);
-        key_u64(b, "aborted", cd ? cd->aborted : 0);
-        key_u64(b, "write_errors", cd ? cd->write_errors : 0);
-        key_str(b, "restore",
-                du->restore_rc < 0    ? "failed"
-                : du->restore_rc == 1 ? "restored"
-                                      : "none");
+        mpi_pstate_json_member_u64(b, "aborted", cd ? cd->aborted : 0);
+        mpi_pstate_json_member_u64(b, "write_errors", cd ? cd->write_errors : 0);
+        mpi_pstate_json_member_str(b, "restore",
+                                   du->restore_rc < 0    ? "failed"
+                                   : du->restore_rc == 1 ? "restored"
+                                                         : "none");
         mpi_pstate_json_close(b);
 }
 
@@ -230,13 +212,13 @@ static void key_reported(struct mpi_pstate_json *b, const struct agentd_slot *si
 {
         mpi_pstate_json_key(b, "reported");
         mpi_pstate_json_open(b, '{', NULL);
-        key_u64(b, "long_calls", si->long_calls);
+        mpi_pstate_json_member_u64(b, "long_calls", si->long_calls);
         key_secs(b, "long_s", si->long_ns);
-        key_u64(b, "wakeups", si->wakeups);
+        mpi_pstate_json_member_u64(b, "wakeups", si->wakeups);
         key_secs(b, "down_s", si->slot_down_ns);
-        key_u64(b, "transitions", si->slot_transitions);
-        key_u64(b, "announced", si->announced);
-        key_u64(b, "announced_short", si->announced_short);
+        mpi_pstate_json_member_u64(b, "transitions", si->slot_transitions);
+        mpi_pstate_json_member_u64(b, "announced", si->announced);
+        mpi_pstate_json_member_u64(b, "announced_short", si->announced_short);
         mpi_pstate_json_close(b);
 }
 
@@ -247,15 +229,15 @@ static void put_rank(struct mpi_pstate_json *b, const struct agentd *a, unsigned
 
         mpi_pstate_json_elem(b);
         mpi_pstate_json_open(b, '{', NULL);
-        key_u64(b, "slot", r);
+        mpi_pstate_json_member_u64(b, "slot", r);
         mpi_pstate_json_key(b, "rank");
         mpi_pstate_json_put(b, "%d", (int)si->rank);
         mpi_pstate_json_key(b, "pid");
         mpi_pstate_json_put(b, "%d", (int)si->pid);
         mpi_pstate_json_key(b, "cpu");
         mpi_pstate_json_put(b, "%d", si->cpu);
-        key_str(b, "state", state_name(si));
-        key_bool(b, "alive", !si->dead);
+        mpi_pstate_json_member_str(b, "state", state_name(si));
+        mpi_pstate_json_member_bool(b, "alive", !si->dead);
         mpi_pstate_json_key(b, "domains");
         mpi_pstate_json_open(b, '[', NULL);
         for (unsigned d = 0; d < a->ndom; d++) {
@@ -265,9 +247,9 @@ static void put_rank(struct mpi_pstate_json *b, const struct agentd *a, unsigned
                 }
         }
         mpi_pstate_json_close(b);
-        key_u64(b, "transitions", cr->transitions);
+        mpi_pstate_json_member_u64(b, "transitions", cr->transitions);
         key_secs(b, "down_s", cr->down_ns);
-        key_u64(b, "drops", cr->drops);
+        mpi_pstate_json_member_u64(b, "drops", cr->drops);
         key_hist(b, "drop_late_ns", &cr->drop_late_ns);
         key_hist(b, "restore_ns", &cr->restore_ns);
         key_reported(b, si);
@@ -291,17 +273,17 @@ static void put_hwmon(struct mpi_pstate_json *b, const struct agentd *a)
         const struct mpi_pstate_hwmon *h = a->hwmon;
         bool ok = a->rapl_status == MPI_PSTATE_RAPL_OK && h && h->n > 0;
 
-        key_str(b, "kind",
-                h && h->kind == MPI_PSTATE_HWMON_POWER ? "power_meter" : "energy_counter");
+        mpi_pstate_json_member_str(
+            b, "kind", h && h->kind == MPI_PSTATE_HWMON_POWER ? "power_meter" : "energy_counter");
         key_joules(b, "joules", ok, ok ? mpi_pstate_hwmon_total_uj(h) : 0);
         mpi_pstate_json_key(b, "channels");
         mpi_pstate_json_open(b, '[', NULL);
         for (unsigned i = 0; ok && i < h->n; i++) {
                 mpi_pstate_json_elem(b);
                 mpi_pstate_json_open(b, '{', NULL);
-                key_str(b, "label", h->ch[i].label);
+                mpi_pstate_json_member_str(b, "label", h->ch[i].label);
                 key_joules(b, "j", true, h->ch[i].total_uj);
-                key_u64(b, "resets", h->ch[i].resets);
+                mpi_pstate_json_member_u64(b, "resets", h->ch[i].resets);
                 mpi_pstate_json_close(b);
         }
         mpi_pstate_json_close(b);
@@ -357,9 +339,9 @@ static void put_energy(struct mpi_pstate_json *b, const struct agentd *a)
 
         mpi_pstate_json_key(b, "energy");
         mpi_pstate_json_open(b, '{', NULL);
-        key_str(b, "status", mpi_pstate_rapl_status_name(a->rapl_status));
-        key_str(b, "source", mpi_pstate_energy_source_name(a->energy_src));
-        key_u64(b, "samples", a->rapl_samples);
+        mpi_pstate_json_member_str(b, "status", mpi_pstate_rapl_status_name(a->rapl_status));
+        mpi_pstate_json_member_str(b, "source", mpi_pstate_energy_source_name(a->energy_src));
+        mpi_pstate_json_member_u64(b, "samples", a->rapl_samples);
         key_secs(b, "interval_s", a->rapl_interval_ns);
         if (a->energy_src == MPI_PSTATE_ENERGY_HWMON) {
                 put_hwmon(b, a);
@@ -402,18 +384,18 @@ static void put_agent_counters(struct mpi_pstate_json *b, const struct agentd *a
         };
 
         for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
-                key_u64(b, counts[i].key, counts[i].v);
+                mpi_pstate_json_member_u64(b, counts[i].key, counts[i].v);
         mpi_pstate_json_key(b, "rt_prio");
         mpi_pstate_json_put(b, "%d", a->o.rt_prio);
-        key_u64(b, "timer_gap_final_us", a->gap_ns / 1000u);
-        key_u64(b, "timer_gap_max_us", a->gap_max_ns / 1000u);
+        mpi_pstate_json_member_u64(b, "timer_gap_final_us", a->gap_ns / 1000u);
+        mpi_pstate_json_member_u64(b, "timer_gap_max_us", a->gap_max_ns / 1000u);
         mpi_pstate_json_key(b, "timer_cpu_us");
         mpi_pstate_json_put(b, "%.1f",
                             a->budget_timer_sum
                                 ? (double)a->budget_cpu_sum / (double)a->budget_timer_sum / 1e3
                                 : 0.0);
         for (size_t i = 0; i < sizeof(budget) / sizeof(budget[0]); i++)
-                key_u64(b, budget[i].key, budget[i].v);
+                mpi_pstate_json_member_u64(b, budget[i].key, budget[i].v);
 }
 
 /* The agent's own cost: CPU time from getrusage, then its counters. */
@@ -459,11 +441,12 @@ static void put_hardening(struct mpi_pstate_json *b, const struct agentd_hardeni
 {
         mpi_pstate_json_key(b, "hardening");
         mpi_pstate_json_open(b, '{', NULL);
-        key_str(b, "capabilities", h->caps_rc ? strerror(-h->caps_rc) : "dropped");
-        key_str(b, "landlock", h->landlock[0] ? h->landlock : "not applied");
+        mpi_pstate_json_member_str(b, "capabilities",
+                                   h->caps_rc ? strerror(-h->caps_rc) : "dropped");
+        mpi_pstate_json_member_str(b, "landlock", h->landlock[0] ? h->landlock : "not applied");
         mpi_pstate_json_key(b, "landlock_abi");
         mpi_pstate_json_put(b, "%d", h->landlock_abi);
-        key_str(b, "seccomp", h->seccomp_rc ? strerror(-h->seccomp_rc) : "on");
+        mpi_pstate_json_member_str(b, "seccomp", h->seccomp_rc ? strerror(-h->seccomp_rc) : "on");
         mpi_pstate_json_close(b);
 }
 
@@ -494,26 +477,27 @@ static void put_settings(struct mpi_pstate_json *b, const struct agentd *a)
 {
         mpi_pstate_json_key(b, "settings");
         mpi_pstate_json_open(b, '{', NULL);
-        key_u64(b, "threshold_us", a->thr_ns / 1000u);
-        key_u64(b, "scan_interval_us", a->scan_ns / 1000u);
-        key_u64(b, "cpu_budget_ppm", a->o.budget_ppm);
-        key_u64(b, "cpu_cap_ppm", a->o.cap_ppm);
+        mpi_pstate_json_member_u64(b, "threshold_us", a->thr_ns / 1000u);
+        mpi_pstate_json_member_u64(b, "scan_interval_us", a->scan_ns / 1000u);
+        mpi_pstate_json_member_u64(b, "cpu_budget_ppm", a->o.budget_ppm);
+        mpi_pstate_json_member_u64(b, "cpu_cap_ppm", a->o.cap_ppm);
         if (a->o.low_khz == MPI_PSTATE_FREQ_EFFICIENT)
-                key_str(b, "low", "efficient");
+                mpi_pstate_json_member_str(b, "low", "efficient");
         else if (a->o.low_khz)
-                key_u64(b, "low", a->o.low_khz);
+                mpi_pstate_json_member_u64(b, "low", a->o.low_khz);
         else
-                key_str(b, "low", "min");
-        key_u64(b, "knee_khz", a->knee_khz);
-        key_bool(b, "uncore", a->o.uncore);
-        key_u64(b, "uncore_threshold_us", a->o.uncore_threshold_us);
-        key_str(b, "mechanism_requested", mpi_pstate_cpufreq_mech_name(a->o.mech));
-        key_bool(b, "allow_governor", a->o.allow_governor);
-        key_u64(b, "freq_min_khz", a->o.freq_min_khz);
+                mpi_pstate_json_member_str(b, "low", "min");
+        mpi_pstate_json_member_u64(b, "knee_khz", a->knee_khz);
+        mpi_pstate_json_member_bool(b, "uncore", a->o.uncore);
+        mpi_pstate_json_member_u64(b, "uncore_threshold_us", a->o.uncore_threshold_us);
+        mpi_pstate_json_member_str(b, "mechanism_requested",
+                                   mpi_pstate_cpufreq_mech_name(a->o.mech));
+        mpi_pstate_json_member_bool(b, "allow_governor", a->o.allow_governor);
+        mpi_pstate_json_member_u64(b, "freq_min_khz", a->o.freq_min_khz);
         key_cpus(b, "cpus", &a->o.cpus);
-        key_str(b, "segment", a->o.shm);
-        key_u64(b, "slots", a->seg.nslots);
-        key_bool(b, "created", a->created);
+        mpi_pstate_json_member_str(b, "segment", a->o.shm);
+        mpi_pstate_json_member_u64(b, "slots", a->seg.nslots);
+        mpi_pstate_json_member_bool(b, "created", a->created);
         mpi_pstate_json_close(b);
 }
 
@@ -521,27 +505,27 @@ static void put_cpufreq(struct mpi_pstate_json *b, const struct agentd *a)
 {
         mpi_pstate_json_key(b, "cpufreq");
         mpi_pstate_json_open(b, '{', NULL);
-        key_str(b, "status", a->cpufreq_status);
-        key_str(b, "error", a->cpufreq_err);
-        key_str(b, "driver", a->node ? a->node->driver : "");
-        key_str(b, "mechanism", overall_mech(a));
+        mpi_pstate_json_member_str(b, "status", a->cpufreq_status);
+        mpi_pstate_json_member_str(b, "error", a->cpufreq_err);
+        mpi_pstate_json_member_str(b, "driver", a->node ? a->node->driver : "");
+        mpi_pstate_json_member_str(b, "mechanism", overall_mech(a));
         mpi_pstate_json_close(b);
 }
 
 /* The record's first members: whose step, when, and why the agent ended. */
 static void put_identity(struct mpi_pstate_json *b, const struct agentd *a, uint64_t elapsed)
 {
-        key_str(b, "format", AGENTD_RECORD_FORMAT);
+        mpi_pstate_json_member_str(b, "format", AGENTD_RECORD_FORMAT);
         mpi_pstate_json_key(b, "version");
         mpi_pstate_json_put(b, "%d", AGENTD_RECORD_VERSION);
-        key_str(b, "node", a->host);
-        key_u64(b, "job", a->o.job);
-        key_u64(b, "step", a->o.step);
-        key_u64(b, "start_ns", a->start_real_ns);
-        key_u64(b, "end_ns", a->end_real_ns);
+        mpi_pstate_json_member_str(b, "node", a->host);
+        mpi_pstate_json_member_u64(b, "job", a->o.job);
+        mpi_pstate_json_member_u64(b, "step", a->o.step);
+        mpi_pstate_json_member_u64(b, "start_ns", a->start_real_ns);
+        mpi_pstate_json_member_u64(b, "end_ns", a->end_real_ns);
         key_secs(b, "elapsed_s", elapsed);
-        key_str(b, "exit_reason", a->exit_reason);
-        key_str(b, "mode", a->o.profile ? "profile" : "on");
+        mpi_pstate_json_member_str(b, "exit_reason", a->exit_reason);
+        mpi_pstate_json_member_str(b, "mode", a->o.profile ? "profile" : "on");
 }
 
 int mpi_pstate_agentd_record_write(struct agentd *a)
@@ -570,8 +554,8 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
         put_hardening(&b, &a->hard);
         mpi_pstate_json_key(&b, "restore");
         mpi_pstate_json_open(&b, '{', NULL);
-        key_u64(&b, "restored", a->restored);
-        key_u64(&b, "failed", a->restore_failed);
+        mpi_pstate_json_member_u64(&b, "restored", a->restored);
+        mpi_pstate_json_member_u64(&b, "failed", a->restore_failed);
         mpi_pstate_json_close(&b);
         mpi_pstate_json_close(&b);
         mpi_pstate_json_put(&b, "\n");
@@ -632,15 +616,15 @@ int mpi_pstate_agentd_sums_write(struct agentd *a)
                 return -EINVAL;
         sum_slots(a, &s);
         mpi_pstate_json_open(&b, '{', "  ");
-        key_str(&b, "format", "mpi-pstate-sums");
-        key_u64(&b, "version", 1);
-        key_str(&b, "node", a->host);
-        key_u64(&b, "job", a->o.job);
-        key_u64(&b, "step", a->o.step);
-        key_u64(&b, "ranks", s.ranks);
-        key_u64(&b, "invalid", s.invalid);
-        key_u64(&b, "transitions", s.transitions);
-        key_u64(&b, "log_errors", mpi_pstate_agentd_log_errors());
+        mpi_pstate_json_member_str(&b, "format", "mpi-pstate-sums");
+        mpi_pstate_json_member_u64(&b, "version", 1);
+        mpi_pstate_json_member_str(&b, "node", a->host);
+        mpi_pstate_json_member_u64(&b, "job", a->o.job);
+        mpi_pstate_json_member_u64(&b, "step", a->o.step);
+        mpi_pstate_json_member_u64(&b, "ranks", s.ranks);
+        mpi_pstate_json_member_u64(&b, "invalid", s.invalid);
+        mpi_pstate_json_member_u64(&b, "transitions", s.transitions);
+        mpi_pstate_json_member_u64(&b, "log_errors", mpi_pstate_agentd_log_errors());
         const struct {
                 const char *key;
                 unsigned __int128 ns;
@@ -652,7 +636,7 @@ int mpi_pstate_agentd_sums_write(struct agentd *a)
         for (size_t k = 0; k < sizeof(figs) / sizeof(figs[0]); k++)
                 key_secs(&b, figs[k].key, figs[k].ns);
         put_energy(&b, a);
-        key_bool(&b, "end", true);
+        mpi_pstate_json_member_bool(&b, "end", true);
         mpi_pstate_json_close(&b);
         mpi_pstate_json_put(&b, "\n");
         return write_json(dir, "sums.json", &b);

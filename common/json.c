@@ -1,5 +1,6 @@
 #include "json.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,4 +133,22 @@ void mpi_pstate_json_key(struct mpi_pstate_json *j, const char *key)
 void mpi_pstate_json_bool(struct mpi_pstate_json *j, bool v)
 {
         mpi_pstate_json_put(j, "%s", v ? "true" : "false");
+}
+
+void mpi_pstate_json_member_u64(struct mpi_pstate_json *j, const char *key, uint64_t v)
+{
+        mpi_pstate_json_key(j, key);
+        mpi_pstate_json_put(j, "%" PRIu64, v);
+}
+
+void mpi_pstate_json_member_str(struct mpi_pstate_json *j, const char *key, const char *s)
+{
+        mpi_pstate_json_key(j, key);
+        mpi_pstate_json_str(j, s);
+}
+
+void mpi_pstate_json_member_bool(struct mpi_pstate_json *j, const char *key, bool v)
+{
+        mpi_pstate_json_key(j, key);
+        mpi_pstate_json_bool(j, v);
 }

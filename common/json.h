@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Objects and arrays opened with _open() nest this deep at most. */
 #define MPI_PSTATE_JSON_DEPTH 8
@@ -60,5 +61,10 @@ void mpi_pstate_json_close(struct mpi_pstate_json *j);
 void mpi_pstate_json_key(struct mpi_pstate_json *j, const char *key);
 void mpi_pstate_json_elem(struct mpi_pstate_json *j);
 void mpi_pstate_json_bool(struct mpi_pstate_json *j, bool v);
+
+/* A member of an object: _key() and its value in one call. */
+void mpi_pstate_json_member_u64(struct mpi_pstate_json *j, const char *key, uint64_t v);
+void mpi_pstate_json_member_str(struct mpi_pstate_json *j, const char *key, const char *s);
+void mpi_pstate_json_member_bool(struct mpi_pstate_json *j, const char *key, bool v);
 
 #endif

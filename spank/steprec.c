@@ -16,18 +16,6 @@ int mpi_pstate_steprec_cpulist(const cpu_set_t *set, char *buf, size_t len)
         return w.failed ? -ENOSPC : (int)w.len;
 }
 
-static void str_member(struct mpi_pstate_json *w, const char *key, const char *s)
-{
-        mpi_pstate_json_key(w, key);
-        mpi_pstate_json_str(w, s);
-}
-
-static void uint_member(struct mpi_pstate_json *w, const char *key, unsigned long long v)
-{
-        mpi_pstate_json_key(w, key);
-        mpi_pstate_json_put(w, "%llu", v);
-}
-
 static void domains(struct mpi_pstate_json *w, const struct mpi_pstate_policy_result *p)
 {
         mpi_pstate_json_key(w, "domains");
@@ -40,12 +28,12 @@ static void domains(struct mpi_pstate_json *w, const struct mpi_pstate_policy_re
                         snprintf(cpus, sizeof(cpus), "?");
                 mpi_pstate_json_elem(w);
                 mpi_pstate_json_open(w, '{', NULL);
-                str_member(w, "policy", d->name);
-                str_member(w, "cpus", cpus);
-                str_member(w, "status", mpi_pstate_policy_status_name(d->status));
-                str_member(w, "governor", d->target.governor);
-                uint_member(w, "min_khz", d->target.min_khz);
-                uint_member(w, "max_khz", d->target.max_khz);
+                mpi_pstate_json_member_str(w, "policy", d->name);
+                mpi_pstate_json_member_str(w, "cpus", cpus);
+                mpi_pstate_json_member_str(w, "status", mpi_pstate_policy_status_name(d->status));
+                mpi_pstate_json_member_str(w, "governor", d->target.governor);
+                mpi_pstate_json_member_u64(w, "min_khz", d->target.min_khz);
+                mpi_pstate_json_member_u64(w, "max_khz", d->target.max_khz);
                 mpi_pstate_json_close(w);
         }
         mpi_pstate_json_close(w);
@@ -57,12 +45,13 @@ static void cgroup(struct mpi_pstate_json *w, const struct mpi_pstate_steprec_cg
                 return;
         mpi_pstate_json_key(w, "cgroup");
         mpi_pstate_json_open(w, '{', NULL);
-        str_member(w, "cpus", c->cpus);
-        str_member(w, "outside", c->outside);
-        str_member(w, "shared", c->shared);
-        uint_member(w, "other_jobs", c->other_jobs);
-        str_member(w, "first_other",
-                   c->other_jobs && c->first_other && c->first_other[0] ? c->first_other : NULL);
+        mpi_pstate_json_member_str(w, "cpus", c->cpus);
+        mpi_pstate_json_member_str(w, "outside", c->outside);
+        mpi_pstate_json_member_str(w, "shared", c->shared);
+        mpi_pstate_json_member_u64(w, "other_jobs", c->other_jobs);
+        mpi_pstate_json_member_str(
+            w, "first_other",
+            c->other_jobs && c->first_other && c->first_other[0] ? c->first_other : NULL);
         mpi_pstate_json_close(w);
 }
 
@@ -80,15 +69,16 @@ static void segments(struct mpi_pstate_json *w, const struct mpi_pstate_steprec 
                 snprintf(dir, sizeof(dir), "%.*s", (int)(slash - r->shm), r->shm);
                 mpi_pstate_json_elem(w);
                 mpi_pstate_json_open(w, '{', NULL);
-                str_member(w, "name", slash + 1);
-                str_member(w, "dir", dir);
-                uint_member(w, "dev", r->shm_dev);
-                uint_member(w, "ino", r->shm_ino);
-                uint_member(w, "nslots", r->shm_nslots);
-                uint_member(w, "bytes",
-                            (unsigned long long)MPI_PSTATE_SEG_HEADER_SIZE +
-                                (unsigned long long)r->shm_nslots * MPI_PSTATE_SLOT_SIZE);
-                uint_member(w, "uid", r->shm_uid);
+                mpi_pstate_json_member_str(w, "name", slash + 1);
+                mpi_pstate_json_member_str(w, "dir", dir);
+                mpi_pstate_json_member_u64(w, "dev", r->shm_dev);
+                mpi_pstate_json_member_u64(w, "ino", r->shm_ino);
+                mpi_pstate_json_member_u64(w, "nslots", r->shm_nslots);
+                mpi_pstate_json_member_u64(w, "bytes",
+                                           (unsigned long long)MPI_PSTATE_SEG_HEADER_SIZE +
+                                               (unsigned long long)r->shm_nslots *
+                                                   MPI_PSTATE_SLOT_SIZE);
+                mpi_pstate_json_member_u64(w, "uid", r->shm_uid);
                 mpi_pstate_json_close(w);
         }
         mpi_pstate_json_close(w);
@@ -98,7 +88,7 @@ static void agent(struct mpi_pstate_json *w, const struct mpi_pstate_steprec *r)
 {
         mpi_pstate_json_key(w, "agent");
         mpi_pstate_json_open(w, '{', NULL);
-        str_member(w, "status", r->agent);
+        mpi_pstate_json_member_str(w, "status", r->agent);
         mpi_pstate_json_key(w, "pid");
         if (r->agent_pid > 0)
                 mpi_pstate_json_put(w, "%d", r->agent_pid);
@@ -111,10 +101,10 @@ static void restore(struct mpi_pstate_json *w, const struct mpi_pstate_steprec *
 {
         mpi_pstate_json_key(w, "restore");
         mpi_pstate_json_open(w, '{', NULL);
-        str_member(w, "state", r->ended ? "done" : "pending");
-        uint_member(w, "restored", r->restored);
-        uint_member(w, "foreign", r->foreign);
-        uint_member(w, "failed", r->failed);
+        mpi_pstate_json_member_str(w, "state", r->ended ? "done" : "pending");
+        mpi_pstate_json_member_u64(w, "restored", r->restored);
+        mpi_pstate_json_member_u64(w, "foreign", r->foreign);
+        mpi_pstate_json_member_u64(w, "failed", r->failed);
         mpi_pstate_json_close(w);
 }
 
@@ -125,22 +115,23 @@ int mpi_pstate_steprec_format(const struct mpi_pstate_steprec *r, char *buf, siz
         mpi_pstate_json_fixed(&w, buf, len);
         w.compact = true;
         mpi_pstate_json_open(&w, '{', NULL);
-        uint_member(&w, "version", MPI_PSTATE_STEPREC_VERSION);
-        uint_member(&w, "job", r->job);
-        uint_member(&w, "step", r->step);
-        str_member(&w, "node", r->node);
-        str_member(&w, "mode", r->mode);
+        mpi_pstate_json_member_u64(&w, "version", MPI_PSTATE_STEPREC_VERSION);
+        mpi_pstate_json_member_u64(&w, "job", r->job);
+        mpi_pstate_json_member_u64(&w, "step", r->step);
+        mpi_pstate_json_member_str(&w, "node", r->node);
+        mpi_pstate_json_member_str(&w, "mode", r->mode);
         mpi_pstate_json_key(&w, "launcher");
         mpi_pstate_json_bool(&w, r->launcher);
-        str_member(&w, "cpus", r->cpus);
-        str_member(&w, "governor", r->governor);
-        str_member(&w, "mechanism", r->mechanism);
-        str_member(&w, "driver", r->policy && r->policy->driver[0] ? r->policy->driver : NULL);
-        str_member(&w, "preload", r->preload);
-        str_member(&w, "container", r->container);
-        str_member(&w, "unmeasured", r->unmeasured);
+        mpi_pstate_json_member_str(&w, "cpus", r->cpus);
+        mpi_pstate_json_member_str(&w, "governor", r->governor);
+        mpi_pstate_json_member_str(&w, "mechanism", r->mechanism);
+        mpi_pstate_json_member_str(&w, "driver",
+                                   r->policy && r->policy->driver[0] ? r->policy->driver : NULL);
+        mpi_pstate_json_member_str(&w, "preload", r->preload);
+        mpi_pstate_json_member_str(&w, "container", r->container);
+        mpi_pstate_json_member_str(&w, "unmeasured", r->unmeasured);
         cgroup(&w, r->cgroup);
-        str_member(&w, "shm", r->shm);
+        mpi_pstate_json_member_str(&w, "shm", r->shm);
         segments(&w, r);
         agent(&w, r);
         domains(&w, r->policy);

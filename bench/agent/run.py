@@ -119,6 +119,18 @@ class Bench:
         r = subprocess.run([str(self.sim), *args], capture_output=True, text=True, check=True)
         return json.loads(r.stdout)
 
+    def cpu_row(self, rec: dict, what: str, how: str) -> dict:
+        """The agent's CPU share in rec against a bare timer waking as often,
+        measured now side by side; returns the timer's figures."""
+        a = rec["agent"]
+        period = int(rec["elapsed_s"] * 1e6 / max(1, a["wakeups"]))
+        floor = self.bare_timer(max(50, period), self.seconds, 1)
+        self.row(f"agent CPU, {what}", "0.5 %", f"{100 * a['cpu_share']:.3f} %",
+                 f"bare timer at the same wake rate {100 * floor['cpu_share']:.3f} %",
+                 f"{a['cpu_share'] / floor['cpu_share']:.2f}" if floor["cpu_share"] else "-",
+                 f"`bench/agent/run.py` {how}")
+        return floor
+
     def bare_timer(self, period_us: int, seconds: int, prio: int) -> dict:
         r = subprocess.run([str(self.baseline), str(period_us), str(seconds), str(prio)], capture_output=True,
                            text=True, check=True)
@@ -187,14 +199,9 @@ class Bench:
         rec = self.stop_agent(d, pid)
         a = rec["agent"]
         elapsed = rec["elapsed_s"]
-        period = int(elapsed * 1e6 / max(1, a["wakeups"]))
-        floor = self.bare_timer(max(50, period), self.seconds, 1)
         tag = "default (--cpu-budget 0.5)" if budget != "0" else "exact scans (--cpu-budget 0)"
-        self.row(f"agent CPU, 2 Open MPI ranks (1 computing, 1 in MPI_Recv), {tag}", "0.5 %",
-                 f"{100 * a['cpu_share']:.3f} %",
-                 f"bare timer at the same wake rate {100 * floor['cpu_share']:.3f} %",
-                 f"{a['cpu_share'] / floor['cpu_share']:.2f}" if floor["cpu_share"] else "-",
-                 f"`bench/agent/run.py` cpu-mpi, {tag}")
+        floor = self.cpu_row(rec, f"2 Open MPI ranks (1 computing, 1 in MPI_Recv), {tag}",
+                             f"cpu-mpi, {tag}")
         self.notes.append(f"cpu-mpi {tag}: {a['wakeups']} wake-ups in {elapsed:.1f} s ({a['futex_wakeups']} by "
                           f"ranks), {a['lowers']} drops, scan {rec['settings']['scan_interval_us']} us, timer gap "
                           f"{a['timer_gap_final_us']} us, {a['cpu_s'] * 1e6 / max(1, a['wakeups']):.1f} us CPU per "
@@ -244,14 +251,9 @@ class Bench:
                             str(2 * self.seconds), "--compute-us", "100000", "--sync", "--clock", "tsc")
         rec = self.stop_agent(d, pid)
         a = rec["agent"]
-        period = int(rec["elapsed_s"] * 1e6 / max(1, a["wakeups"]))
-        floor = self.bare_timer(max(50, period), self.seconds, 1)
         down = sum(r["down_s"] for r in rec["ranks"])
-        self.row(f"agent CPU, {n} simulated ranks (barrier with imbalance) on {n} domains, default", "0.5 %",
-                 f"{100 * a['cpu_share']:.3f} %",
-                 f"bare timer at the same wake rate {100 * floor['cpu_share']:.3f} %",
-                 f"{a['cpu_share'] / floor['cpu_share']:.2f}" if floor["cpu_share"] else "-",
-                 f"`bench/agent/run.py` cpu-sim ({n})")
+        floor = self.cpu_row(rec, f"{n} simulated ranks (barrier with imbalance) on {n} domains, default",
+                             f"cpu-sim ({n})")
         self.notes.append(f"cpu-sim {n}: clocked down {down:.1f} s of an ideal "
                           f"{sim['ideal_down_ns'] / 1e9:.1f} s, {a.get('announced', 0)} waits announced, "
                           f"announcements turned off {a.get('announce_offs', 0)} times; "
