@@ -103,24 +103,18 @@ def wait_cpu_share(s: Dict[str, Any], dropped: List[str]) -> Optional[float]:
     return share(cpu, wall)
 
 
-def rank_figures(s: Dict[str, Any], step: str,
-                 agent: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """The node-record entry of one validated slot (docs/records.md).
-    Fields out of range are None, named in "dropped".  agent: what the
-    agent (root) measured for this slot ({"down_s", "transitions"},
-    noderec.agent_ranks()): the clocked-down time and transitions are
-    its figures, never the slot's, which the rank can write (a forged
-    figure would reach SystemComment); without it they are null."""
-    dropped: List[str] = []
-    tps = s["ticks_per_sec"]
-    wall = None
-    if tps and s["app_end_ticks"] > s["app_start_ticks"] > 0:
-        wall = _time((s["app_end_ticks"] - s["app_start_ticks"]) * 10**9 // tps, dropped,
-                     "wall")
+def function_totals(functions: Dict[str, Dict[str, int]], hist: List[int]
+                    ) -> Tuple[int, int, int, List[Tuple[int, str, int]]]:
+    """(time in MPI in ns, calls, bytes, the TOP_FUNCS functions of most
+    time as (time_ns, name, calls)) of a slot's function table.  Names
+    that are no function's are skipped; life-cycle calls count as calls
+    and bytes but not as time in MPI, and leave hist (the slot's wait
+    histogram, changed in place): MPI_Init is no wait to clock down."""
     mpi = calls = nbytes = 0
     top = []
-    hist = list(s["hist_ns"])
-    for name, f in s["functions"].items():
+    for name, f in functions.items():
+        # the cache looked up here, not through _kind: this loop runs for
+        # every function of every rank of the node
         kind = _KIND.get(name)
         if kind is None:
             kind = _kind(name)
@@ -130,14 +124,35 @@ def rank_figures(s: Dict[str, Any], step: str,
         nbytes += f["bytes"]
         if kind == 1:
             if f["calls"]:
-                # out of the wait histogram too: MPI_Init is no wait to clock down
                 b = _bucket(f["time_ns"] // f["calls"])
                 hist[b] = max(0, hist[b] - f["calls"])
             continue
         mpi += f["time_ns"]
         if f["calls"]:
             top.append((f["time_ns"], name, f["calls"]))
-    top = heapq.nlargest(TOP_FUNCS, top)
+    return mpi, calls, nbytes, heapq.nlargest(TOP_FUNCS, top)
+
+
+def _wall_ns(s: Dict[str, Any], dropped: List[str]) -> Optional[int]:
+    """The rank's time from MPI_Init to its end, None without both ends."""
+    tps = s["ticks_per_sec"]
+    if not (tps and s["app_end_ticks"] > s["app_start_ticks"] > 0):
+        return None
+    return _time((s["app_end_ticks"] - s["app_start_ticks"]) * 10**9 // tps, dropped, "wall")
+
+
+def rank_figures(s: Dict[str, Any], step: str,
+                 agent: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The node-record entry of one validated slot (docs/records.md).
+    Fields out of range are None, named in "dropped".  agent: what the
+    agent (root) measured for this slot ({"down_s", "transitions"},
+    noderec.agent_ranks()): the clocked-down time and transitions are
+    its figures, never the slot's, which the rank can write (a forged
+    figure would reach SystemComment); without it they are null."""
+    dropped: List[str] = []
+    wall = _wall_ns(s, dropped)
+    hist = list(s["hist_ns"])
+    mpi, calls, nbytes, top = function_totals(s["functions"], hist)
     state = s["state"]
     if state in ("attached", "running"):
         state = "killed"  # the job is over: this rank never reached finalize or exit
@@ -163,7 +178,7 @@ def rank_figures(s: Dict[str, Any], step: str,
         # burnt over the long waits measured: what clocking down can save
         "wait_mode": s.get("wait_mode", "unknown"),
         "wait_cpu_share": wait_cpu_share(s, dropped),
-        "top": [[n, _s(_ns(t)), c] for t, n, c in top[:TOP_FUNCS] if 0 <= c <= COUNT_MAX],
+        "top": [[n, _s(_ns(t)), c] for t, n, c in top if 0 <= c <= COUNT_MAX],
         # [bucket, calls]: durations of its MPI calls, for `report --what-if`
         "hist_ns": [[b, c] for b, c in enumerate(hist) if 0 < c <= COUNT_MAX],
     }
@@ -187,19 +202,82 @@ def _pread_all(fd: int, n: int, off: int) -> bytes:
 SlotSink = Callable[[int, Any], None]
 
 
+def refusal(st: os.stat_result, seg: Dict[str, Any], uid: int) -> Optional[str]:
+    """Why an opened segment is not the one the plugin listed (seg), or
+    None: not a regular file, another inode, a second link (a hard link
+    of it under another name would count twice), another owner than the
+    job's user or root, another size than the plugin gave it."""
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if seg["dev"] is not None and (st.st_dev, st.st_ino) != (seg["dev"], seg["ino"]):
+        return "not the file the plugin made (device/inode differ)"
+    if st.st_nlink != 1:
+        return f"{st.st_nlink} links (hard-linked): refused"
+    if st.st_uid not in (uid, 0):
+        return f"owned by uid {st.st_uid}"
+    if seg["bytes"] is not None and st.st_size != seg["bytes"]:
+        return f"size {st.st_size}, the plugin made {seg['bytes']}"
+    return None
+
+
+def _slots_to_read(fd: int, seg: Dict[str, Any], size: int, budget: List[int],
+                   problems: List[str]) -> Optional[int]:
+    """How many slots of the segment to read: the plugin's count (the
+    header is the user's and may lie; a version 1 step record gives none,
+    and then the header's, bounded by the file's size), at most the node's
+    remaining allowance budget[0].  None when the header is unreadable."""
+    name = seg["name"]
+    try:
+        hdr = slotlib.parse_header(_pread_all(fd, slotlib.HEADER_SIZE, 0))
+    except slotlib.SlotError as e:
+        problems.append(f"segment {name}: {e}")
+        return None
+    nslots = seg["nslots"]
+    if nslots is None:
+        nslots = min(hdr["nslots"], MAX_SEG_SLOTS,
+                     (size - slotlib.HEADER_SIZE) // slotlib.SLOT_SIZE)
+    elif hdr["nslots"] != nslots:
+        problems.append(f"segment {name}: header says {hdr['nslots']} slots, the plugin "
+                        f"made {nslots}: {nslots} read")
+    if nslots > budget[0]:
+        problems.append(f"segment {name}: {nslots} slots, {budget[0]} left of the node's "
+                        f"{MAX_NODE_RANKS}: the rest not read")
+        nslots = budget[0]
+    return nslots
+
+
+def _read_slots(fd: int, name: str, nslots: int, budget: List[int], problems: List[str],
+                on_slot: SlotSink, cpu_until: Optional[float]) -> int:
+    """Hands slots 0 .. nslots - 1 to on_slot one at a time, and takes them
+    from budget[0]; once cpu_until (a time.process_time()) is passed, stops
+    and spends the whole budget, so no later segment of the node is read.
+    Returns the number of slots read."""
+    for i in range(nslots):
+        if cpu_until is not None and i % 64 == 0 and time.process_time() > cpu_until:
+            problems.append(f"segment {name}: CPU budget spent, slots {i}-{nslots - 1} "
+                            "not read")
+            budget[0] = 0
+            return i
+        buf = _pread_all(fd, slotlib.SLOT_SIZE, slotlib.HEADER_SIZE + i * slotlib.SLOT_SIZE)
+        try:
+            on_slot(i, slotlib.parse_slot(buf, cpuset=False))
+        except slotlib.SlotError as e:
+            on_slot(i, e)
+    budget[0] -= nslots
+    return nslots
+
+
 def read_listed(dirfd: int, seg: Dict[str, Any], uid: int, budget: List[int],
                 problems: List[str], on_slot: SlotSink,
                 cpu_until: Optional[float] = None) -> Optional[int]:
     """One segment the plugin listed in its root-owned step record
     (noderec.plugin_segments): opened without following a symlink and
-    accepted only if it is that very inode (st_dev, st_ino), has one link
-    (a hard link of it under another name cannot count twice), belongs to
-    the job's user or root and has the size the plugin gave it.  Slots are
-    read one at a time and handed to on_slot(index, slot or SlotError)
+    accepted only if it is that very file (refusal()).  Slots are read
+    one at a time and handed to on_slot(index, slot or SlotError)
     (memory: one slot, whatever the segment holds), never more than the
-    plugin's nslots (the header is the user's and may lie) nor than
-    budget[0], the node's remaining slot allowance.  Returns the number
-    of slots read, or None with the reason in problems."""
+    plugin's nslots nor than budget[0], the node's remaining slot
+    allowance.  Returns the number of slots read, or None with the reason
+    in problems."""
     name = seg["name"]
     try:
         fd = os.open(name, safeio.O_READ, dir_fd=dirfd)
@@ -209,49 +287,14 @@ def read_listed(dirfd: int, seg: Dict[str, Any], uid: int, budget: List[int],
         return None
     try:
         st = os.fstat(fd)
-        why = None
-        if not stat.S_ISREG(st.st_mode):
-            why = "not a regular file"
-        elif seg["dev"] is not None and (st.st_dev, st.st_ino) != (seg["dev"], seg["ino"]):
-            why = "not the file the plugin made (device/inode differ)"
-        elif st.st_nlink != 1:
-            why = f"{st.st_nlink} links (hard-linked): refused"
-        elif st.st_uid not in (uid, 0):
-            why = f"owned by uid {st.st_uid}"
-        elif seg["bytes"] is not None and st.st_size != seg["bytes"]:
-            why = f"size {st.st_size}, the plugin made {seg['bytes']}"
+        why = refusal(st, seg, uid)
         if why:
             problems.append(f"segment {name}: {why}")
             return None
-        try:
-            hdr = slotlib.parse_header(_pread_all(fd, slotlib.HEADER_SIZE, 0))
-        except slotlib.SlotError as e:
-            problems.append(f"segment {name}: {e}")
+        nslots = _slots_to_read(fd, seg, st.st_size, budget, problems)
+        if nslots is None:
             return None
-        nslots = seg["nslots"]
-        if nslots is None:  # a version 1 step record: the header, bounded by the size
-            nslots = min(hdr["nslots"], MAX_SEG_SLOTS,
-                         (st.st_size - slotlib.HEADER_SIZE) // slotlib.SLOT_SIZE)
-        elif hdr["nslots"] != nslots:
-            problems.append(f"segment {name}: header says {hdr['nslots']} slots, the plugin "
-                            f"made {nslots}: {nslots} read")
-        if nslots > budget[0]:
-            problems.append(f"segment {name}: {nslots} slots, {budget[0]} left of the node's "
-                            f"{MAX_NODE_RANKS}: the rest not read")
-            nslots = budget[0]
-        for i in range(nslots):
-            if cpu_until is not None and i % 64 == 0 and time.process_time() > cpu_until:
-                problems.append(f"segment {name}: CPU budget spent, slots {i}-{nslots - 1} "
-                                "not read")
-                budget[0] = 0
-                return i
-            buf = _pread_all(fd, slotlib.SLOT_SIZE, slotlib.HEADER_SIZE + i * slotlib.SLOT_SIZE)
-            try:
-                on_slot(i, slotlib.parse_slot(buf, cpuset=False))
-            except slotlib.SlotError as e:
-                on_slot(i, e)
-        budget[0] -= nslots
-        return nslots
+        return _read_slots(fd, name, nslots, budget, problems, on_slot, cpu_until)
     except OSError as e:
         problems.append(f"segment {name}: {e.strerror}")
         return None
@@ -289,47 +332,62 @@ def job_segments(job_id: int, owner_uid: int, listed: List[Dict[str, Any]],
     budget = budget if budget is not None else [MAX_NODE_RANKS]
     try:
         for k, seg in enumerate(listed[:MAX_SEGMENTS]):
-            n, step = seg["name"], seg["step"]
-            m = SEG_RE.fullmatch(n)
-            if not m or int(m.group(1)) != job_id or m.group(2) != step or n in names:
-                problems.append(f"segment {noderec_clip(n)}: not a name of job {job_id} "
-                                f"step {step}")
-                continue
-            if budget[0] <= 0:
-                problems.append(f"segment {n}: not read, the node's {MAX_NODE_RANKS} ranks "
-                                "are reached")
+            why = skip_reason(seg, job_id, names, budget)
+            if why:
+                problems.append(why)
                 continue
             ranks: List[Dict[str, Any]] = []
-            figures = (agent or {}) if k == 0 else {}
-
-            def one(i: int, s: Any, n: str = n, step: str = step,
-                    ranks: List[Dict[str, Any]] = ranks,
-                    figures: Dict[int, Dict[str, Any]] = figures) -> None:
-                if isinstance(s, Exception):
-                    problems.append(f"segment {n} slot {i}: {s}")
-                    return
-                if s is None:
-                    return
-                try:
-                    r = rank_figures(s, step, figures.get(i))
-                except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
-                    problems.append(f"segment {n} slot {i}: {type(e).__name__}")
-                    return
-                if r.get("dropped"):
-                    problems.append(f"segment {n} slot {i}: out of range, dropped: "
-                                    f"{','.join(r['dropped'])}")
-                ranks.append(keep(r) if keep else r)
-
-            got = read_listed(dfd, seg, owner_uid, budget, problems, one, cpu_until)
-            names.append(n)
-            if got is None:
-                continue
-            steps.append({"step": step, "segment": n, "slots": got, "ranks": ranks})
+            sink = rank_sink(seg["name"], seg["step"], (agent or {}) if k == 0 else {}, ranks,
+                             problems, keep)
+            got = read_listed(dfd, seg, owner_uid, budget, problems, sink, cpu_until)
+            names.append(seg["name"])
+            if got is not None:
+                steps.append({"step": seg["step"], "segment": seg["name"], "slots": got,
+                              "ranks": ranks})
         if len(listed) > MAX_SEGMENTS:
             problems.append(f"{len(listed)} segments listed, only the first {MAX_SEGMENTS} read")
     finally:
         os.close(dfd)
     return steps, problems, names
+
+
+def skip_reason(seg: Dict[str, Any], job_id: int, names: List[str], budget: List[int]
+                ) -> Optional[str]:
+    """Why job_segments does not read a listed segment, or None: a name
+    that is not one of the job's step (or one already read: names), or the
+    node's slot allowance (budget[0]) spent."""
+    n, step = seg["name"], seg["step"]
+    m = SEG_RE.fullmatch(n)
+    if not m or int(m.group(1)) != job_id or m.group(2) != step or n in names:
+        return f"segment {noderec_clip(n)}: not a name of job {job_id} step {step}"
+    if budget[0] <= 0:
+        return f"segment {n}: not read, the node's {MAX_NODE_RANKS} ranks are reached"
+    return None
+
+
+def rank_sink(name: str, step: str, figures: Dict[int, Dict[str, Any]],
+              ranks: List[Dict[str, Any]], problems: List[str],
+              keep: Optional[Callable[[Dict[str, Any]], Any]]) -> SlotSink:
+    """What read_listed hands each slot of one segment to: the slot turned
+    into its rank entry, with the agent's figures of that slot index, and
+    appended to ranks (as keep(entry) when keep is given); a slot that
+    fails validation, or has fields out of range, is a problem by index."""
+    def one(i: int, s: Any) -> None:
+        if isinstance(s, Exception):
+            problems.append(f"segment {name} slot {i}: {s}")
+            return
+        if s is None:
+            return
+        try:
+            r = rank_figures(s, step, figures.get(i))
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+            problems.append(f"segment {name} slot {i}: {type(e).__name__}")
+            return
+        if r.get("dropped"):
+            problems.append(f"segment {name} slot {i}: out of range, dropped: "
+                            f"{','.join(r['dropped'])}")
+        ranks.append(keep(r) if keep else r)
+    return one
 
 
 def noderec_clip(text: str) -> str:
