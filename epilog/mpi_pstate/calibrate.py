@@ -28,6 +28,7 @@ and the uncore's limits are put back as they were found, whatever happens
 (signals included)."""
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import math
@@ -38,7 +39,7 @@ import signal
 import statistics
 import sys
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from . import config, node, noderec, parse, powermodel, safeio
 
@@ -534,6 +535,45 @@ def runtime_here(a: Any) -> str:
 def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
               meter_label: str, say: Callable[[str], None],
               runtime: Optional[str] = None) -> dict[str, Any]:
+    """The node's power model, measured on cpu; CalibrateError when the node
+    cannot be measured or is not idle, KeyboardInterrupt on SIGTERM or
+    SIGHUP, each with the CPU's policy and the uncore's limits put back."""
+    zones, ppath = measurable(sysroot, cpu, runtime)
+    pol = Policy(ppath)
+    unc = open_uncore(sysroot, cpu, say)
+    meter = Meter(zones)
+    freqs = measured_freqs(pol.freqs, npoints)
+    usamples: dict[tuple[str, int], list[float]] = {}
+    utimes: dict[str, list[float]] = {"write": [], "settle": []}
+    with signals_interrupt((signal.SIGTERM, signal.SIGHUP)):
+        try:
+            pol.take()
+            samples = measure_points(meter, pol, cpu, freqs, seconds, reps, say)
+            if unc and unc.low < unc.high:
+                uncore_sweep(unc, meter, pol, cpu, freqs[0], seconds, reps, usamples, utimes,
+                             say)
+            trans = measure_transition(meter, pol, cpu, freqs, seconds, samples, say)
+        finally:
+            if unc:
+                unc.restore()
+            pol.restore()
+            meter.close()
+    m: dict[str, Any] = {"format": powermodel.MODEL_FORMAT,
+                         "version": powermodel.MODEL_VERSION,
+                         **how_measured(pol, cpu, meter_label, zones, seconds, reps),
+                         **power_figures(samples, freqs, reps), "transition": trans}
+    knee = find_knee(m["points"], m["idle_w"], m["noise_w"])
+    if knee is not None:
+        m["knee_khz"] = knee
+    if unc and usamples:
+        m["uncore"] = uncore_figures(unc, freqs[0], usamples, utimes)
+    return m
+
+
+def measurable(sysroot: str, cpu: int, runtime: Optional[str]) -> tuple[list[str], str]:
+    """(RAPL zones, cpu's cpufreq policy directory) of a node calibrate may
+    measure; CalibrateError without either, or while a job may hold a core
+    (busy(): what it puts back would be the job's lowered settings)."""
     zones = rapl_zones(sysroot)
     if not zones:
         raise CalibrateError(f"no RAPL on this node ({sysroot}/class/powercap has no "
@@ -548,77 +588,107 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
                              "drained node once its jobs have ended (their Epilog removes "
                              "these); `mpi-pstate-agent --restore DIR` puts back what a dead "
                              "job left")
-    pol = Policy(ppath)
-    unc = None
-    if uncore_domains(sysroot):
-        try:
-            unc = Uncore(sysroot, cpu)
-        except CalibrateError as e:
-            say(f"  {e}: the uncore is not measured")
-    meter = Meter(zones)
-    freqs = sorted(set(pick_freqs(pol.freqs, max(2, npoints)))
-                   | set(pick_freqs(pol.freqs, KNEE_POINTS)))
-    hi, lo = freqs[-1], freqs[0]
-    samples: dict[tuple[str, int], list[float]] = {}
-    usamples: dict[tuple[str, int], list[float]] = {}
-    utimes: dict[str, list[float]] = {"write": [], "settle": []}
-    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    return zones, ppath
 
+
+def open_uncore(sysroot: str, cpu: int, say: Callable[[str], None]) -> Optional[Uncore]:
+    """cpu's uncore domain, None where the node has none or it cannot be
+    driven (said: the core is still measured)."""
+    if not uncore_domains(sysroot):
+        return None
+    try:
+        return Uncore(sysroot, cpu)
+    except CalibrateError as e:
+        say(f"  {e}: the uncore is not measured")
+        return None
+
+
+def measured_freqs(available: list[int], npoints: int) -> list[int]:
+    """The frequencies measured, ascending: npoints (at least both ends)
+    and KNEE_POINTS spread over the range, so that the knee is one of them."""
+    return sorted(set(pick_freqs(available, max(2, npoints)))
+                  | set(pick_freqs(available, KNEE_POINTS)))
+
+
+@contextlib.contextmanager
+def signals_interrupt(sigs: tuple[int, ...]) -> Iterator[None]:
+    """Within it, each of sigs raises KeyboardInterrupt, so that a finally
+    puts the hardware back as for ^C; the handlers found are put back."""
     def stop(sig: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {sig}")
-    for s in old:
+    old = {s: signal.getsignal(s) for s in sigs}
+    for s in sigs:
         signal.signal(s, stop)
     try:
-        pol.take()
-        for rep in range(reps):
-            order = [("idle", hi)] + [(k, f) for f in freqs for k in ("busy", "poll")]
-            if rep % 2:
-                order.reverse()  # slow drift hits every point alike
-            for kind, khz in order:
-                w = measure(meter, pol, cpu, kind, khz, seconds)
-                samples.setdefault((kind, khz), []).append(w)
-                say(f"  rep {rep + 1}/{reps}: {kind:<4} at {khz / 1e6:.2f} GHz: {w:8.2f} W")
-        if unc and unc.low < unc.high:
-            uncore_sweep(unc, meter, pol, cpu, lo, seconds, reps, usamples, utimes, say)
-        med = {k: statistics.median(v) for k, v in samples.items()}
-        trans = transition_cost(meter, pol, cpu, hi, lo, min(1.0, seconds),
-                                med[("busy", hi)], med[("busy", lo)])
-        trans.update(reaction(sorted(os.sched_getaffinity(0))))
-        say(f"  transition: write {trans['write_us']} us (p90 {trans['write_us_p90']}), "
-            f"{trans['energy_uj']} uJ and {trans['pair_cpu_us']} us of CPU per lower+raise "
-            f"pair ({trans['pairs']} pairs); wake-up "
-            f"on a busy node {trans['reaction_us']} us (p90 {trans['reaction_us_p90']})")
+        yield
     finally:
-        if unc:
-            unc.restore()
-        pol.restore()
-        meter.close()
         for s, h in old.items():
             signal.signal(s, h)
-    # standard error of one point's median, pooled over every point
+
+
+def point_order(freqs: list[int], rep: int) -> list[tuple[str, int]]:
+    """The (kind, kHz) points of one repetition: idle at the highest
+    frequency, then busy and polling at each; every other repetition in
+    reverse, so that a slow drift of the node's power hits every point
+    alike."""
+    order = [("idle", freqs[-1])] + [(k, f) for f in freqs for k in ("busy", "poll")]
+    return order[::-1] if rep % 2 else order
+
+
+def measure_points(meter: Meter, pol: Policy, cpu: int, freqs: list[int], seconds: float,
+                   reps: int, say: Callable[[str], None]
+                   ) -> dict[tuple[str, int], list[float]]:
+    """The node's power at each point of point_order(), reps times."""
+    samples: dict[tuple[str, int], list[float]] = {}
+    for rep in range(reps):
+        for kind, khz in point_order(freqs, rep):
+            w = measure(meter, pol, cpu, kind, khz, seconds)
+            samples.setdefault((kind, khz), []).append(w)
+            say(f"  rep {rep + 1}/{reps}: {kind:<4} at {khz / 1e6:.2f} GHz: {w:8.2f} W")
+    return samples
+
+
+def measure_transition(meter: Meter, pol: Policy, cpu: int, freqs: list[int],
+                       seconds: float, samples: dict[tuple[str, int], list[float]],
+                       say: Callable[[str], None]) -> dict[str, float]:
+    """The model's "transition": a lower+raise pair between the highest and
+    the lowest frequency (priced against their busy power measured), and
+    how late the agent wakes up on a busy node."""
+    hi, lo = freqs[-1], freqs[0]
+    trans = transition_cost(meter, pol, cpu, hi, lo, min(1.0, seconds),
+                            statistics.median(samples[("busy", hi)]),
+                            statistics.median(samples[("busy", lo)]))
+    trans.update(reaction(sorted(os.sched_getaffinity(0))))
+    say(f"  transition: write {trans['write_us']} us (p90 {trans['write_us_p90']}), "
+        f"{trans['energy_uj']} uJ and {trans['pair_cpu_us']} us of CPU per lower+raise "
+        f"pair ({trans['pairs']} pairs); wake-up "
+        f"on a busy node {trans['reaction_us']} us (p90 {trans['reaction_us_p90']})")
+    return trans
+
+
+def how_measured(pol: Policy, cpu: int, meter_label: str, zones: list[str], seconds: float,
+                 reps: int) -> dict[str, Any]:
+    """The model's fields that say where, when and how it was measured."""
+    return {"created": round(time.time(), 3), "node": platform.node().split(".")[0],
+            "cpu_model": cpu_model(), "driver": pol.driver, "method": pol.method, "cpu": cpu,
+            "ncpu": os.cpu_count(), "domain_cpus": pol.domain, "meter": meter_label,
+            "zones": [os.path.basename(z) for z in zones], "seconds": seconds, "reps": reps}
+
+
+def power_figures(samples: dict[tuple[str, int], list[float]], freqs: list[int], reps: int
+                  ) -> dict[str, Any]:
+    """The model's idle power, noise and points: each point's median over
+    the repetitions; the noise, the standard error of one point's median
+    pooled over every point, unknown (0, noise_known false) with one
+    repetition."""
+    med = {k: statistics.median(v) for k, v in samples.items()}
     devs = [statistics.stdev(v) for v in samples.values() if len(v) > 1]
     noise = (statistics.mean(devs) / reps ** 0.5) if devs else None
-    points = [{"khz": f, "busy_w": round(med[("busy", f)], 3),
-               "poll_w": round(med[("poll", f)], 3)} for f in freqs]
-    idle_w = round(med[("idle", hi)], 3)
-    m: dict[str, Any] = {
-        "format": powermodel.MODEL_FORMAT, "version": powermodel.MODEL_VERSION,
-        "created": round(time.time(), 3), "node": platform.node().split(".")[0],
-        "cpu_model": cpu_model(), "driver": pol.driver, "method": pol.method, "cpu": cpu,
-        "ncpu": os.cpu_count(), "domain_cpus": pol.domain, "meter": meter_label,
-        "zones": [os.path.basename(z) for z in zones], "seconds": seconds, "reps": reps,
-        "idle_w": idle_w,
-        "noise_w": round(noise, 3) if noise is not None else 0.0,
-        "noise_known": noise is not None,
-        "points": points,
-        "transition": trans,
-    }
-    knee = find_knee(points, idle_w, m["noise_w"])
-    if knee is not None:
-        m["knee_khz"] = knee
-    if unc and usamples:
-        m["uncore"] = uncore_figures(unc, lo, usamples, utimes)
-    return m
+    return {"idle_w": round(med[("idle", freqs[-1])], 3),
+            "noise_w": round(noise, 3) if noise is not None else 0.0,
+            "noise_known": noise is not None,
+            "points": [{"khz": f, "busy_w": round(med[("busy", f)], 3),
+                        "poll_w": round(med[("poll", f)], 3)} for f in freqs]}
 
 
 def uncore_sweep(unc: Uncore, meter: Meter, pol: Policy, cpu: int, khz: int, seconds: float,

@@ -1,7 +1,8 @@
 """`mpi-pstate calibrate`'s new figures without a cluster: the knee finder on
 synthetic power curves, the knee file beside the model, and the uncore
 sweep's limits put back exactly as found, after a normal run and after a
-SIGTERM in the middle of the sweep."""
+SIGTERM in the middle of the sweep; and calibrate()'s pure steps: which
+points in which order, and the model's figures of their samples."""
 from __future__ import annotations
 
 import contextlib
@@ -145,6 +146,47 @@ class UncoreSweep(unittest.TestCase):
                           "/var/lib/mpi-pstate/knee_khz", out.getvalue())
             self.assertIn("uncore package_00_die_00 at most 0.80 instead of 1.80 GHz",
                           out.getvalue())
+
+
+class Plan(unittest.TestCase):
+    """The pure steps of calibrate(): which points, in which order, and
+    what the model says of their samples."""
+
+    def test_points_are_the_asked_and_the_knees_candidates(self) -> None:
+        avail = list(range(1000000, 3100000, 100000))
+        got = calibrate.measured_freqs(avail, 2)
+        self.assertEqual(got, sorted(set(got)))
+        self.assertEqual((got[0], got[-1]), (1000000, 3000000))
+        self.assertEqual(len(got), calibrate.KNEE_POINTS)
+        self.assertEqual(calibrate.measured_freqs([1200000, 3000000], 5), [1200000, 3000000])
+
+    def test_every_other_repetition_runs_backwards(self) -> None:
+        first = calibrate.point_order([1200000, 3000000], 0)
+        self.assertEqual(first, [("idle", 3000000), ("busy", 1200000), ("poll", 1200000),
+                                 ("busy", 3000000), ("poll", 3000000)])
+        self.assertEqual(calibrate.point_order([1200000, 3000000], 1), first[::-1])
+        self.assertEqual(calibrate.point_order([1200000, 3000000], 2), first)
+
+    def test_figures_are_medians_and_pooled_noise(self) -> None:
+        samples = {("idle", 3000000): [40.0, 42.0, 41.0], ("busy", 1200000): [50.0, 52.0, 51.0],
+                   ("poll", 1200000): [45.0, 45.0, 45.0], ("busy", 3000000): [60.0, 61.0, 62.0],
+                   ("poll", 3000000): [55.0, 55.0, 55.0]}
+        f = calibrate.power_figures(samples, [1200000, 3000000], 3)
+        self.assertEqual(f["idle_w"], 41.0)
+        self.assertEqual(f["points"], [{"khz": 1200000, "busy_w": 51.0, "poll_w": 45.0},
+                                       {"khz": 3000000, "busy_w": 61.0, "poll_w": 55.0}])
+        # stdevs 1, 1, 0, 1, 0: their mean over sqrt(3) repetitions
+        self.assertEqual((f["noise_w"], f["noise_known"]), (round(0.6 / 3 ** 0.5, 3), True))
+        one = calibrate.power_figures({k: v[:1] for k, v in samples.items()},
+                                      [1200000, 3000000], 1)
+        self.assertEqual((one["noise_w"], one["noise_known"]), (0.0, False))
+
+    def test_signals_interrupt_and_their_handlers_come_back(self) -> None:
+        before = signal.getsignal(signal.SIGHUP)
+        with self.assertRaisesRegex(KeyboardInterrupt, f"signal {int(signal.SIGHUP)}"):
+            with calibrate.signals_interrupt((signal.SIGHUP,)):
+                os.kill(os.getpid(), signal.SIGHUP)
+        self.assertEqual(signal.getsignal(signal.SIGHUP), before)
 
 
 if __name__ == "__main__":
