@@ -181,13 +181,22 @@ def saved_text(s: dict[str, Any]) -> str:
 
 def job_text(j: dict[str, Any]) -> str:
     """One job: summary, nodes, settings, ranks that wait most, every rank."""
+    head = (f"job {j['job_id']} (raw {j['raw']}): {j.get('sacct_state', '?')}, "
+            f"elapsed {j.get('elapsed', '?')}, exit {j.get('exit_code', '?')}\n")
+    if j["status"] != "ok":
+        return head + f"  {j['message']}\n"
+    d = j.get("detail")
+    if not d:
+        return (head + summary_text(j) + "  (per-rank detail not available: "
+                f"{j.get('detail_why', 'not found in the collection directory')})\n")
+    return head + summary_text(j) + nodes_text(d) + waits_text(j, d) + ranks_text(d)
+
+
+def summary_text(j: dict[str, Any]) -> str:
+    """The job's figures from its summary: state, size, time, energy and
+    what was saved."""
     out = io.StringIO()
     w = out.write
-    w(f"job {j['job_id']} (raw {j['raw']}): {j.get('sacct_state', '?')}, "
-      f"elapsed {j.get('elapsed', '?')}, exit {j.get('exit_code', '?')}\n")
-    if j["status"] != "ok":
-        w(f"  {j['message']}\n")
-        return out.getvalue()
     s = j["summary"]
     w(f"  mpi-pstate: {s.get('state')}"
       + (f" -- no record from {s.get('missing')} ({s.get('missing_n')} nodes)"
@@ -207,11 +216,14 @@ def job_text(j: dict[str, Any]) -> str:
         w(f"  {saved_text(s)}\n")
     if j.get("carbon"):
         w(f"  {carbon_text(j['carbon'])}\n")
-    d = j.get("detail")
-    if not d:
-        w("  (per-rank detail not available: "
-          f"{j.get('detail_why', 'not found in the collection directory')})\n")
-        return out.getvalue()
+    return out.getvalue()
+
+
+def nodes_text(d: dict[str, Any]) -> str:
+    """A line per node (status, ranks, energy, restore, frequency
+    settings), then its reasons, warnings, C-states and problems."""
+    out = io.StringIO()
+    w = out.write
     w("\n  node        status   ranks  energy        restore  settings\n")
     for n, v in d["nodes"].items():
         en = v.get("energy") or {}
@@ -238,6 +250,14 @@ def job_text(j: dict[str, Any]) -> str:
                 for c in cs["states"][:8]) + "\n")
         for p in (v.get("problems") or [])[:5]:
             w(f"              problem: {p}\n")
+    return out.getvalue()
+
+
+def waits_text(j: dict[str, Any], d: dict[str, Any]) -> str:
+    """How the long waits were found, how the ranks wait, and the ranks
+    that wait most."""
+    out = io.StringIO()
+    w = out.write
     ranks = d.get("ranks", [])
     multi = len(d.get("steps", [])) > 1
     rx = j.get("reaction")
@@ -254,18 +274,25 @@ def job_text(j: dict[str, Any]) -> str:
         w("\n  ranks that wait most: " + ", ".join(
             f"{summ.rank_label(r, multi)}@{r['node']} {_pct(r['mpi_share'])}"
             for r in waiters) + "\n")
-    w("\n  step rank node        cpu state       wall_s    mpi_s  share   wait_s   down_s "
-      " trans  top function\n")
-    for r in ranks:
+    return out.getvalue()
+
+
+def ranks_text(d: dict[str, Any]) -> str:
+    """The table of every rank."""
+    out = ["\n  step rank node        cpu state       wall_s    mpi_s  share   wait_s   down_s "
+           " trans  top function\n"]
+    for r in d.get("ranks", []):
         top = r.get("top") or []
         # Every field through _f: a rank the agent did not vouch for has null
         # down_s and transitions, and the text must still print.
-        w(f"  {_f(r.get('step'), '{}'):>4} {_f(r.get('rank'), '{}'):>4} "
-          f"{_f(r.get('node'), '{}'):<11} {_f(r.get('cpu'), '{}'):>3} "
-          f"{_f(r.get('state'), '{}'):<10} {_f(r.get('wall_s')):>8} {_f(r.get('mpi_s')):>8} "
-          f"{_pct(r.get('mpi_share')):>6} {_f(r.get('wait_s')):>8} {_f(r.get('down_s')):>8} "
-          f"{_f(r.get('transitions'), '{}'):>6}  {_f(top[0][0] if top else None, '{}')}\n")
-    return out.getvalue()
+        out.append(f"  {_f(r.get('step'), '{}'):>4} {_f(r.get('rank'), '{}'):>4} "
+                   f"{_f(r.get('node'), '{}'):<11} {_f(r.get('cpu'), '{}'):>3} "
+                   f"{_f(r.get('state'), '{}'):<10} {_f(r.get('wall_s')):>8} "
+                   f"{_f(r.get('mpi_s')):>8} {_pct(r.get('mpi_share')):>6} "
+                   f"{_f(r.get('wait_s')):>8} {_f(r.get('down_s')):>8} "
+                   f"{_f(r.get('transitions'), '{}'):>6}  "
+                   f"{_f(top[0][0] if top else None, '{}')}\n")
+    return "".join(out)
 
 
 def to_csv(jobs: list[dict[str, Any]]) -> str:
@@ -683,6 +710,64 @@ def what_if_csv(done: list[dict[str, Any]], total: Optional[dict[str, Any]],
     return buf.getvalue()
 
 
+def what_if_text(jobs: list[dict[str, Any]], done: list[dict[str, Any]],
+                 total: Optional[dict[str, Any]], rows: Optional[list[dict[str, Any]]],
+                 best: Optional[dict[str, Any]], model_why: Optional[str]) -> str:
+    """--what-if as text: of several jobs a line each, their sums and one
+    sweep; of one, its prediction and sweep, or its report when it has
+    nothing to predict from.  model_why: why no model file was read."""
+    many = len(done) > 1
+    out = []
+    if many:
+        out.append("job              saved J (low .. high)            % of measured  "
+                   "time added % (max)\n")
+    for j in jobs:
+        if j in done:
+            out.append(what_if_line(j) if many else what_if_job_text(j))
+        elif not many:
+            out.append(job_text(j))
+    if many and total:
+        out.append(what_if_total_text(total, rows, best))
+    if not done:
+        out.append("no job with per-rank figures: nothing to predict from\n")
+    if model_why:
+        out.append(f"note: {model_why}: nodes whose record carries no model are left out\n")
+    return "".join(out)
+
+
+def what_if_line(j: dict[str, Any]) -> str:
+    """One job's line among several."""
+    p = j["what_if"]
+    pct = p.get("saved_pct")
+    return (f"{j['job_id']:<14} {whatif.fmt_triple(p['saved_j'], 'J'):<32} "
+            f"{_f(pct[0] if pct else None, '{:.1f} %'):>13}  "
+            f"{_f(p['time_added_pct'][2], '{:.2f}'):>18}"
+            + (f"  ({'; '.join(p['notes'])[:100]})" if p["notes"] else "") + "\n")
+
+
+def what_if_job_text(j: dict[str, Any]) -> str:
+    """A job alone: what it was, then its prediction and sweep."""
+    s = j.get("summary") or {}
+    return (f"job {j['job_id']}: {j.get('sacct_state', '?')}, elapsed "
+            f"{j.get('elapsed', '?')}, {s.get('ranks', '?')} ranks, MPI share "
+            f"{_pct(s.get('mpi_share'))}, energy "
+            f"{_f(s.get('energy_j'), '{:.1f} J')} ({s.get('energy')}; "
+            f"{METER_TEXT.get(s.get('energy_src'), 'source unknown')})\n"
+            + whatif.text(j["what_if"], j["what_if_sweep"], j.get("what_if_recommended")))
+
+
+def what_if_total_text(total: dict[str, Any], rows: Optional[list[dict[str, Any]]],
+                       best: Optional[dict[str, Any]]) -> str:
+    """The sums over several jobs and their one sweep."""
+    return (f"\n{total['jobs']} jobs with per-rank figures ({total['ranks']} ranks, "
+            f"{total['jobs_with_energy']} with energy, "
+            f"{_f(total['measured_j'], '{:.0f} J')} measured):\n"
+            f"  energy saved   {whatif.fmt_triple(total['saved_j'], 'J')}\n"
+            f"  time added     {whatif.fmt_triple(total['time_added_s'], 's', '{:.2f}')}"
+            f" = {_f(total['time_added_pct'][0], '{:.2f}')} % of their wall time\n"
+            + whatif.text_sweep(rows, best))
+
+
 def what_if_output(jobs: list[dict[str, Any]], missing: list[str], wi: dict[str, Any],
                    a: argparse.Namespace,
                    pages: Optional[tuple[str, Callable[[dict[str, Any]], str], str]] = None
@@ -707,40 +792,7 @@ def what_if_output(jobs: list[dict[str, Any]], missing: list[str], wi: dict[str,
     elif pages:
         return write_pages(done, *pages)
     else:
-        if many:
-            out.write("job              saved J (low .. high)            % of measured  "
-                      "time added % (max)\n")
-        for j in jobs:
-            if j in done and many:
-                p = j["what_if"]
-                pct = p.get("saved_pct")
-                out.write(f"{j['job_id']:<14} {whatif.fmt_triple(p['saved_j'], 'J'):<32} "
-                          f"{_f(pct[0] if pct else None, '{:.1f} %'):>13}  "
-                          f"{_f(p['time_added_pct'][2], '{:.2f}'):>18}"
-                          + (f"  ({'; '.join(p['notes'])[:100]})" if p["notes"] else "") + "\n")
-            elif j in done:
-                s = j.get("summary") or {}
-                out.write(f"job {j['job_id']}: {j.get('sacct_state', '?')}, elapsed "
-                          f"{j.get('elapsed', '?')}, {s.get('ranks', '?')} ranks, MPI share "
-                          f"{_pct(s.get('mpi_share'))}, energy "
-                          f"{_f(s.get('energy_j'), '{:.1f} J')} ({s.get('energy')}; "
-                          f"{METER_TEXT.get(s.get('energy_src'), 'source unknown')})\n")
-                out.write(whatif.text(j["what_if"], j["what_if_sweep"],
-                                      j.get("what_if_recommended")))
-            elif not many:
-                out.write(job_text(j))
-        if many and total:
-            out.write(f"\n{total['jobs']} jobs with per-rank figures ({total['ranks']} ranks, "
-                      f"{total['jobs_with_energy']} with energy, "
-                      f"{_f(total['measured_j'], '{:.0f} J')} measured):\n")
-            out.write(f"  energy saved   {whatif.fmt_triple(total['saved_j'], 'J')}\n")
-            out.write(f"  time added     {whatif.fmt_triple(total['time_added_s'], 's', '{:.2f}')}"
-                      f" = {_f(total['time_added_pct'][0], '{:.2f}')} % of their wall time\n")
-            out.write(whatif.text_sweep(rows, best))
-        if not done:
-            out.write("no job with per-rank figures: nothing to predict from\n")
-        if why and not model:
-            out.write(f"note: {why}: nodes whose record carries no model are left out\n")
+        out.write(what_if_text(jobs, done, total, rows, best, None if model else why))
     for m in missing:
         print(f"mpi-pstate report: job {m} not found in the accounting database", file=sys.stderr)
     return 1 if missing or not done else 0
