@@ -119,9 +119,7 @@ def job_detail(jfd: int, jid: int, r: slurm.SacctJob, trusted: set[int]
 def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, Any]],
                                                                   list[str]]:
     rows = slurm.sacct_jobs(specs)
-    last: dict[str, slurm.SacctJob] = {}
-    for r in rows:
-        last[r.raw] = r
+    last = slurm.newest(rows)
     trusted = {0, cfg.slurm_uid}
     jobs = []
     for raw, r in sorted(last.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0):

@@ -62,9 +62,13 @@ def accept_for(uid: Optional[int], not_before: Optional[float]) -> Accept:
 
 
 def accept_row(row: "slurm.SacctJob") -> Accept:
-    """accept_for() of a job as sacct shows it (backfill, report)."""
+    """accept_for() of a job as sacct shows it (backfill, report).  Its UID
+    0 proves nothing: slurmdbd shows a job that has just ended as root's
+    for a second or two (seen on 22.05: UID 0, then the user's, on the same
+    row), and a root job's records say uid 0 anyway; a record of an earlier
+    job of the same id is still refused by its time."""
     start = row.start_epoch()
-    return accept_for(row.uid, None if start is None else start - 60.0)
+    return accept_for(row.uid or None, None if start is None else start - 60.0)
 
 
 def load_records(cfg: config.Config, job: int, nodes: List[str], trusted: Set[int],

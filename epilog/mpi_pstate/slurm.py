@@ -46,6 +46,7 @@ class SacctJob(NamedTuple):
     uid: Optional[int] = None
     start: str = ""  # sacct's Start and End; "" when the caller did not ask
     end: str = ""
+    submit: str = ""  # sacct's Submit: which of a job id's rows is the newest
     partition: str = ""  # the job's partition(s), comma-separated while pending
     user: str = ""  # the job's user and account, for the metrics' labels
     account: str = ""
@@ -75,7 +76,7 @@ def epoch(text: str) -> Optional[float]:
 
 
 SACCT_FIELDS = ("JobIDRaw", "JobID", "State", "ExitCode", "Elapsed", "NodeList", "UID", "Start",
-                "End", "Partition", "User", "Account", "SystemComment", "AdminComment")
+                "End", "Submit", "Partition", "User", "Account", "SystemComment", "AdminComment")
 # The two comments are free text (an admin's, a burst buffer plugin's,
 # jobstats'): '|' is common there, the ASCII unit separator is not.
 SACCT_DELIM = "\x1f"
@@ -96,11 +97,27 @@ def parse_sacct(text: str) -> List[SacctJob]:
         if len(f) != len(SACCT_FIELDS) or not f[0]:
             continue
         out.append(SacctJob(f[0], f[1], _state(f[2]), f[3], f[4], f[5],
-                            admin_comment=f[13], system_comment=f[12],
+                            admin_comment=f[14], system_comment=f[13],
                             uid=int(f[6]) if f[6].isdigit() and len(f[6]) < 11 else None,
-                            start=f[7], end=f[8], partition=f[9], user=f[10],
-                            account=f[11]))
+                            start=f[7], end=f[8], submit=f[9], partition=f[10], user=f[11],
+                            account=f[12]))
     return out
+
+
+def newest(rows: Sequence[SacctJob]) -> Dict[str, SacctJob]:
+    """Each job id's newest row, by submit time.  An id has several rows
+    when the job was requeued, and also when Slurm gave the id again (its
+    controller state lost, or MaxJobId wrapped): sacct --duplicates lists
+    those in the database's order, not by age, so the last row can be an
+    older job of another user.  Rows without a submit time count as
+    oldest; between equals the later row wins."""
+    best: Dict[str, Tuple[float, SacctJob]] = {}
+    for r in rows:
+        t = epoch(r.submit)
+        key = float("-inf") if t is None else t
+        if r.raw not in best or key >= best[r.raw][0]:
+            best[r.raw] = (key, r)
+    return {raw: r for raw, (_, r) in best.items()}
 
 
 def sacct_jobs(specs: Sequence[str], timeout: float = 60) -> List[SacctJob]:
@@ -114,8 +131,7 @@ def sacct_jobs(specs: Sequence[str], timeout: float = 60) -> List[SacctJob]:
 
 def sacct_one(job: int, timeout: float = 30) -> Optional[SacctJob]:
     """The newest database row of a job id (a requeued job has several)."""
-    rows = [j for j in sacct_jobs([str(job)], timeout) if j.raw == str(job)]
-    return rows[-1] if rows else None
+    return newest(sacct_jobs([str(job)], timeout)).get(str(job))
 
 
 def hostnames(nodelist: str) -> List[str]:

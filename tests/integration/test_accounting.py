@@ -395,9 +395,8 @@ exit $rc
         (jd / f"node.{other}.json").unlink()
         (jd / f"node.{node}.json").write_bytes(good)
         r = lt.root([str(CLI), "backfill", str(job)])
-        # FLAKY (2 of 3 CI runs, 2026-11-27): "no data yet" here, "up to date"
-        # when run again by hand later; the log lines and files say which record
-        # was left out, and why
+        # Seconds after the job's end: slurmdbd still shows it as root's
+        # (UID 0) then, which must not leave the user's record out
         self.assertIn(f"job {job}: up to date", r.stdout,
                       r.stdout + r.stderr + lt.root(["ls", "-la", str(jd)], check=False).stdout)
 

@@ -253,15 +253,15 @@ class CommentText(unittest.TestCase):
         d = slurm.SACCT_DELIM
         ours = summary.encode({"v": 2, "state": "complete"})
         line = d.join(["77", "77", "CANCELLED by 0", "0:15", "00:01:05", "n[1-2]", "1000",
-                       "2026-11-27T02:45:12", "2026-11-27T02:45:15", "cpu", "alice", "phys",
-                       f"bb | x {ours}", f"JS1:abc|def{d}tail"])
+                       "2026-11-27T02:45:12", "2026-11-27T02:45:15", "2026-11-27T02:45:11",
+                       "cpu", "alice", "phys", f"bb | x {ours}", f"JS1:abc|def{d}tail"])
         rows = slurm.parse_sacct(line + "\nshort" + d + "line\n")
         self.assertEqual(len(rows), 1)
         r = rows[0]
         self.assertEqual((r.state, r.system_comment, r.admin_comment, r.uid, r.partition,
-                          r.user, r.account),
+                          r.user, r.account, r.submit),
                          ("CANCELLED", f"bb | x {ours}", f"JS1:abc|def{d}tail", 1000, "cpu",
-                          "alice", "phys"))
+                          "alice", "phys", "2026-11-27T02:45:11"))
         # the wall time is End - Start, not Elapsed (Elapsed counts to now
         # while slurmdbd has no End); no End: none at all
         self.assertEqual(r.wall_s(), 3.0)
@@ -454,6 +454,36 @@ class Backfill(Fakes):
         finally:
             for p in ps:
                 p.stop()
+
+
+class SacctRows(unittest.TestCase):
+    """Which sacct row is the job's, and what of it a node record must match."""
+
+    @staticmethod
+    def row(uid: int, submit: str, start: str = "2026-11-28T04:15:09") -> slurm.SacctJob:
+        return slurm.SacctJob("547", "547", "COMPLETED", "0:0", "00:00:01", "n2", "",
+                              uid=uid, start=start, submit=submit)
+
+    def test_newest_row_by_submit_time_not_by_order(self) -> None:
+        old = self.row(0, "2026-11-20T10:00:00")
+        new = self.row(1001, "2026-11-28T04:15:09")
+        self.assertIs(slurm.newest([new, old])["547"], new)
+        self.assertIs(slurm.newest([old, new])["547"], new)
+        unknown = self.row(7, "Unknown")
+        self.assertIs(slurm.newest([new, unknown])["547"], new)
+        twin = self.row(1002, new.submit)
+        self.assertIs(slurm.newest([new, twin])["547"], twin)  # equal: the later row
+
+    def test_uid_zero_of_a_job_just_ended_refuses_nothing(self) -> None:
+        start = slurm.epoch("2026-11-28T04:15:09")
+        rec = {"uid": 1001, "written": start + 1}
+        self.assertIsNone(ctld.accept_row(self.row(0, "2026-11-28T04:15:08"))(rec))
+        self.assertIsNone(ctld.accept_row(self.row(1001, "2026-11-28T04:15:08"))(rec))
+        self.assertIn("uid 1001", ctld.accept_row(self.row(1002, "2026-11-28T04:15:08"))(rec))
+        # an earlier job's record of the same id is still refused by its time
+        stale = {"uid": 1001, "written": start - 86400}
+        self.assertIn("before the job ran",
+                      ctld.accept_row(self.row(0, "2026-11-28T04:15:08"))(stale))
 
 
 @unittest.skipUnless(DBCOMMENT.exists(), f"{DBCOMMENT} not built")
