@@ -177,15 +177,37 @@ def load_model(path: Optional[str] = None, privileged: Optional[bool] = None) ->
 
 def model_for_record(path: Optional[str] = None) -> Optional[Dict[str, Any]]:
     """The node's model as the node Epilog (root) embeds it in the record's
-    settings (settings.power_model), or None when there is none; a bad or
-    untrusted file is a warning for the caller, never a failure of the
-    Epilog."""
+    settings (settings.power_model): validated, in the file's form, or None
+    when there is none; a bad or untrusted file is a warning for the caller,
+    never a failure of the Epilog."""
     try:
         m = load_model(path, privileged=True)
     except FileNotFoundError:
         return None
-    m.pop("path", None)
-    return m
+    return file_form(m)
+
+
+def file_form(m: Dict[str, Any]) -> Dict[str, Any]:
+    """A validated model back in the file's form, the only one
+    validate_model() reads: validate_model(file_form(m)) == m.  The record
+    carries this, so that a report reads the model as calibrate wrote it
+    (the validated form read again would lose the transition figures to
+    their defaults, and an uncore sweep's CPU lists would refuse it)."""
+    out = {k: m[k] for k in ("format", "version", "node", "cpu_model", "driver", "method",
+                             "meter", "created", "idle_w", "noise_w", "domain_cpus")}
+    out["points"] = [dict(p) for p in m["points"]]
+    out["transition"] = {"write_us": m["write_us"], "reaction_us": m["reaction_us"],
+                         "reaction_us_p90": m["reaction_us_hi"] / 2,
+                         "energy_uj": m["transition_uj"]}
+    if m["pair_cpu_us"] is not None:
+        out["transition"]["pair_cpu_us"] = m["pair_cpu_us"]
+    if "knee_khz" in m:
+        out["knee_khz"] = m["knee_khz"]
+    if "uncore" in m:
+        out["uncore"] = dict(m["uncore"], domains=[
+            {"name": d["name"], "cpus": parse.compress_list(d["cpus"])}
+            for d in m["uncore"]["domains"]])
+    return out
 
 
 def power_at(m: Dict[str, Any], khz: float, kind: str) -> float:

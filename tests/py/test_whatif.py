@@ -20,7 +20,7 @@ from typing import Any
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import calibrate, cli, noderec, slots, slurm, summary, whatif
+from mpi_pstate import calibrate, cli, noderec, powermodel, slots, slurm, summary, whatif
 
 MODEL = {"format": "mpi-pstate-model", "version": 1, "node": "n1", "idle_w": 43.0,
          "noise_w": 0.1, "domain_cpus": 1, "meter": "simulated",
@@ -502,6 +502,36 @@ class Levers(unittest.TestCase):
             r.pop("cpu")
         u = whatif.predict(dict(d, nodes={}), self.m, 500)["levers"]["uncore"]
         self.assertIn("each node taken as one package", " ".join(u["notes"]))
+
+    def test_the_records_model_is_the_files(self) -> None:
+        """The node Epilog embeds the model in the file's form: read back from
+        a record it is the model file's, transition figures and uncore sweep
+        included, and predicts what the file predicts.  (The validated form
+        embedded before read back with every transition figure at its
+        default, and a model with an uncore sweep not at all.)"""
+        raw = dict(KNEE_MODEL, transition={"write_us": 271.8, "reaction_us": 89.6,
+                                           "reaction_us_p90": 98.5, "energy_uj": 10772.5,
+                                           "pair_cpu_us": 154.9})
+        with tempfile.TemporaryDirectory() as td:
+            p = Path(td) / "model.json"
+            p.write_text(json.dumps(raw))
+            rec = json.loads(json.dumps(powermodel.model_for_record(str(p))))
+        m = whatif.validate_model(raw)
+        self.assertEqual(whatif.validate_model(rec), m)
+        self.assertEqual((m["write_us"], m["pair_cpu_us"], len(m["uncore"]["domains"])),
+                         (271.8, 154.9, 2))
+        # figures a model leaves out come back as the same defaults
+        for other in (MODEL, dict(raw, transition={"write_us": 50.0})):
+            v = whatif.validate_model(other)
+            self.assertEqual(whatif.validate_model(powermodel.file_form(v)), v)
+        d = self.detail({0: [50_000_000] * 40, 1: [50_000_000] * 40})
+        from_file = whatif.predict(d, m, 500)
+        d["nodes"] = {"n1": {"settings": {"power_model": rec}}}
+        from_rec = whatif.predict(d, None, 500)
+        self.assertEqual(from_rec["model"], ["node record"])
+        for k in ("saved_j", "clocked_down_s", "transitions", "time_added_s", "levers"):
+            self.assertEqual(from_rec[k], from_file[k], k)
+        self.assertTrue(from_rec["levers"]["uncore"]["predicted"])
 
     def test_text_names_each_lever(self) -> None:
         p = whatif.predict(self.detail({0: [50_000_000] * 40}), self.m, 500)
