@@ -19,34 +19,73 @@ the lab's lock with this build installed:
 
   flock -o /run/mpi-pstate-lab.lock bench/whatif/run.py --reps 3
 
-The fakes are put back to their defaults and the model file removed at the
-end (--keep-model keeps it)."""
+--levers efficient,uncore checks each lever's own prediction ("levers" of
+the same report) the same way: the fakes get the knee power model and the
+uncore term as well, and per repetition a profile run is followed by two on
+runs, without and with the lever, in alternating order; the lever's
+measured saving is their difference at equal duration.
+
+The fakes are put back to their defaults, and the model file and the knee
+file calibrate writes beside it put back as they were found, at the end
+(--keep-model keeps them)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, NamedTuple, Optional, Sequence
 
 TOP = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(TOP / "tests" / "integration"), str(TOP / "epilog")]
 import labtools as lt  # noqa: E402
+from mpi_pstate import calibrate as cal  # noqa: E402
 from mpi_pstate import summary as summ  # noqa: E402
 from mpi_pstate import whatif  # noqa: E402
 
 MODEL = whatif.DEFAULT_MODEL
+# calibrate writes the knee beside the model; the agent's --low efficient
+# reads it there (the default model path's directory)
+KNEE = Path(MODEL).parent / cal.KNEE_FILE
 
 
-def fake_load(on: bool, restart: bool = False) -> None:
-    """Both nodes' fakes to load "proc" (or back to their defaults).  A fake
-    started from a checkout without the load model is restarted (--restart)."""
+class Lever(NamedTuple):
+    """A lever beyond the core cap, as the lever's run differs from the
+    plain on run: its sbatch options, the site's plugstack keys, its ranks
+    per node and their binding (the same for every run of the lever), and
+    the fake hardware it needs (flavour keys)."""
+    name: str
+    sbatch: tuple[str, ...]
+    site: tuple[str, ...]
+    ntasks: int
+    bind: str
+    flavour: dict[str, Any]
+
+
+LEVERS = {
+    # --mpi-pstate-low=efficient: calibrate's knee (the lab's acpi-cpufreq
+    # names no lowest nonlinear frequency), the fake's knee power model
+    "efficient": Lever("efficient", ("--mpi-pstate-low=efficient",), (), 1, "none",
+                       {"knee": True}),
+    # uncore=yes: only a package the step owns whole, so two ranks per node,
+    # each pinned to its CPU: a rank free to run on both CPUs is taken for a
+    # hybrid rank waiting on one core, whose wait never counts for the
+    # package (docs/agent.md, "Uncore")
+    "uncore": Lever("uncore", (), ("uncore=yes",), 2, "cores", {"uncore": {}}),
+}
+
+
+def fake_load(on: bool, restart: bool = False, **keys: Any) -> None:
+    """Both nodes' fakes to load "proc" and the flavour keys given (or back
+    to their defaults).  A fake started from a checkout without the load
+    model is restarted (--restart)."""
     for n in ("n1", "n2"):
         if on:
-            lt.flavour(n, load="proc")
+            lt.flavour(n, load="proc", **keys)
         else:
             lt.lab("flavour", n)
     if not on:
@@ -59,7 +98,7 @@ def fake_load(on: bool, restart: bool = False) -> None:
                                  "older checkout): give --restart to restart the lab from this "
                                  "one")
             lt.lab("restart", timeout=600)
-            return fake_load(True, restart=False)
+            return fake_load(True, False, **keys)
 
 
 def calibrate(node: str, seconds: float, reps: int, points: int) -> dict[str, Any]:
@@ -69,6 +108,40 @@ def calibrate(node: str, seconds: float, reps: int, points: int) -> dict[str, An
     return json.loads(r.stdout[:r.stdout.rindex("}") + 1])
 
 
+@contextlib.contextmanager
+def model_files_kept(keep: bool) -> Iterator[None]:
+    """The model file and the knee file as found before (absent: removed),
+    whatever calibrate wrote meanwhile; keep: left as calibrate wrote them."""
+    found = {p: p.read_bytes() if p.exists() else None for p in (Path(MODEL), KNEE)}
+    try:
+        yield
+    finally:
+        for p, data in found.items():
+            if keep:
+                continue
+            if data is None:
+                p.unlink(missing_ok=True)
+            else:
+                tmp = p.with_name(f".{p.name}.bench")
+                tmp.write_bytes(data)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, p)
+
+
+def check_levers(model: dict[str, Any], levers: Sequence[Lever]) -> None:
+    """What the levers need from the calibrated model, or an exit that says
+    why: a fake without the knee model has no knee above its lowest point
+    (a lab started from an older checkout: --restart)."""
+    lowest = model["points"][0]["khz"]
+    if any(lv.name == "efficient" for lv in levers) and \
+            (model.get("knee_khz") or lowest) <= lowest:
+        raise SystemExit("calibrate found no knee above the lowest frequency: is the lab's "
+                         "fake from a checkout without the knee model? (--restart)")
+    if any(lv.name == "uncore" for lv in levers) and "uncore" not in model:
+        raise SystemExit("calibrate measured no uncore: is the lab's fake from a checkout "
+                         "without the uncore tree? (--restart)")
+
+
 def program() -> str:
     """The imbalance program of the MPI family srun can start on this release
     (Open MPI over mpi/pmix, else MPICH over mpi/pmi2: labtools.srun_family)."""
@@ -76,14 +149,15 @@ def program() -> str:
 
 
 def submit(wd: Path, mode: str, threshold: Optional[str], command: str, nodes: int,
-           ntasks: int) -> int:
+           ntasks: int, extra: Sequence[str] = (), bind: str = "none") -> int:
     # Placement as in profile mode (unbound) for both runs: the lab's two nodes
     # share this VM's CPUs, and pinning gives each node's one rank its first
     # core, the same CPU 0 for both, where two polling ranks took hpcc from
     # 2-3 s to 38-40 s at any threshold (2026-11-26): the comparison measured
     # the lab, not the prediction.  On real nodes pinning costs nothing here.
-    opt = [f"--mpi-pstate={mode}", "--mpi-pstate-bind=none"] + \
-        ([f"--mpi-pstate-threshold={threshold}"] if threshold else [])
+    # (bind: "cores" where a lever needs its ranks pinned.)
+    opt = [f"--mpi-pstate={mode}", f"--mpi-pstate-bind={bind}"] + \
+        ([f"--mpi-pstate-threshold={threshold}"] if threshold else []) + list(extra)
     return lt.sbatch(["-N", str(nodes), f"--ntasks-per-node={ntasks}", "-t", "10",
                       "--exclusive", *opt], f"srun --mpi={lt.srun_family()[1]} {command}\n", wd)
 
@@ -97,16 +171,19 @@ def figures(job: int, timeout: float = 60) -> dict[str, Any]:
             s = summ.normalize(hit)
             # per node: joules and the agent's own interval (what the joules cover)
             nodes = {}
+            uncore_s = 0.0  # the agent's time with an uncore down, over every package
             det = json.loads((lt.LAB / "records" / str(job) / "job.json").read_text())
             for n, v in det["nodes"].items():
                 secs = sum((st.get("agent") or {}).get("elapsed_s") or 0
                            for st in v.get("steps") or [])
                 nodes[n] = {"joules": (v.get("energy") or {}).get("joules"), "seconds": secs}
+                uncore_s += sum(u.get("down_s") or 0.0 for st in v.get("steps") or []
+                                for u in (st.get("agent") or {}).get("uncore") or [])
             return {"job": job, "energy_j": s.get("energy_j"), "energy": s.get("energy"),
                     "wall_s": s.get("wall_s"), "step_wall_s": s.get("step_wall_s"),
                     "down_s": s.get("down_s"), "transitions": s.get("transitions"),
                     "mpi_s": s.get("mpi_s"), "nodes": nodes, "saved_j": s.get("saved_j"),
-                    "saved_src": s.get("saved_src")}
+                    "saved_src": s.get("saved_src"), "uncore_down_s": uncore_s}
         time.sleep(0.3)
     raise AssertionError(f"job {job}: no mpi-pstate summary after {timeout} s")
 
@@ -131,6 +208,18 @@ def predict(job: int, threshold_us: int) -> dict[str, Any]:
     return json.loads(r.stdout)["jobs"][0]["what_if"]
 
 
+def run_job(wd: Path, mode: str, threshold: Optional[str], command: str, nodes: int,
+            ntasks: int, extra: Sequence[str] = (), site: Sequence[str] = (),
+            bind: str = "none") -> tuple[int, str, dict[str, Any]]:
+    """One job to its end: (job, state, figures).  site: plugstack keys for
+    this job alone (every step reads the line as it starts; it is put back
+    once the job's epilogs are done)."""
+    with lt.plugstack_args(*site) if site else contextlib.nullcontext():
+        job = submit(wd, mode, threshold, command, nodes, ntasks, extra, bind)
+        state = lt.wait_job(job, 300)
+        return job, state, figures(job)
+
+
 def run_workload(name: str, command: str, thresholds: list[int], reps: int, wd: Path,
                  nodes: int, ntasks: int, say: Any) -> list[dict[str, Any]]:
     """Per threshold and repetition: the profile run, the on run, the
@@ -138,18 +227,13 @@ def run_workload(name: str, command: str, thresholds: list[int], reps: int, wd: 
     out = []
     for rep in range(reps):
         order = thresholds if rep % 2 == 0 else list(reversed(thresholds))
-        prof_job = submit(wd, "profile", None, command, nodes, ntasks)
-        state = lt.wait_job(prof_job, 300)
-        prof = figures(prof_job)
+        prof_job, state, prof = run_job(wd, "profile", None, command, nodes, ntasks)
         say(f"{name} rep {rep + 1}: profile job {prof_job} {state}: {prof['energy_j']} J, "
             f"{prof['step_wall_s']} s")
         for t in order:
-            on_job = submit(wd, "on", f"{t}us", command, nodes, ntasks)
-            state = lt.wait_job(on_job, 300)
-            on = figures(on_job)
+            on_job, state, on = run_job(wd, "on", f"{t}us", command, nodes, ntasks)
             p = predict(prof_job, t)
-            raw = prof["energy_j"] - on["energy_j"] if prof["energy_j"] is not None and \
-                on["energy_j"] is not None else None
+            raw = raw_difference(prof, on)
             meas = saved_at_equal_time(prof, on)
             say(f"  on @ {t} us job {on_job} {state}: {on['energy_j']} J, {on['step_wall_s']} s,"
                 f" down {on['down_s']} s; predicted saved {p['saved_j']} J, down "
@@ -159,10 +243,65 @@ def run_workload(name: str, command: str, thresholds: list[int], reps: int, wd: 
                         "raw_difference_j": raw})
             # the next on run compares with a profile run just before it
             if t != order[-1]:
-                prof_job = submit(wd, "profile", None, command, nodes, ntasks)
-                lt.wait_job(prof_job, 300)
-                prof = figures(prof_job)
+                prof_job, _, prof = run_job(wd, "profile", None, command, nodes, ntasks)
     return out
+
+
+def raw_difference(a: dict[str, Any], b: dict[str, Any]) -> Optional[float]:
+    """a's energy less b's, as measured (not at equal duration)."""
+    return a["energy_j"] - b["energy_j"] if a["energy_j"] is not None and \
+        b["energy_j"] is not None else None
+
+
+def run_lever(lever: Lever, name: str, command: str, thresholds: list[int], reps: int,
+              wd: Path, say: Any) -> list[dict[str, Any]]:
+    """Per threshold and repetition: a profile run, then the on run without
+    the lever and the on run with it, in alternating order (A B, then B A);
+    the lever's prediction from that profile run ("levers" of the report)
+    against the difference of the two on runs at equal duration.  A row
+    keeps run.py's shape: "base" is the reference the saving is measured
+    against (the profile run for the core lever)."""
+    out = []
+    for rep in range(reps):
+        order = thresholds if rep % 2 == 0 else list(reversed(thresholds))
+        for i, t in enumerate(order):
+            prof_job, state, prof = run_job(wd, "profile", None, command, 2, lever.ntasks,
+                                            bind=lever.bind)
+            p = predict(prof_job, t)
+            lv = p["levers"][lever.name]
+            say(f"{name} rep {rep + 1}: profile job {prof_job} {state}; predicted "
+                + (f"{lv['saved_j']} J" if lv["predicted"] else f"nothing ({lv['why']})"))
+            sides = [("base", ()), ("on", lever.sbatch)]
+            if (rep + i) % 2:
+                sides.reverse()
+            got: dict[str, dict[str, Any]] = {}
+            for side, extra in sides:
+                job, state, got[side] = run_job(wd, "on", f"{t}us", command, 2, lever.ntasks,
+                                                extra, lever.site if side == "on" else (),
+                                                lever.bind)
+                say(f"  on @ {t} us{'' if side == 'base' else ', ' + lever.name} job {job} "
+                    f"{state}: {got[side]['energy_j']} J, {got[side]['step_wall_s']} s, down "
+                    f"{got[side]['down_s']} s, uncore down {got[side]['uncore_down_s']:.3f} s")
+            if not lv["predicted"]:
+                continue
+            base, on = got["base"], got["on"]
+            meas = saved_at_equal_time(base, on)
+            say(f"  measured {meas} (raw difference {raw_difference(base, on)})")
+            low = lv["low_s"] if lever.name == "uncore" else p["clocked_down_s"]
+            out.append({"workload": name, "lever": lever.name, "rep": rep, "threshold_us": t,
+                        "profile": prof, "base": base, "on": on,
+                        "predicted": {"saved_j": lv["saved_j"], "clocked_down_s": low,
+                                      "lever": lv},
+                        "measured_down_s": on["uncore_down_s"] if lever.name == "uncore"
+                        else on["down_s"],
+                        "measured_saved_j": meas, "raw_difference_j": raw_difference(base, on)})
+    return out
+
+
+def base(r: dict[str, Any]) -> dict[str, Any]:
+    """The run a row's saving is measured against: the plain on run for a
+    lever, the profile run for the core cap."""
+    return r.get("base") or r["profile"]
 
 
 def measure_noise_j(r: dict[str, Any], step_w: float) -> float:
@@ -170,7 +309,7 @@ def measure_noise_j(r: dict[str, Any], step_w: float) -> float:
     duration (the shared VM's noise) priced at the model's busy-wait power
     step, node by node (the scaling to equal time counts it as saved)."""
     return step_w * max((abs(p["seconds"] - r["on"]["nodes"].get(n, p)["seconds"])
-                         for n, p in r["profile"]["nodes"].items()), default=0.0)
+                         for n, p in base(r)["nodes"].items()), default=0.0)
 
 
 def inside_range(r: dict[str, Any], step_w: float) -> bool:
@@ -205,11 +344,13 @@ def table(rows: list[dict[str, Any]], step_w: float = 0.0
         me = statistics.median(ms) if ms else None
         inside = sum(1 for r in rs if inside_range(r, step_w))
         err = (pe - me) / me if me else None
-        job_j = statistics.median(r["profile"]["energy_j"] or 0 for r in rs)
+        job_j = statistics.median(base(r)["energy_j"] or 0 for r in rs)
         share = (pe - me) / job_j if me is not None and job_j else None
         pd = statistics.median(r["predicted"]["clocked_down_s"][0] for r in rs)
-        md = statistics.median(r["on"]["down_s"] or 0 for r in rs)
-        afters = [r["on"]["saved_j"][0] for r in rs if r["on"].get("saved_j")]
+        md = statistics.median(r.get("measured_down_s", r["on"]["down_s"]) or 0 for r in rs)
+        # the on run's own estimate prices the core cap's clocked-down time:
+        # not a lever's
+        afters = [r["on"]["saved_j"][0] for r in rs if r["on"].get("saved_j") and "lever" not in r]
         ae = statistics.median(afters) if afters else None
         lines.append(f"| {w} | {whatif._us(t)} | {len(rs)} | {pe:.1f} ({plo:.1f} .. {phi:.1f}) | "
                      + (f"{me:.1f} ({min(ms):.1f} .. {max(ms):.1f})" if ms else "-") + " | "
@@ -287,10 +428,16 @@ def main() -> int:
     ap.add_argument("--agent-budget", metavar="P", help="the site's agent_cpu_budget (percent "
                     "of a core) for every run, set in the lab's plugstack line and put back at "
                     "the end (default: the built-in 0.5)")
+    ap.add_argument("--levers", default="core",
+                    help="comma-separated, of core (the cap: every workload above), efficient "
+                         "(--mpi-pstate-low=efficient), uncore (uncore=yes, 2 ranks per node): "
+                         "each lever beyond the cap on the demo at --thresholds and the spread "
+                         "at --spread, against the on run without it")
     ap.add_argument("--cal-seconds", type=float, default=1.0)
     ap.add_argument("--restart", action="store_true",
                     help="restart the lab when its fakes lack the load model")
-    ap.add_argument("--keep-model", action="store_true")
+    ap.add_argument("--keep-model", action="store_true",
+                    help="leave calibrate's model and knee files (default: as found)")
     ap.add_argument("--json", metavar="PATH", help="write every run as JSON")
     ap.add_argument("--reanalyse", metavar="JSON", help="no runs: the table of a --json file "
                     "again, with the agent's lateness measured in the first repetition's on "
@@ -298,12 +445,19 @@ def main() -> int:
     a = ap.parse_args()
     if a.reanalyse:
         doc = json.loads(Path(a.reanalyse).read_text())
-        rows = reanalyse(doc["runs"])
+        rows = reanalyse([r for r in doc["runs"] if "lever" not in r])
         lat = sorted({round(r["reaction_us"]) for r in rows})
         print(f"Reaction from the agent's records (mean drop lateness of the first "
               f"repetition's on runs): {lat} us\n")
         print(table(rows, power_step_w(doc["model"]))[0])
         return 0
+    names = [x for x in a.levers.split(",") if x]
+    if not names or set(names) - {"core", *LEVERS}:
+        ap.error(f"--levers: of core, {', '.join(LEVERS)}")
+    levers = [LEVERS[n] for n in LEVERS if n in names]
+    flavour: dict[str, Any] = {}
+    for lv in levers:
+        flavour.update(lv.flavour)
 
     def say(s: str) -> None:
         print(s, file=sys.stderr, flush=True)
@@ -314,43 +468,48 @@ def main() -> int:
     t0 = time.time()
     tag = f", budget {a.agent_budget} %" if a.agent_budget else ""
     site = [f"agent_cpu_budget={a.agent_budget}"] if a.agent_budget else []
-    with lt.plugstack_args(*site):
+    with lt.plugstack_args(*site), model_files_kept(a.keep_model):
         try:
-            fake_load(True, a.restart)
+            fake_load(True, a.restart, **flavour)
             model = calibrate("n1", a.cal_seconds, 2, 2)
             say(f"calibrated: {json.dumps(model['points'])} idle {model['idle_w']} W, noise "
-                f"{model['noise_w']} W, write {model['transition']['write_us']} us")
+                f"{model['noise_w']} W, write {model['transition']['write_us']} us, knee "
+                f"{model.get('knee_khz')}, uncore {json.dumps(model.get('uncore'))}")
+            check_levers(model, levers)
             def run(what: str, command: str, ths: list[int], reps: int) -> None:
-                rows.extend(run_workload(f"{what}{tag}", command, ths, reps, wd, 2, a.ntasks, say))
+                if ths and "core" in names:
+                    rows.extend(run_workload(f"{what}{tag}", command, ths, reps, wd, 2, a.ntasks,
+                                             say))
             cmd = f"./{prog} {a.iters} {a.work_ms:g}"
+            spread = f"./{prog} {a.iters} 10 20"
             ths = [int(x) for x in a.thresholds.split(",") if x]
             run(f"imbalance 2x{a.ntasks}", cmd, ths, a.reps)
             sw = [int(x) for x in a.sweep.split(",") if x]
-            if sw:
-                run(f"imbalance 2x{a.ntasks}, sweep", cmd, sw, max(1, a.reps - 1))
+            run(f"imbalance 2x{a.ntasks}, sweep", cmd, sw, max(1, a.reps - 1))
             sp = [int(x) for x in a.spread.split(",") if x]
-            if sp:
-                run(f"imbalance 2x{a.ntasks}, spread", f"./{prog} {a.iters} 10 20", sp,
-                    max(1, a.reps - 1))
+            run(f"imbalance 2x{a.ntasks}, spread", spread, sp, max(1, a.reps - 1))
             ssp = [int(x) for x in a.short_spread.split(",") if x]
-            if ssp:
-                run(f"imbalance 2x{a.ntasks}, spread 0.2-20 ms", f"./{prog} 300 2 10", ssp,
-                    a.reps)
-            if a.hpcc_n:
+            run(f"imbalance 2x{a.ntasks}, spread 0.2-20 ms", f"./{prog} 300 2 10", ssp, a.reps)
+            if a.hpcc_n and "core" in names:
                 from mpi_pstate import bench as ld
                 (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,
                                                            *ld.process_grid(2 * a.ntasks)))
                 os.chown(wd / "hpccinf.txt", *lt_ids())
                 run(f"hpcc 2x{a.ntasks}", "hpcc", ths, a.reps)
+            for lv in levers:
+                for what, command, lths in (("", cmd, ths), (", spread", spread, sp)):
+                    if lths:
+                        rows.extend(run_lever(lv, f"{lv.name}, imbalance 2x{lv.ntasks}{what}{tag}",
+                                              command, lths, a.reps, wd, say))
         finally:
             fake_load(False)
-            if not a.keep_model:
-                for n in ("n1",):
-                    lt.node_exec(n, f"rm -f {MODEL}", check=False)
     text, summ_rows = table(rows, power_step_w(model))
     print(f"Measured {time.strftime('%Y-%m-%d %H:%M', time.gmtime(t0))}-"
           f"{time.strftime('%H:%M', time.gmtime())} UTC; model: {json.dumps(model['points'])}, "
-          f"idle {model['idle_w']} W, noise {model['noise_w']} W\n")
+          f"idle {model['idle_w']} W, noise {model['noise_w']} W"
+          + (f", knee {model['knee_khz']} kHz" if model.get("knee_khz") else "")
+          + (f", uncore poll step {model['uncore']['poll_w_at_max']:.2f} - "
+             f"{model['uncore']['poll_w_at_min']:.2f} W" if model.get("uncore") else "") + "\n")
     print(text)
     if a.json:
         Path(a.json).write_text(json.dumps({"model": model, "runs": rows, "table": summ_rows},
