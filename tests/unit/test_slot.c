@@ -603,6 +603,9 @@ START_TEST(wait_mode_from_the_environment)
         static const char ompi[] = "Open MPI v4.1.4, package: Debian OpenMPI";
         static const char ch4[] = "MPICH Version:\t4.0.2\nMPICH Device:\tch4:ucx";
         static const char ch3[] = "MPICH Version:\t3.3\nMPICH Device:\tch3:nemesis";
+        static const char ch4v5[] = "MPICH Version:      5.0.2\nMPICH Device:\tch4:ofi";
+        static const char ch4v10[] = "MPICH Version:\t10.1\nMPICH Device:\tch4:ucx";
+        static const char ch4bad[] = "MPICH Version:\t5x.0\nMPICH Device:\tch4:ucx";
         static const char impi[] = "Intel(R) MPI Library 2021.10 for Linux* OS";
         static const char mv2[] = "MVAPICH2 Version      :\t2.3.7";
         static const struct {
@@ -650,6 +653,11 @@ START_TEST(wait_mode_from_the_environment)
             /* ch4 has no such variable */
             {2, ch4, {"MPIR_CVAR_POLLS_BEFORE_YIELD=1000"}, MPI_PSTATE_WAIT_POLL},
             {2, ch4, {"OMPI_MCA_mpi_yield_when_idle=1"}, MPI_PSTATE_WAIT_POLL},
+            /* from 5.0 ch4 yields all through a wait, whatever is set */
+            {2, ch4v5, {NULL}, MPI_PSTATE_WAIT_YIELD},
+            {2, ch4v5, {"MPIR_CVAR_POLLS_BEFORE_YIELD=0"}, MPI_PSTATE_WAIT_YIELD},
+            {2, ch4v10, {NULL}, MPI_PSTATE_WAIT_YIELD},
+            {2, ch4bad, {NULL}, MPI_PSTATE_WAIT_POLL},
             /* MVAPICH2 */
             {2, mv2, {NULL}, MPI_PSTATE_WAIT_POLL},
             {2, mv2, {"MV2_USE_BLOCKING=1"}, MPI_PSTATE_WAIT_SLEEP},
