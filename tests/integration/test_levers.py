@@ -150,6 +150,28 @@ class Levers(tp.PluginCase):
                                         "energy_performance_preference"), "balance_performance")
         self.assertEqual(tp.records_of(job), [])
 
+    def test_epp_restored_after_the_agent_is_killed_and_the_job_cancelled(self) -> None:
+        """The EPP lever's own backstop: SIGKILL leaves a core at power with
+        its version 2 record, and the step's end after scancel puts back
+        the preference the step started with."""
+        self.flavour("n1", driver="intel_pstate", ro_attrs=["scaling_max_freq"])
+        fam, mpi = lt.srun_family()
+        wd = self.workdir("epp-kill")
+        job = lt.sbatch(["-t", "3", "-N1", "-w", "n1", "-n2", "--mpi-pstate"],
+                        f"srun --mpi={mpi} ./wrap.sh ./imbalance.{fam} 40 1000\n", wd)
+        pref = "/sys/devices/system/cpu/cpufreq/{}/energy_performance_preference"
+        pols = ("policy0", "policy1")
+        wait_until(lambda: any(read("n1", pref.format(p)) == "power" for p in pols),
+                   "a core at power", 120)
+        lt.lab("exec", "n1", "pkill", "-KILL", "-f", f"mpi-pstate-agent .*--job {job} ")
+        time.sleep(1)
+        self.assertIn("power", [read("n1", pref.format(p)) for p in pols])
+        lt.root(["scancel", str(job)])
+        lt.wait_job(job, timeout=150)
+        for p in pols:
+            wait_until(lambda: read("n1", pref.format(p)) == "balance_performance", f"{p} back")
+        self.assertEqual(tp.records_of(job), [])
+
     def test_efficient_low_is_the_nonlinear_frequency(self) -> None:
         self.flavour("n1", driver="amd-pstate-epp", nonlinear_khz=1800000)
         fam, mpi = lt.srun_family()
