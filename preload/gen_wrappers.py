@@ -227,6 +227,94 @@ def derive_large_count(name: str, attrs: Dict[str, str], by_name: Dict[str, Func
                 terms=list(base.terms), line=lineno, base=base.name)
 
 
+def split_fields(line: str, where: str) -> Tuple[str, Optional[str], Dict[str, str]]:
+    """One line's name, prototype (None on a derive= line) and key=value fields."""
+    fields = [x.strip() for x in line.split("|")]
+    name = fields[0]
+    proto = fields[-1] if len(fields) > 1 and "(" in fields[-1] else None
+    attrs: Dict[str, str] = {}
+    for kv in fields[1:-1] if proto is not None else fields[1:]:
+        if "=" not in kv:
+            raise DefError(f"{where}: field {kv!r} is not key=value")
+        k, v = (x.strip() for x in kv.split("=", 1))
+        if k not in KEYS:
+            raise DefError(f"{where}: unknown key {k!r}")
+        if k in attrs:
+            raise DefError(f"{where}: key {k!r} given twice")
+        attrs[k] = v
+    if "derive" in attrs and proto is not None:
+        raise DefError(f"{where}: a derive= line has no prototype: want name | derive=...")
+    if (proto is None and "derive" not in attrs) or (proto is not None and len(fields) < 4):
+        raise DefError(f"{where}: want name | since=... | kind=... | prototype")
+    return name, proto, attrs
+
+
+def check_name(name: str, seen: Dict[str, int], where: str) -> None:
+    if not re.fullmatch(r"MPI_[A-Z][a-z0-9_]*", name):
+        raise DefError(f"{where}: bad function name {name!r}")
+    if len(name) >= NAME_LEN:
+        raise DefError(f"{where}: {name} is too long for the slot's name field")
+    if name in seen:
+        raise DefError(f"{where}: {name} already listed on line {seen[name]}")
+
+
+def parse_flags(attrs: Dict[str, str], kind: str, nparams: int,
+                where: str) -> Tuple[bool, bool, int]:
+    """blocking=, fortran= and fargs=, each with its default."""
+    blocking = KINDS[kind][0]
+    if "blocking" in attrs:
+        if attrs["blocking"] not in ("yes", "no"):
+            raise DefError(f"{where}: blocking= wants yes or no")
+        blocking = attrs["blocking"] == "yes"
+    fortran = attrs.get("fortran", "yes")
+    if fortran not in ("yes", "no"):
+        raise DefError(f"{where}: fortran= wants yes or no")
+    fargs = nparams + 1
+    if "fargs" in attrs:
+        if not attrs["fargs"].isdigit() or not 0 < int(attrs["fargs"]) <= 32:
+            raise DefError(f"{where}: fargs= wants a number of arguments")
+        fargs = int(attrs["fargs"])
+    return blocking, fortran == "yes", fargs
+
+
+def parse_proto_line(name: str, proto: str, attrs: Dict[str, str], fid: int, lineno: int,
+                     where: str) -> Func:
+    for k in ("since", "kind"):
+        if k not in attrs:
+            raise DefError(f"{where}: missing {k}=")
+    m = re.fullmatch(r"(\d+)\.(\d+)", attrs["since"])
+    if not m:
+        raise DefError(f"{where}: since= wants an MPI version like 3.0")
+    kind = attrs["kind"]
+    if kind not in KINDS:
+        raise DefError(f"{where}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    pm = PROTO_RE.match(proto)
+    if not pm:
+        raise DefError(f"{where}: prototype must read 'int MPI_X(...)'")
+    if pm.group(2) != name:
+        raise DefError(f"{where}: prototype names {pm.group(2)}, line names {name}")
+    params = parse_params(pm.group(3), where)
+    blocking, fortran, fargs = parse_flags(attrs, kind, len(params), where)
+    terms = parse_terms(attrs["bytes"], params, where) if "bytes" in attrs else []
+    if terms and KINDS[kind][1] != "call":
+        raise DefError(f"{where}: bytes= only for calls, not {kind}")
+    if terms and fargs != len(params) + 1:
+        raise DefError(f"{where}: bytes= needs Fortran arguments in C order (no fargs=)")
+    return Func(fid=fid, name=name, since=(int(m.group(1)), int(m.group(2))), kind=kind,
+                blocking=blocking, fargs=fargs, fortran=fortran, ret=pm.group(1),
+                params=params, terms=terms, line=lineno)
+
+
+def check_funcs(path: str, funcs: List[Func]) -> None:
+    if not funcs:
+        raise DefError(f"{path}: no functions")
+    if len(funcs) > MAX_FUNCS:
+        raise DefError(f"{path}: {len(funcs)} functions, the slot holds {MAX_FUNCS}")
+    for fam in ("init", "finalize", "abort"):
+        if not any(f.family == fam for f in funcs):
+            raise DefError(f"{path}: no function of kind {fam}")
+
+
 def parse_def(path: str) -> List[Func]:
     funcs: List[Func] = []
     seen: Dict[str, int] = {}
@@ -236,80 +324,16 @@ def parse_def(path: str) -> List[Func]:
         where = f"{path}:{lineno}"
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        fields = [x.strip() for x in line.split("|")]
-        name = fields[0]
-        proto = fields[-1] if len(fields) > 1 and "(" in fields[-1] else None
-        attrs: Dict[str, str] = {}
-        for kv in fields[1:-1] if proto is not None else fields[1:]:
-            if "=" not in kv:
-                raise DefError(f"{where}: field {kv!r} is not key=value")
-            k, v = (x.strip() for x in kv.split("=", 1))
-            if k not in KEYS:
-                raise DefError(f"{where}: unknown key {k!r}")
-            if k in attrs:
-                raise DefError(f"{where}: key {k!r} given twice")
-            attrs[k] = v
-        if "derive" in attrs and proto is not None:
-            raise DefError(f"{where}: a derive= line has no prototype: want name | derive=...")
-        if (proto is None and "derive" not in attrs) or (proto is not None and len(fields) < 4):
-            raise DefError(f"{where}: want name | since=... | kind=... | prototype")
-        if not re.fullmatch(r"MPI_[A-Z][a-z0-9_]*", name):
-            raise DefError(f"{where}: bad function name {name!r}")
-        if len(name) >= NAME_LEN:
-            raise DefError(f"{where}: {name} is too long for the slot's name field")
-        if name in seen:
-            raise DefError(f"{where}: {name} already listed on line {seen[name]}")
+        name, proto, attrs = split_fields(line, where)
+        check_name(name, seen, where)
         if "derive" in attrs:
             funcs.append(derive_large_count(name, attrs, {f.name: f for f in funcs}, len(funcs),
                                             lineno, where))
-            seen[name] = lineno
-            continue
-        assert proto is not None
-        for k in ("since", "kind"):
-            if k not in attrs:
-                raise DefError(f"{where}: missing {k}=")
-        m = re.fullmatch(r"(\d+)\.(\d+)", attrs["since"])
-        if not m:
-            raise DefError(f"{where}: since= wants an MPI version like 3.0")
-        kind = attrs["kind"]
-        if kind not in KINDS:
-            raise DefError(f"{where}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
-        pm = PROTO_RE.match(proto)
-        if not pm:
-            raise DefError(f"{where}: prototype must read 'int MPI_X(...)'")
-        if pm.group(2) != name:
-            raise DefError(f"{where}: prototype names {pm.group(2)}, line names {name}")
-        params = parse_params(pm.group(3), where)
-        blocking = KINDS[kind][0]
-        if "blocking" in attrs:
-            if attrs["blocking"] not in ("yes", "no"):
-                raise DefError(f"{where}: blocking= wants yes or no")
-            blocking = attrs["blocking"] == "yes"
-        fortran = attrs.get("fortran", "yes")
-        if fortran not in ("yes", "no"):
-            raise DefError(f"{where}: fortran= wants yes or no")
-        fargs = len(params) + 1
-        if "fargs" in attrs:
-            if not attrs["fargs"].isdigit() or not 0 < int(attrs["fargs"]) <= 32:
-                raise DefError(f"{where}: fargs= wants a number of arguments")
-            fargs = int(attrs["fargs"])
-        terms = parse_terms(attrs["bytes"], params, where) if "bytes" in attrs else []
-        if terms and KINDS[kind][1] != "call":
-            raise DefError(f"{where}: bytes= only for calls, not {kind}")
-        if terms and fargs != len(params) + 1:
-            raise DefError(f"{where}: bytes= needs Fortran arguments in C order (no fargs=)")
+        else:
+            assert proto is not None
+            funcs.append(parse_proto_line(name, proto, attrs, len(funcs), lineno, where))
         seen[name] = lineno
-        funcs.append(
-            Func(fid=len(funcs), name=name, since=(int(m.group(1)), int(m.group(2))), kind=kind,
-                 blocking=blocking, fargs=fargs, fortran=fortran == "yes", ret=pm.group(1),
-                 params=params, terms=terms, line=lineno))
-    if not funcs:
-        raise DefError(f"{path}: no functions")
-    if len(funcs) > MAX_FUNCS:
-        raise DefError(f"{path}: {len(funcs)} functions, the slot holds {MAX_FUNCS}")
-    for fam in ("init", "finalize", "abort"):
-        if not any(f.family == fam for f in funcs):
-            raise DefError(f"{path}: no function of kind {fam}")
+    check_funcs(path, funcs)
     return funcs
 
 
