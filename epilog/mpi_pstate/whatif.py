@@ -329,6 +329,11 @@ def _shared_domains(detail: Dict[str, Any], node: str, m: Dict[str, Any], nranks
     return dom > 1 and nranks > 1
 
 
+# (node, model, terms, ranks, their rank_what_if, shared domain)
+_NodeRow = Tuple[str, Dict[str, Any], Dict[str, Any], List[Dict[str, Any]],
+                 List[Optional[Dict[str, Any]]], bool]
+
+
 class _JobSum:
     """What predict() adds up over a job's nodes and ranks."""
 
@@ -344,10 +349,8 @@ class _JobSum:
         self.gaps: Dict[str, float] = {}
         self.low_khz: Optional[float] = None
         self.high_khz: Optional[float] = None
-        # per node, what the levers beyond the cap are priced from:
-        # (node, model, terms, ranks, their rank_what_if, shared domain)
-        self.nodes: List[Tuple[str, Dict[str, Any], Dict[str, Any], List[Dict[str, Any]],
-                               List[Optional[Dict[str, Any]]], bool]] = []
+        # per node, what the levers beyond the cap are priced from
+        self.nodes: List[_NodeRow] = []
 
 
 def predict(detail: Dict[str, Any], model: Optional[Dict[str, Any]], threshold_us: float,
@@ -498,6 +501,21 @@ def _span(a: Bounds, lo: float, hi: float) -> Tuple[float, float]:
     return min(xs), max(xs)
 
 
+def _with_model(js: _JobSum, key: str) -> Tuple[List[Tuple[_NodeRow, Any]], List[str]]:
+    """The nodes whose power model has key (each with its value), and the
+    names of those whose model has not: a lever prices only the first and
+    names the others in its answer."""
+    have: List[Tuple[_NodeRow, Any]] = []
+    without: List[str] = []
+    for row in js.nodes:
+        node, m = row[0], row[1]
+        if m.get(key) is None:
+            without.append(node)
+        else:
+            have.append((row, m[key]))
+    return have, without
+
+
 def levers(js: _JobSum, detail: Dict[str, Any], core: Dict[str, Any],
            reaction_us: Optional[float]) -> Dict[str, Any]:
     """Each lever alone, against the same run: the core cap (predict()'s
@@ -523,12 +541,8 @@ def efficient_lever(js: _JobSum) -> Dict[str, Any]:
     less_hi = 0.0
     knees: Set[int] = set()
     lows: Set[int] = set()
-    without: List[str] = []
-    for node, m, t, rs, ws, shared in js.nodes:
-        knee = m.get("knee_khz")
-        if knee is None:
-            without.append(node)
-            continue
+    rows, without = _with_model(js, "knee_khz")
+    for (node, m, t, rs, ws, shared), knee in rows:
         k = node_terms(m, knee)
         knees.add(int(k["lk"]))
         lows.add(int(t["lk"]))
@@ -607,6 +621,104 @@ def _packages(u: Dict[str, Any], rs: List[Dict[str, Any]]) -> Tuple[Dict[str, Li
     return groups, False
 
 
+class _UncoreSum:
+    """What uncore_lever() adds up over the packages."""
+
+    def __init__(self) -> None:
+        self.down = self.saved = self.trans = Bounds(0.0, 0.0, 0.0)
+        self.added_hi = 0.0
+        self.packages = 0
+        self.refused: List[str] = []
+        self.unplaced: List[str] = []
+
+
+def _package_waits(rs: List[Dict[str, Any]], ws: List[Optional[Dict[str, Any]]],
+                   idx: List[int], thr: float, react: Bounds
+                   ) -> Optional[List[Tuple[Bounds, Bounds]]]:
+    """Per rank of a package, its time past the threshold (with the
+    reaction) and its transitions; None when a rank has no histogram, since
+    the joint condition needs every rank of the package."""
+    per = []
+    for i in idx:
+        w = rank_what_if(rs[i], thr, react) if ws[i] is not None else None
+        if w is None:
+            return None
+        tn = Bounds(*w["transitions"])
+        per.append((Bounds(*(x / 1e9 + tn[k] * react[k]
+                             for k, x in enumerate(w["down_ns"]))), tn))
+    return per or None
+
+
+def _add_package(us: _UncoreSum, per: List[Tuple[Bounds, Bounds]], wall: float, step: float,
+                 sig: float, u: Dict[str, Any], react: Bounds) -> None:
+    """Adds one package, from its ranks' times (see uncore_lever), to us."""
+    us.packages += 1
+    n = len(per)
+    dn = Bounds(min(d.est for d, _ in per),
+                max(0.0, sum(d.low for d, _ in per) - (n - 1) * wall),
+                min(d.high for d, _ in per))
+    tn = Bounds(min(x.est for _, x in per), min(x.low for _, x in per) if n == 1 else 0.0,
+                min(x.high for _, x in per))
+    us.down, us.trans = _plus(us.down, dn), _plus(us.trans, tn)
+    us.saved = _plus(us.saved, Bounds(dn.est * step, dn.low * max(0.0, step - sig),
+                                      dn.high * (step + sig)))
+    lat = u.get("latency_us", 0.0) / 1e6
+    us.added_hi = max(us.added_hi,
+                      tn.high * (react.high + lat) * (1 - u["min_khz"] / u["max_khz"]))
+
+
+def _uncore_node(us: _UncoreSum, row: _NodeRow, u: Dict[str, Any], detail: Dict[str, Any],
+                 thr: float, reaction_us: Optional[float]) -> None:
+    """Adds the packages of one node with an uncore model to us."""
+    node, m, t, rs, ws, _ = row
+    status = _uncore_status(detail, node)
+    wake = t["wake"] if reaction_us is None else Bounds(reaction_us, 0.0, 2 * reaction_us)
+    react = Bounds(*((u.get("write_us", m["write_us"]) + x) / 1e6 for x in wake))
+    wall = max([r.get("wall_s") or 0.0 for r in rs] + [detail.get("elapsed_s") or 0.0])
+    step = u["poll_w_at_max"] - u["poll_w_at_min"]
+    sig = POWER_SIGMAS * math.sqrt(2) * m["noise_w"]
+    groups, guessed = _packages(u, rs)
+    if guessed:
+        us.unplaced.append(node)
+    for name, idx in sorted(groups.items()):
+        # "profile": a profile run found the package the step's whole
+        if status and status.get(name, "managed") not in ("managed", "profile"):
+            us.refused.append(f"{node}:{name} ({status[name]})")
+            continue
+        per = _package_waits(rs, ws, idx, thr, react)
+        if per is not None:
+            _add_package(us, per, wall, step, sig, u, react)
+
+
+def _uncore_answer(us: _UncoreSum, js: _JobSum, detail: Dict[str, Any], thr_us: int,
+                   without: List[str]) -> Dict[str, Any]:
+    """uncore_lever()'s answer from its sums."""
+    if not us.packages and not us.refused:
+        why = ("no uncore sweep in the model of " + ",".join(without[:8]) +
+               ": `mpi-pstate calibrate` of this release measures it on a node with "
+               "intel_uncore_frequency") if without else "no rank with a wait histogram"
+        return {"predicted": False, "why": why}
+    out: Dict[str, Any] = {
+        "predicted": True, "threshold_us": thr_us, "packages": us.packages,
+        "saved_j": [round(us.saved.est, 3), round(us.saved.low - us.added_hi * js.node_w, 3),
+                    round(us.saved.high, 3)],
+        "time_added_s": [0.0, 0.0, round(us.added_hi, 4)],
+        "low_s": _rounded(us.down, 4), "transitions": [round(x) for x in us.trans]}
+    notes = []
+    if us.refused:
+        notes.append("the agent refused " + ", ".join(us.refused[:8]) + " in this run")
+    if us.unplaced:
+        notes.append("ranks not placed on packages on " + ",".join(us.unplaced[:8]) +
+                     ": each node taken as one package")
+    if without:
+        notes.append("no uncore sweep in the model of " + ",".join(without[:8]))
+    if status_unknown(detail):
+        notes.append("assumed: each step owns its ranks' packages whole (the agent lowers "
+                     "no package it shares)")
+    out["notes"] = notes
+    return out
+
+
 def uncore_lever(js: _JobSum, detail: Dict[str, Any], reaction_us: Optional[float]
                  ) -> Dict[str, Any]:
     """The uncore of a package at its lowest frequency while every rank on
@@ -622,79 +734,11 @@ def uncore_lever(js: _JobSum, detail: Dict[str, Any], reaction_us: Optional[floa
     the high bound of the time added: a compute phase after each lowered
     wait runs memory-bound at the low uncore until it is back up."""
     thr_us = _uncore_threshold_us(detail)
-    thr = thr_us / 1e6
-    down = saved = trans = Bounds(0.0, 0.0, 0.0)
-    added_hi = 0.0
-    without: List[str] = []
-    refused: List[str] = []
-    unplaced: List[str] = []
-    packages = 0
-    for node, m, t, rs, ws, _ in js.nodes:
-        u = m.get("uncore")
-        if u is None:
-            without.append(node)
-            continue
-        status = _uncore_status(detail, node)
-        wake = t["wake"] if reaction_us is None else Bounds(reaction_us, 0.0, 2 * reaction_us)
-        react = Bounds(*((u.get("write_us", m["write_us"]) + x) / 1e6 for x in wake))
-        wall = max([r.get("wall_s") or 0.0 for r in rs] + [detail.get("elapsed_s") or 0.0])
-        step = u["poll_w_at_max"] - u["poll_w_at_min"]
-        sig = POWER_SIGMAS * math.sqrt(2) * m["noise_w"]
-        groups, guessed = _packages(u, rs)
-        if guessed:
-            unplaced.append(node)
-        for name, idx in sorted(groups.items()):
-            # "profile": a profile run found the package the step's whole
-            if status and status.get(name, "managed") not in ("managed", "profile"):
-                refused.append(f"{node}:{name} ({status[name]})")
-                continue
-            per = []
-            for i in idx:
-                w = rank_what_if(rs[i], thr, react) if ws[i] is not None else None
-                if w is None:
-                    break
-                tn = Bounds(*w["transitions"])
-                per.append((Bounds(*(x / 1e9 + tn[k] * react[k]
-                                     for k, x in enumerate(w["down_ns"]))), tn))
-            if len(per) != len(idx) or not per:
-                continue
-            packages += 1
-            n = len(per)
-            dn = Bounds(min(d.est for d, _ in per),
-                        max(0.0, sum(d.low for d, _ in per) - (n - 1) * wall),
-                        min(d.high for d, _ in per))
-            tn = Bounds(min(x.est for _, x in per), min(x.low for _, x in per) if n == 1 else 0.0,
-                        min(x.high for _, x in per))
-            down, trans = _plus(down, dn), _plus(trans, tn)
-            saved = _plus(saved, Bounds(dn.est * step, dn.low * max(0.0, step - sig),
-                                        dn.high * (step + sig)))
-            lat = u.get("latency_us", 0.0) / 1e6
-            added_hi = max(added_hi,
-                           tn.high * (react.high + lat) * (1 - u["min_khz"] / u["max_khz"]))
-    if not packages and not refused:
-        why = ("no uncore sweep in the model of " + ",".join(without[:8]) +
-               ": `mpi-pstate calibrate` of this release measures it on a node with "
-               "intel_uncore_frequency") if without else "no rank with a wait histogram"
-        return {"predicted": False, "why": why}
-    out: Dict[str, Any] = {
-        "predicted": True, "threshold_us": thr_us, "packages": packages,
-        "saved_j": [round(saved.est, 3), round(saved.low - added_hi * js.node_w, 3),
-                    round(saved.high, 3)],
-        "time_added_s": [0.0, 0.0, round(added_hi, 4)],
-        "low_s": _rounded(down, 4), "transitions": [round(x) for x in trans]}
-    notes = []
-    if refused:
-        notes.append("the agent refused " + ", ".join(refused[:8]) + " in this run")
-    if unplaced:
-        notes.append("ranks not placed on packages on " + ",".join(unplaced[:8]) +
-                     ": each node taken as one package")
-    if without:
-        notes.append("no uncore sweep in the model of " + ",".join(without[:8]))
-    if status_unknown(detail):
-        notes.append("assumed: each step owns its ranks' packages whole (the agent lowers "
-                     "no package it shares)")
-    out["notes"] = notes
-    return out
+    us = _UncoreSum()
+    rows, without = _with_model(js, "uncore")
+    for row, u in rows:
+        _uncore_node(us, row, u, detail, thr_us / 1e6, reaction_us)
+    return _uncore_answer(us, js, detail, thr_us, without)
 
 
 def status_unknown(detail: Dict[str, Any]) -> bool:
