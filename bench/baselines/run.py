@@ -180,7 +180,7 @@ def markdown(result: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build", help="build directory (make B=...)")
     ap.add_argument("--abi", default="mpich,ompi")
@@ -195,6 +195,32 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "default 500us)")
     ap.add_argument("--no-strace", action="store_true")
     ap.add_argument("--json", action="store_true", help="JSON instead of Markdown")
+    return ap
+
+
+def bench_row(pb: ModuleType, build: Path, abi: str, kind: str, a: argparse.Namespace,
+              fake: Path, tmp: Path) -> Dict[str, Any]:
+    """One MPI and kind of call: every variant in rotating rounds, then (unless
+    --no-strace or no strace) the system calls per call of each."""
+    prog = str(build / "bench" / "preload" / f"hotpath.{abi}")
+    samples: Dict[str, List[float]] = {v: [] for v in VARIANTS}
+    for order in rotation(a.rounds, VARIANTS):
+        for v in order:
+            n = a.n if v in ("none", "mpi-pstate") else a.n_slow
+            argv_v = variant_argv(pb, build, abi, v, [prog, kind, str(n), str(a.reps)], fake)
+            env = pb.clean_env()
+            env["MPI_PSTATE_BASELINE_TIMEOUT"] = a.timeout
+            samples[v].append(parse_hotpath(pb.run(argv_v, env)))
+    row: Dict[str, Any] = {"abi": abi, "kind": kind, "samples": samples,
+                           "variants": summarize(samples)}
+    if not a.no_strace and shutil.which("strace"):
+        row["syscalls"] = {v: syscalls_per_call(pb, build, abi, v, kind, 2000, fake, tmp)
+                           for v in VARIANTS}
+    return row
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = parser()
     a = ap.parse_args(argv)
     if a.rounds < 1 or a.reps < 1 or a.n < 1 or a.n_slow < 1:
         ap.error("--rounds, --reps, -n and --n-slow must be positive")
@@ -222,22 +248,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         "timeout": a.timeout, "rows": []}
     try:
         for abi in abis:
-            prog = str(build / "bench" / "preload" / f"hotpath.{abi}")
             for kind in kinds:
-                samples: Dict[str, List[float]] = {v: [] for v in VARIANTS}
-                for order in rotation(a.rounds, VARIANTS):
-                    for v in order:
-                        n = a.n if v in ("none", "mpi-pstate") else a.n_slow
-                        argv_v = variant_argv(pb, build, abi, v, [prog, kind, str(n),
-                                                                  str(a.reps)], fake)
-                        env = pb.clean_env()
-                        env["MPI_PSTATE_BASELINE_TIMEOUT"] = a.timeout
-                        samples[v].append(parse_hotpath(pb.run(argv_v, env)))
-                row: Dict[str, Any] = {"abi": abi, "kind": kind, "samples": samples,
-                                       "variants": summarize(samples)}
-                if not a.no_strace and shutil.which("strace"):
-                    row["syscalls"] = {v: syscalls_per_call(pb, build, abi, v, kind, 2000, fake,
-                                                            tmp) for v in VARIANTS}
+                row = bench_row(pb, build, abi, kind, a, fake, tmp)
                 result["rows"].append(row)
                 print(f"{abi} {kind}: " + ", ".join(
                     f"{v} {row['variants'][v]['ns']:.1f} ns" for v in VARIANTS),

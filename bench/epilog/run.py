@@ -126,73 +126,73 @@ def fresh_process(cdir: Path, job: int, nodes: int) -> float:
     return time.perf_counter() - t0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--write", action="store_true")
-    a = ap.parse_args()
-    lines: list[str] = []
-    with tempfile.TemporaryDirectory() as td:
-        tdp = Path(td)
-        os.chmod(tdp, 0o755)
-        settings = fake_settings(tdp / "sys", 128)
-        cdir = tdp / "records"
-        cdir.mkdir(mode=0o755)
-        names = make_records(cdir, 1, 100, 128, settings)
-        rec_bytes = sum((cdir / "1" / f"node.{n}.json").stat().st_size for n in names)
-        times, fresh = [], []
-        sbytes = jbytes = 0
-        for _ in range(a.rounds):
-            dt, sbytes, jbytes = merge_once(cdir, 1, names)
-            times.append(dt)
-            fresh.append(fresh_process(cdir, 1, 100))
-        lines += [
-            "## Merge of 100 nodes x 128 ranks (budget: 1 s)",
-            "",
-            f"{a.rounds} rounds; 100 node records of 128 ranks each "
-            f"({rec_bytes / 1e6:.1f} MB in all, {rec_bytes / 100 / 1e3:.0f} kB per node, node "
-            f"settings of a 128-CPU node included), read and validated, merged, summary "
-            f"encoded, job.json ({jbytes / 1e6:.1f} MB) written atomically with fsync.",
-            "",
-            "| what | median (s) | worst (s) |",
-            "|---|---:|---:|",
-            f"| in the EpilogSlurmctld process | {statistics.median(times):.3f} | "
-            f"{max(times):.3f} |",
-            f"| a new python3 process (start and imports included) | "
-            f"{statistics.median(fresh):.3f} | {max(fresh):.3f} |",
-            "",
-        ]
-        sizes = []
-        for i, (n, per) in enumerate(((1, 1), (1, 128), (10, 128), (100, 128), (1000, 16),
-                                      (2, 4096))):
-            job = 100 + i
-            nm = make_records(cdir, job, n, per, settings)
-            _, sb, jb = merge_once(cdir, job, nm)
-            sizes.append((n, per, n * per, sb, jb))
-        lines += [
-            "## Summary size against ranks and nodes",
-            "",
-            "Bytes of the SystemComment summary (`mpi-pstate/2:{...}`, bound 1024) and of the",
-            "per-rank detail kept beside it (job.json), for the same synthetic jobs:",
-            "",
-            "| nodes | ranks per node | ranks | summary (bytes) | job.json (bytes) |",
-            "|---:|---:|---:|---:|---:|",
-        ] + [f"| {n} | {p} | {r} | {sb} | {jb} |" for n, p, r, sb, jb in sizes] + [
-            "",
-            f"The summary stays between {min(s[3] for s in sizes)} and "
-            f"{max(s[3] for s in sizes)} bytes from 1 to {max(s[2] for s in sizes)} ranks: it "
-            "holds totals, the three ranks that wait most and fixed-size settings only; the "
-            "few bytes of difference are the digits of the figures. The detail grows "
-            "linearly and stays in the collection directory.",
-        ]
-    head = [
+def merge_section(cdir: Path, settings: dict[str, Any], rounds: int) -> list[str]:
+    """The merge of 100 nodes x 128 ranks, timed in this process and in a
+    new one, as Markdown lines."""
+    names = make_records(cdir, 1, 100, 128, settings)
+    rec_bytes = sum((cdir / "1" / f"node.{n}.json").stat().st_size for n in names)
+    times, fresh = [], []
+    sbytes = jbytes = 0
+    for _ in range(rounds):
+        dt, sbytes, jbytes = merge_once(cdir, 1, names)
+        times.append(dt)
+        fresh.append(fresh_process(cdir, 1, 100))
+    return [
+        "## Merge of 100 nodes x 128 ranks (budget: 1 s)",
+        "",
+        f"{rounds} rounds; 100 node records of 128 ranks each "
+        f"({rec_bytes / 1e6:.1f} MB in all, {rec_bytes / 100 / 1e3:.0f} kB per node, node "
+        f"settings of a 128-CPU node included), read and validated, merged, summary "
+        f"encoded, job.json ({jbytes / 1e6:.1f} MB) written atomically with fsync.",
+        "",
+        "| what | median (s) | worst (s) |",
+        "|---|---:|---:|",
+        f"| in the EpilogSlurmctld process | {statistics.median(times):.3f} | "
+        f"{max(times):.3f} |",
+        f"| a new python3 process (start and imports included) | "
+        f"{statistics.median(fresh):.3f} | {max(fresh):.3f} |",
+        "",
+    ]
+
+
+def size_section(cdir: Path, settings: dict[str, Any]) -> list[str]:
+    """The summary's and job.json's sizes as the ranks and nodes grow, as
+    Markdown lines."""
+    sizes = []
+    for i, (n, per) in enumerate(((1, 1), (1, 128), (10, 128), (100, 128), (1000, 16),
+                                  (2, 4096))):
+        job = 100 + i
+        nm = make_records(cdir, job, n, per, settings)
+        _, sb, jb = merge_once(cdir, job, nm)
+        sizes.append((n, per, n * per, sb, jb))
+    return [
+        "## Summary size against ranks and nodes",
+        "",
+        "Bytes of the SystemComment summary (`mpi-pstate/2:{...}`, bound 1024) and of the",
+        "per-rank detail kept beside it (job.json), for the same synthetic jobs:",
+        "",
+        "| nodes | ranks per node | ranks | summary (bytes) | job.json (bytes) |",
+        "|---:|---:|---:|---:|---:|",
+    ] + [f"| {n} | {p} | {r} | {sb} | {jb} |" for n, p, r, sb, jb in sizes] + [
+        "",
+        f"The summary stays between {min(s[3] for s in sizes)} and "
+        f"{max(s[3] for s in sizes)} bytes from 1 to {max(s[2] for s in sizes)} ranks: it "
+        "holds totals, the three ranks that wait most and fixed-size settings only; the "
+        "few bytes of difference are the digits of the figures. The detail grows "
+        "linearly and stays in the collection directory.",
+    ]
+
+
+def results_head(rounds: int) -> list[str]:
+    """RESULTS.md's title and how the figures were measured."""
+    return [
         "# Epilog: merge time and summary size",
         "",
         f"Measured on the project VM ({platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} vCPUs, Python {platform.python_version()}, records on the local disk"
         "). Reproduce:",
         "",
-        f"    /usr/bin/python3 bench/epilog/run.py --rounds {a.rounds} --write    "
+        f"    /usr/bin/python3 bench/epilog/run.py --rounds {rounds} --write    "
         "# about a minute",
         "",
         "What is timed is what `EpilogSlurmctld` (`mpi-pstate epilog-slurmctld`) does once the",
@@ -201,7 +201,21 @@ def main() -> int:
         "(its log line gives the phases of every job).",
         "",
     ]
-    text = "\n".join(head + lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--write", action="store_true")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as td:
+        tdp = Path(td)
+        os.chmod(tdp, 0o755)
+        settings = fake_settings(tdp / "sys", 128)
+        cdir = tdp / "records"
+        cdir.mkdir(mode=0o755)
+        lines = merge_section(cdir, settings, a.rounds) + size_section(cdir, settings)
+    text = "\n".join(results_head(a.rounds) + lines) + "\n"
     print(text)
     if a.write:
         (TOP / "bench" / "epilog" / "RESULTS.md").write_text(text)

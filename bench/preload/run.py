@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 TOP = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(TOP / "bench"))
@@ -98,6 +98,29 @@ def callgrind_ir(build: Path, abi: str, kind: str, n: int, lib: bool, tmp: Path)
     return int(m.group(1))
 
 
+def ir_per_call(build: Path, abi: str, kind: str, lib: bool, tmp: Path) -> float:
+    """callgrind instructions per call: the difference of two call counts, so
+    that start-up and MPI_Init cancel out."""
+    n1, n2 = 20_000, 120_000
+    i1 = callgrind_ir(build, abi, kind, n1, lib, tmp)
+    i2 = callgrind_ir(build, abi, kind, n2, lib, tmp)
+    return (i2 - i1) / (calls_made(n2) - calls_made(n1))
+
+
+def cases(build: Path, abis: List[str], kinds: List[str]) -> Iterator[Tuple[str, str]]:
+    """Each MPI family and kind of call to measure, the kinds its MPI lacks
+    left out (each probed just before it is measured)."""
+    for abi in abis:
+        for kind in kinds:
+            if supported(build, abi, kind):
+                yield abi, kind
+
+
+def counted_kinds(kinds: List[str]) -> List[str]:
+    """The kinds asked for that the callgrind tables count."""
+    return [k for k in ("test", "barrier", "allreduce", "allreduce_c") if k in kinds]
+
+
 def strace_calls(build: Path, abi: str, kind: str, n: int, lib: bool,
                  tmp: Path) -> Tuple[int, int]:
     """System calls of the thread that calls MPI (strace -ff: one file per
@@ -129,45 +152,70 @@ def compare(before: Path, build: Path, abis: List[str], kinds: List[str], n: int
           f"best of 5 x {n} calls; median shown.\n")
     print("| MPI | call | without (ns) | before (ns) | after (ns) | added before | added after |")
     print("|---|---|---:|---:|---:|---:|---:|")
-    for abi in abis if timed else []:
-        for kind in kinds:
-            if not supported(build, abi, kind):
-                continue
-            prog = str(build / "bench" / "preload" / f"hotpath.{abi}")
-            t: Dict[str, List[float]] = {"base": [], "before": [], "after": []}
-            for _ in range(rounds):
-                t["base"].append(float(run(launch(abi) + [prog, kind, str(n)],
-                                           clean_env()).split()[2]))
-                for key, lib in (("before", before), ("after", build)):
-                    t[key].append(float(run(launch(abi) + with_lib(lib, [prog, kind, str(n)]),
-                                            clean_env()).split()[2]))
-            m = {k: statistics.median(v) for k, v in t.items()}
-            print(f"| {abi} | {kind} | {m['base']:.1f} | {m['before']:.1f} | {m['after']:.1f} | "
-                  f"{m['before'] - m['base']:.1f} | {m['after'] - m['base']:.1f} |", flush=True)
+    for abi, kind in cases(build, abis if timed else [], kinds):
+        prog = str(build / "bench" / "preload" / f"hotpath.{abi}")
+        t: Dict[str, List[float]] = {"base": [], "before": [], "after": []}
+        for _ in range(rounds):
+            t["base"].append(float(run(launch(abi) + [prog, kind, str(n)],
+                                       clean_env()).split()[2]))
+            for key, lib in (("before", before), ("after", build)):
+                t[key].append(float(run(launch(abi) + with_lib(lib, [prog, kind, str(n)]),
+                                        clean_env()).split()[2]))
+        m = {k: statistics.median(v) for k, v in t.items()}
+        print(f"| {abi} | {kind} | {m['base']:.1f} | {m['before']:.1f} | {m['after']:.1f} | "
+              f"{m['before'] - m['base']:.1f} | {m['after'] - m['base']:.1f} |", flush=True)
     if not counted or not shutil.which("valgrind"):
         return
-    n1, n2 = 20_000, 120_000
     print("\n| MPI | call | instructions/call without | before | after | added before | "
           "added after |")
     print("|---|---|---:|---:|---:|---:|---:|")
-    for abi in abis:
-        for kind in ("test", "barrier", "allreduce", "allreduce_c"):
-            if kind not in kinds or not supported(build, abi, kind):
-                continue
-            per = {}
-            for key, lib, use in (("base", build, False), ("before", before, True),
-                                  ("after", build, True)):
-                i1 = callgrind_ir(lib, abi, kind, n1, use, tmp)
-                i2 = callgrind_ir(lib, abi, kind, n2, use, tmp)
-                per[key] = (i2 - i1) / (calls_made(n2) - calls_made(n1))
-            print(f"| {abi} | {kind} | {per['base']:.1f} | {per['before']:.1f} | "
-                  f"{per['after']:.1f} | {per['before'] - per['base']:.1f} | "
-                  f"{per['after'] - per['base']:.1f} |", flush=True)
+    for abi, kind in cases(build, abis, counted_kinds(kinds)):
+        per = {key: ir_per_call(lib, abi, kind, use, tmp)
+               for key, lib, use in (("base", build, False), ("before", before, True),
+                                     ("after", build, True))}
+        print(f"| {abi} | {kind} | {per['base']:.1f} | {per['before']:.1f} | "
+              f"{per['after']:.1f} | {per['before'] - per['base']:.1f} | "
+              f"{per['after'] - per['base']:.1f} |", flush=True)
 
 
 def calls_made(n: int) -> int:
     """hotpath makes n/10+1 warm-up calls and then REPS(=1) x n."""
     return n // 10 + 1 + n
+
+
+def timing_table(build: Path, abis: List[str], kinds: List[str], n: int, rounds: int,
+                 timed: bool) -> None:
+    """ns per call without and with the library (the header alone when not timed)."""
+    print(f"Timed: {rounds} alternating rounds per row, each the best of 5 x {n} calls; "
+          "median shown.\n")
+    print("| MPI | call | without (ns) | with (ns) | ratio | added (ns, median) | added (ns, best) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for abi, kind in cases(build, abis if timed else [], kinds):
+        t = timing(build, abi, kind, n, rounds)
+        print(f"| {abi} | {kind} | {t['base']:.1f} | {t['lib']:.1f} | {t['ratio']:.2f} | "
+              f"{t['added']:.1f} | {t['added_min']:.1f} |", flush=True)
+
+
+def callgrind_table(build: Path, abis: List[str], kinds: List[str], tmp: Path) -> None:
+    """callgrind instructions per call without and with the library."""
+    print("\n| MPI | call | instructions/call without | with | added |")
+    print("|---|---|---:|---:|---:|")
+    for abi, kind in cases(build, abis, counted_kinds(kinds)):
+        per = {lib: ir_per_call(build, abi, kind, lib, tmp) for lib in (False, True)}
+        print(f"| {abi} | {kind} | {per[False]:.1f} | {per[True]:.1f} | "
+              f"{per[True] - per[False]:.1f} |", flush=True)
+
+
+def strace_table(build: Path, abis: List[str], kinds: List[str], tmp: Path) -> None:
+    """System calls without and with the library, whole run and timed calls."""
+    n = 1_000_000
+    print(f"\n| MPI | call | syscalls of the calling thread, whole run, without / with | "
+          f"inside the {n} timed calls, without / with |")
+    print("|---|---|---:|---:|")
+    for abi, kind in cases(build, abis, kinds):
+        b_all, b_loop = strace_calls(build, abi, kind, n, False, tmp)
+        w_all, w_loop = strace_calls(build, abi, kind, n, True, tmp)
+        print(f"| {abi} | {kind} | {b_all} / {w_all} | {b_loop} / {w_loop} |", flush=True)
 
 
 def main() -> int:
@@ -193,47 +241,12 @@ def main() -> int:
     if a.before:
         compare((TOP / a.before).resolve(), build, abis, kinds, a.n, a.rounds, tmp,
                 timed=not a.no_timing, counted=not a.no_callgrind)
-        shutil.rmtree(tmp, ignore_errors=True)
-        return 0
-    print(f"Timed: {a.rounds} alternating rounds per row, each the best of 5 x {a.n} calls; "
-          "median shown.\n")
-    print("| MPI | call | without (ns) | with (ns) | ratio | added (ns, median) | added (ns, best) |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for abi in abis if not a.no_timing else []:
-        for kind in kinds:
-            if not supported(build, abi, kind):
-                continue
-            t = timing(build, abi, kind, a.n, a.rounds)
-            print(f"| {abi} | {kind} | {t['base']:.1f} | {t['lib']:.1f} | {t['ratio']:.2f} | "
-                  f"{t['added']:.1f} | {t['added_min']:.1f} |", flush=True)
-    if not a.no_callgrind and shutil.which("valgrind"):
-        n1, n2 = 20_000, 120_000
-        print("\n| MPI | call | instructions/call without | with | added |")
-        print("|---|---|---:|---:|---:|")
-        for abi in abis:
-            for kind in ("test", "barrier", "allreduce", "allreduce_c"):
-                if kind not in kinds or not supported(build, abi, kind):
-                    continue
-                per = {}
-                for lib in (False, True):
-                    i1 = callgrind_ir(build, abi, kind, n1, lib, tmp)
-                    i2 = callgrind_ir(build, abi, kind, n2, lib, tmp)
-                    per[lib] = (i2 - i1) / (calls_made(n2) - calls_made(n1))
-                print(f"| {abi} | {kind} | {per[False]:.1f} | {per[True]:.1f} | "
-                      f"{per[True] - per[False]:.1f} |", flush=True)
-    if not a.no_strace and shutil.which("strace"):
-        n = 1_000_000
-        print(f"\n| MPI | call | syscalls of the calling thread, whole run, without / with | "
-              f"inside the {n} timed calls, without / with |")
-        print("|---|---|---:|---:|")
-        for abi in abis:
-            for kind in kinds:
-                if not supported(build, abi, kind):
-                    continue
-                b_all, b_loop = strace_calls(build, abi, kind, n, False, tmp)
-                w_all, w_loop = strace_calls(build, abi, kind, n, True, tmp)
-                print(f"| {abi} | {kind} | {b_all} / {w_all} | {b_loop} / {w_loop} |",
-                      flush=True)
+    else:
+        timing_table(build, abis, kinds, a.n, a.rounds, not a.no_timing)
+        if not a.no_callgrind and shutil.which("valgrind"):
+            callgrind_table(build, abis, kinds, tmp)
+        if not a.no_strace and shutil.which("strace"):
+            strace_table(build, abis, kinds, tmp)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

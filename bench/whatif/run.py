@@ -406,7 +406,7 @@ def reanalyse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--iters", type=int, default=100, help="imbalance iterations")
@@ -442,30 +442,83 @@ def main() -> int:
     ap.add_argument("--reanalyse", metavar="JSON", help="no runs: the table of a --json file "
                     "again, with the agent's lateness measured in the first repetition's on "
                     "runs as the reaction (the records must still be in the collect dir)")
-    a = ap.parse_args()
-    if a.reanalyse:
-        doc = json.loads(Path(a.reanalyse).read_text())
-        rows = reanalyse([r for r in doc["runs"] if "lever" not in r])
-        lat = sorted({round(r["reaction_us"]) for r in rows})
-        print(f"Reaction from the agent's records (mean drop lateness of the first "
-              f"repetition's on runs): {lat} us\n")
-        print(table(rows, power_step_w(doc["model"]))[0])
-        return 0
-    names = [x for x in a.levers.split(",") if x]
-    if not names or set(names) - {"core", *LEVERS}:
-        ap.error(f"--levers: of core, {', '.join(LEVERS)}")
-    levers = [LEVERS[n] for n in LEVERS if n in names]
+    return ap
+
+
+def print_reanalysis(path: Path) -> None:
+    """The table of a --json file again, with the agent's measured lateness
+    as the reaction (--reanalyse)."""
+    doc = json.loads(path.read_text())
+    rows = reanalyse([r for r in doc["runs"] if "lever" not in r])
+    lat = sorted({round(r["reaction_us"]) for r in rows})
+    print(f"Reaction from the agent's records (mean drop lateness of the first "
+          f"repetition's on runs): {lat} us\n")
+    print(table(rows, power_step_w(doc["model"]))[0])
+
+
+def say(s: str) -> None:
+    print(s, file=sys.stderr, flush=True)
+
+
+def thresholds(csv: str) -> list[int]:
+    return [int(x) for x in csv.split(",") if x]
+
+
+def commands(a: argparse.Namespace, prog: str) -> tuple[str, str]:
+    """The imbalanced demo's command line, and the spread's."""
+    return f"./{prog} {a.iters} {a.work_ms:g}", f"./{prog} {a.iters} 10 20"
+
+
+def run_core(a: argparse.Namespace, names: list[str], prog: str, wd: Path,
+             tag: str) -> list[dict[str, Any]]:
+    """The core cap's workloads: the demo, the sweep, the spreads and hpcc
+    (none unless --levers names core)."""
+    rows: list[dict[str, Any]] = []
+
+    def run(what: str, command: str, ths: list[int], reps: int) -> None:
+        if ths and "core" in names:
+            rows.extend(run_workload(f"{what}{tag}", command, ths, reps, wd, 2, a.ntasks, say))
+    cmd, spread = commands(a, prog)
+    ths = thresholds(a.thresholds)
+    run(f"imbalance 2x{a.ntasks}", cmd, ths, a.reps)
+    sw = thresholds(a.sweep)
+    run(f"imbalance 2x{a.ntasks}, sweep", cmd, sw, max(1, a.reps - 1))
+    sp = thresholds(a.spread)
+    run(f"imbalance 2x{a.ntasks}, spread", spread, sp, max(1, a.reps - 1))
+    ssp = thresholds(a.short_spread)
+    run(f"imbalance 2x{a.ntasks}, spread 0.2-20 ms", f"./{prog} 300 2 10", ssp, a.reps)
+    if a.hpcc_n and "core" in names:
+        from mpi_pstate import bench as ld
+        (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,
+                                                   *ld.process_grid(2 * a.ntasks)))
+        os.chown(wd / "hpccinf.txt", *lt_ids())
+        run(f"hpcc 2x{a.ntasks}", "hpcc", ths, a.reps)
+    return rows
+
+
+def run_levers(a: argparse.Namespace, levers: list[Lever], prog: str, wd: Path,
+               tag: str) -> list[dict[str, Any]]:
+    """Each lever beyond the cap on the demo at --thresholds and the spread
+    at --spread."""
+    rows: list[dict[str, Any]] = []
+    cmd, spread = commands(a, prog)
+    ths, sp = thresholds(a.thresholds), thresholds(a.spread)
+    for lv in levers:
+        for what, command, lths in (("", cmd, ths), (", spread", spread, sp)):
+            if lths:
+                rows.extend(run_lever(lv, f"{lv.name}, imbalance 2x{lv.ntasks}{what}{tag}",
+                                      command, lths, a.reps, wd, say))
+    return rows
+
+
+def measure(a: argparse.Namespace, names: list[str], levers: list[Lever], prog: str,
+            wd: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Calibrates and runs every workload asked for, with the fakes on the
+    load model and the site's agent budget, both put back after; returns
+    the runs and the model."""
     flavour: dict[str, Any] = {}
     for lv in levers:
         flavour.update(lv.flavour)
-
-    def say(s: str) -> None:
-        print(s, file=sys.stderr, flush=True)
-    wd = lt.workdir("whatif-bench")
-    prog = program()
-    lt.give(lt.BUILD / "tests" / "mpi" / prog, wd)
-    rows: list[dict[str, Any]] = []
-    t0 = time.time()
     tag = f", budget {a.agent_budget} %" if a.agent_budget else ""
     site = [f"agent_cpu_budget={a.agent_budget}"] if a.agent_budget else []
     with lt.plugstack_args(*site), model_files_kept(a.keep_model):
@@ -476,33 +529,15 @@ def main() -> int:
                 f"{model['noise_w']} W, write {model['transition']['write_us']} us, knee "
                 f"{model.get('knee_khz')}, uncore {json.dumps(model.get('uncore'))}")
             check_levers(model, levers)
-            def run(what: str, command: str, ths: list[int], reps: int) -> None:
-                if ths and "core" in names:
-                    rows.extend(run_workload(f"{what}{tag}", command, ths, reps, wd, 2, a.ntasks,
-                                             say))
-            cmd = f"./{prog} {a.iters} {a.work_ms:g}"
-            spread = f"./{prog} {a.iters} 10 20"
-            ths = [int(x) for x in a.thresholds.split(",") if x]
-            run(f"imbalance 2x{a.ntasks}", cmd, ths, a.reps)
-            sw = [int(x) for x in a.sweep.split(",") if x]
-            run(f"imbalance 2x{a.ntasks}, sweep", cmd, sw, max(1, a.reps - 1))
-            sp = [int(x) for x in a.spread.split(",") if x]
-            run(f"imbalance 2x{a.ntasks}, spread", spread, sp, max(1, a.reps - 1))
-            ssp = [int(x) for x in a.short_spread.split(",") if x]
-            run(f"imbalance 2x{a.ntasks}, spread 0.2-20 ms", f"./{prog} 300 2 10", ssp, a.reps)
-            if a.hpcc_n and "core" in names:
-                from mpi_pstate import bench as ld
-                (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,
-                                                           *ld.process_grid(2 * a.ntasks)))
-                os.chown(wd / "hpccinf.txt", *lt_ids())
-                run(f"hpcc 2x{a.ntasks}", "hpcc", ths, a.reps)
-            for lv in levers:
-                for what, command, lths in (("", cmd, ths), (", spread", spread, sp)):
-                    if lths:
-                        rows.extend(run_lever(lv, f"{lv.name}, imbalance 2x{lv.ntasks}{what}{tag}",
-                                              command, lths, a.reps, wd, say))
+            rows = run_core(a, names, prog, wd, tag)
+            rows += run_levers(a, levers, prog, wd, tag)
         finally:
             fake_load(False)
+    return rows, model
+
+
+def print_results(rows: list[dict[str, Any]], model: dict[str, Any], t0: float,
+                  json_path: Optional[str]) -> None:
     text, summ_rows = table(rows, power_step_w(model))
     print(f"Measured {time.strftime('%Y-%m-%d %H:%M', time.gmtime(t0))}-"
           f"{time.strftime('%H:%M', time.gmtime())} UTC; model: {json.dumps(model['points'])}, "
@@ -511,9 +546,27 @@ def main() -> int:
           + (f", uncore poll step {model['uncore']['poll_w_at_max']:.2f} - "
              f"{model['uncore']['poll_w_at_min']:.2f} W" if model.get("uncore") else "") + "\n")
     print(text)
-    if a.json:
-        Path(a.json).write_text(json.dumps({"model": model, "runs": rows, "table": summ_rows},
-                                           indent=1))
+    if json_path:
+        Path(json_path).write_text(json.dumps({"model": model, "runs": rows, "table": summ_rows},
+                                              indent=1))
+
+
+def main() -> int:
+    ap = parser()
+    a = ap.parse_args()
+    if a.reanalyse:
+        print_reanalysis(Path(a.reanalyse))
+        return 0
+    names = [x for x in a.levers.split(",") if x]
+    if not names or set(names) - {"core", *LEVERS}:
+        ap.error(f"--levers: of core, {', '.join(LEVERS)}")
+    levers = [LEVERS[n] for n in LEVERS if n in names]
+    wd = lt.workdir("whatif-bench")
+    prog = program()
+    lt.give(lt.BUILD / "tests" / "mpi" / prog, wd)
+    t0 = time.time()
+    rows, model = measure(a, names, levers, prog, wd)
+    print_results(rows, model, t0, a.json)
     return 0
 
 
