@@ -73,8 +73,8 @@ def child_usage(argv: List[str], env: Dict[str, str]) -> Dict[str, Any]:
 
 
 def plugin_json(runtime: Path, step: str, seg: Path, nslots: int, node: str = "n1") -> None:
-    """The plugin's step record (version 2, h-secroot's contract): the
-    segment it made, by name and inode."""
+    """The plugin's step record (version 2, the contract the root
+    Epilog trusts): the segment it made, by name and inode."""
     d = runtime / "steps" / f"{JOB}.{step}"
     d.mkdir(parents=True, exist_ok=True)
     os.chmod(runtime / "steps", 0o700)
