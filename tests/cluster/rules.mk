@@ -61,7 +61,7 @@ CHECK26_SCALE_STEPS ?= 300
 CHECK26_QUEUE_JOBS ?= 50
 CHECK26_TESTS ?=
 # CHECK26_PHASES=unit,py then CHECK26_PHASES=integration is the same suite in
-# two runs (.ci/run runs the first, which needs no cluster, beside make check).
+# two runs (the first needs no cluster).
 CHECK26_PHASES ?= unit,$(if $(strip $(CHECK26_TESTS)),,py,)integration
 CHECK26_ARGS = --phase $(CHECK26_PHASES) $(addprefix -K ,$(CHECK26_TESTS))
 
