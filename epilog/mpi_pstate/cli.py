@@ -14,10 +14,6 @@ from . import (VERSION, audit, calibrate, carbon, collect, config, ctld, htmlpag
 PROG = "mpi-pstate"
 
 
-def _dirs(paths: dict[str, str], *keys: str) -> list[str]:
-    return [paths[k] for k in keys if paths.get(k)]
-
-
 tool_dirs = rootcli.tool_dirs
 
 
