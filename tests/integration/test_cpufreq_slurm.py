@@ -13,7 +13,6 @@ slurm_spank_exit).  CpuFreqDef takes the same path in slurmstepd as a
 slurm.conf does not set it."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
