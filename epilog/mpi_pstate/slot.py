@@ -12,7 +12,8 @@ SlotError; no length or count read from the file is used unchecked.
         print(s["rank"], s["state"], s["functions"]["MPI_Barrier"]["calls"])
 
 tests/py/test_preload_slot_layout.py checks every offset, size, constant
-and enumeration order here against the C compiler's view of common/slot.h.
+and enumeration order here against the C compiler's view of common/slot.h,
+and that every member of slot.h is read here or named there as C-only.
 """
 import mmap
 import os

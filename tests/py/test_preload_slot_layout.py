@@ -3,10 +3,12 @@ compiler's view of common/slot.h: every field's offset, size and
 signedness, the structures' sizes, the magics, version and counts, and
 the order of the enumerations slot.py names (a slot stores their index).
 A field added to slot.py or changed in slot.h without the other fails
-here.  Named test_preload* so that `make check-arm64` runs it on aarch64
+here, and so does a member added to slot.h that slot.py neither reads nor
+lists in C_ONLY with its reason.  Named test_preload* so that `make check-arm64` runs it on aarch64
 too, where the compiler lays the structures out on its own."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import struct
@@ -56,6 +58,33 @@ CONSTANTS = {"SEG_MAGIC": "MPI_PSTATE_SEG_MAGIC", "SLOT_MAGIC": "MPI_PSTATE_SLOT
              "HIST_NS_OFFSET": "offsetof(struct mpi_pstate_slot, hist_ns)",
              "FN_OFFSET": "offsetof(struct mpi_pstate_slot, fn)"}
 
+# Members of slot.h that slot.py does not read as scalars, and why.  The
+# arrays are read at their *_OFFSET constant, checked above.
+C_ONLY = {
+    ("header", "agent_wake_ns"): "the agent's own sleep deadline, read by ranks only",
+    ("header", "announce_off"): "the agent's own back-pressure flag, read by ranks only",
+    ("header", "announce"): "a bit per slot, consumed by the agent; no figure in it",
+    ("slot", "cpuset"): "read at CPUSET_OFFSET",
+    ("slot", "hist_bytes"): "read at HIST_BYTES_OFFSET",
+    ("slot", "hist_ns"): "read at HIST_NS_OFFSET",
+    ("slot", "fn"): "read at FN_OFFSET with FN_FIELDS",
+    ("fn", "name"): "read as NAME_LEN bytes at offset 0",
+}
+PADDING = re.compile(r"pad\d+|reserved")
+
+
+def c_members() -> dict[str, list[str]]:
+    """Every member name of the three structures, as slot.h declares them."""
+    text = re.sub(r"/\*.*?\*/", "", (TOP / "common" / "slot.h").read_text(), flags=re.S)
+    out: dict[str, list[str]] = {}
+    for kind, name in STRUCTS.items():
+        body = re.search(r"struct " + name + r" \{(.*?)\n\};", text, re.S)
+        assert body, f"struct {name} not found in slot.h"
+        decls = [d.strip() for d in body.group(1).split(";") if d.strip()]
+        out[kind] = [re.match(r".*?(\w+)\s*(\[[^\]]*\])?$", d, re.S).group(1)
+                     for d in decls]
+    return out
+
 
 def py_fields() -> dict[str, dict[str, tuple[int, str]]]:
     return {"slot": slot.SLOT_FIELDS, "header": slot.HEADER_FIELDS, "fn": slot.FN_FIELDS}
@@ -102,6 +131,19 @@ class Layout(unittest.TestCase):
                 with self.subTest(struct=kind, field=f):
                     self.assertEqual(self.c[(kind, f)],
                                      [off, struct.calcsize("<" + fmt), int(fmt.islower())])
+
+    def test_every_c_member_read_or_said_why_not(self) -> None:
+        members = c_members()
+        self.assertIn("wait_sampled_ns", members["slot"], "the parse found the members")
+        for kind, names in members.items():
+            for name in names:
+                with self.subTest(struct=kind, member=name):
+                    self.assertTrue(name in py_fields()[kind] or (kind, name) in C_ONLY
+                                    or PADDING.fullmatch(name),
+                                    f"slot.h's {kind}.{name} is neither in slot.py nor C_ONLY")
+        for kind, name in C_ONLY:
+            with self.subTest(c_only=name):
+                self.assertIn(name, members[kind], "C_ONLY names a member slot.h lacks")
 
     def test_sizes_magics_and_counts(self) -> None:
         for name, expr in CONSTANTS.items():
