@@ -21,13 +21,16 @@ _spec = importlib.util.spec_from_file_location("whatif_bench",
 assert _spec is not None and _spec.loader is not None
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
-MODEL = bench.MODEL
 
 
 class WhatIf(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         cls.cli = lt.installed().cli
+        # calibrate stores the model and the agent's knee file on the node:
+        # both go back to what they were, as the bench does
+        cls.files = bench.model_files_kept(False)
+        cls.files.__enter__()
         # The fakes in the running lab may come from a checkout without the
         # load model: restart the lab from this one then (we hold its lock).
         bench.fake_load(True, restart=True)
@@ -35,7 +38,7 @@ class WhatIf(unittest.TestCase):
     @classmethod
     def tearDownClass(cls) -> None:
         bench.fake_load(False)
-        lt.node_exec("n1", f"rm -f {MODEL}", check=False)
+        cls.files.__exit__(None, None, None)
 
     def test_no_rapl_no_model(self) -> None:
         lt.flavour("n2", load="proc", rapl=False)
