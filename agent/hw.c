@@ -344,10 +344,10 @@ void mpi_pstate_agentd_hw_finish(struct agentd *a)
                 d->restore_rc = put_back(a, d, err, sizeof(err));
                 if (d->restore_rc < 0) {
                         a->restore_failed++;
-                        mpi_pstate_agentd_log(LOG_ERR,
-                                              "%s: restore failed: %s (the record stays for "
-                                              "the backstop)",
-                                              d->name, err[0] ? err : strerror(-d->restore_rc));
+                        mpi_pstate_agentd_log(
+                            LOG_ERR, "%s: restore failed: %s%s", d->name,
+                            err[0] ? err : strerror(-d->restore_rc),
+                            d->restore_rc == -ESTALE ? "" : " (the record stays for the backstop)");
                 } else {
                         a->restored += d->restore_rc == 1;
                         d->saved = false;

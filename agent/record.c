@@ -153,9 +153,10 @@ static void put_domain(struct mpi_pstate_json *b, const struct agentd *a, unsign
         mpi_pstate_json_member_u64(b, "write_errors", cd->write_errors);
         mpi_pstate_json_member_bool(b, "disabled", cd->disabled);
         mpi_pstate_json_member_str(b, "restore",
-                                   dm->restore_rc < 0    ? "failed"
-                                   : dm->restore_rc == 1 ? "restored"
-                                                         : "none");
+                                   dm->restore_rc == -ESTALE ? "stale"
+                                   : dm->restore_rc < 0      ? "failed"
+                                   : dm->restore_rc == 1     ? "restored"
+                                                             : "none");
         mpi_pstate_json_close(b);
 }
 

@@ -115,6 +115,10 @@ unsigned mpi_pstate_cpufreq_domains_of(const struct mpi_pstate_cpufreq_node *nod
                                        const cpu_set_t *cpus, unsigned *idx, unsigned max,
                                        bool *spills);
 
+/* The scaling_driver of the policy directory policy_dir: what a restore
+ * compares with the driver its record was made under. */
+int mpi_pstate_cpufreq_read_driver(const char *policy_dir, char out[MPI_PSTATE_CPUFREQ_NAME_LEN]);
+
 /* Re-reads governor, scaling_min/max and setspeed of one policy. */
 int mpi_pstate_cpufreq_read_settings(const struct mpi_pstate_cpufreq_policy *p,
                                      struct mpi_pstate_cpufreq_settings *out);

@@ -203,6 +203,11 @@ static void read_epp(const char *dir, char out[MPI_PSTATE_CPUFREQ_EPP_LEN])
                 memcpy(out, buf, strlen(buf) + 1);
 }
 
+int mpi_pstate_cpufreq_read_driver(const char *policy_dir, char out[MPI_PSTATE_CPUFREQ_NAME_LEN])
+{
+        return read_name(policy_dir, "scaling_driver", out);
+}
+
 int mpi_pstate_cpufreq_read_settings(const struct mpi_pstate_cpufreq_policy *p,
                                      struct mpi_pstate_cpufreq_settings *out)
 {

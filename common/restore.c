@@ -453,6 +453,33 @@ static int restore_uncore_at(int dirfd, const char *dir, const char *sysroot, co
         return rc ? rc : drop_record(dirfd, dir, name, err, errlen);
 }
 
+/* A record made under another driver than the policy's now is stale.
+ * Writing intel_pstate's or amd-pstate's status re-registers the driver,
+ * and the kernel recreates every policy with that driver's defaults: nothing
+ * the step wrote is left on the domain, and the saved values belong to
+ * another driver (a governor it lacks, an EPP it reads otherwise).  Such a
+ * record is dropped without a write; returns -ESTALE then, 0 when the driver
+ * is unchanged or unreadable (an offline CPU, no driver loaded: the record
+ * is kept and the writes report their own error). */
+static int same_driver(int dirfd, const char *dir, const char *name, const char *policy_dir,
+                       const struct mpi_pstate_restore_record *r, char *err, size_t errlen)
+{
+        char now[MPI_PSTATE_CPUFREQ_NAME_LEN];
+        int rc;
+
+        if (mpi_pstate_cpufreq_read_driver(policy_dir, now) != 0 || strcmp(now, r->driver) == 0)
+                return 0;
+        rc = drop_record(dirfd, dir, name, err, errlen);
+        if (rc < 0)
+                return rc;
+        mpi_pstate_errmsg_set(err, errlen,
+                              "%s/%s: made under driver %s, the domain is now %s's (its status "
+                              "was changed, which resets the domain): nothing written back, "
+                              "record dropped",
+                              dir, name, r->driver, now);
+        return -ESTALE;
+}
+
 static int restore_at(int dirfd, const char *dir, const char *sysroot, const char *name,
                       const struct mpi_pstate_restore_owner *who, unsigned flags, bool *foreign,
                       char *err, size_t errlen)
@@ -482,7 +509,9 @@ static int restore_at(int dirfd, const char *dir, const char *sysroot, const cha
                 rc = -ENAMETOOLONG;
                 goto out;
         }
-        rc = mpi_pstate_cpufreq_apply(p, &r.saved, err, errlen);
+        rc = same_driver(dirfd, dir, name, p->dir, &r, err, errlen);
+        if (!rc)
+                rc = mpi_pstate_cpufreq_apply(p, &r.saved, err, errlen);
         if (!rc)
                 rc = drop_record(dirfd, dir, name, err, errlen);
 out:

@@ -84,7 +84,9 @@ enum {
 
 /* Puts one policy (or "uncore-<domain>") back from its record under sysroot and deletes the record.
  * Returns 1 when restored, 0 when there was no record (idempotent), -EPERM
- * when the record belongs to another owner (left in place), or the error of
+ * when the record belongs to another owner (left in place), -ESTALE when it
+ * was made under another cpufreq driver than the policy's now (dropped
+ * unwritten: docs/cpufreq.md section 4), or the error of
  * reading/checking the record or of the sysfs writes (record left in place
  * so that a later pass can retry). */
 int mpi_pstate_restore_policy(const char *dir, const char *sysroot, const char *name,

@@ -1,7 +1,8 @@
 """The levers beside the core cap on the lab, through sbatch and the
 installed plugin: the uncore of a package a step owns whole (uncore=yes),
-EPP where scaling_max_freq cannot be written, and --mpi-pstate-low=efficient
-on amd-pstate.  Each is shown written only when its condition holds and put
+EPP where scaling_max_freq cannot be written, --mpi-pstate-low=efficient
+on amd-pstate, and a driver re-registered mid-job (its restore record is
+dropped, never written into the new driver).  Each is shown written only when its condition holds and put
 back after a normal end, a scancel and a killed agent; a package another job
 shares is never touched.  The fake hardware logs every write
 (tests/cluster/fakesys.py); test_agent_levers.py covers the same decisions
@@ -171,6 +172,36 @@ class Levers(tp.PluginCase):
         for p in pols:
             wait_until(lambda: read("n1", pref.format(p)) == "balance_performance", f"{p} back")
         self.assertEqual(tp.records_of(job), [])
+
+    def test_driver_reset_mid_job_drops_the_record_unwritten(self) -> None:
+        """An admin writes intel_pstate/status=passive while a step runs: the
+        kernel recreates the policies under intel_cpufreq with its defaults.
+        The step's end writes none of the intel_pstate record into them (no
+        governor, no minimum), leaves no record, and the node stays up."""
+        self.flavour("n1", driver="intel_pstate")
+        fam, mpi = lt.srun_family()
+        wd = self.workdir("status")
+        start = len(lt.write_log("n1"))
+        job = lt.sbatch(["-t", "3", "-N1", "-w", "n1", "-n2", "--mpi-pstate"],
+                        f"srun --mpi={mpi} ./wrap.sh ./imbalance.{fam} 40 250\n", wd)
+        wait_until(lambda: tp.records_of(job) and any(
+            "scaling_max_freq=" in ln and not ln.endswith("=3000000")
+            for ln in lt.write_log("n1")[start:]), "a record and a core lowered", 120)
+        lt.lab("exec", "n1", "sh", "-c",
+               "echo passive > /sys/devices/system/cpu/intel_pstate/status")
+        reset = len(lt.write_log("n1"))
+        self.assertIn("reset status=passive", " ".join(lt.write_log("n1")[start:]))
+        self.assertEqual(read("n1", "/sys/devices/system/cpu/cpufreq/policy0/scaling_driver"),
+                         "intel_cpufreq")
+        self.assertEqual(lt.wait_job(job, timeout=150), "COMPLETED")
+        after = lt.write_log("n1")[reset:]
+        self.assertFalse([ln for ln in after if "scaling_governor=" in ln
+                          or "scaling_min_freq=" in ln], after)
+        self.assertEqual(tp.records_of(job), [])
+        doms = tp.node_step("n1", job, "0")["agent"]["domains"]
+        self.assertEqual({d["policy"]: d["restore"] for d in doms},
+                         {"policy0": "stale", "policy1": "stale"}, doms)
+        self.assertNotIn("drain", lt.node_state("n1"))
 
     def test_efficient_low_is_the_nonlinear_frequency(self) -> None:
         self.flavour("n1", driver="amd-pstate-epp", nonlinear_khz=1800000)

@@ -408,6 +408,42 @@ START_TEST(restore_keeps_record_when_write_fails)
 }
 END_TEST
 
+/* intel_pstate's status written between save and restore: the driver came
+ * back as intel_cpufreq with its defaults, so the saved acpi-cpufreq values
+ * are not written into it, and the record does not block the domain. */
+START_TEST(restore_drops_a_record_of_another_driver)
+{
+        struct mpi_pstate_restore_summary sum;
+        char path[600];
+
+        ck_assert_int_eq(mpi_pstate_restore_save(dir, pol(0), &job42, err, sizeof(err)), 0);
+        ck_assert_int_eq(mpi_pstate_restore_save(dir, pol(1), &job42, err, sizeof(err)), 0);
+        change(0, "powersave", 1200000, 1800000, 0);
+        change(1, "powersave", 1200000, 1800000, 0);
+        fakesys_put(&fs, POL0 "/scaling_driver", 0444, "intel_cpufreq\n");
+        ck_assert_int_eq(
+            mpi_pstate_restore_policy(dir, fs.root, "policy0", &job42, 0, err, sizeof(err)),
+            -ESTALE);
+        ck_assert_msg(strstr(err, "made under driver acpi-cpufreq") && strstr(err, "intel_cpufreq"),
+                      "err: %s", err);
+        expect(0, "powersave", 1200000, 1800000);
+        record_path("policy0", path, sizeof(path));
+        ck_assert_int_eq(access(path, F_OK), -1);
+        /* Saved again, the backstop counts it failed, puts the other domain back, and
+         * a second pass finds nothing left. */
+        ck_assert_int_eq(mpi_pstate_restore_save(dir, pol(0), &job42, err, sizeof(err)), 0);
+        ck_assert_int_eq(mpi_pstate_restore_all(dir, fs.root, &job42, 0, &sum, err, sizeof(err)),
+                         -ESTALE);
+        ck_assert_uint_eq(sum.restored, 1);
+        ck_assert_uint_eq(sum.failed, 1);
+        ck_assert_str_eq(sum.first_name, "policy0");
+        expect(1, "performance", 1200000, 3000000);
+        ck_assert_int_eq(mpi_pstate_restore_all(dir, fs.root, &job42, 0, &sum, err, sizeof(err)),
+                         0);
+        ck_assert_uint_eq(sum.failed + sum.restored + sum.foreign, 0);
+}
+END_TEST
+
 /* The hostile cases: each leaves the sysfs state and the planted file alone. */
 static void expect_refused(const char *name, int want)
 {
@@ -748,6 +784,7 @@ static Suite *restore_suite(void)
         tcase_add_test(tc, restore_order_lowering);
         tcase_add_test(tc, restore_after_domain_clamp);
         tcase_add_test(tc, restore_keeps_record_when_write_fails);
+        tcase_add_test(tc, restore_drops_a_record_of_another_driver);
         tcase_add_test(tc, backstop_restores_all_of_the_job);
         tcase_add_test(tc, shared_domain_one_record);
         suite_add_tcase(s, tc);
