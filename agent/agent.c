@@ -188,7 +188,8 @@ static void hist_write(struct mpi_pstate_agent_core *c, uint64_t t0, uint64_t t1
 /* Raises domain d.  wake_ns 0: not a reaction to a rank leaving (no
  * restore latency recorded).  touch_slots 0: leave the slots alone.
  * Returns 0, or the write's error (the domain then stays down and is
- * retried). */
+ * retried).  A domain found gone counts as raised: retrying a write into
+ * a removed file would only spin. */
 static int do_raise(struct mpi_pstate_agent_core *c, unsigned d, uint64_t wake_ns, int touch_slots)
 {
         struct mpi_pstate_agent_domain *dom = &c->domains[d];
@@ -203,13 +204,16 @@ static int do_raise(struct mpi_pstate_agent_core *c, unsigned d, uint64_t wake_n
                 dom->write_errors++;
                 dom->last_error = rc;
                 dom->err_streak++;
-                return rc;
+                if (rc != -ENODEV)
+                        return rc;
+                dom->gone = dom->disabled = 1;
+        } else {
+                c->stats.raises++;
         }
         dom->err_streak = 0;
         dom->down = 0;
         dom->transitions++;
         dom->down_ns += t0 > dom->down_at_ns ? t0 - dom->down_at_ns : 0;
-        c->stats.raises++;
         FOR_RANKS_OF(c, d, i)
         {
                 struct mpi_pstate_agent_rank *r = &c->ranks[i];
@@ -335,8 +339,9 @@ static int do_lower(struct mpi_pstate_agent_core *c, unsigned d, uint64_t dl)
         if (rc) {
                 dom->write_errors++;
                 dom->last_error = rc;
-                if (++dom->err_streak >= c->max_errs)
+                if (++dom->err_streak >= c->max_errs || rc == -ENODEV)
                         dom->disabled = 1;
+                dom->gone = rc == -ENODEV;
                 undo_marks(c, d);
                 return 0;
         }

@@ -94,8 +94,12 @@ struct mpi_pstate_agent_rank {
 struct mpi_pstate_agent_domain {
         uint8_t usable;   /* the caller can write it (mode on, handle open) */
         uint8_t down;     /* written low and not raised since */
-        uint8_t disabled; /* gave up after repeated write errors */
-        unsigned nranks;  /* ranks that belong to it (as of the last step) */
+        uint8_t disabled; /* gave up after repeated write errors, or gone */
+        /* Its file vanished under a write (-ENODEV): the driver was
+         * re-registered and the kernel's new object starts at its own
+         * defaults, so nothing is down any more and nothing is retried. */
+        uint8_t gone;
+        unsigned nranks; /* ranks that belong to it (as of the last step) */
         uint64_t down_at_ns;
         /* figures */
         uint64_t transitions; /* lower+raise pairs */

@@ -128,6 +128,7 @@ struct agentd_domain {
         bool governor_changed;                   /* switched to userspace by the agent */
         int restore_rc; /* result of the restore at exit (1 restored, 0 none) */
         bool per_core;  /* its CPUs are one core's threads (loop.c, hybrid ranks) */
+        bool gone_logged;
 };
 
 /* An uncore domain (common/uncore.h) the agent looked at. */

@@ -125,18 +125,33 @@ static void op_clear(void *ctx, unsigned r)
                 atomic_store_explicit(&s->clocked_down, 0, memory_order_release);
 }
 
+/* Said once: the core leaves a gone domain alone from then on. */
+static int said_gone(struct agentd *a, unsigned d, int rc)
+{
+        if (rc == -ENODEV && !a->dom[d].gone_logged) {
+                a->dom[d].gone_logged = true;
+                mpi_pstate_agentd_log(LOG_WARNING,
+                                      "%s: its files were removed under the step (the cpufreq "
+                                      "driver was re-registered): left alone from now on",
+                                      a->dom[d].name);
+        }
+        return rc;
+}
+
 static int op_lower(void *ctx, unsigned d)
 {
         struct agentd *a = ctx;
 
-        return d < a->ndom ? mpi_pstate_cpufreq_domain_lower(&a->dom[d].h) : -EINVAL;
+        return d < a->ndom ? said_gone(a, d, mpi_pstate_cpufreq_domain_lower(&a->dom[d].h))
+                           : -EINVAL;
 }
 
 static int op_raise(void *ctx, unsigned d)
 {
         struct agentd *a = ctx;
 
-        return d < a->ndom ? mpi_pstate_cpufreq_domain_raise(&a->dom[d].h) : -EINVAL;
+        return d < a->ndom ? said_gone(a, d, mpi_pstate_cpufreq_domain_raise(&a->dom[d].h))
+                           : -EINVAL;
 }
 
 static uint64_t op_now(void *ctx)

@@ -152,6 +152,7 @@ static void put_domain(struct mpi_pstate_json *b, const struct agentd *a, unsign
         mpi_pstate_json_member_u64(b, "aborted", cd->aborted);
         mpi_pstate_json_member_u64(b, "write_errors", cd->write_errors);
         mpi_pstate_json_member_bool(b, "disabled", cd->disabled);
+        mpi_pstate_json_member_bool(b, "gone", cd->gone);
         mpi_pstate_json_member_str(b, "restore",
                                    dm->restore_rc == -ESTALE ? "stale"
                                    : dm->restore_rc < 0      ? "failed"

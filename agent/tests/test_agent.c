@@ -700,6 +700,56 @@ START_TEST(raise_error_retried)
 }
 END_TEST
 
+/* A driver re-registered under the step: the kept fd's file is gone.  The
+ * kernel's new policy is at its defaults, so the domain counts as up and is
+ * neither retried every millisecond nor lowered again. */
+START_TEST(raise_into_a_gone_file_is_not_retried)
+{
+        uint64_t next;
+
+        put(0, 0);
+        enter(0, fk.now, THR);
+        fk.now += THR;
+        step();
+        fk.fail_raise = ENODEV;
+        leave(0);
+        next = step();
+        ck_assert(!core.domains[0].down);
+        ck_assert(core.domains[0].gone);
+        ck_assert(core.domains[0].disabled);
+        ck_assert_int_eq(fk.flag[0], 0); /* unmarked: its down time ended */
+        ck_assert_uint_eq(core.ranks[0].transitions, 1);
+        ck_assert_uint_gt(next, fk.now + MS); /* no retry */
+        ck_assert_uint_eq(core.stats.raises, 0);
+        fk.fail_raise = 0;
+        enter(0, fk.now, THR);
+        fk.now += 2 * THR;
+        step();
+        ck_assert_str_eq(fk.log, "M0 L0 S0 R0 U0");
+        ck_assert_uint_eq(core.domains[0].write_errors, 1);
+}
+END_TEST
+
+START_TEST(lower_into_a_gone_file_disables_at_once)
+{
+        put(0, 0);
+        fk.fail_lower = ENODEV;
+        enter(0, fk.now, THR);
+        fk.now += THR;
+        step();
+        ck_assert(core.domains[0].gone);
+        ck_assert(core.domains[0].disabled);
+        ck_assert(!core.domains[0].down);
+        ck_assert_int_eq(fk.flag[0], 0);
+        leave(0);
+        step();
+        enter(0, fk.now, THR);
+        fk.now += THR;
+        step();
+        ck_assert_uint_eq(core.domains[0].write_errors, 1);
+}
+END_TEST
+
 /* ---- membership changes and shutdown ---- */
 
 START_TEST(set_domains_raises_first)
@@ -852,6 +902,8 @@ static Suite *agent_suite(void)
         tcase_add_test(t, mark_failure_raises_other_domain_of_that_rank);
         tcase_add_test(t, lower_errors_disable_domain);
         tcase_add_test(t, raise_error_retried);
+        tcase_add_test(t, raise_into_a_gone_file_is_not_retried);
+        tcase_add_test(t, lower_into_a_gone_file_disables_at_once);
         tcase_add_test(t, set_domains_raises_first);
         tcase_add_test(t, raise_all_without_slots);
         tcase_add_test(t, hold_all_lowers_a_wait_once);

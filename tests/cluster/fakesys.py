@@ -65,7 +65,9 @@ hwp_dynamic_boost (active with HWP only); amd: status
 mode re-registers the driver: every policy goes back to that mode's power-on
 defaults (energy counters and the uncore are kept) and the log says
 "reset status=...".  amd passive <-> guided keeps the limits; writing the
-current mode does nothing.  Under off/disable the cpufreq tree has no policy
+current mode does nothing.  A re-registration removes the old policies'
+files: a read or write through an fd opened before it fails with ENODEV
+(logged "policyN attr=value ENODEV"), as kernfs answers.  Under off/disable the cpufreq tree has no policy
 and the other pstate files fail with EAGAIN.
 
 uncore/: "uncore": {"style": "msr" | "tpmi", "khz": [800000, 2500000],
@@ -766,6 +768,11 @@ class FakeSys(Operations):
         self.log = open(log_path, "a", buffering=1)
         self.cfg_mtime = -1.0
         self.hw: Hardware
+        # An open policy attribute -> the policy object it was opened on: a
+        # driver re-registered since has removed that kobject, and the
+        # kernel answers a read or write through the old fd with ENODEV.
+        self.opened: dict[int, Any] = {}
+        self.next_fh = 1
         self._maybe_reload()
 
     def _maybe_reload(self) -> None:
@@ -897,7 +904,23 @@ class FakeSys(Operations):
             if kind in ("pstate", "udir") and attr is not None and flags & os.O_ACCMODE != os.O_RDONLY \
                     and not self._file(kind, obj, attr)[0] & 0o200:
                 raise FuseOSError(errno.EACCES)
+            if kind != "policy" or attr is None:
+                return 0
+            fh, self.next_fh = self.next_fh, self.next_fh + 1
+            self.opened[fh] = obj
+        return fh
+
+    def release(self, path: str, fh: Any) -> int:
+        with self.mtx:
+            self.opened.pop(fh, None)
         return 0
+
+    def _gone(self, fh: Any, tag: str) -> None:
+        """ENODEV (logged with tag) for an fd whose policy was removed."""
+        pol = self.opened.get(fh)
+        if pol is not None and all(p is not pol for p in self.hw.policies.values()):
+            self.log.write(f"{now():.6f} {tag} ENODEV\n")
+            raise FuseOSError(errno.ENODEV)
 
     def truncate(self, path: str, length: int, fh: Any = None) -> int:
         return 0  # O_TRUNC on sysfs is a no-op
@@ -913,6 +936,7 @@ class FakeSys(Operations):
         self.slow(path)
         with self.mtx:
             self._maybe_reload()
+            self._gone(fh, f"read {path.rsplit('/', 2)[-2]} {path.rsplit('/', 1)[-1]}")
             kind, obj, attr = self._resolve(path)
             if attr is None:
                 raise FuseOSError(errno.EISDIR)
@@ -939,9 +963,10 @@ class FakeSys(Operations):
         self.slow(path)
         with self.mtx:
             self._maybe_reload()
-            kind, obj, attr = self._resolve(path)
             raw = data.decode(errors="replace")
             value = raw.strip()
+            self._gone(fh, f"{path.rsplit('/', 2)[-2]} {path.rsplit('/', 1)[-1]}={value}")
+            kind, obj, attr = self._resolve(path)
             if kind == "pstate" and attr is not None:
                 self.hw.advance()  # a reset changes the frequencies: energy so far is the old state's
                 self._logged(f"pstate {attr}={value}", lambda: self.hw.pstate_write(attr, raw))

@@ -476,6 +476,36 @@ class FakePstate(PrivateFake):
                                        "pstate status=active", "reset status=active driver=amd-pstate-epp"])
         self.assertEqual(f.write("pstate/status", "off"), errno.EINVAL)  # intel's word
 
+    def test_an_fd_opened_before_a_reset_is_gone(self) -> None:
+        """kernfs: the re-registered driver's policies are new files; the
+        old fd fails with ENODEV, a new open works, a mode flip that keeps
+        the driver keeps the fd."""
+        f = self.flavour(driver="intel_pstate")
+        old = os.open(f.path(P0 + "scaling_max_freq"), os.O_RDWR)
+        try:
+            self.assertEqual(os.pwrite(old, b"1200000", 0), 7)
+            self.assertEqual(f.write("pstate/status", "passive"), 0)
+            n = len(f.log())
+            with self.assertRaises(OSError) as e:
+                os.pwrite(old, b"1200000", 0)
+            self.assertEqual(e.exception.errno, errno.ENODEV)
+            with self.assertRaises(OSError) as e:
+                os.pread(old, 64, 0)
+            self.assertEqual(e.exception.errno, errno.ENODEV)
+            self.assertEqual(f.log()[n:], ["policy0 scaling_max_freq=1200000 ENODEV",
+                                           "read policy0 scaling_max_freq ENODEV"])
+            self.assertEqual(f.read(P0 + "scaling_max_freq"), "3000000")
+            self.assertEqual(f.write(P0 + "scaling_max_freq", "1800000"), 0)
+        finally:
+            os.close(old)
+        f = self.flavour(driver="amd-pstate")
+        fd = os.open(f.path(P0 + "scaling_max_freq"), os.O_RDWR)
+        try:
+            self.assertEqual(f.write("pstate/status", "guided"), 0)
+            self.assertEqual(os.pwrite(fd, b"1800000", 0), 7)
+        finally:
+            os.close(fd)
+
     def test_no_turbo_and_perf_pct_rules(self) -> None:
         f = self.flavour(driver="intel_pstate")
         self.assertEqual(f.write("pstate/max_perf_pct", "150"), 0)

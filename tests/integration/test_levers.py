@@ -176,8 +176,10 @@ class Levers(tp.PluginCase):
     def test_driver_reset_mid_job_drops_the_record_unwritten(self) -> None:
         """An admin writes intel_pstate/status=passive while a step runs: the
         kernel recreates the policies under intel_cpufreq with its defaults.
-        The step's end writes none of the intel_pstate record into them (no
-        governor, no minimum), leaves no record, and the node stays up."""
+        The agent's kept fds then fail with ENODEV: it stops there (no retry,
+        no write into the new policies), the step's end writes none of the
+        intel_pstate record into them (no governor, no minimum), leaves no
+        record, and the node stays up with the new driver's defaults."""
         self.flavour("n1", driver="intel_pstate")
         fam, mpi = lt.srun_family()
         wd = self.workdir("status")
@@ -197,10 +199,20 @@ class Levers(tp.PluginCase):
         after = lt.write_log("n1")[reset:]
         self.assertFalse([ln for ln in after if "scaling_governor=" in ln
                           or "scaling_min_freq=" in ln], after)
+        # through the old fds: refused, and once a policy at most
+        refused = [ln for ln in after if ln.endswith(" ENODEV")]
+        self.assertFalse([ln for ln in after if "scaling_max_freq=" in ln
+                          and ln not in refused], after)
+        self.assertLessEqual(len(refused), 2, refused)
         self.assertEqual(tp.records_of(job), [])
         doms = tp.node_step("n1", job, "0")["agent"]["domains"]
         self.assertEqual({d["policy"]: d["restore"] for d in doms},
                          {"policy0": "stale", "policy1": "stale"}, doms)
+        self.assertEqual(sorted(d["policy"] for d in doms if d["gone"]),
+                         sorted(ln.split()[1] for ln in refused), (doms, refused))
+        for p in ("policy0", "policy1"):
+            self.assertEqual(read("n1", f"/sys/devices/system/cpu/cpufreq/{p}/scaling_max_freq"),
+                             read("n1", f"/sys/devices/system/cpu/cpufreq/{p}/cpuinfo_max_freq"))
         self.assertNotIn("drain", lt.node_state("n1"))
 
     def test_efficient_low_is_the_nonlinear_frequency(self) -> None:
