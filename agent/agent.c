@@ -5,8 +5,13 @@
 #include <string.h>
 
 #define NS_PER_S UINT64_C(1000000000)
-/* A domain whose raise failed is retried at least this often. */
+/* A domain whose raise failed is retried after RETRY_NS, then twice as
+ * long after each further failure, up to RETRY_NS << RETRY_MAX_SHIFT (about
+ * 1 s): a transient EBUSY is over within the first retries, while an
+ * offline CPU's policy answers EBUSY until the CPU is back, and must not
+ * cost a write each millisecond for the rest of the step. */
 #define RETRY_NS UINT64_C(1000000)
+#define RETRY_MAX_SHIFT 10u
 /* Passes of one step: a lowering that finds a rank gone can make another
  * domain of that rank due for raising in the same step. */
 #define MAX_PASSES 3
@@ -204,13 +209,18 @@ static int do_raise(struct mpi_pstate_agent_core *c, unsigned d, uint64_t wake_n
                 dom->write_errors++;
                 dom->last_error = rc;
                 dom->err_streak++;
-                if (rc != -ENODEV)
+                if (rc != -ENODEV) {
+                        dom->retry_at = t1 + (RETRY_NS << (dom->err_streak - 1 < RETRY_MAX_SHIFT
+                                                               ? dom->err_streak - 1
+                                                               : RETRY_MAX_SHIFT));
                         return rc;
+                }
                 dom->gone = dom->disabled = 1;
         } else {
                 c->stats.raises++;
         }
         dom->err_streak = 0;
+        dom->retry_at = 0;
         dom->down = 0;
         dom->transitions++;
         dom->down_ns += t0 > dom->down_at_ns ? t0 - dom->down_at_ns : 0;
@@ -400,11 +410,23 @@ static void aggregate(struct mpi_pstate_agent_core *c)
                 }
 }
 
+/* Whether d's raise waits out its back-off; *now is read once, when a
+ * domain in back-off first needs it. */
+static int backing_off(struct mpi_pstate_agent_core *c, unsigned d, uint64_t *now)
+{
+        uint64_t at = c->domains[d].retry_at;
+
+        if (!at)
+                return 0;
+        if (!*now)
+                *now = c->ops.now(c->ops.ctx);
+        return *now < at;
+}
+
 uint64_t mpi_pstate_agent_step(struct mpi_pstate_agent_core *c,
                                const struct mpi_pstate_agent_obs *obs, uint64_t wake_ns)
 {
-        uint64_t now, next, event;
-        int retry = 0;
+        uint64_t now = 0, next, event = UINT64_MAX;
 
         c->stats.steps++;
         if (!c->index_ok)
@@ -416,8 +438,8 @@ uint64_t mpi_pstate_agent_step(struct mpi_pstate_agent_core *c,
 
                 aggregate(c);
                 for (unsigned d = 0; d < c->ndomains; d++)
-                        if (c->domains[d].down && c->left[d] && do_raise(c, d, wake_ns, 1) != 0)
-                                retry = 1;
+                        if (c->domains[d].down && c->left[d] && !backing_off(c, d, &now))
+                                do_raise(c, d, wake_ns, 1);
                 now = c->ops.now(c->ops.ctx);
                 for (unsigned d = 0; d < c->ndomains; d++) {
                         struct mpi_pstate_agent_domain *dom = &c->domains[d];
@@ -435,10 +457,11 @@ uint64_t mpi_pstate_agent_step(struct mpi_pstate_agent_core *c,
         }
         aggregate(c);
         now = c->ops.now(c->ops.ctx);
-        event = retry ? now + RETRY_NS : UINT64_MAX;
         for (unsigned d = 0; d < c->ndomains; d++) {
                 const struct mpi_pstate_agent_domain *dom = &c->domains[d];
 
+                if (dom->down && c->left[d] && dom->retry_at && dom->retry_at < event)
+                        event = dom->retry_at > now ? dom->retry_at : now;
                 if (!dom->down && dom->usable && !dom->disabled && c->waiting[d] &&
                     c->dl[d] < event)
                         event = c->dl[d] > now ? c->dl[d] : now;

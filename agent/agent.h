@@ -108,6 +108,7 @@ struct mpi_pstate_agent_domain {
         uint64_t write_errors; /* failed writes */
         int last_error;        /* errno of the last failed write, negative */
         unsigned err_streak;   /* consecutive failed writes */
+        uint64_t retry_at;     /* a failed raise is not retried before, 0 = none */
 };
 
 /* Global figures. */

@@ -700,6 +700,41 @@ START_TEST(raise_error_retried)
 }
 END_TEST
 
+/* An offline CPU's policy answers EBUSY until the CPU is back: the raise
+ * is retried after 1, 2, 4 ... ms up to about a second, and a wake-up
+ * inside the back-off writes nothing. */
+START_TEST(raise_errors_back_off)
+{
+        uint64_t gap = MS;
+
+        put(0, 0);
+        enter(0, fk.now, THR);
+        fk.now += THR;
+        step();
+        fk.fail_raise = EBUSY;
+        leave(0);
+        step();
+        for (unsigned i = 0; i < 14; i++) {
+                ck_assert_uint_eq(core.next_event, fk.now + gap);
+                fk.now += gap / 2; /* woken early (another rank, the scan) */
+                step();
+                ck_assert_uint_eq(core.next_event, fk.now + gap / 2);
+                ck_assert_uint_eq(core.domains[0].write_errors, i + 1);
+                fk.now += gap / 2;
+                step();
+                gap = gap < 1024 * MS ? 2 * gap : gap;
+        }
+        ck_assert_uint_eq(core.domains[0].write_errors, 15);
+        ck_assert(core.domains[0].down);
+        fk.fail_raise = 0;
+        fk.now = core.next_event;
+        step();
+        ck_assert(!core.domains[0].down);
+        ck_assert_uint_eq(core.domains[0].retry_at, 0);
+        ck_assert_uint_eq(core.domains[0].write_errors, 15);
+}
+END_TEST
+
 /* A driver re-registered under the step: the kept fd's file is gone.  The
  * kernel's new policy is at its defaults, so the domain counts as up and is
  * neither retried every millisecond nor lowered again. */
@@ -902,6 +937,7 @@ static Suite *agent_suite(void)
         tcase_add_test(t, mark_failure_raises_other_domain_of_that_rank);
         tcase_add_test(t, lower_errors_disable_domain);
         tcase_add_test(t, raise_error_retried);
+        tcase_add_test(t, raise_errors_back_off);
         tcase_add_test(t, raise_into_a_gone_file_is_not_retried);
         tcase_add_test(t, lower_into_a_gone_file_disables_at_once);
         tcase_add_test(t, set_domains_raises_first);
