@@ -7,9 +7,11 @@
 #define NS_PER_S UINT64_C(1000000000)
 /* A domain whose raise failed is retried after RETRY_NS, then twice as
  * long after each further failure, up to RETRY_NS << RETRY_MAX_SHIFT (about
- * 1 s): a transient EBUSY is over within the first retries, while an
- * offline CPU's policy answers EBUSY until the CPU is back, and must not
- * cost a write each millisecond for the rest of the step. */
+ * 1 s): a transient error is over within the first retries, while an
+ * offline CPU's policy refuses every write until the CPU is back (EBUSY on
+ * current kernels) and must not cost a write each millisecond for the rest
+ * of the step.  mpi_pstate_agent_raise_all does not wait: it is the last
+ * chance before a ceiling or the exit. */
 #define RETRY_NS UINT64_C(1000000)
 #define RETRY_MAX_SHIFT 10u
 /* Passes of one step: a lowering that finds a rank gone can make another

@@ -96,8 +96,10 @@ struct mpi_pstate_agent_domain {
         uint8_t down;     /* written low and not raised since */
         uint8_t disabled; /* gave up after repeated write errors, or gone */
         /* Its file vanished under a write (-ENODEV): the driver was
-         * re-registered and the kernel's new object starts at its own
-         * defaults, so nothing is down any more and nothing is retried. */
+         * re-registered and the kernel's new policy starts with its own
+         * limits, so the cap is not down any more and nothing is retried
+         * (an EPP written low may live on in intel's HWP register, which
+         * the new driver reads back: docs/cpufreq.md §4). */
         uint8_t gone;
         unsigned nranks; /* ranks that belong to it (as of the last step) */
         uint64_t down_at_ns;

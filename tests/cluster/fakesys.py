@@ -894,6 +894,9 @@ class FakeSys(Operations):
 
     def open(self, path: str, flags: int) -> int:
         with self.mtx:
+            # before the fd notes its policy: else an fd opened just after a
+            # flavour change would note the old one and fail its first write
+            self._maybe_reload()
             kind, obj, attr = self._resolve(path)
             # sysfs refuses at open a file without a store method, even to
             # root; the existing read-only policy attributes keep refusing at
