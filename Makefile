@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # mpi-pstate: top-level build.  Components add their own rules in <dir>/rules.mk;
 # shared C code in common/ is built once into one static archive that every
 # component links, so no logic exists twice.

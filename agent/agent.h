@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The node agent's decision core: which frequency domain goes down or up,
  * when, and what that cost, given what the agent saw in the ranks' slots.
  *

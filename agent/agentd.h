@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mpi-pstate-agent: the node agent, one per job step per node, root.
  *
  *   main.c    command line, --restore, detaching, signals

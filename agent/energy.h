@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Node energy where there is no RAPL (Arm servers): the hwmon class.
  *
  *   <sysroot>/class/hwmon/hwmonN/name            the driver's name

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the agent keeps of root once its setup is done: its uid 0 (the sysfs
  * files, restore records and its record are root's: plain owner access, no
  * capability), confined to writing those files, and nothing else.  In this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The agent's hardware: the frequency domains of the step's CPUs and the
  * RAPL energy counters.
  *

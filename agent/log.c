@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Where the agent's messages go: a file given by the plugin, syslog, or
  * stderr in the foreground.  One write() per message, so that lines of
  * several agents appending to one file do not interleave. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The agent's main loop: scan the slots, let the decision core act, sleep
  * on the segment's futex until the next deadline.
  *

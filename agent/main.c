@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mpi-pstate-agent: command line, the --restore backstop, detaching and
  * signals.  man/mpi-pstate-agent.8 and docs/agent.md describe the options.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* RAPL energy through the powercap sysfs tree:
  *   <sysroot>/class/powercap/intel-rapl:N     package zone, name "package-N" (or "psys")
  *   <sysroot>/class/powercap/intel-rapl:N:M   subzones, names "dram", "core", "uncore"

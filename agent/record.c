@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The agent record: what the agent did and measured, one JSON document per
  * step per node, written atomically at exit (format: docs/agent.md).  The
  * node epilog reads it into the node record. */

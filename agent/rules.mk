@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # agent/: the node agent mpi-pstate-agent (one per job step per node, root),
 # started by the SPANK plugin or by mpi-pstate-exec.  Its pure parts (the
 # decision core agent.c, the energy meters rapl.c and energy.c) form the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The uncore lever: while every rank on a package the step owns whole has
  * waited longer than --uncore-threshold, that package's uncore runs at its
  * lowest frequency; it goes back up when the first of them leaves.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Which commit of the source tree a benchmark measured.
 
 Imported by the bench/<component>/run.py scripts (each puts bench/ and

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Builds BENCHMARKS.md from every bench/<component>/RESULTS.md.
 
 Each benchmark keeps its figures next to the code that produces them; this

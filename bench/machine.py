@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """What every benchmark says about where it ran, and how it prints a figure.
 
 Imported by the bench/<component>/run.py scripts (each puts bench/ on its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The environment contract between the SPANK plugin, the node agent, the
  * `mpi-pstate exec` launcher and the preload library: the names of the
  * variables that are not user options.  The user options' variables

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cpufreq backend on sysfs: discovery, per-job policy, and the kept-fd
  * "domain handle" the node agent (or a direct-mode rank) uses to clock a
  * frequency domain down and back up with one pwrite each way.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cpufreq discovery (cpufreq.h): the sysfs tree of a node, or of some of
  * its CPUs, read into a struct mpi_pstate_cpufreq_node, and the settings of
  * its policies read again; with the small parsers the restore record shares. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The domain map and what a domain may be set to (cpufreq.h), pure
  * functions over a discovery: which policies hold a set of CPUs, the
  * mechanism a domain is clocked with, the settings a request gives within

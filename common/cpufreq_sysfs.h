@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the cpufreq_*.c files share and no caller of cpufreq.h needs. */
 #ifndef MPI_PSTATE_CPUFREQ_SYSFS_H
 #define MPI_PSTATE_CPUFREQ_SYSFS_H

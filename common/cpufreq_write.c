@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cpufreq writes (cpufreq.h): the ordered one-shot writes that take a
  * policy to new settings, and the kept-fd domain handle the agent lowers and
  * raises with one pwrite each. */

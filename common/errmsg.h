@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one way every module fills its caller's (err, errlen) buffer. */
 #ifndef MPI_PSTATE_ERRMSG_H
 #define MPI_PSTATE_ERRMSG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one JSON text writer of the C components (the plugin's step record,
  * the agent's record, the preload library's profile files).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The user options of mpi-pstate: the struct every component reads, the
  * table-driven parser and the environment contract, all expanded from
  * common/options.def so that a new option is one entry there.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Strict parsers shared by the plugin, the agent and the preload library.
  * Every function returns 0 on success and a negative errno (-EINVAL for
  * malformed input, -ERANGE for out-of-range values) without touching *out on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Save/restore record: what a frequency domain looked like before a job
  * step changed it, kept in a root-owned runtime directory (one small text
  * file per policy, named after the policy) until the step, or the backstop,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Small-file IO for root code that may meet files a user could have planted.
  *
  * Every function returns a negative errno on failure.  Paths are resolved

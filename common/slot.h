@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The shared-memory segment through which MPI ranks tell the node agent
  * that they wait, and where their MPI statistics live.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Uncore frequency domains (uncore.h). */
 #include "uncore.h"
 #include "errmsg.h"

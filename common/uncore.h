@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Uncore frequency domains (intel-uncore-frequency, MSR or TPMI): which
  * exist, which CPUs each serves, and the kept-fd handle the node agent
  * lowers and raises a domain's max_freq_khz with, one pwrite each way.

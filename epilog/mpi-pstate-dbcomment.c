@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mpi-pstate-dbcomment: the one writer of mpi-pstate's summary into a job's
  * accounting record, and the reader of the job as slurmctld sees it.
  *

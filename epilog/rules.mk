@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # ---- epilog/: accounting and reporting (node Epilog, EpilogSlurmctld, the
 # `mpi-pstate` command) -- a Python stdlib package -- and the libslurm tool
 # that writes the summary into slurmdbd.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # packaging/lint.sh BUILD_DIR: lintian on BUILD_DIR/mpi-pstate_*.deb (`make deb-lint`).
 # Prints every tag; fails on a tag that packaging/lintian-expected does not list.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # packaging/mkdeb.sh BUILD_DIR: builds BUILD_DIR/mpi-pstate_<VERSION>+slurm<X.Y>_<arch>.deb,
 # the Debian binary package of this tree built against the installed Slurm.
 # `make deb` runs it (VERSION and MAKE come from the Makefile).

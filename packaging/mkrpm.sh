@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # packaging/mkrpm.sh BUILD_DIR: RPMs of this tree from packaging/mpi-pstate.spec
 # (`make rpm`): a source tarball of the checked-in files (as they are in the
 # working tree), then rpmbuild -ba with _topdir BUILD_DIR/rpm.  Results in

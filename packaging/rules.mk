@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # ---- packaging/: the packages a site builds against its own Slurm.
 #   make deb       $(B)/mpi-pstate_<VERSION>+slurm<X.Y>_<arch>.deb  (packaging/mkdeb.sh:
 #                  Debian's dpkg tools on `make install prefix=/usr`; why, and how it

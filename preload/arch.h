@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The per-architecture pieces of the preload hot path, each behind one
  * small inline function with a portable fallback, so that a port touches
  * this file only.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The interface between the front library (libmpi-pstate.so, ABI-neutral,
  * preloaded into every process) and an ABI backend
  * (libmpi-pstate-<abi>.so, dlopen()ed by the front once it knows which MPI

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The preload library's configuration: every MPI_PSTATE_* variable of
  * common/contract.h it reads, parsed once at MPI_Init.  Pure: no MPI. */
 #ifndef MPI_PSTATE_PRELOAD_CONFIG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The front library, libmpi-pstate.so: what goes into LD_PRELOAD.
  *
  * It knows no MPI ABI.  Every wrapped symbol (C, every Fortran mangling,

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Generates the preload library's wrappers from preload/mpi_functions.def.
 
 Outputs (all into --out, normally $(B)/gen/preload):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Life cycle of the ABI backend: configuration and slot at MPI_Init,
  * profile and slot state at MPI_Finalize / MPI_Abort / exit.  Compiled once
  * per MPI family (it asks MPI for rank, size and thread level).  Nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The backend's run-time state and the hot path every generated wrapper
  * inlines.  The hot path (mp_now, mp_wait_begin/_end, mp_record) makes no
  * system call, takes no lock, allocates nothing and touches no file: two

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Profile mode output: rank-<R>.json and rank-<R>.csv in a directory,
  * written at MPI_Finalize (or MPI_Abort, or exit without finalize) from the
  * rank's slot.  Pure: no MPI.  Format documented in docs/preload.md. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # ---- preload/: the PMPI preload library (front + one backend per MPI ABI),
 # the mpi-pstate-exec launcher, and the MPI test programs of tests/preload/.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The preload library's one way to print: a line on stderr, written with
  * one write() so that the lines of many ranks never interleave.  Shared by
  * the front and the backends, which link nothing in common. */

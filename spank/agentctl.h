@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Starting and stopping the node agent (mpi-pstate-agent, docs/agent.md)
  * from slurmstepd, and the backstop's "stop whatever agent this job left".
  *

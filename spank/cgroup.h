@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The step's cgroup cpuset, and the CPUs other jobs' cgroups let them run
  * on.  Slurm's cores mapped through hwloc are what the step was allocated;
  * the cgroup is what it is confined to (ConstrainCores), and on a partition

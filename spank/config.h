@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Admin configuration of mpi-pstate: the key=value words after the plugin
  * path in plugstack.conf, and the limits they put on user options.
  *

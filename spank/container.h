@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Containers: does the preload library exist in the root the task will run
  * in?  With Slurm's --container (an OCI bundle), Apptainer/Singularity run
  * as the task, or a plugin that moves the task into another root before

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Generate the option documentation of mpi-pstate from common/options.def.
 
 The C side expands options.def with the preprocessor; this script reads the

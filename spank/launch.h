@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* How the ranks of a step are reached: the LD_PRELOAD value a task gets, and
  * whether the step's task is an MPI launcher's daemon rather than a rank.
  * Pure string work: no Slurm, no environment access. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The plugin's only way to log: every message starts with "mpi-pstate: ".
  * These map to the logging functions slurmd, slurmstepd, srun and sbatch
  * export to plugins, so spank/tests/spank_stub.c can replace them all.

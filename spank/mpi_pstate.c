@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* spank_mpi_pstate.so: the SPANK front door of mpi-pstate.
  *
  * This is the only file that defines slurm_spank_* symbols.  Each hook

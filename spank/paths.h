@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Where a step's state lives on a compute node.  Pure: string work only, no
  * I/O beyond gethostname(), no Slurm.
  *

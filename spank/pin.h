@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NUMA-aware placement of the local tasks of a job step, as a pure function of
  * (hwloc topology, allocated cores, ntasks, task index, options) -> cpuset.
  * Nothing here binds anything or knows Slurm or MPI: the plugin adapter calls

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The plugin's side of pinning: turns what Slurm says about a step (its
  * allocated cores as a list, tasks, CPUs per task) and the user's --mpi-pstate-bind
  * into one request of spank/pin.h per task, and applies the answer to the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The per-step cpufreq policy: for the frequency domains of a step's CPUs,
  * save each one's settings (restore record with the step as owner), set the
  * step's governor and frequency range within the admin's floor and ceiling,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # spank/: the SPANK plugin spank_mpi_pstate.so, its man page and plugstack example,
 # the generated option documentation, and the plugin's stub-driven unit test.
 SPANK_SRCS := spank/mpi_pstate.c spank/step_prepare.c spank/step_start.c spank/step_task.c \

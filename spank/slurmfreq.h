@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Slurm's own CPU frequency settings, as mpi-pstate needs them: whether
  * Slurm sets the frequencies of a step (CpuFreqDef in slurm.conf applies to
  * every step without --cpu-freq) and which governors it allows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One step on one node, from the hooks of the SPANK front door (spank/mpi_pstate.c):
  * pinning (spank/pinning.h over spank/pin.h), the per-step cpufreq policy
  * and its restore (spank/policy.h over common/cpufreq.h and

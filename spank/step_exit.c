@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A step's last phase (spank/step.h): the agent stopped once the last local
  * task is reaped, then every domain the step saved put back and the step
  * record rewritten with the counts. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The job prolog's and epilog's backstops (spank/step.h): no step state,
  * only what earlier steps of the job left on this node (their pidfiles and
  * restore records), for a slurmstepd that was killed before its exit hook. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A step's first phase (spank/step.h: slurm_spank_init_post_opt), before
  * any task is forked and before Slurm applies --cpu-freq: the step's cores
  * and pinning plan, its runtime directories, the save of its frequency

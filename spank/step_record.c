@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What more than one phase of a step writes or reads: the node's paths of
  * the step, its record plugin.json and its timing line. */
 #include "step.h"

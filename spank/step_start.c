@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A step's second phase (spank/step.h: slurm_spank_task_post_fork, first
  * task): Slurm's task plugin has set the step's cores by now, so here the
  * step's CPUs are narrowed to its cgroup, the saved domains are set, the

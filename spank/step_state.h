@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What one step on one node carries from phase to phase (spank/step.h): made
  * in init_post_opt (step_prepare.c), completed at the first task's fork
  * (step_start.c), read by the forked tasks (step_task.c), which inherit it,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A step's per-task phase (spank/step.h): in each forked task before exec,
  * pinning as root, then as the user the environment that makes the task a
  * measured rank.  The task works on its own copy of s, inherited at fork. */

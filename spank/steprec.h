@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The plugin's step record, <runtime_dir>/steps/<job>.<step>/plugin.json:
  * what the plugin did for one step on one node (settings, the fate of each
  * frequency domain, the agent, the restore), for the node epilog's record

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Where the plugin's per-step time goes: a monotonic stopwatch split into
  * the phases of a step's start (slurm_spank_init_post_opt and the first
  * task_post_fork, which hold up the launch of every task) and of its end (task_exit and exit, which

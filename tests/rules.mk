@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # MPI smoke programs, one binary per language binding per MPI family.
 MPI_FAMILIES := openmpi mpich
 HELLO_C := $(foreach m,$(MPI_FAMILIES),$(B)/tests/mpi/hello_c.$(m))

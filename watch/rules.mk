@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # ---- watch/: what a site's Prometheus and Grafana take from mpi-pstate's
 # metrics (docs/watching.md; the metrics themselves: epilog/mpi_pstate/metrics.py).
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The node agent's decision core (common/agent.h) against scripted fakes:
  * every side effect is appended to a log ("M0" mark rank 0, "L1" lower
  * domain 1, ...) so that each case asserts the exact sequence, and the

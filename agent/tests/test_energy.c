@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Energy without RAPL: the hwmon source on fake sysfs trees.  Which source
  * a node uses, energy counters with wrap and reset, power meters integrated
  * over the sampling interval, and failed reads. */

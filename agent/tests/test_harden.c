@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The agent's hardening (agent/harden.c) against what an exploited agent
  * would try, with the agent's own code: once hardened, writing or creating
  * a file outside its fence (/etc/passwd, a root file, another policy's

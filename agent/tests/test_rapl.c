@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* RAPL on fake powercap trees: discovery, explicit status when absent or
  * unreadable, 64-bit accumulation across wraps, and the wrap-period helper. */
 #include <check.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* baseline: what waking up costs on this machine, without any agent logic.
  *
  *   baseline PERIOD_US SECONDS [RT_PRIO]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/agent/: the node agent's budgets (bench/agent/run.py writes
 # bench/agent/RESULTS.md).  `make agent-bench` builds everything and runs it.
 AGENT_BENCH_BASELINE := $(B)/bench/agent/baseline

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The node agent's budgets, each measured next to a baseline on the same machine.
 
     make B=build agent-bench            # or: bench/agent/run.py --build build [--quick]

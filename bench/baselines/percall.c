@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Baseline preload libraries: the two per-call designs mpi-pstate is measured
  * against (bench/baselines/run.py), built from this one file, once per MPI ABI.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # ---- bench/baselines/: the per-call designs mpi-pstate is measured against,
 # as preload libraries, one per design and MPI ABI:
 #   $(B)/bench/baselines/libmpst-baseline-timer.<abi>.so   setitimer per call (COUNTDOWN)

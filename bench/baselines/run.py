@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The hot path of mpi-pstate against the per-call designs, side by side in one run.
 
     make B=build baselines-bench

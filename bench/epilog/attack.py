@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The node Epilog and the EpilogSlurmctld under attack (a job's user writing
 hostile segments and records), measured
 as the resources of the child process (getrusage: CPU seconds and peak RSS;

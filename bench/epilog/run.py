@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Benchmark of the controller side of mpi-pstate's accounting: what
 EpilogSlurmctld does after the node records are in (read and validate every
 node record, merge, encode the summary, write job.json), on synthetic

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Production-scale figures of the epilogs (jobs of thousands of steps and
 ranks), as CPU seconds and
 peak RSS of this process (getrusage; the VM is shared, wall clock means

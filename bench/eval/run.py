@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The project's whole evaluation on one code: `mpi-pstate bench` run from
 this checkout, its result stamped with the checkout's commit.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Hot-path benchmark: N back-to-back calls of one intercepted MPI function
  * that never changes a frequency, timed in-process.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Hot-path figures of the preload library, with and without it, side by side.
 
     make B=build preload-bench

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Instructions per intercepted call, counted exactly by single-stepping.
 
 Runs bench/preload/hotpath.c as a singleton (no launcher) under gdb, stops at

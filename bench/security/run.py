@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The root agent under attack by the job's own ranks, against its budget.
 
     bench/security/run.py --build build [--before DIR] [--seconds 10]

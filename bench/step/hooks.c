@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench/step/hooks: one job step of spank_mpi_pstate.so on this machine,
  * without Slurm, timed hook by hook.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Per-phase cost of the mpi-pstate plugin's step work, without Slurm.
 
     /usr/bin/python3 bench/step/phases.py --build build [--baseline OTHER_BUILD]

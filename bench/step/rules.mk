@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/step/: the plugin's per-step cost.  run.py times srun steps on the
 # lab (with and without the plugin); phases.py drives the plugin's hooks
 # without Slurm through bench/step/hooks (the unit tests' stub libslurm) and

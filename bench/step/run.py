@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Job-step start overhead of the mpi-pstate plugin: `srun hostname` with and
 without --mpi-pstate, interleaved, N samples each.
 

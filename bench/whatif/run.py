@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Validation of `mpi-pstate report --what-if` on the local cluster.
 
 The fake hardware's power model is known (tests/cluster/fakesys.py, load

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """mpi-pstate epilog tooling and the `mpi-pstate` command (Python stdlib only).
 
 Modules:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Node settings that decide how fast a job can run, read from sysfs: the
 cpufreq driver, governors and limits, turbo/boost, energy-performance
 preference, C-states with their exit latencies, uncore limits, SMT, NUMA

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """mpi-pstate-bench (`mpi-pstate bench`): run a workload through Slurm with and without --mpi-pstate
 and print what it changed (docs/evaluation.md).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`mpi-pstate calibrate` (root, on an idle node): the node power model that
 `report --what-if` predicts with (format "mpi-pstate-model", version 1,
 docs/evaluation.md "The model file").

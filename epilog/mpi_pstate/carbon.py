@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Grams of CO2 from joules at the site's carbon_g_per_kwh= (its parser is
 parse.carbon): one rule for `report`, its totals and the Prometheus
 metrics.  Imported by the summaries' flusher: Python 3.6."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The `mpi-pstate` command: report, backfill, audit, exec, and the two
 epilog entry points (epilog, epilog-slurmctld)."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The collection directory (collect_dir, shared by the compute nodes and
 the controller):
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Where things are: collect_dir and runtime_dir come from the plugin's own
 plugstack.conf line (one source of truth for the plugin, the agent and the
 epilogs; keys and defaults as in spank/config.h), SlurmUser from

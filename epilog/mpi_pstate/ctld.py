@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The merge behind `mpi-pstate flush` (spool.py, which also holds the
 EpilogSlurmctld that queues the job) and `mpi-pstate backfill`: merge the nodes' records, keep the per-rank detail
 beside them (job.json) and write the bounded summary into the job's

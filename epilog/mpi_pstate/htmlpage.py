@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`mpi-pstate report --html`: one self-contained page a job (no script, no
 fetch: it opens from a mail attachment or an Open OnDemand file view): the
 job's figures, the per-rank chart, a per-node timeline of each step's

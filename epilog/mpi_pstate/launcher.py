@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """mpi-pstate-exec (`mpi-pstate exec`): run a program with the mpi-pstate preload library, outside Slurm.
 
     mpirun -n 4 mpi-pstate-exec --profile DIR -- ./app ARGS

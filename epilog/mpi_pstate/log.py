@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """One message, two places admins look: syslog (tag with the job id, as
 jobstats does) and stderr, which slurmd/slurmctld copy into their logs.
 Every message starts with "mpi-pstate: "."""

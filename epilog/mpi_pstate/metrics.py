@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Prometheus metrics the way node_exporter takes batch data: files for its
 textfile collector (--collector.textfile.directory), the directory the
 plugstack key metrics_dir= names (docs/watching.md).  Files rather than an

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The node Epilog (root, once per job on every node of the job, after all
 its steps): run the restore backstop, then publish the node's record of the
 job into the collection directory.  Always exits 0: a failing Epilog

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`mpi-pstate node-prune` (root, on every compute node, from
 mpi-pstate-node-prune.timer or the cron line): removes what jobs that no
 longer run left on the node, and delivers the node records an Epilog

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The node record: what the node Epilog publishes for one job on one node
 (docs/records.md, format "mpi-pstate-node", version 1), and its strict
 validation on the reading side.  Pure: no Slurm, no file system."""

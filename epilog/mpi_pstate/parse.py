@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Strict parsers, the Python side of common/parse.h: whole string, decimal
 only, no sign, no hex or octal surprises; a bad value raises ValueError so
 that callers keep their default and say which value was refused."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Node records the node Epilog could not publish (collect_dir full,
 unreachable or unsafe), kept on the node until a later pass delivers them:
 the next Epilog on the node, or `mpi-pstate node-prune`: otherwise a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Is the installed plugin the one this Slurm loads?  A SPANK plugin loads
 only into the Slurm release (major.minor) it was built against; after a
 Slurm upgrade without a rebuild, Slurm refuses it at info level and users

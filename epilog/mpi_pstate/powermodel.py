@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The node power model file that `mpi-pstate calibrate` writes and the
 node Epilog embeds in its record (docs/evaluation.md, "The model file"):
 its format, where it is, a strict bounded reader, and the power it gives

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`mpi-pstate report`: per job, per node and per rank, as text, JSON, CSV
 or an SVG chart (standard library only).  Input: the summary in the job's
 SystemComment (sacct; AdminComment for the version 1 summaries of earlier

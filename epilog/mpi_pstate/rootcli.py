@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The sub-commands Slurm, cron or systemd run as root or SlurmUser: epilog,
 epilog-slurmctld, flush, prune, node-metrics.  The `mpi-pstate` script dispatches them
 here without importing cli.py (and the report behind it), so that only the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """File access for code that runs as root (or SlurmUser) and meets files a
 user could have planted or written: the rules of common/safeio.h in Python.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Reader (and, for tests and tools, writer) of mpi-pstate shared-memory
 segments and slot files: the layout of common/slot.h in Python, stdlib only.
 

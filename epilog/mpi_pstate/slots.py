@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Per-rank figures of a job on this node, from the shared-memory segments
 the ranks wrote (layout: common/slot.h, read with preload's
 slot.py, which this module imports rather than copies).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The Slurm commands mpi-pstate runs: argument lists only (never a shell),
 absolute paths, bounded time, and output parsed strictly."""
 import os

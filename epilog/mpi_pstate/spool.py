@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Never hold, never lose: the EpilogSlurmctld (epilog_slurmctld())
 only queues the job and returns (a job is never held in COMPLETING by a
 late node or a slurmdbd that is down); `mpi-pstate flush` writes every

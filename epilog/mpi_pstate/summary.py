@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Merging the node records of a job (format "mpi-pstate-job", the per-rank
 detail kept beside the accounting record) and the accounting summary
 written into the job's SystemComment ("mpi-pstate/2:" + compact JSON;

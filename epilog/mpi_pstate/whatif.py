@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`mpi-pstate report --what-if`: the energy a job would have saved, and the
 time it would have added, under a threshold and a low frequency, predicted
 from what a profile (or on) run recorded and the node power model that

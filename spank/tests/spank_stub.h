@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A stand-in for the part of libslurm a SPANK plugin calls, so the hooks of
  * spank/mpi_pstate.c run in a unit test: the test sets the context and the
  * items, the stub records log lines, registered options and setenv calls. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* spank/cgroup.c on fake /proc and cgroup trees: the step's cpuset found
  * from a process's /proc/<pid>/cgroup (v1, v2, hybrid, SLUID-named job
  * directories), read at the step's level, and the CPUs of every other job's

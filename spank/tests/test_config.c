@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The plugstack.conf argument parser and the limits it puts on options. */
 #include <check.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The frequency limits of a step, pure logic on fake sysfs trees: the
  * agent's high and low from the settings the step's cores were set to
  * (mpi_pstate_cpufreq_step_range), Slurm's CpuFreqDef/CpuFreqGovernors read

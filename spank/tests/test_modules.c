@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The Slurm-free modules behind the plugin's hooks: paths (%h, step names),
  * the LD_PRELOAD value, launcher detection, the agent's command line and
  * its start/stop, the step record, the per-step cpufreq policy on fake sysfs

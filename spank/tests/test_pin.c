@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Golden placements for common/pin.c.  Topologies (tests/data/topo/):
  *   2s-snc2-smt.xml    pack:2 numa:2 core:8 pu:2, Intel-style PU numbering:
  *                      core c holds PUs c and c+32; NUMA n holds cores 8n..8n+7

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The hooks of spank/mpi_pstate.c driven through a stub libslurm: option
  * registration in every context, submit-time refusal, the remote side's
  * environment export and batch-step skip, and "never fail a job".

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hostile: a rank that attacks the node agent through its own segment, as
  * the job's user can (fake pids, invalid slots), for tests/integration/
  * test_adversarial_root.py and bench/agent/run.py's attack run.

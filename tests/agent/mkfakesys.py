@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Builds a plain-file fake sysfs tree for the node agent's tests and benchmarks.
 
     mkfakesys.py ROOT --cpus 128 [--driver acpi-cpufreq|intel_pstate|intel_cpufreq|

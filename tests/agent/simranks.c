@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* simranks: simulated MPI ranks for the node agent's tests and benchmarks.
  *
  * One thread per simulated rank claims slot i of an existing segment and

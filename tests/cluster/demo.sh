@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # `make demo`: start the local two-node cluster, install this build into it,
 # run an imbalanced MPI job with --mpi-pstate as an ordinary user, and show
 # what the user and the admin see afterwards.

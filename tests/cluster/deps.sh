@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs every Debian package mpi-pstate needs to build, test and demo
 # (Debian 12 "bookworm").  Idempotent; --if-missing returns at once when all
 # are present, so `make check` and `make demo` can call it every time.

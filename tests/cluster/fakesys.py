@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Fake cpufreq, P-state driver, uncore and RAPL powercap hardware with the
 kernel's sysfs semantics.
 

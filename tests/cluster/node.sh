@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Body of one fake compute node.  Runs inside `unshare --mount --uts
 # --propagation private` (started by `lab start`): gives the node its own
 # hostname, /tmp, /dev/shm and fake cpufreq + RAPL hardware, then execs slurmd.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # ---- make check-24: Slurm 24.11 (Debian 13 "trixie": Open MPI 5.0, MPICH
 # 4.2, hwloc 2.12, Python 3.13) inside tests/cluster/debroot's cached root.
 # It builds into its own directory (B24, default build-24), so the host build

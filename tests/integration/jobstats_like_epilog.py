@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """A stand-in for jobstats' EpilogSlurmctld part (Princeton's jobstats,
 slurm/slurmctldepilog.sh), for tests/integration/test_jobstats_coexist.py:
 written from its documented behaviour, not from its code.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Helpers for integration tests against the local two-node cluster.
 
 Jobs run as the non-root test user, exactly as a user would submit them; the

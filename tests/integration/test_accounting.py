@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Accounting on the real two-node cluster: node Epilog, EpilogSlurmctld,
 the summary in slurmdbd (the job's SystemComment; the AdminComment is left
 to admins and jobstats: test_jobstats_coexist.py), `mpi-pstate report` and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Attacks on the root side (node agent, its segment and log) by the job's
 user, replayed without the cluster and asserted against the bounds of
 docs/security.md ("Root side: plugin and agent").

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The node agent with real MPI programs on the lab's node n2 (FUSE fake sysfs).
 
 Until the plugin starts the agent, each test starts it by hand inside n2's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The node agent as a process, without the cluster: a plain-file fake sysfs
 on tmpfs (tests/agent/mkfakesys.py), simulated ranks (tests/agent/simranks.c)
 or slots written from Python, and hostile users.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The node agent's levers beside the core cap, as a process on a plain-file
 fake sysfs (tests/agent/mkfakesys.py) with ranks written from Python:
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """mpi-pstate bench (epilog/mpi_pstate/bench.py) on the local cluster, as the test user, with
 the imbalanced demo program: two repetitions of without / --mpi-pstate at
 threshold 0 / at 2 ms.  Checks the interleaving, that the runs without the

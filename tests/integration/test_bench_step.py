@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """bench/step/run.py on the local cluster, as the test user, with a few
 samples: both scopes run, every srun with and without --mpi-pstate
 succeeds, the counts are right, and exactly the with samples got the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Configless Slurm (SlurmctldParameters=enable_configless, slurmd
 --conf-server): node n2 keeps no Slurm configuration of its own and gets
 slurm.conf and plugstack.conf from slurmctld.  What docs/admin.md says holds:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Slurm's own --container (an OCI bundle run by rootless runc, oci.conf
 beside the lab's slurm.conf) with the plugin active: where the bundle's root
 lacks the preload library the job runs with no ld.so message and the step

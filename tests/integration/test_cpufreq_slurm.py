@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Slurm's own frequency controls and mpi-pstate on one step (docs/cpufreq.md
 "Slurm's frequency controls"): Slurm's --cpu-freq setting is the agent's
 "high", its minimum bounds the "low", its governor stays, and every core ends

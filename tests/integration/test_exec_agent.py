@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`mpi-pstate-exec --node-agent` outside Slurm: on a machine whose cpufreq
 files root may write (node n2's fake hardware) it starts the node agent
 around an mpirun, cores are clocked down during waits and every file is back

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The fake hardware of each node behaves like the kernel's sysfs: these are
 the rules every later test relies on, so each is shown to hold.
 

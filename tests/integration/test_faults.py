@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Failing parts on the lab cluster, none of which may hold a job up or lose
 its figures: slurmdbd down
 while jobs end, a node "crash" (the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """mpi-pstate beside jobstats on the real cluster: sites run both, and
 both write the accounting record.
 

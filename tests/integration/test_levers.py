@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The levers beside the core cap on the lab, through sbatch and the
 installed plugin: the uncore of a package a step owns whole (uncore=yes),
 EPP where scaling_max_freq cannot be written, --mpi-pstate-low=efficient

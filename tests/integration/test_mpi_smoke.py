@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Both MPI families, every language binding, launched the ways users launch
 them, across both nodes of the local cluster, as the non-root test user."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A fault of mpi-pstate's own never takes a node out of service, on every
 Slurm release the lab runs (22.05 on the host, 24.11 and 26.05 in
 tests/cluster/debroot's roots: make check-24, make check-26).  Slurm 25.05

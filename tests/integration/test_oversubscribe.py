@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Another job's cores: a step never clocks down a core another job also
 holds.  On a partition with
 OverSubscribe=FORCE two jobs get the same cores of n1: the step of the second

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The SPANK plugin in real jobs on the local two-node cluster, as the test
 user: what each rank sees (library, segment, slot, pinning, governor) for both
 MPI families and every way of launching them, what the fake cpufreq hardware

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The plugin's options at submit time, as the test user: listed by --help of
 sbatch, salloc and srun; every good value accepted by each command; every
 bad value refused by each command before anything is queued, with a message

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The preload library under Slurm: ranks started by srun on both nodes (and
 through a shell script) count exactly one event per MPI call, for every
 binding and both MPI families.  The library is the installed one, loaded

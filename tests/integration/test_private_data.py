@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """PrivateData=jobs in slurm.conf and slurmdbd.conf, as a site sets it to
 hide jobs from other users: the job's user reads the job's records and
 `mpi-pstate report` shows them whole; another user reads none of its files

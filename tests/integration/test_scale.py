@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A production-shaped job on the real cluster (sites run sweeps of
 thousands of steps in one job): a parameter sweep
 of at least 1000 steps, every step counted in the summary, and nothing of

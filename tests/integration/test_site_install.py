@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The product installed on the cluster's own Slurm exactly as docs/admin.md
 tells an admin (`tests/cluster/lab install`: `make install` into the system
 paths and Slurm's plugin directory, the example line uncommented, every

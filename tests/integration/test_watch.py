@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """mpi-pstate's metrics where sites look (docs/watching.md): the lab's real
 Prometheus scrapes real node_exporters (Debian's packages, `lab watch
 start`), one on each node's metrics_dir and one on the controller's.  One

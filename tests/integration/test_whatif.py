@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`mpi-pstate calibrate` and `report --what-if` on the local cluster, against
 the fake hardware whose power model is known (tests/cluster/fakesys.py,
 load "proc"): calibrate refuses a node without RAPL and stores nothing; on a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Smoke test: every rank reports where it runs and the ranks check a reduction,
  * so a launch that starts singletons instead of one job fails visibly. */
 #include <mpi.h>

@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: BSD-3-Clause
 ! Smoke test, Fortran 2008 with use mpi_f08.
 program hello_f08
   use mpi_f08

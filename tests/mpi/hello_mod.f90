@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: BSD-3-Clause
 ! Smoke test, Fortran with use mpi.
 program hello_mod
   use mpi

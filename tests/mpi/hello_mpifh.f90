@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: BSD-3-Clause
 ! Smoke test, Fortran with include 'mpif.h'.
 program hello_mpifh
   implicit none

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A deliberately imbalanced MPI program, the case mpi-pstate exists for:
  * in each iteration rank 0 computes for WORK ms while every other rank waits
  * in MPI_Barrier, then all exchange a small message with MPI_Allreduce.

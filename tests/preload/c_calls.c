@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Calls every family the preload library wraps and prints, per rank, how
  * many times it called each function:
  *   COUNTS <rank> {"MPI_Send": 1, ...}

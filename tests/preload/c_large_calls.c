@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Calls every MPI-4 large-count function the preload library wraps
  * (MPI_X_c, the blocking calls with counts) and prints, per rank, how many
  * times it called each MPI function:

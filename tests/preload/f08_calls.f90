@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: BSD-3-Clause
 ! Fortran binding through use mpi_f08: the same calls as f77_calls and
 ! f90_calls, fixed counts per rank (2 ranks), see tests/py/test_preload.py.
 program f08_calls

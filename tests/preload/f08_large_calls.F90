@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: BSD-3-Clause
 ! The large-count calls of c_large_calls.c through use mpi_f08: counts of
 ! kind MPI_COUNT_KIND select the MPI-4 large-count procedures (MPICH:
 ! mpi_x_f08ts_large_ in 4.0, mpi_x_c_f08ts_ from 4.1).  Same calls, same

@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: BSD-3-Clause
 ! Does this MPI's mpi_f08 have the MPI-4 large-count procedures?  rules.mk
 ! compiles this (syntax only) to decide how to build f08_large_calls.F90.
 program f08_large_probe

@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: BSD-3-Clause
 ! Fortran binding through include 'mpif.h': the same calls as f90_calls and
 ! f08_calls, fixed counts per rank (2 ranks), see tests/py/test_preload.py.
 ! MPI_IN_PLACE must reach the MPI unchanged: the in-place results are checked.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* MPI_THREAD_MULTIPLE: THREADS threads call MPI at the same time, each on
  * its own communicator, ITERS times each.  No count may be lost:
  *   COUNTS <rank> {"MPI_Init_thread": 1, "MPI_Sendrecv": THREADS*ITERS, ...}

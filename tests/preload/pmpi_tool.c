@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A minimal PMPI tool, the way mpiP, Score-P, TAU or a site's own tool are
  * written: it defines MPI_X, counts the call and calls PMPI_X.  Used by
  * tests/py/test_preload_pmpi.py as a shared library in LD_PRELOAD (after or

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Helpers for the preload library's tests, reusable by the cluster tests
 (tests/integration) for their srun-launched variants:
 

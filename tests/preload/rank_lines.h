@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Printing one line per rank of a 2-rank test program so that a test can
  * parse it: MPICH 4.2's mpiexec forwards the output of two ranks in chunks
  * and interleaves long lines written at the same moment, so rank 0 prints

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Waits of a known length at one call site, for the wait-mode tests
  * (tests/py/test_preload_wait.py):
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The per-call baseline libraries of bench/baselines under both MPIs: the
 timer design makes exactly two setitimer calls per MPI call and lowers the
 frequency only in calls that outlive its timeout; the switch design makes

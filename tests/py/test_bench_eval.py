@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """mpi-pstate bench (epilog/mpi_pstate/bench.py) without a cluster: its parsers (threshold
 lists, hpccinf.txt, mountinfo), the
 interleaved plan, and whole runs of main() against a scripted fake Slurm

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """bench/step/run.py without a cluster: ABBA order, nearest-rank p90, the
 sample parser, and both scopes run end to end against a fake srun that is
 slower with --mpi-pstate (and a fake sbatch --wait that runs the generated

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """BENCHMARKS.md must hold exactly the figures of bench/*/RESULTS.md."""
 from __future__ import annotations
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`mpi-pstate calibrate`'s new figures without a cluster: the knee finder on
 synthetic power curves, the knee file beside the model, and the uncore
 sweep's limits put back exactly as found, after a normal run and after a

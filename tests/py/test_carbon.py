@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """carbon_g_per_kwh=: the site's carbon intensity, site-wide and per
 partition.  The plugin (common/parse.c) checks the value where the admin
 sees errors; the reports (epilog/mpi_pstate/parse.py) use it: both accept

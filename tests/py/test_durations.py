@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """One duration grammar: common/parse.c's mpi_pstate_parse_duration_us is
 the reference, epilog/mpi_pstate/parse.py mirrors it, and every Python
 reader of a duration (the report, `mpi-pstate bench`, `mpi-pstate exec`)

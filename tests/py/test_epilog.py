@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Node side of the epilog tooling, without a cluster: strict parsers,
 hostile-safe file access, the plugstack reader, the node audit on fake sysfs
 trees, per-rank figures from real segments (written with preload's slot

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The node Epilog and the flusher under the attacks docs/security.md lists,
 replayed as the job's user and as another user, each asserting its bound
 (docs/security.md, "Epilog side").  The Epilog runs as a child process, as

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Shared fixtures of the epilog suites (test_epilog*.py, test_report*.py),
 a fake sysfs tree, segments written through preload's slot module, and
 synthetic node records.  Holds no test case (named test_epilog_* only to

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The code Slurm, cron and systemd run (node Epilog, EpilogSlurmctld, flush,
 prune) must run on Python 3.6 (RHEL 8's python3): a SyntaxError or a
 missing 3.7+ function there fails the Epilog, and Slurm drains the node.

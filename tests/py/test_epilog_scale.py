@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Production-scale jobs on one node: every step counted past the
 record's detail bound, every segment removed, a failed publish delivered
 later, figures a rank cannot forge, the record's size enforced, and the

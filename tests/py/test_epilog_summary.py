@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Controller side without a cluster: merging node records, the bounded
 accounting summary (size independent of ranks and nodes; ranks vs
 rank-steps, job wall time, bounded imbalance, energy source), reading

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The agent's sums.json (how a step past the Epilog's bounds is still
 counted): the real agent, run on a segment of
 honest, odd and hostile slots, writes the very totals the node Epilog

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Prometheus metrics (epilog/mpi_pstate/metrics.py): the text format as
 Prometheus' own checker reads it, labels that cannot break out of their
 quotes, files aged out and bounded in number, a directory refused unless

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Adding an option is one entry in common/options.def and nothing else.
 
 A throwaway entry goes into a copy of the tree; with no other edit, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The option table and the documents generated from it.
 
 Fails when the committed man page or docs/options.md differ from what

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The preload library with real MPI programs, outside Slurm: every binding
 (C, mpif.h, use mpi, use mpi_f08) on Open MPI and MPICH gives exactly one
 event per call; threads lose no count; launch through mpi-pstate-exec, a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """preload/gen_wrappers.py: one declarative line per MPI function becomes
 every entry point, deterministically, checked by each MPI's compiler."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """HPC Challenge (Debian's hpcc, linked to Open MPI) under the preload
 library: its own checks pass and every rank's profile is plausible."""
 from __future__ import annotations

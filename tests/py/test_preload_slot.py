@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The shared-memory contract seen from the node agent's side: a segment
 created as the plugin/agent would, real MPI ranks publishing their waits in
 it, an agent stand-in following the wake protocol with a real futex, and a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The slot layout in Python (epilog/mpi_pstate/slot.py) against the C
 compiler's view of common/slot.h: every field's offset, size and
 signedness, the structures' sizes, the magics, version and counts, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """How the MPI library waits, seen end to end with real ranks and no
 cluster: a rank waiting in MPI_Barrier (tests/preload/wait_calls.c) records
 its library's configured wait mode from its own environment and the CPU

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`mpi-pstate report` and the command line, without a cluster: text, JSON,
 CSV and SVG of synthetic jobs (sacct mocked), array jobs, jobs without the
 tool, a job whose summary the epilog missed, the summary in SystemComment

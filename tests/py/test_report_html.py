@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`mpi-pstate report --html`: one self-contained page a job, with its
 figures, the per-rank chart, a per-node timeline, the energy against full
 clock; and the charts' axes at round values.  The page is opened in a real

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`mpi-pstate report --what-if` shows each lever beyond the core cap (the
 efficient level, the uncore) in every format, not only the text: CSV
 columns appended after the older ones, a table on the HTML page, lines

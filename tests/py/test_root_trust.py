@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Root trusts only root's files (a user's file read or run as root is a
 way to root): the node Epilog
 runs agent= and every program only after the SPANK plugin's trusted-path

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """tests/run: a failed integration test is run once more, alone; one that
 then passes counts as passed and is named FLAKY; one that fails again, or
 more failures than RERUN_MAX, stay failures."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Shell scripts that run under `set -o pipefail` never pipe into a reader
 that stops early (`head`, `grep -q`, `grep -m`): the writer then dies of
 SIGPIPE whenever its output outgrows one write, and pipefail turns that race

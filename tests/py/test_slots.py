@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The pure parts of the Epilog's slot reader (epilog/mpi_pstate/slots.py):
 a slot's function table reduced to its MPI totals, the checks that refuse
 a listed segment that is not the plugin's file, and the reasons a listed

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """What sites import from watch/: the alerting rules pass promtool and fire
 on the series meant to raise them (tests/data/prometheus-rules-test.yml),
 and the dashboard and the rules name only metrics mpi-pstate writes

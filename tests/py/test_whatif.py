@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`report --what-if` and `calibrate` without a cluster: the bounds of the
 histogram prediction hold for random call durations, the blocking totals
 tighten them, the model file is strict, the recommendation keeps the time

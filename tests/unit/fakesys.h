@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fake sysfs trees for the unit tests: plain files in a temporary directory,
  * laid out as the kernel lays out /sys/devices/system/cpu and
  * /sys/class/powercap.  Plain files do not have sysfs write semantics (a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shortcuts the unit suites use and the product does not: each calls the
  * product's function with its optional argument left out (NULL or 0), as
  * the tests mostly want.  Kept here, not in the common archive, so that

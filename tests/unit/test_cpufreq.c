@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cpufreq backend on fake sysfs trees: discovery of the driver shapes,
  * mechanism choice, per-job policy clamping, write ordering, and the
  * one-pwrite transition of the domain handle. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* common/json.c: the one JSON writer of the C components. */
 #include <check.h>
 #include <stdlib.h>

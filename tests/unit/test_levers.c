@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The levers beside the core's cap on fake sysfs trees: EPP (discovery,
  * mechanism choice, the one-pwrite handle, write order, the restore
  * record's epp line), the lowest nonlinear frequency, and uncore domains

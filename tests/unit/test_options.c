@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The option table and its parser, formatter and environment contract. */
 #include <check.h>
 #include <errno.h>

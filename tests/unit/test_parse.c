@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>

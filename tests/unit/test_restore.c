@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Save/restore records and the hostile-safe IO under them: round trips,
  * ownership, restore order, idempotence, the backstop, and records a user
  * could have planted (symlink, oversize, garbage, wrong owner). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>

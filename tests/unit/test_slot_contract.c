@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The environment contract (common/contract.h) and the user option table
  * (common/options.def): every option's variable is MPI_PSTATE_<KEY>, the
  * front library's name for the mode is the table's, and no contract name

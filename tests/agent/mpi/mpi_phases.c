@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mpi_phases: an MPI program whose waits are known in advance, for the node
  * agent's integration tests and benchmarks.  Each argument is one phase,
  * run in order by every rank:

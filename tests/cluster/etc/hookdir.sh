@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs every executable in <this file's name>.d/ in name order, so that each
 # component drops its own Prolog/Epilog/EpilogSlurmctld part in place.  A
 # failing part is logged and does not stop the others; the exit status is the
