@@ -19,9 +19,32 @@ sysconfdir  ?= /etc
 DESTDIR     ?=
 
 TRIPLET := $(shell gcc -print-multiarch 2>/dev/null)
+# Which Slurm to build against: SLURM_PREFIX=/opt/slurm (its include/ and
+# lib64/ or lib/, as `configure --prefix` installs them); else pkg-config's
+# slurm.pc when there is one (SchedMD's slurm-devel has it); else the
+# system's headers and libslurm (Debian's libslurm-dev has no slurm.pc).
+# The headers are system headers (-isystem): their warnings are not ours.
+SLURM_PREFIX ?=
+ifneq ($(strip $(SLURM_PREFIX)),)
+SLURM_LIBDIR := $(patsubst %/libslurm.so,%,$(firstword $(wildcard $(SLURM_PREFIX)/lib64/libslurm.so \
+	$(SLURM_PREFIX)/lib/libslurm.so)))
+SLURM_LIBDIR := $(or $(SLURM_LIBDIR),$(SLURM_PREFIX)/lib)
+SLURM_CFLAGS := -isystem $(SLURM_PREFIX)/include
+# A prefix outside the loader's path is found again at run time (RUNPATH).
+SLURM_LIBS := -L$(SLURM_LIBDIR) -Wl,-rpath,$(SLURM_LIBDIR) -lslurm
+else ifeq ($(shell pkg-config --exists slurm 2>/dev/null && echo y),y)
+SLURM_LIBDIR := $(shell pkg-config --variable=libdir slurm)
+SLURM_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags slurm))
+SLURM_LIBS := $(shell pkg-config --libs slurm)
+else
+SLURM_LIBDIR :=
+SLURM_CFLAGS :=
+SLURM_LIBS := -lslurm
+endif
 # Debian installs Slurm plugins under /usr/lib/<triplet>/slurm-wlm; other
 # distributions use <libdir>/slurm.  Override with SLURM_PLUGINDIR=...
-SLURM_PLUGINDIR ?= $(firstword $(wildcard /usr/lib/$(TRIPLET)/slurm-wlm /usr/lib64/slurm /usr/lib/slurm) $(libdir)/slurm)
+SLURM_PLUGINDIR ?= $(firstword $(if $(SLURM_LIBDIR),$(SLURM_LIBDIR)/slurm) \
+	$(wildcard /usr/lib/$(TRIPLET)/slurm-wlm /usr/lib64/slurm /usr/lib/slurm) $(libdir)/slurm)
 PYTHON := /usr/bin/python3
 
 B := build
@@ -32,18 +55,35 @@ CC := gcc
 CF_ARCH := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null)))
 HARDEN_CF_x86_64 := -fcf-protection
 HARDEN_CF_aarch64 := -mbranch-protection=standard
-HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection $(HARDEN_CF_$(CF_ARCH))
-WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
+# Packagers' and sites' flags (rpmbuild's %optflags, dpkg-buildflags, a
+# site's -march) come from the environment or the command line and go after
+# the project's own on every compile and link: they may add to the
+# hardening or override -O, never drop it.  A _FORTIFY_SOURCE level they set
+# is theirs (defining it twice differently is a warning).
+CPPFLAGS ?=
+CFLAGS ?=
+LDFLAGS ?=
+USER_CFLAGS := $(CPPFLAGS) $(CFLAGS)
+# -Werror is CI's and `make check`'s (they pass WERROR=-Werror), not the
+# default build's: a warning that a newer compiler adds must not break a
+# site's build of a release.
+WERROR ?=
+FORTIFY := $(if $(findstring _FORTIFY_SOURCE,$(USER_CFLAGS)),,-D_FORTIFY_SOURCE=2)
+HARDEN := $(FORTIFY) -fstack-protector-strong -fstack-clash-protection $(HARDEN_CF_$(CF_ARCH))
+WARN := -Wall -Wextra $(WERROR) -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
 CSTD := -std=c11 -D_GNU_SOURCE
 OPT ?= -O2 -g
 # Every C compile writes its header dependencies beside its output (-MMD -MP;
 # read back at the end of this file), so no rule lists headers by hand.
 # Only generated headers are named, so that they exist before the first compile.
 DEPFLAGS := -MMD -MP
-CFLAGS_COMMON := $(CSTD) $(OPT) $(WARN) $(HARDEN) $(DEPFLAGS) -fPIC -fvisibility=hidden -Icommon -I$(B)/gen
+CFLAGS_COMMON := $(CSTD) $(OPT) $(WARN) $(HARDEN) $(DEPFLAGS) -fPIC -fvisibility=hidden -Icommon -I$(B)/gen \
+	$(SLURM_CFLAGS) $(USER_CFLAGS)
 # Test programs: the same language and warnings, without the product's hardening.
-TEST_CFLAGS := $(CSTD) $(OPT) -Wall -Wextra -Werror $(DEPFLAGS)
-LDFLAGS_COMMON := -Wl,-z,relro -Wl,-z,now -Wl,--as-needed
+TEST_CFLAGS := $(CSTD) $(OPT) -Wall -Wextra $(WERROR) $(DEPFLAGS) $(SLURM_CFLAGS) $(USER_CFLAGS)
+LDFLAGS_COMMON := -Wl,-z,relro -Wl,-z,now -Wl,--as-needed $(CFLAGS) $(LDFLAGS)
+# Test programs compile and link in one step (CFLAGS are in TEST_CFLAGS).
+TEST_LDFLAGS := $(LDFLAGS)
 HWLOC_CFLAGS := $(shell pkg-config --cflags hwloc 2>/dev/null)
 HWLOC_LIBS := $(shell pkg-config --libs hwloc 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -73,7 +113,7 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/unit/%)
 $(B)/tests/unit/%: tests/unit/%.c $(COMMON_LIB) | $(B)/tests/unit
 	$(CC) $(TEST_CFLAGS) -Icommon -I$(B)/gen -Itests/unit $(HWLOC_CFLAGS) $(CHECK_CFLAGS) \
-	  -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ $< $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS)
+	  -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ $< $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS) $(TEST_LDFLAGS)
 $(B)/tests/unit:
 	mkdir -p $@
 
@@ -94,7 +134,7 @@ unit: $(UNIT_BINS)
 # before libhwloc-dev was installed linked a plugin without -lhwloc, which
 # sbatch then refused ("undefined symbol: hwloc_bitmap_next").
 check: deps-if-missing
-	@$(MAKE) --no-print-directory check-installed
+	@$(MAKE) --no-print-directory WERROR=-Werror check-installed
 check-installed: all unit $(CHECK_PREREQS)
 	$(PYTHON) tests/run $(CHECK_ARGS)
 
@@ -106,7 +146,8 @@ uninstall:
 # and its tests read them instead of assuming a layout).
 print-dirs:
 	@printf '%s=%s\n' prefix '$(prefix)' bindir '$(bindir)' sbindir '$(sbindir)' libdir '$(libdir)' \
-	  libexecdir '$(libexecdir)' datadir '$(datadir)' mandir '$(mandir)' SLURM_PLUGINDIR '$(SLURM_PLUGINDIR)'
+	  libexecdir '$(libexecdir)' datadir '$(datadir)' mandir '$(mandir)' SLURM_PLUGINDIR '$(SLURM_PLUGINDIR)' \
+	  SLURM_LIBDIR '$(SLURM_LIBDIR)'
 
 deps:
 	./tests/cluster/deps.sh

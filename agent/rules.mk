@@ -31,7 +31,7 @@ $(AGENT_UNIT_BINS): $(B)/tests/unit/%: agent/tests/%.c $(AGENT_LIB) $(COMMON_LIB
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -Icommon -Iagent -I$(B)/gen -Itests/unit $(CHECK_CFLAGS) \
 	  -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ $< $(AGENT_UNIT_OBJS) $(AGENT_LIB) $(COMMON_LIB) \
-	  $(CHECK_LIBS) $(COMMON_LIBS)
+	  $(CHECK_LIBS) $(COMMON_LIBS) $(TEST_LDFLAGS)
 UNIT_BINS += $(AGENT_UNIT_BINS)
 # The adversarial test of the hardening runs the daemon's own harden.o.
 $(B)/tests/unit/test_harden: $(B)/agent/harden.o
@@ -44,7 +44,7 @@ AGENT_TEST_DIR := $(B)/tests/agent
 AGENT_HELPERS := $(patsubst tests/agent/%.c,$(AGENT_TEST_DIR)/%,$(wildcard tests/agent/*.c))
 $(AGENT_TEST_DIR)/%: tests/agent/%.c $(AGENT_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -Icommon -Iagent -o $@ $< $(AGENT_LIB) $(COMMON_LIB) $(COMMON_LIBS) -lpthread
+	$(CC) $(TEST_CFLAGS) -Icommon -Iagent -o $@ $< $(AGENT_LIB) $(COMMON_LIB) $(COMMON_LIBS) -lpthread $(TEST_LDFLAGS)
 
 ALL_TARGETS += $(AGENT_BIN)
 CHECK_PREREQS += $(AGENT_HELPERS)

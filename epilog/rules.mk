@@ -32,8 +32,8 @@ $(B)/epilog:
 
 # Slurm headers are not ours to warn about; libslurm is the only extra library.
 $(EPILOG_DBCOMMENT): epilog/mpi-pstate-dbcomment.c $(COMMON_LIB) | $(B)/epilog
-	$(CC) $(CSTD) $(OPT) $(WARN) $(HARDEN) $(DEPFLAGS) -fPIE -Icommon -o $@ $< $(COMMON_LIB) \
-	  $(LDFLAGS_COMMON) -pie -lslurm
+	$(CC) $(CSTD) $(OPT) $(WARN) $(HARDEN) $(DEPFLAGS) -fPIE -Icommon $(SLURM_CFLAGS) $(USER_CFLAGS) \
+	  -o $@ $< $(COMMON_LIB) $(LDFLAGS_COMMON) -pie $(SLURM_LIBS)
 
 $(B)/epilog/units/%: packaging/systemd/%.in | $(B)/epilog
 	mkdir -p $(dir $@) && $(EPILOG_SUBST) $< > $@.tmp && mv -f $@.tmp $@

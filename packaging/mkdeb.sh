@@ -50,7 +50,7 @@ WORK=$OUT/deb
 SRC=$WORK/src              # a minimal Debian source layout for dpkg-shlibdeps and dpkg-gencontrol
 ROOT=$SRC/debian/$PKG      # the package's file system tree
 
-for t in dpkg-architecture dpkg-checkbuilddeps dpkg-shlibdeps dpkg-gencontrol dpkg-deb dpkg-query gcc strip gzip md5sum; do
+for t in dpkg-architecture dpkg-buildflags dpkg-checkbuilddeps dpkg-shlibdeps dpkg-gencontrol dpkg-deb dpkg-query gcc strip gzip md5sum; do
 	command -v "$t" >/dev/null || die "$t not found: install dpkg-dev and build-essential (make deps)"
 done
 cd "$TOP"
@@ -97,9 +97,14 @@ cp packaging/debian/control "$SRC/debian/control"
 # 1. make install, in a build dir of its own so that the prefix=/usr build
 #    (the plugin's compiled-in paths) never replaces the developer's build.
 #    Every directory variable is given, so none can come in from MAKEFLAGS.
+#    The compiler flags are Debian's (dpkg-buildflags: its hardening, -O2,
+#    -ffile-prefix-map; DEB_BUILD_MAINT_OPTIONS and DEB_CFLAGS_APPEND are
+#    honoured as dpkg-buildpackage would), after the project's own.
 "$MAKE" -C "$TOP" B="$WORK/build" prefix=/usr exec_prefix=/usr bindir=/usr/bin sbindir=/usr/sbin \
 	libdir=/usr/lib libexecdir=/usr/libexec datadir=/usr/share mandir=/usr/share/man \
-	sysconfdir=/etc SLURM_PLUGINDIR="$PLUGINDIR" DESTDIR="$ROOT" install
+	sysconfdir=/etc SLURM_PLUGINDIR="$PLUGINDIR" DESTDIR="$ROOT" \
+	CPPFLAGS="$(dpkg-buildflags --get CPPFLAGS)" CFLAGS="$(dpkg-buildflags --get CFLAGS)" \
+	LDFLAGS="$(dpkg-buildflags --get LDFLAGS)" install
 
 # 2. What debhelper's dh_strip, dh_compress, dh_installdocs, dh_installchangelogs
 #    and dh_fixperms would add.  Debug information is not kept (no -dbgsym).

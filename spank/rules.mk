@@ -67,7 +67,7 @@ ALL_TARGETS += $(SPANK_SO) $(SPANK_MAN) $(SPANK_CONF) $(SPANK_GEN)
 # Slurm 25.05 and later also read slurm_spank_init_failure_mode
 # (spank/mpi_pstate.c exports it when built against such a release).
 SPANK_FAILURE_MODE := $(shell printf '\043include <slurm/slurm_version.h>\n\043if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)\nyes\n\043endif\n' | \
-	$(CC) -E -P -x c - 2>/dev/null | grep -x yes)
+	$(CC) $(SLURM_CFLAGS) -E -P -x c - 2>/dev/null | grep -x yes)
 spank-check-exports: $(SPANK_SO)
 	@got=$$(nm -D --defined-only $(SPANK_SO) | awk '{print $$3}' | sort | tr '\n' ' '); \
 	want="plugin_name plugin_type plugin_version slurm_spank_exit slurm_spank_init $(if $(SPANK_FAILURE_MODE),slurm_spank_init_failure_mode )slurm_spank_init_post_opt slurm_spank_job_epilog slurm_spank_job_prolog slurm_spank_task_exit slurm_spank_task_init slurm_spank_task_init_privileged slurm_spank_task_post_fork spank_plugin_version "; \
@@ -83,7 +83,7 @@ $(SPANK_TEST): spank/tests/test_plugin.c spank/tests/spank_stub.c spank/tests/sp
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -Icommon -Ispank -Ispank/tests -Itests/unit $(CHECK_CFLAGS) \
 	  -o $@ spank/tests/test_plugin.c spank/tests/spank_stub.c $(SPANK_OBJS) $(COMMON_LIB) \
-	  $(CHECK_LIBS) $(COMMON_LIBS)
+	  $(CHECK_LIBS) $(COMMON_LIBS) $(TEST_LDFLAGS)
 UNIT_BINS += $(SPANK_TEST)
 
 # Installing never activates the plugin: the snippet goes to datadir with
@@ -121,5 +121,5 @@ $(SPANK_UNIT_BINS): $(SPANK_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -Icommon -Ispank -I$(B)/gen -Itests/unit $(HWLOC_CFLAGS) \
 	  $(CHECK_CFLAGS) -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ $(filter %.c,$^) \
-	  $(SPANK_LIB) $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS)
+	  $(SPANK_LIB) $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS) $(TEST_LDFLAGS)
 UNIT_BINS += $(SPANK_UNIT_BINS)

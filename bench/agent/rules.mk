@@ -4,7 +4,7 @@
 AGENT_BENCH_BASELINE := $(B)/bench/agent/baseline
 $(AGENT_BENCH_BASELINE): bench/agent/baseline.c $(AGENT_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -Icommon -Iagent -o $@ $< $(AGENT_LIB) $(COMMON_LIB) $(COMMON_LIBS)
+	$(CC) $(TEST_CFLAGS) -Icommon -Iagent -o $@ $< $(AGENT_LIB) $(COMMON_LIB) $(COMMON_LIBS) $(TEST_LDFLAGS)
 
 agent-bench: $(AGENT_BENCH_BASELINE) $(AGENT_BIN) agent-helpers $(PRELOAD_TARGETS)
 	$(PYTHON) bench/agent/run.py --build $(B)

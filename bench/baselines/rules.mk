@@ -24,7 +24,7 @@ $(B)/bench/baselines:
 # is the only member of the common archive pulled in.
 define BASELINE_RULES
 $(B)/bench/baselines/libmpst-baseline-$(1).$(2).so: bench/baselines/percall.c bench/baselines/percall.map $(COMMON_LIB) | $(B)/bench/baselines
-	$(BASELINE_MPICC_$(2)) $(CSTD) $(OPT) $(WARN) $(HARDEN) $(DEPFLAGS) -fPIC -fvisibility=hidden -Icommon $(BASELINE_DEFINE_$(1)) \
+	$(BASELINE_MPICC_$(2)) $(CSTD) $(OPT) $(WARN) $(HARDEN) $(DEPFLAGS) -fPIC -fvisibility=hidden -Icommon $(USER_CFLAGS) $(BASELINE_DEFINE_$(1)) \
 	  -shared -o $$@ $$< $(COMMON_LIB) $(LDFLAGS_COMMON) -Wl,--version-script=bench/baselines/percall.map
 endef
 $(foreach d,$(BASELINE_DESIGNS),$(foreach a,$(BASELINE_ABIS),$(eval $(call BASELINE_RULES,$(d),$(a)))))

@@ -6,8 +6,8 @@
 STEP_BENCH_HOOKS := $(B)/bench/step/hooks
 $(STEP_BENCH_HOOKS): bench/step/hooks.c spank/tests/spank_stub.c spank/tests/spank_stub.h
 	@mkdir -p $(@D)
-	$(CC) $(CSTD) $(OPT) -Wall -Wextra -Werror -Ispank/tests -rdynamic -o $@ \
-	  bench/step/hooks.c spank/tests/spank_stub.c -ldl
+	$(CC) $(TEST_CFLAGS) -Ispank/tests -rdynamic -o $@ \
+	  bench/step/hooks.c spank/tests/spank_stub.c -ldl $(TEST_LDFLAGS)
 
 step-bench: $(STEP_BENCH_HOOKS) $(SPANK_SO) $(AGENT_BIN) $(PRELOAD_TARGETS)
 	$(PYTHON) bench/step/phases.py --build $(B)
