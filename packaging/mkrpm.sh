@@ -49,6 +49,17 @@ fi
 if [ ! -x /usr/lib/rpm/find-debuginfo.sh ] && ! command -v find-debuginfo >/dev/null; then
 	flags+=(--define "debug_package %{nil}")
 fi
+# Packager: the site's (%packager in ~/.rpmmacros, or RPM_PACKAGER), else the project's.
+if [ -n "${RPM_PACKAGER:-}" ]; then
+	flags+=(--define "packager $RPM_PACKAGER")
+elif [ "$(rpm --eval '%{?packager}')" = "" ]; then
+	flags+=(--define "packager mpi-pstate maintainers <maintainers@users.noreply.a-seed-51d67ca2.example>")
+fi
 jobs=${RPM_JOBS:-2}
 rpmbuild -ba "${flags[@]}" --define "_smp_mflags -j$jobs" "$TOPDIR/SPECS/mpi-pstate.spec"
+# Signed with the site's key when it names one (RPM_GPG_NAME: a key in gpg's
+# keyring, as for `rpmsign --addsign`); a signature is the site's, not ours.
+if [ -n "${RPM_GPG_NAME:-}" ]; then
+	rpmsign --addsign --define "_gpg_name $RPM_GPG_NAME" "$TOPDIR"/RPMS/*/*.rpm "$TOPDIR"/SRPMS/*.rpm
+fi
 echo "make rpm: $(cd "$TOPDIR" && ls RPMS/*/*.rpm SRPMS/*.rpm | sed "s,^,$TOPDIR/," | tr '\n' ' ')"

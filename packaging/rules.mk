@@ -17,3 +17,9 @@ deb-lint: deb
 
 rpm:
 	VERSION='$(VERSION)' packaging/mkrpm.sh '$(B)'
+
+# rpmlint on the spec, the source RPM and every binary RPM of `make rpm`;
+# any error fails (warnings are printed).  tests/py/test_packaging.py runs it.
+.PHONY: rpm-lint
+rpm-lint: rpm
+	packaging/rpmlint.sh '$(B)'

@@ -24,7 +24,9 @@ PKGS=(
 HOST_PKGS=(mmdebstrap qemu-user-static binfmt-support
         # the metrics tests (lab watch: Prometheus, node_exporter) and the report's
         # page in a headless browser; the roots' releases run without them
-        prometheus prometheus-node-exporter curl chromium)
+        prometheus prometheus-node-exporter curl chromium
+        # make rpm-lint (rpmlint on the spec and the RPMs: packaging/mkrpm.sh)
+        rpmlint)
 [ -n "${MPI_PSTATE_DEBROOT:-}" ] || PKGS+=("${HOST_PKGS[@]}")
 # Inside a root, what it was made with (its /.mpi-pstate-debroot) is all
 # there is: a package its suite lacks was replaced there (debroot says how).

@@ -489,7 +489,7 @@ class RpmSpec(unittest.TestCase):
         self.assertEqual(len(install), 1, f"one make install line expected in %install: {install}")
         words = shlex.split(install[0])
         variables = [w for w in words if re.fullmatch(r"[A-Za-z_]+=.*", w)
-                     and not w.startswith(("DESTDIR=", "INSTALL="))]
+                     and not w.startswith(("DESTDIR=", "INSTALL=", "CFLAGS=", "LDFLAGS="))]
         self.assertIn("prefix=/usr", variables)
         with tempfile.TemporaryDirectory(prefix="mpi-pstate-rpmtest.") as tmp:
             dest = Path(tmp) / "root"
@@ -525,6 +525,75 @@ class RpmSpec(unittest.TestCase):
         ours = {d for d in dirs if re.search(r"(^|/)mpi[-_]pstate(/|$)", d)}
         self.assertEqual(sorted(ours - {p for p, is_dir in entries if is_dir}), [],
                          "directories of ours without %dir")
+
+
+# What EL8 and EL9 (with EPEL and CRB/PowerTools) provide, by name: a binary
+# RPM's Requires and the source RPM's BuildRequires must be among these.
+EL_REQUIRES = [r"/bin/sh", r"/usr/bin/python3", r"python3 >= 3\.6", r"rtld\(GNU_HASH\)",
+               r"rpmlib\(.*\)( <= [0-9.-]+)?", r"ld-linux-(x86-64|aarch64)\.so\.[12]\(.*\)(\(64bit\))?",
+               r"lib(c|m|dl|pthread)\.so\.6\(.*\)(\(64bit\))?", r"libhwloc\.so\.15\(\)(\(64bit\))?",
+               r"libslurm\.so\.[0-9]+\(\)(\(64bit\))?"]
+EL_BUILD_REQUIRES = {"gcc", "make", "pkgconfig", "python3 >= 3.6", "slurm-devel", "slurm-devel-ohpc",
+                     "hwloc-devel", "check-devel", "openmpi-devel", "mpich-devel"}
+
+
+class RpmPackages(unittest.TestCase):
+    """`make rpm-lint`: rpmbuild -ba builds the source and binary RPMs
+    (%build with the distribution's flags, %install, %check's unit suites),
+    rpmlint finds no error in the spec or any RPM, and what they require is
+    named as EL8/EL9 name it."""
+    rpms: List[Path]
+    srpm: Path
+    lint: str
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        need("rpmbuild", "rpmspec", "rpmlint", "rpmsign", "gpg")
+        out = run(["make", "-C", str(TOP), JOBS, f"B={BUILD}", "rpm-lint"], timeout=900)
+        cls.lint = out.stdout
+        cls.rpms = sorted(BUILD.glob("rpm/RPMS/*/*.rpm"))
+        srpms = sorted(BUILD.glob("rpm/SRPMS/*.src.rpm"))
+        assert len(srpms) == 1, srpms
+        cls.srpm = srpms[0]
+
+    def test_binary_and_source_rpms_are_built(self) -> None:
+        self.assertTrue([p for p in self.rpms if not p.name.endswith(".src.rpm")])
+        want = slurm_release()
+        for p in self.rpms + [self.srpm]:
+            self.assertTrue(p.name.startswith(f"{PKG}-{makefile_version()}-1.slurm"), p.name)
+            if want is not None:
+                self.assertIn(f".slurm{want}", p.name)
+
+    def test_rpmlint_reports_no_error(self) -> None:
+        self.assertIn("make rpm-lint:", self.lint)
+        self.assertNotRegex(self.lint, r"(?m)^\S+: E: ")
+        self.assertRegex(self.lint, r"0 errors")
+
+    def test_requires_are_names_el_provides(self) -> None:
+        for p in self.rpms:
+            got = run(["rpm", "-qpR", str(p)]).stdout.splitlines()
+            self.assertIn("python3 >= 3.6", got)
+            self.assertTrue(any(r.startswith("libslurm.so.") for r in got), got)
+            odd = [r for r in got if not any(re.fullmatch(pat, r) for pat in EL_REQUIRES)]
+            self.assertEqual(odd, [], f"{p.name} requires what EL does not provide by that name")
+
+    def test_build_requires_are_el_names(self) -> None:
+        got = run(["rpm", "-qpR", str(self.srpm)]).stdout.splitlines()
+        odd = [r for r in got if r not in EL_BUILD_REQUIRES and not r.startswith("rpmlib(")]
+        self.assertEqual(odd, [])
+        self.assertIn("slurm-devel", got)
+        ohpc = run(["rpmspec", "-q", "--srpm", "--with", "ohpc", "--requires", str(SPEC)]).stdout
+        self.assertIn("slurm-devel-ohpc", ohpc.split())
+
+    def test_the_distributions_flags_reach_the_build(self) -> None:
+        text = run(["rpmspec", "-P", "--define", "optflags -O2 -g -DMPST_OPT",
+                    "--define", "build_ldflags -Wl,--mpst-ld", str(SPEC)]).stdout
+        makes = [ln for ln in text.splitlines() if re.match(r"make\b", ln)]
+        self.assertEqual(len(makes), 3, makes)  # %build, %install, %check
+        for line in makes:
+            self.assertIn('CFLAGS="-O2 -g -DMPST_OPT"', line)
+            self.assertIn('LDFLAGS="-Wl,--mpst-ld"', line)
+        self.assertRegex(makes[0], r"^make -j[0-9]+ ")
 
 
 if __name__ == "__main__":
