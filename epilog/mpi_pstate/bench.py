@@ -23,8 +23,6 @@ FUSE hardware) is labelled simulated, never counted as a saving.
 Exit status: 0 when every run completed, 1 when some did not (the table is
 still printed), 2 for a usage error.  Progress goes to stderr.
 """
-from __future__ import annotations
-
 import argparse
 import csv
 import io
@@ -38,7 +36,6 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -95,7 +92,11 @@ def process_grid(ranks: int) -> Tuple[int, int]:
     """P x Q = ranks with P <= Q and P as large as possible (HPL's advice)."""
     if ranks < 1:
         raise ValueError("at least one rank")
-    p = max(d for d in range(1, int(math.isqrt(ranks)) + 1) if ranks % d == 0)
+    p, d = 1, 1
+    while d * d <= ranks:  # d up to isqrt(ranks), exactly (math.isqrt is 3.8)
+        if ranks % d == 0:
+            p = d
+        d += 1
     return p, ranks // p
 
 
@@ -261,13 +262,14 @@ def share(a: Optional[float], b: Optional[float]) -> Optional[float]:
 
 # ---------------------------------------------------------------- plan
 
-@dataclass
 class Variant:
-    key: str                      # "base", "t0", "t100us", "tdefault"
-    label: str
-    mode: Optional[str]           # None: option not given
-    threshold_us: Optional[int]   # None: site default
-    baseline: bool = False
+    def __init__(self, key: str, label: str, mode: Optional[str], threshold_us: Optional[int],
+                 baseline: bool = False) -> None:
+        self.key = key                    # "base", "t0", "t100us", "tdefault"
+        self.label = label
+        self.mode = mode                  # None: option not given
+        self.threshold_us = threshold_us  # None: site default
+        self.baseline = baseline
 
     def sbatch_args(self) -> List[str]:
         if self.mode is None:
@@ -306,15 +308,23 @@ class SlurmError(RuntimeError):
     pass
 
 
-@dataclass
+def run_captured(argv: List[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    # Python 3.6: no capture_output= or text= (docs/security.md, "Python 3.6")
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=timeout)
+
+
 class Cluster:
     """Every Slurm and report command goes through run(); tests replace it."""
-    report_cmd: Optional[List[str]]
-    run: Callable[..., subprocess.CompletedProcess] = field(
-        default=lambda argv, timeout=60: subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout))
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.monotonic
+
+    def __init__(self, report_cmd: Optional[List[str]],
+                 run: Callable[..., subprocess.CompletedProcess] = run_captured,
+                 sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.report_cmd = report_cmd
+        self.run = run
+        self.sleep = sleep
+        self.clock = clock
 
     def submit(self, args: List[str], script: Path) -> int:
         r = self.run(["sbatch", "--parsable", *args, str(script)], timeout=60)
@@ -429,10 +439,15 @@ exit $rc
 """
 
 
+def shell_join(command: Sequence[str]) -> str:
+    """shlex.join (3.8): one shell word per argument."""
+    return " ".join(shlex.quote(a) for a in command)
+
+
 def job_script(label: str, rep: int, command: List[str]) -> str:
     return JOB_SCRIPT.format(prog=PROG, label=label.replace("\n", " "), rep=rep + 1,
                              probe=PROBE_FILE, envf=ENV_FILE, timef=TIME_FILE,
-                             command=shlex.join(command))
+                             command=shell_join(command))
 
 
 def read_text(p: Path, limit: int = 1 << 20) -> str:
@@ -443,16 +458,18 @@ def read_text(p: Path, limit: int = 1 << 20) -> str:
         return ""
 
 
-@dataclass
 class Options:
-    nodes: int
-    ntasks_per_node: int
-    reps: int
-    partition: Optional[str]
-    extra: List[str]
-    exclusive: bool
-    job_timeout: float
-    record_wait: float
+    def __init__(self, nodes: int, ntasks_per_node: int, reps: int, partition: Optional[str],
+                 extra: List[str], exclusive: bool, job_timeout: float,
+                 record_wait: float) -> None:
+        self.nodes = nodes
+        self.ntasks_per_node = ntasks_per_node
+        self.reps = reps
+        self.partition = partition
+        self.extra = extra
+        self.exclusive = exclusive
+        self.job_timeout = job_timeout
+        self.record_wait = record_wait
 
 
 def run_one(cl: Cluster, o: Options, v: Variant, rep: int, command: List[str], rundir: Path,
@@ -863,18 +880,18 @@ def parse_args(argv: Optional[List[str]]
     return a, command, thresholds, extra
 
 
-@dataclass
 class Workload:
-    label: str
-    command: List[str]
-    setup: Callable[[Path], None]  # prepares a run directory
+    def __init__(self, label: str, command: List[str], setup: Callable[[Path], None]) -> None:
+        self.label = label
+        self.command = command
+        self.setup = setup  # prepares a run directory
 
 
 def workload(a: argparse.Namespace, command: List[str]) -> Workload:
     """COMMAND as given, else hpcc with its input file in every run
     directory (Stop(2) when hpcc is not installed)."""
     if command:
-        return Workload(shlex.join(command), command, lambda d: None)
+        return Workload(shell_join(command), command, lambda d: None)
     if not os.access(HPCC, os.X_OK) or not HPCC_TEMPLATE.is_file():
         print(f"{PROG}: hpcc is not installed ({HPCC}, {HPCC_TEMPLATE}): give a COMMAND",
               file=sys.stderr)
