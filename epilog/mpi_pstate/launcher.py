@@ -19,8 +19,6 @@ agent's segment in MPI_PSTATE_SHM, and stops the agent afterwards, which
 restores every core.  When the agent cannot run, it says why once and the
 command runs measured only (mode profile).
 """
-from __future__ import annotations
-
 import argparse
 import glob
 import json
@@ -124,7 +122,9 @@ def start_agent(agent: str, a: argparse.Namespace, workdir: str) -> Tuple[Dict[s
         argv += ["--threshold", a.threshold.strip()]
     if os.geteuid() != 0:
         argv += ["--rt-prio", "0"]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    # Python 3.6: no capture_output= or text= (docs/security.md, "Python 3.6")
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, timeout=30)
     got = dict(line.split("=", 1) for line in r.stdout.splitlines() if line.startswith("MPI_PSTATE_"))
     if r.returncode != 0 or "MPI_PSTATE_SHM" not in got or "MPI_PSTATE_AGENT_PID" not in got:
         raise RuntimeError((r.stderr or r.stdout).strip() or f"exit status {r.returncode}")
