@@ -27,8 +27,6 @@ hold a core (a restore record, a step's agent running) it refuses: the
 jobs would save as their baseline.  The CPU's frequency policy is put back
 and the uncore's limits are put back as they were found, whatever happens
 (signals included)."""
-from __future__ import annotations
-
 import contextlib
 import glob
 import json
@@ -40,7 +38,7 @@ import signal
 import statistics
 import sys
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import config, node, noderec, parse, powermodel, safeio
 
@@ -81,7 +79,7 @@ def find_policy(sysroot: str, cpu: int) -> Optional[str]:
     return None
 
 
-def rapl_zones(sysroot: str) -> list[str]:
+def rapl_zones(sysroot: str) -> List[str]:
     """Package zones and their DRAM sub-zones (what the agent sums)."""
     out = []
     for z in sorted(glob.glob(os.path.join(sysroot, "class/powercap/intel-rapl:*"))):
@@ -94,7 +92,7 @@ def rapl_zones(sysroot: str) -> list[str]:
 class Meter:
     """Joules since construction over the given zones, wrap-safe."""
 
-    def __init__(self, zones: list[str]) -> None:
+    def __init__(self, zones: List[str]) -> None:
         self.fds, self.ranges, self.last = [], [], []
         for z in zones:
             rng = _read(os.path.join(z, "max_energy_range_uj"))
@@ -189,7 +187,7 @@ class Policy:
                     pass
 
 
-def find_knee(points: list[dict[str, Any]], idle_w: float, noise_w: float = 0.0
+def find_knee(points: List[Dict[str, Any]], idle_w: float, noise_w: float = 0.0
               ) -> Optional[int]:
     """The knee of measured points: the lowest frequency whose energy per
     cycle of a busy core, (busy_w - idle_w) / f, is within KNEE_TOLERANCE
@@ -228,7 +226,7 @@ def _uint(text: Optional[str]) -> Optional[int]:
     return int(text) if text is not None and text.isdigit() and len(text) < 12 else None
 
 
-def uncore_domains(sysroot: str) -> list[dict[str, Any]]:
+def uncore_domains(sysroot: str) -> List[Dict[str, Any]]:
     """The node's intel_uncore_frequency package roots and their CPUs (by
     topology/physical_package_id and die_id, as the agent maps them)."""
     base = os.path.join(sysroot, UNCORE_DIR)
@@ -268,7 +266,7 @@ class Uncore:
         for c in sorted(glob.glob(os.path.join(base, "uncore[0-9]*"))):
             if _uint(_read(os.path.join(c, "package_id"))) == self.dom["package"]:
                 self.dirs.append(c)
-        self.saved: dict[str, tuple[int, int]] = {}
+        self.saved: Dict[str, Tuple[int, int]] = {}
         for d in self.dirs:
             lo = _uint(_read(os.path.join(d, "min_freq_khz")))
             hi = _uint(_read(os.path.join(d, "max_freq_khz")))
@@ -379,21 +377,26 @@ def measure(meter: Meter, pol: Policy, cpu: int, kind: str, khz: int, seconds: f
     return (e1 - e0) / (t1 - t0)
 
 
+def thread_cpu_s() -> float:
+    """This thread's CPU time: time.thread_time (3.7) on Linux."""
+    return time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
+
+
 def transition_cost(meter: Meter, pol: Policy, cpu: int, hi: int, lo: int, seconds: float,
-                    p_hi: float, p_lo: float, period: float = 0.005) -> dict[str, float]:
+                    p_hi: float, p_lo: float, period: float = 0.005) -> Dict[str, float]:
     """Lower+raise pairs under a busy load, one every `period` seconds from a
     writer that sleeps in between as the agent does: the write latency, the
     energy beyond what the time spent at each frequency costs in steady
     state (the writer's own wake-ups included, as the agent's would be), and
     the writer's CPU per pair."""
     load = Load("busy", cpu)
-    lat: list[float] = []
+    lat: List[float] = []
     t_hi = t_lo = 0.0
     try:
         pol.set(hi)
         time.sleep(0.25)
         e0 = meter.read_j()
-        c0 = time.thread_time()
+        c0 = thread_cpu_s()
         t = start = time.monotonic()
         while t - start < seconds:
             for khz, pause in ((lo, period * 0.4), (hi, period * 0.6)):
@@ -408,7 +411,7 @@ def transition_cost(meter: Meter, pol: Policy, cpu: int, hi: int, lo: int, secon
                     t_hi += t2 - t
                 t = t2
         e1 = meter.read_j()
-        cpu_s = time.thread_time() - c0
+        cpu_s = thread_cpu_s() - c0
     finally:
         load.stop()
         pol.set(hi)
@@ -423,12 +426,12 @@ def transition_cost(meter: Meter, pol: Policy, cpu: int, hi: int, lo: int, secon
             "pair_cpu_us": round(cpu_s / max(pairs, 1) * 1e6, 1)}
 
 
-def reaction(cpus: list[int], samples: int = 200, nap: float = 0.002) -> dict[str, float]:
+def reaction(cpus: List[int], samples: int = 200, nap: float = 0.002) -> Dict[str, float]:
     """How late a sleeping process wakes up while every CPU of the node runs
     a polling loop, as during a job whose ranks wait: the agent sleeps until
     a threshold passes, then has to get a CPU to lower the core."""
     loads = [Load("poll", c) for c in cpus]
-    lat: list[float] = []
+    lat: List[float] = []
     try:
         time.sleep(0.25)
         for _ in range(samples):
@@ -443,7 +446,7 @@ def reaction(cpus: list[int], samples: int = 200, nap: float = 0.002) -> dict[st
             "reaction_us_p90": round(lat[int(0.9 * (len(lat) - 1))] * 1e6, 1)}
 
 
-def pick_freqs(freqs: list[int], n: int) -> list[int]:
+def pick_freqs(freqs: List[int], n: int) -> List[int]:
     """n frequencies from the available ones: both ends and evenly between."""
     if n >= len(freqs):
         return list(freqs)
@@ -462,14 +465,14 @@ def cpu_model() -> str:
     return platform.machine()
 
 
-def busy(runtime: str) -> list[str]:
+def busy(runtime: str) -> List[str]:
     """What says a job may hold a core of this node (docs/admin.md, "Files
     on the node"): restore records in <runtime>/restore (a domain a step
     changed and has not put back), and step directories
     <runtime>/steps/<job>.<step> whose agent.pid names a running process
     (the plugin removes the pidfile when it stops the agent).  A directory
     that cannot be trusted or read counts as busy: calibrate cannot tell."""
-    out: list[str] = []
+    out: List[str] = []
     for sub in ("restore", "steps"):
         d = os.path.join(runtime, sub)
         try:
@@ -535,7 +538,7 @@ def runtime_here(a: Any) -> str:
 
 def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
               meter_label: str, say: Callable[[str], None],
-              runtime: Optional[str] = None) -> dict[str, Any]:
+              runtime: Optional[str] = None) -> Dict[str, Any]:
     """The node's power model, measured on cpu; CalibrateError when the node
     cannot be measured or is not idle, KeyboardInterrupt on SIGTERM or
     SIGHUP, each with the CPU's policy and the uncore's limits put back."""
@@ -544,8 +547,8 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
     unc = open_uncore(sysroot, cpu, say)
     meter = Meter(zones)
     freqs = measured_freqs(pol.freqs, npoints)
-    usamples: dict[tuple[str, int], list[float]] = {}
-    utimes: dict[str, list[float]] = {"write": [], "settle": []}
+    usamples: Dict[Tuple[str, int], List[float]] = {}
+    utimes: Dict[str, List[float]] = {"write": [], "settle": []}
     with signals_interrupt((signal.SIGTERM, signal.SIGHUP)):
         try:
             pol.take()
@@ -559,7 +562,7 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
                 unc.restore()
             pol.restore()
             meter.close()
-    m: dict[str, Any] = {"format": powermodel.MODEL_FORMAT,
+    m: Dict[str, Any] = {"format": powermodel.MODEL_FORMAT,
                          "version": powermodel.MODEL_VERSION,
                          **how_measured(pol, cpu, meter_label, zones, seconds, reps),
                          **power_figures(samples, freqs, reps), "transition": trans}
@@ -571,7 +574,7 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
     return m
 
 
-def measurable(sysroot: str, cpu: int, runtime: Optional[str]) -> tuple[list[str], str]:
+def measurable(sysroot: str, cpu: int, runtime: Optional[str]) -> Tuple[List[str], str]:
     """(RAPL zones, cpu's cpufreq policy directory) of a node calibrate may
     measure; CalibrateError without either, or while a job may hold a core
     (busy(): what it puts back would be the job's lowered settings)."""
@@ -604,7 +607,7 @@ def open_uncore(sysroot: str, cpu: int, say: Callable[[str], None]) -> Optional[
         return None
 
 
-def measured_freqs(available: list[int], npoints: int) -> list[int]:
+def measured_freqs(available: List[int], npoints: int) -> List[int]:
     """The frequencies measured, ascending: npoints (at least both ends)
     and KNEE_POINTS spread over the range, so that the knee is one of them."""
     return sorted(set(pick_freqs(available, max(2, npoints)))
@@ -612,7 +615,7 @@ def measured_freqs(available: list[int], npoints: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def signals_interrupt(sigs: tuple[int, ...]) -> Iterator[None]:
+def signals_interrupt(sigs: Tuple[int, ...]) -> Iterator[None]:
     """Within it, each of sigs raises KeyboardInterrupt, so that a finally
     puts the hardware back as for ^C; the handlers found are put back."""
     def stop(sig: int, _frame: Any) -> None:
@@ -627,7 +630,7 @@ def signals_interrupt(sigs: tuple[int, ...]) -> Iterator[None]:
             signal.signal(s, h)
 
 
-def point_order(freqs: list[int], rep: int) -> list[tuple[str, int]]:
+def point_order(freqs: List[int], rep: int) -> List[Tuple[str, int]]:
     """The (kind, kHz) points of one repetition: idle at the highest
     frequency, then busy and polling at each; every other repetition in
     reverse, so that a slow drift of the node's power hits every point
@@ -636,11 +639,11 @@ def point_order(freqs: list[int], rep: int) -> list[tuple[str, int]]:
     return order[::-1] if rep % 2 else order
 
 
-def measure_points(meter: Meter, pol: Policy, cpu: int, freqs: list[int], seconds: float,
+def measure_points(meter: Meter, pol: Policy, cpu: int, freqs: List[int], seconds: float,
                    reps: int, say: Callable[[str], None]
-                   ) -> dict[tuple[str, int], list[float]]:
+                   ) -> Dict[Tuple[str, int], List[float]]:
     """The node's power at each point of point_order(), reps times."""
-    samples: dict[tuple[str, int], list[float]] = {}
+    samples: Dict[Tuple[str, int], List[float]] = {}
     for rep in range(reps):
         for kind, khz in point_order(freqs, rep):
             w = measure(meter, pol, cpu, kind, khz, seconds)
@@ -649,9 +652,9 @@ def measure_points(meter: Meter, pol: Policy, cpu: int, freqs: list[int], second
     return samples
 
 
-def measure_transition(meter: Meter, pol: Policy, cpu: int, freqs: list[int],
-                       seconds: float, samples: dict[tuple[str, int], list[float]],
-                       say: Callable[[str], None]) -> dict[str, float]:
+def measure_transition(meter: Meter, pol: Policy, cpu: int, freqs: List[int],
+                       seconds: float, samples: Dict[Tuple[str, int], List[float]],
+                       say: Callable[[str], None]) -> Dict[str, float]:
     """The model's "transition": a lower+raise pair between the highest and
     the lowest frequency (priced against their busy power measured), and
     how late the agent wakes up on a busy node."""
@@ -667,8 +670,8 @@ def measure_transition(meter: Meter, pol: Policy, cpu: int, freqs: list[int],
     return trans
 
 
-def how_measured(pol: Policy, cpu: int, meter_label: str, zones: list[str], seconds: float,
-                 reps: int) -> dict[str, Any]:
+def how_measured(pol: Policy, cpu: int, meter_label: str, zones: List[str], seconds: float,
+                 reps: int) -> Dict[str, Any]:
     """The model's fields that say where, when and how it was measured."""
     return {"created": round(time.time(), 3), "node": platform.node().split(".")[0],
             "cpu_model": cpu_model(), "driver": pol.driver, "method": pol.method, "cpu": cpu,
@@ -676,8 +679,8 @@ def how_measured(pol: Policy, cpu: int, meter_label: str, zones: list[str], seco
             "zones": [os.path.basename(z) for z in zones], "seconds": seconds, "reps": reps}
 
 
-def power_figures(samples: dict[tuple[str, int], list[float]], freqs: list[int], reps: int
-                  ) -> dict[str, Any]:
+def power_figures(samples: Dict[Tuple[str, int], List[float]], freqs: List[int], reps: int
+                  ) -> Dict[str, Any]:
     """The model's idle power, noise and points: each point's median over
     the repetitions; the noise, the standard error of one point's median
     pooled over every point, unknown (0, noise_known false) with one
@@ -693,8 +696,8 @@ def power_figures(samples: dict[tuple[str, int], list[float]], freqs: list[int],
 
 
 def uncore_sweep(unc: Uncore, meter: Meter, pol: Policy, cpu: int, khz: int, seconds: float,
-                 reps: int, samples: dict[tuple[str, int], list[float]],
-                 times: dict[str, list[float]], say: Callable[[str], None]) -> None:
+                 reps: int, samples: Dict[Tuple[str, int], List[float]],
+                 times: Dict[str, List[float]], say: Callable[[str], None]) -> None:
     """The node's power with the uncore's maximum at its low and its high
     end, the CPU busy or polling at khz (the core's low frequency: while a
     whole package waits, its cores are down too), and how long a write and
@@ -716,11 +719,11 @@ def uncore_sweep(unc: Uncore, meter: Meter, pol: Policy, cpu: int, khz: int, sec
     unc.restore()
 
 
-def uncore_figures(unc: Uncore, khz: int, samples: dict[tuple[str, int], list[float]],
-                   times: dict[str, list[float]]) -> dict[str, Any]:
+def uncore_figures(unc: Uncore, khz: int, samples: Dict[Tuple[str, int], List[float]],
+                   times: Dict[str, List[float]]) -> Dict[str, Any]:
     """The model's "uncore" object (docs/evaluation.md, "The model file")."""
     med = {k: statistics.median(v) for k, v in samples.items()}
-    u: dict[str, Any] = {"domain": unc.dom["name"], "min_khz": unc.low, "max_khz": unc.high,
+    u: Dict[str, Any] = {"domain": unc.dom["name"], "min_khz": unc.low, "max_khz": unc.high,
                          "core_khz": khz}
     for kind in ("busy", "poll"):
         u[f"{kind}_w_at_min"] = round(med[(kind, unc.low)], 3)
@@ -734,14 +737,14 @@ def uncore_figures(unc: Uncore, khz: int, samples: dict[tuple[str, int], list[fl
     return u
 
 
-def knee_value(model: dict[str, Any]) -> int:
+def knee_value(model: Dict[str, Any]) -> int:
     """What the knee file says: the knee, else the lowest frequency measured
     (the agent takes a knee at cpuinfo_min as none: --low efficient is then
     min), so that a new calibration never leaves an older knee behind."""
     return int(model.get("knee_khz") or model["points"][0]["khz"])
 
 
-def store(model: dict[str, Any], path: str) -> str:
+def store(model: Dict[str, Any], path: str) -> str:
     """Written as the node Epilog will read it: in a directory of root's (or
     the caller's) that nobody else may change, created if missing; the knee
     beside it, one decimal kHz number (KNEE_FILE: what the agent reads for
@@ -758,7 +761,7 @@ def store(model: dict[str, Any], path: str) -> str:
     return os.path.join(d, KNEE_FILE)
 
 
-def text(m: dict[str, Any]) -> str:
+def text(m: Dict[str, Any]) -> str:
     lines = [f"node {m['node']} ({m['cpu_model']}), driver {m['driver']} via {m['method']}, "
              f"CPU {m['cpu']} (domain of {m['domain_cpus']}), energy {m['meter']} "
              f"({' + '.join(m['zones'])})",
