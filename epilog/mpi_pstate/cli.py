@@ -1,13 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The `mpi-pstate` command: report, backfill, audit, exec, and the two
 epilog entry points (epilog, epilog-slurmctld)."""
-from __future__ import annotations
-
 import argparse
 import json
 import os
 import sys
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from . import (VERSION, audit, calibrate, carbon, collect, config, ctld, htmlpage, log, node,
                parse, plugincheck, report, rootcli, safeio, slurm, summary, whatif)
@@ -92,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def job_detail(jfd: int, jid: int, r: slurm.SacctJob, trusted: set[int]
-               ) -> Optional[dict[str, Any]]:
+def job_detail(jfd: int, jid: int, r: slurm.SacctJob, trusted: Set[int]
+               ) -> Optional[Dict[str, Any]]:
     """The job's merged detail: job.json when written for this job, else a
     merge of its node records.  Only what the flusher would merge, and
     nothing of an earlier job of the same id (the flusher's uid/time check)."""
@@ -113,14 +111,14 @@ def job_detail(jfd: int, jid: int, r: slurm.SacctJob, trusted: set[int]
     return detail
 
 
-def load_jobs(specs: Sequence[str], cfg: config.Config) -> tuple[list[dict[str, Any]],
-                                                                  list[str]]:
+def load_jobs(specs: Sequence[str], cfg: config.Config) -> Tuple[List[Dict[str, Any]],
+                                                                  List[str]]:
     rows = slurm.sacct_jobs(specs)
     last = slurm.newest(rows)
     trusted = {0, cfg.slurm_uid}
     jobs = []
     for raw, r in sorted(last.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0):
-        j: dict[str, Any] = {"raw": raw, "job_id": r.job_id, "sacct_state": r.state,
+        j: Dict[str, Any] = {"raw": raw, "job_id": r.job_id, "sacct_state": r.state,
                              "exit_code": r.exit_code, "elapsed": r.elapsed, "nodes": r.nodes}
         hit, where = summary.find(r.system_comment)[0], "SystemComment"
         if hit is None:  # summary version 1 (earlier mpi-pstate): in the AdminComment
@@ -226,7 +224,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 1 if missing else 0
 
 
-def cmd_backfill(a: argparse.Namespace, paths: dict[str, str]) -> int:
+def cmd_backfill(a: argparse.Namespace, paths: Dict[str, str]) -> int:
     log.setup("mpi-pstate-backfill")
     cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
     config.export_slurm_conf(cfg)
@@ -249,7 +247,7 @@ def cmd_backfill(a: argparse.Namespace, paths: dict[str, str]) -> int:
     except (OSError, ValueError) as e:
         print(f"{PROG} backfill: {e}", file=sys.stderr)
         return 1
-    tally: dict[str, int] = {}
+    tally: Dict[str, int] = {}
     for job in jobs:
         try:
             row = slurm.sacct_one(job)
@@ -272,13 +270,13 @@ def cmd_backfill(a: argparse.Namespace, paths: dict[str, str]) -> int:
     return 1 if tally.get("error") else 0
 
 
-def plugin_text(pc: dict[str, Any]) -> str:
+def plugin_text(pc: Dict[str, Any]) -> str:
     state = "ok" if pc["ok"] else f"PROBLEM: {pc['problem']}"
     return (f"plugin:           {pc['path'] or 'not configured'} (built for Slurm "
             f"{pc['built_for'] or '?'}, this node's Slurm {pc['slurm'] or '?'}): {state}\n")
 
 
-def audit_text(s: dict[str, Any]) -> str:
+def audit_text(s: Dict[str, Any]) -> str:
     lines = []
     cf = s.get("cpufreq", {})
     lines.append(f"cpufreq driver:   {cf.get('driver') or 'none'}"
@@ -320,7 +318,7 @@ def audit_text(s: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cmd_delegate(sub: str, argv: list[str], paths: dict[str, str]) -> int:
+def cmd_delegate(sub: str, argv: List[str], paths: Dict[str, str]) -> int:
     # Imported here: neither is needed by any other command.
     if sub == "exec":
         from . import launcher
@@ -332,7 +330,7 @@ def cmd_delegate(sub: str, argv: list[str], paths: dict[str, str]) -> int:
     return bench.main(argv)
 
 
-def main(argv: Optional[Sequence[str]] = None, paths: Optional[dict[str, str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, paths: Optional[Dict[str, str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     paths = paths or {}
     if args and args[0] in DELEGATED:

@@ -4,10 +4,8 @@ fetch: it opens from a mail attachment or an Open OnDemand file view): the
 job's figures, the per-rank chart, a per-node timeline of each step's
 clocked-down share, the energy measured against the estimate at full
 clock, and the what-if, with each lever alone, when one was asked for."""
-from __future__ import annotations
-
 from html import escape
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import report, whatif
 
@@ -29,7 +27,7 @@ def _triple(v: Any, unit: str, fmt: str = "{:.1f}") -> str:
     return "-"
 
 
-def figures(j: dict[str, Any]) -> list[tuple[str, str]]:
+def figures(j: Dict[str, Any]) -> List[Tuple[str, str]]:
     s = j["summary"]
     rows = [("accounting state", f"{j.get('sacct_state', '?')}, exit {j.get('exit_code', '?')}"),
             ("mpi-pstate", str(s.get("state"))),
@@ -52,16 +50,16 @@ def figures(j: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def steps_by_node(d: dict[str, Any]) -> dict[str, list[tuple[float, float, float]]]:
+def steps_by_node(d: Dict[str, Any]) -> Dict[str, List[Tuple[float, float, float]]]:
     """node -> (start, end, clocked-down share) of each step its agent ran,
     from the agents' clocks and the ranks' clocked-down time."""
-    down: dict[tuple[str, str], float] = {}
-    ranks: dict[tuple[str, str], int] = {}
+    down: Dict[Tuple[str, str], float] = {}
+    ranks: Dict[Tuple[str, str], int] = {}
     for r in d.get("ranks") or []:
         k = (r.get("node"), str(r.get("step")))
         down[k] = down.get(k, 0.0) + (r.get("down_s") or 0.0)
         ranks[k] = ranks.get(k, 0) + 1
-    out: dict[str, list[tuple[float, float, float]]] = {}
+    out: Dict[str, List[Tuple[float, float, float]]] = {}
     for n, v in (d.get("nodes") or {}).items():
         for st in v.get("steps") or []:
             a = st.get("agent") if isinstance(st, dict) else None
@@ -75,7 +73,7 @@ def steps_by_node(d: dict[str, Any]) -> dict[str, list[tuple[float, float, float
     return out
 
 
-def timeline(d: dict[str, Any]) -> Optional[str]:
+def timeline(d: Dict[str, Any]) -> Optional[str]:
     """Per node, a bar for each step from its start to its end, as dark as
     the share of its ranks' time clocked down."""
     spans = steps_by_node(d)
@@ -102,7 +100,7 @@ def timeline(d: dict[str, Any]) -> Optional[str]:
     return "\n".join(o + ["</svg>"])
 
 
-def energy_chart(s: dict[str, Any]) -> Optional[str]:
+def energy_chart(s: Dict[str, Any]) -> Optional[str]:
     """The energy measured beside the estimate at full clock (its bounds as
     a whisker): what clocking down saved, to scale."""
     full, got = s.get("full_j"), s.get("energy_j")
@@ -125,7 +123,7 @@ def energy_chart(s: dict[str, Any]) -> Optional[str]:
     return "\n".join(o + ["</svg>"])
 
 
-def what_if_table(p: dict[str, Any]) -> str:
+def what_if_table(p: Dict[str, Any]) -> str:
     rows = [("threshold", whatif._us(p["threshold_us"])),
             ("energy saved", _triple(p.get("saved_j"), "J")),
             ("time added", _triple(p.get("time_added_s"), "s", "{:.3f}")),
@@ -133,7 +131,7 @@ def what_if_table(p: dict[str, Any]) -> str:
     return table(rows)
 
 
-def lever_note(name: str, x: dict[str, Any]) -> str:
+def lever_note(name: str, x: Dict[str, Any]) -> str:
     """What a reader of one lever's row must know: for the efficient level
     that it is a difference to the cap, for the uncore how long and on how
     many packages it was low, and each caveat of the prediction."""
@@ -146,7 +144,7 @@ def lever_note(name: str, x: dict[str, Any]) -> str:
                       "packages", *x.get("notes", [])])
 
 
-def lever_rows(lv: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def lever_rows(lv: Dict[str, Any]) -> List[Tuple[str, str, str, str]]:
     """(lever, energy saved, time added, note) of each lever alone; a
     lever not predicted says why in its note."""
     rows = []
@@ -161,19 +159,19 @@ def lever_rows(lv: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def levers_table(lv: dict[str, Any]) -> str:
+def levers_table(lv: Dict[str, Any]) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("lever", "energy saved", "time added", "note"))
     body = "\n".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>"
                      for row in lever_rows(lv))
     return f"<table>\n<tr>{head}</tr>\n{body}\n</table>"
 
 
-def table(rows: list[tuple[str, str]]) -> str:
+def table(rows: List[Tuple[str, str]]) -> str:
     return "<table>\n" + "\n".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"
                                    for k, v in rows) + "\n</table>"
 
 
-def page(j: dict[str, Any]) -> str:
+def page(j: Dict[str, Any]) -> str:
     """The job's page; a job without figures says why."""
     title = f"mpi-pstate: job {j['job_id']}"
     o = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',

@@ -4,8 +4,6 @@ or an SVG chart (standard library only).  Input: the summary in the job's
 SystemComment (sacct; AdminComment for the version 1 summaries of earlier
 releases) and the per-rank detail beside it in collect_dir; a job whose
 epilog was missed is merged on the fly from its node records."""
-from __future__ import annotations
-
 import argparse
 import csv
 import io
@@ -13,7 +11,7 @@ import json
 import math
 import os
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 from xml.sax.saxutils import escape
 
 from . import carbon, parse
@@ -44,23 +42,23 @@ def _pct(v: Any) -> str:
     return _f(v, "{:.1%}")
 
 
-def _sum(ranks: list[dict[str, Any]], key: str) -> Optional[float]:
+def _sum(ranks: List[Dict[str, Any]], key: str) -> Optional[float]:
     vals = [r.get(key) for r in ranks]
     return None if any(v is None for v in vals) else sum(vals)  # type: ignore[arg-type]
 
 
-def reaction(ranks: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+def reaction(ranks: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """How the job's long waits were found, per step and in all (docs/agent.md,
     "Reaction"): announced by a rank predicting them long, of those the ones
     that stayed short (mispredicted), and the rest left to the agent's polls;
     with the clocked-down time against the ideal, the time past the threshold
     (over_s).  None without the rank counters (records of older releases):
     a figure is given only when every rank of its group has it."""
-    steps: dict[str, list[dict[str, Any]]] = {}
+    steps: Dict[str, List[Dict[str, Any]]] = {}
     for r in ranks:
         steps.setdefault(str(r.get("step")), []).append(r)
 
-    def one(rs: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    def one(rs: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
         longs, ann, short = (_sum(rs, k) for k in ("long_calls", "announced", "mispredicted"))
         if longs is None or ann is None or short is None:
             return None
@@ -78,7 +76,7 @@ def reaction(ranks: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
     return total
 
 
-def reaction_text(x: dict[str, Any]) -> str:
+def reaction_text(x: Dict[str, Any]) -> str:
     return (f"{x['long_waits']} long waits: {x['announced']} announced by the ranks "
             f"({x['mispredicted']} of those stayed short), {x['polled']} found by the agent's "
             f"polls; clocked down {_pct(x['down_of_ideal'])} of the time past the threshold")
@@ -90,12 +88,12 @@ SLEEP_SHARE = 0.2
 WAIT_MODES = ("poll", "yield", "sleep")
 
 
-def _share(r: dict[str, Any]) -> Optional[float]:
+def _share(r: Dict[str, Any]) -> Optional[float]:
     s = r.get("wait_cpu_share")
     return s if type(s) in (int, float) and 0.0 <= s <= 1.0 else None
 
 
-def wait_verdict(r: dict[str, Any]) -> Optional[str]:
+def wait_verdict(r: Dict[str, Any]) -> Optional[str]:
     """How one rank's long waits use its core: "sleep" (measured below
     SLEEP_SHARE, or set to sleep with nothing measured), "yield" (set to
     yield and not measured asleep: sched_yield leaves the core busy),
@@ -112,22 +110,22 @@ def wait_verdict(r: dict[str, Any]) -> Optional[str]:
     return {"yield": "yield", "sleep": "busy_not_sleep"}.get(mode or "", "busy")
 
 
-def wait_text(ranks: list[dict[str, Any]], multi: bool) -> list[str]:
+def wait_text(ranks: List[Dict[str, Any]], multi: bool) -> List[str]:
     """The lines that say where clocking down during waits buys little (the
     core already idles) and where a yielding library still keeps it busy."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: Dict[str, List[Dict[str, Any]]] = {}
     for r in ranks:
         v = wait_verdict(r)
         if v in ("sleep", "yield", "busy_not_sleep"):
             groups.setdefault(v, []).append(r)
 
-    def names(rs: list[dict[str, Any]]) -> str:
+    def names(rs: List[Dict[str, Any]]) -> str:
         some = ", ".join(f"{summ.rank_label(r, multi)}@{r.get('node')}"
                          for r in rs[:TOP_WAITERS])
         more = f" and {len(rs) - TOP_WAITERS} more" if len(rs) > TOP_WAITERS else ""
         return f"{len(rs)} rank{'s' if len(rs) != 1 else ''} ({some}{more}"
 
-    def shares(rs: list[dict[str, Any]]) -> str:
+    def shares(rs: List[Dict[str, Any]]) -> str:
         s = [x for x in map(_share, rs) if x is not None]
         if not s:
             return "not measured"
@@ -153,7 +151,7 @@ def wait_text(ranks: list[dict[str, Any]], multi: bool) -> list[str]:
     return out
 
 
-def carbon_text(c: dict[str, Any]) -> str:
+def carbon_text(c: Dict[str, Any]) -> str:
     parts = []
     if "spent_g" in c:
         parts.append(f"{c['spent_g']:.2f} g spent")
@@ -163,7 +161,7 @@ def carbon_text(c: dict[str, Any]) -> str:
     return f"CO2: {', '.join(parts)} at {c['g_per_kwh']:g} g/kWh (the site's carbon_g_per_kwh)"
 
 
-def saved_text(s: dict[str, Any]) -> str:
+def saved_text(s: Dict[str, Any]) -> str:
     """The summary's after-the-fact saving (whatif.saving), or ""."""
     sv, full, add = s.get("saved_j"), s.get("full_j"), s.get("time_added_s")
     if not isinstance(sv, list) or len(sv) != 3:
@@ -180,7 +178,7 @@ def saved_text(s: dict[str, Any]) -> str:
     return out
 
 
-def job_text(j: dict[str, Any]) -> str:
+def job_text(j: Dict[str, Any]) -> str:
     """One job: summary, nodes, settings, ranks that wait most, every rank."""
     head = (f"job {j['job_id']} (raw {j['raw']}): {j.get('sacct_state', '?')}, "
             f"elapsed {j.get('elapsed', '?')}, exit {j.get('exit_code', '?')}\n")
@@ -193,7 +191,7 @@ def job_text(j: dict[str, Any]) -> str:
     return head + summary_text(j) + nodes_text(d) + waits_text(j, d) + ranks_text(d)
 
 
-def summary_text(j: dict[str, Any]) -> str:
+def summary_text(j: Dict[str, Any]) -> str:
     """The job's figures from its summary: state, size, time, energy and
     what was saved."""
     out = io.StringIO()
@@ -220,7 +218,7 @@ def summary_text(j: dict[str, Any]) -> str:
     return out.getvalue()
 
 
-def nodes_text(d: dict[str, Any]) -> str:
+def nodes_text(d: Dict[str, Any]) -> str:
     """A line per node (status, ranks, energy, restore, frequency
     settings), then its reasons, warnings, C-states and problems."""
     out = io.StringIO()
@@ -254,7 +252,7 @@ def nodes_text(d: dict[str, Any]) -> str:
     return out.getvalue()
 
 
-def waits_text(j: dict[str, Any], d: dict[str, Any]) -> str:
+def waits_text(j: Dict[str, Any], d: Dict[str, Any]) -> str:
     """How the long waits were found, how the ranks wait, and the ranks
     that wait most."""
     out = io.StringIO()
@@ -278,7 +276,7 @@ def waits_text(j: dict[str, Any], d: dict[str, Any]) -> str:
     return out.getvalue()
 
 
-def ranks_text(d: dict[str, Any]) -> str:
+def ranks_text(d: Dict[str, Any]) -> str:
     """The table of every rank."""
     out = ["\n  step rank node        cpu state       wall_s    mpi_s  share   wait_s   down_s "
            " trans  top function\n"]
@@ -296,7 +294,7 @@ def ranks_text(d: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def to_csv(jobs: list[dict[str, Any]]) -> str:
+def to_csv(jobs: List[Dict[str, Any]]) -> str:
     buf = io.StringIO()
     wr = csv.writer(buf, lineterminator="\n")
     wr.writerow(CSV_FIELDS)
@@ -316,11 +314,11 @@ def document(fmt: str, **body: Any) -> str:
     return json.dumps({"format": fmt, "version": 1, **body}, indent=1)
 
 
-def to_json(jobs: list[dict[str, Any]], **rest: Any) -> str:
+def to_json(jobs: List[Dict[str, Any]], **rest: Any) -> str:
     return document("mpi-pstate-report", jobs=jobs, **rest)
 
 
-def svg(j: dict[str, Any]) -> str:
+def svg(j: Dict[str, Any]) -> str:
     """The chart, with the what-if's figures under it when there are some."""
     text = _svg(j)
     wi = j.get("what_if")
@@ -347,7 +345,7 @@ def svg(j: dict[str, Any]) -> str:
 SVG_LINE_CHARS = 130
 
 
-def lever_name(name: str, x: dict[str, Any]) -> str:
+def lever_name(name: str, x: Dict[str, Any]) -> str:
     """A lever as the text output names it: the core cap by its low
     frequency, the efficient level by its knee, the uncore by its threshold
     (the last two only when predicted: a lever not predicted has neither)."""
@@ -361,7 +359,7 @@ def lever_name(name: str, x: dict[str, Any]) -> str:
     return f"uncore past {whatif._us(x['threshold_us'])}"
 
 
-def lever_lines(lv: Optional[dict[str, Any]]) -> list[str]:
+def lever_lines(lv: Optional[Dict[str, Any]]) -> List[str]:
     """The chart's lines of the levers, each alone against the run: its
     saving, or why it was not predicted, cut to the chart's width (the
     text, JSON and HTML keep the whole reason)."""
@@ -383,7 +381,7 @@ def lever_lines(lv: Optional[dict[str, Any]]) -> list[str]:
     return [ln if len(ln) <= SVG_LINE_CHARS else ln[:SVG_LINE_CHARS - 3] + "..." for ln in lines]
 
 
-def _svg(j: dict[str, Any]) -> str:
+def _svg(j: Dict[str, Any]) -> str:
     """Per-rank bars: time computing, time in MPI (long waits darker), and
     time clocked down as a line under each bar."""
     d = j.get("detail") or {}
@@ -439,7 +437,7 @@ def _svg(j: dict[str, Any]) -> str:
     return "\n".join(o)
 
 
-def round_ticks(v: float, most: int = 6) -> list[float]:
+def round_ticks(v: float, most: int = 6) -> List[float]:
     """Axis ticks at round values (1, 2 or 5 times a power of ten) from 0
     to the first at or past v, at most `most` intervals."""
     step = 10.0 ** math.floor(math.log10(v / most)) if v > 0 else 1.0
@@ -451,7 +449,7 @@ def round_ticks(v: float, most: int = 6) -> list[float]:
     return [round(k * step, 12) for k in range(n + 1)]
 
 
-def axis(left: float, y: float, width: float, ticks: list[float], label: str) -> list[str]:
+def axis(left: float, y: float, width: float, ticks: List[float], label: str) -> List[str]:
     """A horizontal axis from ticks[0] to ticks[-1] over width, its ticks
     labelled, and what it measures under it."""
     o = [f'<line x1="{left}" y1="{y}" x2="{left + width}" y2="{y}" stroke="black"/>']
@@ -475,12 +473,12 @@ WHATIF_CSV = ("job", "job_id", "threshold_us", "low_khz", "ranks", "saved_j", "s
               *(f"{lv}_{col}" for lv in LEVERS_CSV for col in ("saved_j", "predicted")))
 
 
-def lever_cells(preds: list[dict[str, Any]]) -> list[Any]:
+def lever_cells(preds: List[Dict[str, Any]]) -> List[Any]:
     """The levers' CSV cells of one job's prediction, or of the total over
     several: per lever its central saving and "true", or an empty saving
     and "false" when a prediction does not have it (a sum over the jobs
     that have it would pass for the whole selection's)."""
-    out: list[Any] = []
+    out: List[Any] = []
     for name in LEVERS_CSV:
         got = [((p.get("levers") or {}).get(name) or {}) for p in preds]
         ok = bool(got) and all(x.get("predicted") for x in got)
@@ -495,16 +493,16 @@ TOTALS_CSV = ("group", "jobs", "with_tool", "energy_j", "energy_jobs", "saved_j"
               "co2_saved_g")
 
 
-def totals(rows: list[tuple[str, str, str, str, str, str]], by: str,
-           carbon_cfg: tuple[Optional[float], dict[str, float]] = (None, {})
-           ) -> list[dict[str, Any]]:
+def totals(rows: List[Tuple[str, str, str, str, str, str]], by: str,
+           carbon_cfg: Tuple[Optional[float], Dict[str, float]] = (None, {})
+           ) -> List[Dict[str, Any]]:
     """Per user, account or partition (by): finished jobs, jobs with a
     summary of ours, energy (jobs whose energy is ok), energy saved (est,
     low, high: the summaries' after-the-fact estimates, summed, so the
     bounds are the safe side), clocked-down and wait seconds.  rows:
     slurm.sacct_totals.  Sorted by energy saved, largest first."""
     col = 1 + TOTALS_BY.index(by)
-    groups: dict[str, dict[str, Any]] = {}
+    groups: Dict[str, Dict[str, Any]] = {}
     for row in rows:
         g = groups.setdefault(row[col] or "?", {
             "group": row[col] or "?", "jobs": 0, "with_tool": 0, "energy_j": 0.0,
@@ -546,7 +544,7 @@ def totals(rows: list[tuple[str, str, str, str, str, str]], by: str,
     return out
 
 
-def totals_text(groups: list[dict[str, Any]], by: str, since: str) -> str:
+def totals_text(groups: List[Dict[str, Any]], by: str, since: str) -> str:
     out = [f"jobs ended since {since}, by {by}: {sum(g['jobs'] for g in groups)} jobs, "
            f"{sum(g['with_tool'] for g in groups)} with mpi-pstate",
            f"  {by:<16} {'jobs':>6} {'with':>6} {'energy J':>12}  {'saved J (low .. high)':<32}"
@@ -565,7 +563,7 @@ def totals_text(groups: list[dict[str, Any]], by: str, since: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def totals_csv(groups: list[dict[str, Any]]) -> str:
+def totals_csv(groups: List[Dict[str, Any]]) -> str:
     buf = io.StringIO()
     wr = csv.writer(buf, lineterminator="\n")
     wr.writerow(TOTALS_CSV)
@@ -602,7 +600,7 @@ def add_what_if_args(p: argparse.ArgumentParser) -> None:
                    "now-30days when a selection is given)")
 
 
-def what_if_options(a: argparse.Namespace) -> Optional[dict[str, Any]]:
+def what_if_options(a: argparse.Namespace) -> Optional[Dict[str, Any]]:
     """None without --what-if; ValueError for a bad value."""
     sel = {k: getattr(a, k) for k in ("user", "account", "partition", "since")
            if getattr(a, k, None)}
@@ -633,7 +631,7 @@ def what_if_options(a: argparse.Namespace) -> Optional[dict[str, Any]]:
             "budget_ppm": parse.percent_ppm(a.cpu_budget) if a.cpu_budget else None}
 
 
-def _load_model(path: Optional[str]) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+def _load_model(path: Optional[str]) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     try:
         return whatif.load_model(path), None
     except FileNotFoundError:
@@ -642,8 +640,8 @@ def _load_model(path: Optional[str]) -> tuple[Optional[dict[str, Any]], Optional
         return None, str(e)
 
 
-def what_if_jobs(jobs: list[dict[str, Any]], wi: dict[str, Any],
-                 model: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
+def what_if_jobs(jobs: List[Dict[str, Any]], wi: Dict[str, Any],
+                 model: Optional[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Adds "what_if" (and the per-job sweep) to every job with detail;
     returns those jobs."""
     done = []
@@ -666,7 +664,7 @@ def what_if_jobs(jobs: list[dict[str, Any]], wi: dict[str, Any],
     return done
 
 
-def write_pages(jobs: list[dict[str, Any]], dest: str, render: Callable[[dict[str, Any]], str],
+def write_pages(jobs: List[Dict[str, Any]], dest: str, render: Callable[[Dict[str, Any]], str],
                 ext: str) -> int:
     """Each job's chart (--svg) or page (--html): on stdout with "-" for one
     job, else into the directory dest as mpi-pstate-<job>.<ext>, or at dest
@@ -688,8 +686,8 @@ def write_pages(jobs: list[dict[str, Any]], dest: str, render: Callable[[dict[st
     return 0
 
 
-def what_if_csv(done: list[dict[str, Any]], total: Optional[dict[str, Any]],
-                best: Optional[dict[str, Any]]) -> str:
+def what_if_csv(done: List[Dict[str, Any]], total: Optional[Dict[str, Any]],
+                best: Optional[Dict[str, Any]]) -> str:
     """--what-if --csv: a line per job with a prediction, then the total
     line when total is given (several jobs)."""
     buf = io.StringIO()
@@ -711,9 +709,9 @@ def what_if_csv(done: list[dict[str, Any]], total: Optional[dict[str, Any]],
     return buf.getvalue()
 
 
-def what_if_text(jobs: list[dict[str, Any]], done: list[dict[str, Any]],
-                 total: Optional[dict[str, Any]], rows: Optional[list[dict[str, Any]]],
-                 best: Optional[dict[str, Any]], model_why: Optional[str]) -> str:
+def what_if_text(jobs: List[Dict[str, Any]], done: List[Dict[str, Any]],
+                 total: Optional[Dict[str, Any]], rows: Optional[List[Dict[str, Any]]],
+                 best: Optional[Dict[str, Any]], model_why: Optional[str]) -> str:
     """--what-if as text: of several jobs a line each, their sums and one
     sweep; of one, its prediction and sweep, or its report when it has
     nothing to predict from.  model_why: why no model file was read."""
@@ -736,7 +734,7 @@ def what_if_text(jobs: list[dict[str, Any]], done: list[dict[str, Any]],
     return "".join(out)
 
 
-def what_if_line(j: dict[str, Any]) -> str:
+def what_if_line(j: Dict[str, Any]) -> str:
     """One job's line among several."""
     p = j["what_if"]
     pct = p.get("saved_pct")
@@ -746,7 +744,7 @@ def what_if_line(j: dict[str, Any]) -> str:
             + (f"  ({'; '.join(p['notes'])[:100]})" if p["notes"] else "") + "\n")
 
 
-def what_if_job_text(j: dict[str, Any]) -> str:
+def what_if_job_text(j: Dict[str, Any]) -> str:
     """A job alone: what it was, then its prediction and sweep."""
     s = j.get("summary") or {}
     return (f"job {j['job_id']}: {j.get('sacct_state', '?')}, elapsed "
@@ -757,8 +755,8 @@ def what_if_job_text(j: dict[str, Any]) -> str:
             + whatif.text(j["what_if"], j["what_if_sweep"], j.get("what_if_recommended")))
 
 
-def what_if_total_text(total: dict[str, Any], rows: Optional[list[dict[str, Any]]],
-                       best: Optional[dict[str, Any]]) -> str:
+def what_if_total_text(total: Dict[str, Any], rows: Optional[List[Dict[str, Any]]],
+                       best: Optional[Dict[str, Any]]) -> str:
     """The sums over several jobs and their one sweep."""
     return (f"\n{total['jobs']} jobs with per-rank figures ({total['ranks']} ranks, "
             f"{total['jobs_with_energy']} with energy, "
@@ -769,9 +767,9 @@ def what_if_total_text(total: dict[str, Any], rows: Optional[list[dict[str, Any]
             + whatif.text_sweep(rows, best))
 
 
-def what_if_output(jobs: list[dict[str, Any]], missing: list[str], wi: dict[str, Any],
+def what_if_output(jobs: List[Dict[str, Any]], missing: List[str], wi: Dict[str, Any],
                    a: argparse.Namespace,
-                   pages: Optional[tuple[str, Callable[[dict[str, Any]], str], str]] = None
+                   pages: Optional[Tuple[str, Callable[[Dict[str, Any]], str], str]] = None
                    ) -> int:
     """pages: (destination, renderer, extension) of --svg or --html."""
     model, why = _load_model(a.model)
