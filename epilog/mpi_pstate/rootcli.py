@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The sub-commands Slurm, cron or systemd run as root or SlurmUser: epilog,
 epilog-slurmctld, flush, prune, node-metrics.  The `mpi-pstate` script dispatches them
-here without importing cli.py (and the report behind it), so that only the
-modules they need must run on Python 3.6 (RHEL 8's python3): the test
-tests/py/test_epilog_py36.py follows this module's imports and checks each
-module it reaches (docs/security.md, "Python 3.6")."""
+here without importing cli.py (and the report behind it), so that the
+Epilog imports only the modules it needs.  Like every installed module,
+these run on Python 3.6 (RHEL 8's python3; docs/security.md, "Python 3.6")."""
 import argparse
 import os
 import sys
