@@ -100,3 +100,26 @@ check-arm64: debroot-arm64
 
 debroot-arm64:
 	./tests/cluster/debroot --arch arm64 create
+
+# ---- make check-releases: Slurm releases Debian does not package (25.05 and
+# 25.11, what sites on SchedMD's RPMs run), each built once from its source
+# tarball into a cache (tests/cluster/slurm-src: libslurm and the headers
+# only, about a minute a release on 2 CPUs), then everything of ours built
+# against it with -Werror, its link and exports checked and every unit suite
+# run (tests/cluster/check-releases), into BREL<release> (default
+# build-25.05, build-25.11).  No cluster: the releases' daemons are not built.
+# Two runs on one machine take turns (they share those build directories).
+BREL ?= build-
+CHECKREL_LOCK ?= /run/mpi-pstate-releases.lock
+CHECK_RELEASES ?= 25.05 25.11
+
+.PHONY: check-releases slurm-src
+check-releases: deps-if-missing
+	@t0=$$(date +%s); \
+	flock $(CHECKREL_LOCK) ./tests/cluster/check-releases -b $(BREL) $(CHECK_RELEASES); rc=$$?; \
+	echo "---- make check-releases: exit $$rc after $$(( $$(date +%s) - t0 )) s"; exit $$rc
+
+# Only the Slurm builds (cached): for building against one by hand,
+# make SLURM_PREFIX=$(tests/cluster/slurm-src path 25.05) in a shell.
+slurm-src:
+	@for r in $(CHECK_RELEASES); do ./tests/cluster/slurm-src create $$r >/dev/null || exit 1; done
