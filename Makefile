@@ -171,11 +171,13 @@ cluster-stop:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
-# What `make format` would change, as an error; and every Python file of the
-# tree (the entry scripts have no .py) compiled without running it or
-# writing a .pyc.
+# What `make format` would change, as an error; every installed Python file
+# against Python 3.6 (vermin, in a venv of its own: tests/py36-lint); and
+# every Python file of the tree (the entry scripts have no .py) compiled
+# without running it or writing a .pyc.
 lint:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+	$(PYTHON) tests/py36-lint
 	$(PYTHON) -c 'import sys; [compile(open(f, "rb").read(), f, "exec") for f in sys.argv[1:]]' \
 	  $$(git ls-files '*.py') $$(git grep -l '^#!.*python' -- ':!*.py')
 

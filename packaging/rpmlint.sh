@@ -26,7 +26,8 @@ mkdir -m 0700 "$tmp/gpg" "$tmp/home" "$tmp/copies"
 printf '%%_dbpath %s\n' "$tmp/rpmdb" >"$tmp/home/.rpmmacros"
 lint=()
 for r in "${rpms[@]}"; do
-	if rpm -K "$r" 2>/dev/null | grep -qi 'signatures'; then
+	sig=$(rpm -K "$r" 2>/dev/null || true)
+	if grep -qi 'signatures' <<<"$sig"; then
 		lint+=("$r")
 	else
 		cp "$r" "$tmp/copies/" && lint+=("$tmp/copies/$(basename "$r")")
