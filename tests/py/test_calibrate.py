@@ -4,8 +4,6 @@ synthetic power curves, the knee file beside the model, and the uncore
 sweep's limits put back exactly as found, after a normal run and after a
 SIGTERM in the middle of the sweep; and calibrate()'s pure steps: which
 points in which order, and the model's figures of their samples."""
-from __future__ import annotations
-
 import contextlib
 import io
 import os
@@ -15,7 +13,7 @@ import tempfile
 import unittest
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Dict, List, Tuple
 
 import test_epilog_fixtures as fx
 from mpi_pstate import calibrate, powermodel
@@ -30,7 +28,7 @@ def knee_w(f: float, knee: float = 1800000, fmax: float = 3000000) -> float:
     return 2 + 13 * (f / fmax) * v * v
 
 
-def points(core_w: Any) -> list[dict[str, Any]]:
+def points(core_w: Any) -> List[Dict[str, Any]]:
     return [{"khz": f, "busy_w": IDLE_W + core_w(f), "poll_w": IDLE_W + core_w(f)}
             for f in FREQS]
 
@@ -81,7 +79,7 @@ U = "devices/system/cpu/intel_uncore_frequency/package_00_die_00"
 
 
 class UncoreSweep(unittest.TestCase):
-    def limits(self, root: Path) -> tuple[str, str]:
+    def limits(self, root: Path) -> Tuple[str, str]:
         """The first lines (a plain file keeps a longer old value's tail)."""
         return tuple((root / U / f).read_text().split("\n")[0]  # type: ignore[return-value]
                      for f in ("min_freq_khz", "max_freq_khz"))
@@ -90,7 +88,7 @@ class UncoreSweep(unittest.TestCase):
         with tempfile.TemporaryDirectory() as td:
             root = uncore_tree(Path(td))
             before = self.limits(root)
-            seen: list[str] = []
+            seen: List[str] = []
 
             def say(s: str) -> None:
                 if "uncore at most" in s:  # the sweep's writes are there meanwhile
@@ -118,7 +116,7 @@ class UncoreSweep(unittest.TestCase):
             before = self.limits(root)
             pol = root / "devices/system/cpu/cpufreq/policy1"
             pol_before = (pol / "scaling_max_freq").read_text()
-            lowered: list[str] = []
+            lowered: List[str] = []
 
             def say(s: str) -> None:
                 if "uncore at most 0.90" in s:

@@ -4,12 +4,11 @@ partition.  The plugin (common/parse.c) checks the value where the admin
 sees errors; the reports (epilog/mpi_pstate/parse.py) use it: both accept
 exactly the cases of tests/data/carbon_g_per_kwh.txt.  report gives each
 job's grams of CO2 spent and saved, and --totals sums them."""
-from __future__ import annotations
-
 import contextlib
 import io
 import json
 import unittest
+from typing import List, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
@@ -18,7 +17,7 @@ from mpi_pstate import carbon, cli, config, parse, report, summary
 CASES = fx.TOP / "tests" / "data" / "carbon_g_per_kwh.txt"
 
 
-def cases() -> list[tuple[bool, str]]:
+def cases() -> List[Tuple[bool, str]]:
     out = []
     for line in CASES.read_text().splitlines():
         if line and not line.startswith("#"):

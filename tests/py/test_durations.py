@@ -5,8 +5,6 @@ reader of a duration (the report, `mpi-pstate bench`, `mpi-pstate exec`)
 goes through that mirror.  tests/data/durations.txt holds the cases;
 tests/unit/test_parse.c runs them through C, this module through Python.
 The mode words `mpi-pstate exec` offers are common/options.def's."""
-from __future__ import annotations
-
 import contextlib
 import io
 import json
@@ -14,6 +12,7 @@ import os
 import subprocess
 import sys
 import unittest
+from typing import List, Optional, Tuple
 
 import test_epilog_fixtures as fx
 from mpi_pstate import bench, launcher, parse
@@ -22,7 +21,7 @@ CASES = fx.TOP / "tests" / "data" / "durations.txt"
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 
-def cases() -> list[tuple[int | None, str]]:
+def cases() -> List[Tuple[Optional[int], str]]:
     """(microseconds, or None where the text is refused; the text)."""
     out = []
     for line in CASES.read_text().splitlines():
@@ -74,7 +73,8 @@ class Frequencies(unittest.TestCase):
 class Modes(unittest.TestCase):
     def test_exec_offers_the_option_table_s_modes(self) -> None:
         r = subprocess.run([PYTHON, str(fx.TOP / "spank" / "gen_options.py"), "--json"],
-                           capture_output=True, text=True, timeout=60, check=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                           timeout=60, check=True)
         mode = [o for o in json.loads(r.stdout) if o["ID"] == "MODE"]
         self.assertEqual(len(mode), 1)
         self.assertEqual(list(launcher.MODES), [w["word"] for w in mode[0]["words"]])

@@ -4,8 +4,6 @@ hostile-safe file access, the plugstack reader, the node audit on fake sysfs
 trees, per-rank figures from real segments (written with preload's slot
 module), the node record and its validation, and the whole node Epilog run
 against planted hostile files."""
-from __future__ import annotations
-
 import argparse
 import io
 import json
@@ -19,6 +17,7 @@ import tempfile
 import time
 import unittest
 from pathlib import Path
+from typing import Dict
 from unittest import mock
 
 import test_epilog_fixtures as fx
@@ -241,7 +240,8 @@ class LeftoverAgents(Tmp):
         self.addCleanup(lambda: (p.kill(), p.wait()))
         t_end = time.monotonic() + 10  # the trap is set once bash reads the body
         while time.monotonic() < t_end and b"sleep" not in subprocess.run(
-                ["ps", "-o", "args=", "--ppid", str(p.pid)], capture_output=True).stdout:
+                ["ps", "-o", "args=", "--ppid", str(p.pid)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE).stdout:
             time.sleep(0.02)
         return p
 
@@ -672,7 +672,7 @@ class NodeEpilog(Tmp):
         self.assertEqual((self.collect / "4243").stat().st_mode & 0o777, 0o755)
 
 
-def acl_users(blob: bytes) -> dict[int, int]:
+def acl_users(blob: bytes) -> Dict[int, int]:
     """{uid: perm} of the named-user entries (tag 2) of an access ACL's xattr."""
     return {uid: perm for tag, perm, uid in struct.iter_unpack("<HHI", blob[4:]) if tag == 2}
 

@@ -3,14 +3,12 @@
 a fake sysfs tree, segments written through preload's slot module, and
 synthetic node records.  Holds no test case (named test_epilog_* only to
 live beside the suites that import it)."""
-from __future__ import annotations
-
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 TOP = Path(__file__).resolve().parents[2]
 if str(TOP / "epilog") not in sys.path:
@@ -28,8 +26,8 @@ def write(root: Path, rel: str, value: str) -> None:
 
 def fake_sysfs(root: Path, ncpus: int = 4, driver: str = "acpi-cpufreq",
                governor: str = "performance", max_khz: int = 3000000, boost: Optional[int] = 1,
-               cstates: tuple[tuple[str, int], ...] = (("POLL", 0), ("C1", 2), ("C6", 133)),
-               disabled: dict[int, set[str]] | None = None, smt: int = 1, numa: int = 1,
+               cstates: Tuple[Tuple[str, int], ...] = (("POLL", 0), ("C1", 2), ("C6", 133)),
+               disabled: Optional[Dict[int, Set[str]]] = None, smt: int = 1, numa: int = 1,
                uncore: bool = False, rapl: bool = True) -> Path:
     """A sysfs tree with ncpus CPUs, one cpufreq policy each."""
     cpu = "devices/system/cpu"
@@ -77,7 +75,7 @@ def fake_sysfs(root: Path, ncpus: int = 4, driver: str = "acpi-cpufreq",
     return root
 
 
-def segment(path: Path, ranks: list[dict[str, Any]], nslots: Optional[int] = None,
+def segment(path: Path, ranks: List[Dict[str, Any]], nslots: Optional[int] = None,
             uid: int = -1) -> None:
     """A segment whose slots hold the given figures (ns/ticks at 1 GHz)."""
     slotlib.create_segment(str(path), nslots or max(1, len(ranks)))
@@ -115,7 +113,7 @@ def segment(path: Path, ranks: list[dict[str, Any]], nslots: Optional[int] = Non
 
 
 def rank(node: str, r: int, step: str = "0", wall: float = 10.0, mpi: float = 2.0,
-         down: Optional[float] = 0.5, transitions: Optional[int] = 7) -> dict[str, Any]:
+         down: Optional[float] = 0.5, transitions: Optional[int] = 7) -> Dict[str, Any]:
     return {"step": step, "rank": r, "size": 4, "local": r % 2, "cpu": r % 2,
             "state": "finalized", "mode": "on", "abi": "ompi", "threshold_us": 500,
             "wall_s": wall, "mpi_s": mpi, "mpi_share": round(mpi / wall, 4), "wait_s": mpi * 0.9,
@@ -123,8 +121,8 @@ def rank(node: str, r: int, step: str = "0", wall: float = 10.0, mpi: float = 2.
             "calls": 100, "bytes": 800, "wakeups": 1, "top": [["MPI_Barrier", mpi, 50]]}
 
 
-def node_record(job: int, node: str, ranks: list[dict[str, Any]], joules: Optional[float] = 100.0,
-                settings: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def node_record(job: int, node: str, ranks: List[Dict[str, Any]], joules: Optional[float] = 100.0,
+                settings: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     infos = [{"step": "0", "plugin": None,
               "agent": {"step": "0", "energy": {"status": "ok", "joules": joules},
                         "record": {"step": 0}}}] if joules is not None else []
@@ -137,7 +135,7 @@ def node_record(job: int, node: str, ranks: list[dict[str, Any]], joules: Option
                          infos=infos, restore={"status": "ok"}, problems=[], written=time.time())
 
 
-def epilog_dirs(tmp: Path) -> tuple[Path, Path, Path, Path]:
+def epilog_dirs(tmp: Path) -> Tuple[Path, Path, Path, Path]:
     """(collect_dir, runtime_dir, shm dir, sysroot) of a node Epilog run in
     tmp: the shm directory sticky and world-writable like /dev/shm, a fake
     sysfs."""
@@ -147,8 +145,8 @@ def epilog_dirs(tmp: Path) -> tuple[Path, Path, Path, Path]:
     return tmp / "records", tmp / "run", shm, fake_sysfs(tmp / "sys")
 
 
-def sums_json(d: Path, job: int, step: str, seg: Path, agent: dict[int, dict[str, Any]],
-              joules: float = 1.0, node: str = "n1") -> dict[str, Any]:
+def sums_json(d: Path, job: int, step: str, seg: Path, agent: Dict[int, Dict[str, Any]],
+              joules: float = 1.0, node: str = "n1") -> Dict[str, Any]:
     """The step's sums.json as the agent writes it as the step ends
     (agent/record.c, docs/agent.md section 10), made here by the Epilog's
     own reduction of the same segment (slots.rank_figures, noderec.rest_add):
@@ -158,7 +156,7 @@ def sums_json(d: Path, job: int, step: str, seg: Path, agent: dict[int, dict[str
     rest = noderec.new_rest()
     noderec.rest_add(rest, step, [slots.rank_figures(s, step, agent.get(i))
                                   for i, s in enumerate(slot_list) if s], "")
-    obj: dict[str, Any] = {"format": "mpi-pstate-sums", "version": 1, "node": node, "job": job,
+    obj: Dict[str, Any] = {"format": "mpi-pstate-sums", "version": 1, "node": node, "job": job,
                            "step": int(step), "ranks": rest["rank_steps"], "invalid": 0,
                            "transitions": rest["transitions"], "log_errors": 0,
                            "energy": {"status": "ok", "package_j": joules, "dram_j": 0.0}}
@@ -175,7 +173,7 @@ def plugin_json(runtime: Path, job: int, step: str, seg: Optional[Path], nslots:
     version 1 has only "shm"."""
     d = runtime / "steps" / f"{job}.{step}"
     d.mkdir(parents=True, exist_ok=True)
-    rec: dict[str, Any] = {"version": version, "job": job, "node": node, "mode": "on",
+    rec: Dict[str, Any] = {"version": version, "job": job, "node": node, "mode": "on",
                            "shm": str(seg) if seg else None}
     if version >= 2:
         rec["segments"] = []

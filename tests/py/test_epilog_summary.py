@@ -6,8 +6,6 @@ version 1 summaries, how it sits in a SystemComment next to other text,
 EpilogSlurmctld with a fake mpi-pstate-dbcomment and sacct (AdminComment,
 jobstats' field, never touched), backfill idempotence, and the real
 mpi-pstate-dbcomment's refusals that need no slurmdbd."""
-from __future__ import annotations
-
 import argparse
 import io
 import json
@@ -17,6 +15,7 @@ import tempfile
 import time
 import unittest
 from pathlib import Path
+from typing import Dict, List, Optional, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
@@ -28,7 +27,7 @@ DBCOMMENT = BUILD / "epilog" / "mpi-pstate-dbcomment"
 JOBSTATS = "JS1:H4sIAAAAAAACA6tWystPSS1WslKoVsozBFPJBaUgvlFtbS0AINb4JB4AAAA="
 
 
-def validated(job: int, recs: dict[str, dict]) -> dict[str, dict]:
+def validated(job: int, recs: Dict[str, dict]) -> Dict[str, dict]:
     return {n: noderec.validate(json.loads(json.dumps(r)), job, n) for n, r in recs.items()}
 
 
@@ -87,7 +86,7 @@ class Merge(unittest.TestCase):
     def test_eight_steps_of_four_ranks(self) -> None:
         """4 distinct ranks, 32 rank-steps; the job's wall time is sacct's
         Elapsed, not the longest step; imbalance per step, within [0, 1]."""
-        def step_ranks(node: str, first: int, step: str) -> list[dict]:
+        def step_ranks(node: str, first: int, step: str) -> List[dict]:
             # rank 0 computes 9 s, the others 1 s, in every step
             return [fx.rank(node, r, step=step, wall=10.0 + int(step),
                             mpi=(1.0 if r == 0 else 9.0) + int(step)) for r in (first, first + 1)]
@@ -113,7 +112,7 @@ class Merge(unittest.TestCase):
         self.assertEqual((s["wall_s"], s["wall_src"], s["step_wall_s"]), (0.027, "sacct", 0.027))
 
     def test_imbalance_is_bounded(self) -> None:
-        def im(pairs: list[tuple[float, float]], steps: str = "0") -> float:
+        def im(pairs: List[Tuple[float, float]], steps: str = "0") -> float:
             return summary.imbalance([{"step": steps, "wall_s": w, "mpi_s": m} for w, m in pairs])
         self.assertEqual(im([(10, 2)] * 4), 0.0)  # balanced
         self.assertAlmostEqual(im([(10, 0)] + [(10, 10)] * 3), 0.75)  # one of 4 does it all
@@ -131,7 +130,7 @@ class Merge(unittest.TestCase):
             self.assertEqual(parse.elapsed(text), want, text)
 
     def test_energy_is_labelled_by_its_meter(self) -> None:
-        def rec(node: str, meter: str, joules: float | None = 10.0) -> dict:
+        def rec(node: str, meter: str, joules: Optional[float] = 10.0) -> dict:
             r = fx.node_record(13, node, [fx.rank(node, 0)], joules=joules)
             if joules is not None:
                 r["energy"]["meter"] = meter
@@ -298,7 +297,7 @@ class Fakes(unittest.TestCase):
         self.db = {"state": "CANCELLED", "exit": "0:15", "comment": 'admin "note"',
                    "dbcomment": 'admin "note"', "sacct_state": "CANCELLED",
                    "admin": JOBSTATS}
-        self.writes: list[str] = []
+        self.writes: List[str] = []
         self.err = io.StringIO()
         self.sacct_hook = self.fake_sacct_one
 
@@ -489,8 +488,9 @@ class SacctRows(unittest.TestCase):
 
 @unittest.skipUnless(DBCOMMENT.exists(), f"{DBCOMMENT} not built")
 class DbCommentTool(unittest.TestCase):
-    def run_tool(self, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run([str(DBCOMMENT), *args], input=stdin, capture_output=True,
+    def run_tool(self, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+        return subprocess.run([str(DBCOMMENT), *args], input=stdin,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=30, env={"SLURM_CONF": "/nonexistent/slurm.conf"})
 
     def test_usage_errors(self) -> None:

@@ -4,8 +4,6 @@ counted): the real agent, run on a segment of
 honest, odd and hostile slots, writes the very totals the node Epilog
 would have made of the same slots (slots.rank_figures, noderec.rest_add),
 and the life-cycle calls both leave out are the .def's."""
-from __future__ import annotations
-
 import json
 import os
 import re
@@ -17,7 +15,7 @@ import tempfile
 import time
 import unittest
 from pathlib import Path
-from typing import Any
+from typing import Any, Dict, Tuple
 
 import test_epilog_fixtures as fx
 from mpi_pstate import noderec, slots
@@ -25,6 +23,10 @@ from mpi_pstate import noderec, slots
 slotlib = fx.slotlib
 TOP = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", TOP / "build"))
+# tests/agent/mkfakesys.py, a dev-machine helper, needs 3.7+: where this
+# suite itself runs on Python 3.6 (as the node Epilog's EL8 python3), the
+# helper runs on the system's python3.
+HELPER_PYTHON = sys.executable if sys.version_info >= (3, 7) else "/usr/bin/python3"
 
 
 def set_fn(seg: slotlib.LiveSegment, i: int, j: int, name: bytes, time_ns: int) -> None:
@@ -34,7 +36,7 @@ def set_fn(seg: slotlib.LiveSegment, i: int, j: int, name: bytes, time_ns: int) 
     struct.pack_into("<Q", seg.map, fb + slotlib.FN_FIELDS["calls"][0], 3)
 
 
-def reference(path: Path, agent: dict[int, dict[str, Any]]) -> dict[str, Any]:
+def reference(path: Path, agent: Dict[int, Dict[str, Any]]) -> Dict[str, Any]:
     """What the node Epilog makes of the segment itself."""
     data = path.read_bytes()
     ranks = []
@@ -62,8 +64,8 @@ class AgentSums(unittest.TestCase):
     def tearDown(self) -> None:
         self._td.cleanup()
 
-    def run_agent(self, seg: Path, nslots: int) -> tuple[dict[str, Any], dict[str, Any]]:
-        subprocess.run([sys.executable, str(TOP / "tests/agent/mkfakesys.py"),
+    def run_agent(self, seg: Path, nslots: int) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        subprocess.run([HELPER_PYTHON, str(TOP / "tests/agent/mkfakesys.py"),
                         str(self.tmp / "sys"), "--cpus", "2"], check=True,
                        stdout=subprocess.DEVNULL)
         run = self.tmp / "run"
@@ -73,7 +75,7 @@ class AgentSums(unittest.TestCase):
                         str(self.tmp / "sys"), "--runtime-dir", str(run / "1"), "--record",
                         str(run / "agent.json"), "--pidfile", str(run / "pid"), "--log",
                         str(run / "log"), "--mode", "profile", "--rt-prio", "0"],
-                       check=True, capture_output=True)
+                       check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         pid = int((run / "pid").read_text())
         os.kill(pid, signal.SIGTERM)
         end = time.monotonic() + 60

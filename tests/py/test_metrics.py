@@ -4,8 +4,6 @@ Prometheus' own checker reads it, labels that cannot break out of their
 quotes, files aged out and bounded in number, a directory refused unless
 root's alone, node gauges from a fake runtime directory and sysfs, and the
 flusher publishing a job's metrics with its user, account and partition."""
-from __future__ import annotations
-
 import os
 import re
 import shutil
@@ -14,6 +12,7 @@ import tempfile
 import time
 import unittest
 from pathlib import Path
+from typing import Dict
 from unittest import mock
 
 import test_epilog_fixtures as fx
@@ -29,7 +28,7 @@ SUMMARY = {"state": "complete", "job_state": "COMPLETED", "mpi_share": 0.42,
 LABELS = {"user": "alice", "account": "phys", "partition": "debug"}
 
 
-def samples(text: str) -> dict[str, str]:
+def samples(text: str) -> Dict[str, str]:
     """name{labels} -> value of every sample line."""
     return dict(line.rsplit(" ", 1) for line in text.splitlines()
                 if line and not line.startswith("#"))
@@ -82,8 +81,8 @@ class Text(unittest.TestCase):
         for text in (metrics.job_text(42, SUMMARY, LABELS, (350.0, {}), 1.0),
                      metrics.queue_text([5.0, 3.0], 10.0), metrics.queue_text([], 10.0),
                      metrics.node_text(1, 2, 3, 4, 11.0)):
-            r = subprocess.run(["promtool", "check", "metrics"], input=text, text=True,
-                               capture_output=True)
+            r = subprocess.run(["promtool", "check", "metrics"], input=text, universal_newlines=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr + text)
 
     def test_queue_gauge_says_since_when(self) -> None:

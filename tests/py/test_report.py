@@ -5,8 +5,6 @@ tool, a job whose summary the epilog missed, the summary in SystemComment
 beside jobstats' AdminComment, version 1 summaries in AdminComment, energy
 labelled by its meter, and the CLI's argument handling, audit and exec
 delegation."""
-from __future__ import annotations
-
 import contextlib
 import csv
 import io
@@ -18,6 +16,7 @@ import time
 import unittest
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Dict, List, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
@@ -37,12 +36,12 @@ class Fixture(unittest.TestCase):
         os.chmod(self.tmp, 0o755)
         self.collect = self.tmp / "records"
         self.collect.mkdir()
-        self.rows: list[slurm.SacctJob] = []
+        self.rows: List[slurm.SacctJob] = []
 
     def tearDown(self) -> None:
         self._td.cleanup()
 
-    def job(self, raw: int, job_id: str, nodes: dict[str, list[dict]], state: str = "COMPLETED",
+    def job(self, raw: int, job_id: str, nodes: Dict[str, List[dict]], state: str = "COMPLETED",
             in_db: bool = True, detail: bool = True, meter: str = "rapl",
             admin: str = JOBSTATS) -> None:
         built = {n: fx.node_record(raw, n, r) for n, r in nodes.items()}
@@ -63,7 +62,7 @@ class Fixture(unittest.TestCase):
                                         ",".join(nodes), admin_comment=admin,
                                         system_comment=comment))
 
-    def report(self, *args: str) -> tuple[int, str, str]:
+    def report(self, *args: str) -> Tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
         with mock.patch.object(slurm, "sacct_jobs", lambda specs, timeout=60: self.rows), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -184,7 +183,7 @@ class Report(Fixture):
         ET.fromstring(out)
 
     def test_totals_per_user_account_and_partition(self) -> None:
-        def comment(saved: list[float], energy: float, src: str = "rapl") -> str:
+        def comment(saved: List[float], energy: float, src: str = "rapl") -> str:
             return "x " + summary.encode({"v": summary.SUMMARY_VERSION, "state": "complete",
                                           "energy": "ok", "energy_j": energy, "down_s": 2.0,
                                           "wait_s": 3.0, "saved_j": saved, "saved_src": src})
@@ -362,9 +361,9 @@ class Report(Fixture):
 
 
 class CommandLine(unittest.TestCase):
-    def run_cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["/usr/bin/python3", str(CLI), *args], capture_output=True,
-                              text=True, timeout=60)
+    def run_cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["/usr/bin/python3", str(CLI), *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
 
     def test_help_lists_every_subcommand(self) -> None:
         r = self.run_cli("--help")
@@ -387,7 +386,8 @@ class CommandLine(unittest.TestCase):
     def test_man_pages_lint(self) -> None:
         for page in ("mpi-pstate.1", "mpi-pstate-epilog.8"):
             r = subprocess.run(["groff", "-t", "-ww", "-z", "-man", str(fx.TOP / "man" / page)],
-                               capture_output=True, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True)
             self.assertEqual((r.returncode, r.stderr), (0, ""), page)
 
     def test_install_layout_runs(self) -> None:
@@ -398,8 +398,8 @@ class CommandLine(unittest.TestCase):
             self.skipTest("not built")
         with tempfile.TemporaryDirectory() as td:
             r = subprocess.run(["make", "-s", "-C", str(fx.TOP), f"B={build}", "install-epilog",
-                                f"DESTDIR={td}", "prefix=/opt/mps"], capture_output=True,
-                               text=True)
+                                f"DESTDIR={td}", "prefix=/opt/mps"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, universal_newlines=True)
             self.assertEqual(r.returncode, 0, r.stderr)
             root = Path(td) / "opt" / "mps"
             for rel in ("bin/mpi-pstate", "sbin/mpi-pstate-epilog",
@@ -419,15 +419,16 @@ class CommandLine(unittest.TestCase):
             (root / "bin" / "mpi-pstate").write_text(text.replace(
                 "/opt/mps/share", str(root / "share")))
             r = subprocess.run(["/usr/bin/python3", str(root / "bin" / "mpi-pstate"), "audit",
-                                "--json"], capture_output=True, text=True,
-                               cwd="/", env={"PATH": "/usr/bin:/bin"})
+                                "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True, cwd="/", env={"PATH": "/usr/bin:/bin"})
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("cpufreq", json.loads(r.stdout))
             r = subprocess.run(["/usr/bin/python3", "-I", "-c",
                                 "import sys; sys.path.insert(0, sys.argv[1]); "
                                 "import mpi_pstate.slots as s; print(s.slotlib.__file__)",
                                 str(root / "share" / "mpi-pstate" / "python")],
-                               capture_output=True, text=True, cwd="/")
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True, cwd="/")
             self.assertEqual(r.stdout.strip(),
                              str(root / "share" / "mpi-pstate" / "python" / "mpi_pstate" / "slot.py"))
 

@@ -5,8 +5,7 @@ clock; and the charts' axes at round values.  The page is opened in a real
 headless browser (Debian's chromium, where installed): it must load with
 no console error, its DOM must hold every section, and its screenshot is
 kept as the test's artefact (<build>/artefacts/report-page.png)."""
-from __future__ import annotations
-
+import contextlib
 import json
 import math
 import os
@@ -17,6 +16,7 @@ import unittest
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Dict, List, Optional, Tuple
 
 import test_epilog_fixtures as fx
 import test_report as tr
@@ -31,10 +31,10 @@ BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 class Tags(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-        self.text: list[str] = []
+        self.tags: List[Tuple[str, Dict[str, Optional[str]]]] = []
+        self.text: List[str] = []
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+    def handle_starttag(self, tag: str, attrs: List[Tuple[str, Optional[str]]]) -> None:
         self.tags.append((tag, dict(attrs)))
 
     def handle_data(self, data: str) -> None:
@@ -130,17 +130,19 @@ class Page(tr.Fixture):
         art = Path(os.environ.get("MPI_PSTATE_BUILD", fx.TOP / "build")) / "artefacts"
         art.mkdir(parents=True, exist_ok=True)
         shot = art / "report-page.png"
-        shot.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            shot.unlink()
         with tempfile.TemporaryDirectory() as prof:
             base = [BROWSER, *BROWSER_FLAGS, f"--user-data-dir={prof}"]
             r = subprocess.run([*base, "--enable-logging=stderr", "--v=0",
                                 f"--screenshot={shot}", "--window-size=1000,1400",
-                                page.as_uri()], capture_output=True, text=True, timeout=120)
+                                page.as_uri()], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True, timeout=120)
             self.assertEqual(r.returncode, 0, r.stderr[-2000:])
             console = [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln]
             self.assertEqual(console, [])
-            dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True,
-                                 text=True, timeout=120)
+            dom = subprocess.run([*base, "--dump-dom", page.as_uri()], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
         self.assertEqual(dom.returncode, 0, dom.stderr[-2000:])
         t = parse(dom.stdout)
         self.assertEqual(len([1 for tag, _ in t.tags if tag == "svg"]), 3)

@@ -5,15 +5,13 @@ columns appended after the older ones, a table on the HTML page, lines
 under the SVG chart; a lever not predicted says so, and why, in each.
 The jobs are test_whatif's report fixture, priced with the knee model
 (every lever predicted) or with a model that lacks the uncore sweep."""
-from __future__ import annotations
-
 import csv
 import io
 import json
 import re
 import unittest
 import xml.etree.ElementTree as ET
-from typing import Any
+from typing import Any, Dict, List
 
 import test_epilog_fixtures as fx
 import test_report_html as th
@@ -30,15 +28,15 @@ class Levers(unittest.TestCase):
     tearDown = tw.ReportWhatIf.tearDown
     report = tw.ReportWhatIf.report
 
-    def priced_with(self, model: dict[str, Any]) -> None:
+    def priced_with(self, model: Dict[str, Any]) -> None:
         self.model.write_text(json.dumps(model))
 
-    def levers(self) -> dict[str, Any]:
+    def levers(self) -> Dict[str, Any]:
         rc, out, err = self.report("701", "--what-if", "--json")
         self.assertEqual(rc, 0, err)
         return json.loads(out)["jobs"][0]["what_if"]["levers"]
 
-    def csv_rows(self, *jobs: str) -> list[dict[str, str]]:
+    def csv_rows(self, *jobs: str) -> List[Dict[str, str]]:
         rc, out, err = self.report(*jobs, "--what-if", "--csv")
         self.assertEqual(rc, 0, err)
         return list(csv.DictReader(io.StringIO(out)))

@@ -8,8 +8,6 @@ honours MPI_PSTATE_AGENT/_BUILD/_DBCOMMENT/_MODEL only from a source
 checkout, a benchmark never runs git in another user's checkout, and
 `calibrate` refuses a node where a job may hold a core.  Run as root, as the
 Epilog is."""
-from __future__ import annotations
-
 import contextlib
 import importlib.util
 import io
@@ -22,7 +20,7 @@ import sys
 import unittest
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any, Iterator, Tuple
 from unittest import mock
 
 import test_epilog
@@ -32,6 +30,8 @@ from mpi_pstate import calibrate, config, launcher, log, powermodel, rootcli, sa
 
 def _bench_checkout() -> Any:
     """bench/checkout.py: a benchmark's commit (not in the installed package)."""
+    if sys.version_info < (3, 7):
+        return None  # dev-machine code (from __future__ import annotations)
     path = Path(__file__).resolve().parents[2] / "bench" / "checkout.py"
     spec = importlib.util.spec_from_file_location("bench_checkout", path)
     assert spec and spec.loader
@@ -338,6 +338,8 @@ def git(*args: str, cwd: Path) -> str:
 
 
 @unittest.skipUnless(shutil.which("git"), "git not installed")
+@unittest.skipIf(checkout is None, "bench/checkout.py is dev-machine code (Python 3.7+), "
+                 "not installed")
 class BenchSourceVersion(Tmp):
     """A benchmark (bench/checkout.py) records the commit it runs from without ever
     running git in another user's checkout as root (a foreign checkout's
@@ -399,7 +401,7 @@ class CalibrateBusyNode(Tmp):
         self.runtime = self.tmp / "run"
         self.model = self.tmp / "var" / "model.json"
 
-    def run_cal(self) -> tuple[int, str]:
+    def run_cal(self) -> Tuple[int, str]:
         a = SimpleNamespace(sysroot=str(self.root), sysroot_given=True, cpu=1, seconds=0.02,
                             reps=1, points=2, model=str(self.model), json=False, quiet=True,
                             runtime_dir=str(self.runtime), slurm_conf=str(self.tmp / "none"))

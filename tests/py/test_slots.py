@@ -4,17 +4,15 @@ a slot's function table reduced to its MPI totals, the checks that refuse
 a listed segment that is not the plugin's file, and the reasons a listed
 segment is skipped before it is opened.  Reading real segments is
 test_epilog's and test_epilog_adversarial's."""
-from __future__ import annotations
-
 import os
 import stat
 import unittest
-from typing import Any
+from typing import Any, Dict, List
 
 from mpi_pstate import slots
 
 
-def fn(calls: int, time_ns: int, nbytes: int = 0) -> dict[str, int]:
+def fn(calls: int, time_ns: int, nbytes: int = 0) -> Dict[str, int]:
     return {"calls": calls, "time_ns": time_ns, "bytes": nbytes}
 
 
@@ -52,7 +50,7 @@ def st(mode: int = stat.S_IFREG | 0o600, ino: int = 7, dev: int = 3, nlink: int 
     return os.stat_result((mode, ino, dev, nlink, uid, uid, size, 0, 0, 0))
 
 
-SEG: dict[str, Any] = {"name": "mpi-pstate.5.0", "step": "0", "dev": 3, "ino": 7,
+SEG: Dict[str, Any] = {"name": "mpi-pstate.5.0", "step": "0", "dev": 3, "ino": 7,
                        "nslots": 4, "bytes": 4096}
 
 
@@ -100,8 +98,8 @@ class SkipReason(unittest.TestCase):
 
 class RankSink(unittest.TestCase):
     def test_a_bad_slot_is_a_problem_by_index(self) -> None:
-        ranks: list[dict[str, Any]] = []
-        problems: list[str] = []
+        ranks: List[Dict[str, Any]] = []
+        problems: List[str] = []
         sink = slots.rank_sink("seg", "0", {}, ranks, problems, None)
         sink(3, ValueError("bad magic"))
         sink(4, None)

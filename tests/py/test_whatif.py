@@ -4,8 +4,6 @@ histogram prediction hold for random call durations, the blocking totals
 tighten them, the model file is strict, the recommendation keeps the time
 added within 1 %, the report prints it in every format, and calibrate says
 so and stores nothing on a node without RAPL or cpufreq."""
-from __future__ import annotations
-
 import contextlib
 import csv
 import io
@@ -17,7 +15,7 @@ import unittest
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Dict, List, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
@@ -30,21 +28,21 @@ MODEL = {"format": "mpi-pstate-model", "version": 1, "node": "n1", "idle_w": 43.
          "transition": {"write_us": 50.0, "energy_uj": 0.0}}
 
 
-def hist_of(durations_ns: list[int]) -> list[list[int]]:
-    h: dict[int, int] = {}
+def hist_of(durations_ns: List[int]) -> List[List[int]]:
+    h: Dict[int, int] = {}
     for d in durations_ns:
         b = slots._bucket(d)
         h[b] = h.get(b, 0) + 1
     return [[b, c] for b, c in sorted(h.items())]
 
 
-def truth(durations_ns: list[int], thr_ns: float) -> tuple[float, int]:
+def truth(durations_ns: List[int], thr_ns: float) -> Tuple[float, int]:
     over = [d - thr_ns for d in durations_ns if d >= thr_ns]
     return sum(over), len(over)
 
 
-def waiting_rank(node: str, r: int, waits: list[int], thr_us: int = 500,
-                 wall: float = 3.0) -> dict[str, Any]:
+def waiting_rank(node: str, r: int, waits: List[int], thr_us: int = 500,
+                 wall: float = 3.0) -> Dict[str, Any]:
     d = fx.rank(node, r, wall=wall, mpi=sum(waits) / 1e9)
     longs = [w for w in waits if w >= thr_us * 1000]
     d.update(hist_ns=hist_of(waits), threshold_us=thr_us, long_calls=len(longs),
@@ -52,7 +50,7 @@ def waiting_rank(node: str, r: int, waits: list[int], thr_us: int = 500,
     return d
 
 
-def imbalanced(node_waits: dict[str, list[list[int]]]) -> dict[str, Any]:
+def imbalanced(node_waits: Dict[str, List[List[int]]]) -> Dict[str, Any]:
     ranks = []
     k = 0
     for n, per in node_waits.items():
@@ -377,7 +375,7 @@ class ModelLevers(unittest.TestCase):
                 whatif.validate_model(dict(KNEE_MODEL, **bad))
 
 
-def on_cpu(r: dict[str, Any], cpu: int) -> dict[str, Any]:
+def on_cpu(r: Dict[str, Any], cpu: int) -> Dict[str, Any]:
     r["cpu"] = cpu
     return r
 
@@ -389,7 +387,7 @@ class Levers(unittest.TestCase):
     def setUp(self) -> None:
         self.m = whatif.validate_model(KNEE_MODEL)
 
-    def detail(self, per_cpu: dict[int, list[int]]) -> dict[str, Any]:
+    def detail(self, per_cpu: Dict[int, List[int]]) -> Dict[str, Any]:
         ranks = [dict(on_cpu(waiting_rank("n1", k, w), c), node="n1")
                  for k, (c, w) in enumerate(per_cpu.items())]
         return {"ranks": ranks, "nodes": {}, "elapsed_s": 3.0}
@@ -579,7 +577,7 @@ class Calibrate(unittest.TestCase):
         a.update(kw)
         return SimpleNamespace(**a)
 
-    def run_cal(self, a: SimpleNamespace) -> tuple[int, str, str]:
+    def run_cal(self, a: SimpleNamespace) -> Tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             rc = calibrate.run(a)
@@ -628,7 +626,7 @@ class ReportWhatIf(unittest.TestCase):
         self.collect.mkdir()
         self.model = self.tmp / "model.json"
         self.model.write_text(json.dumps(MODEL))
-        self.rows: list[slurm.SacctJob] = []
+        self.rows: List[slurm.SacctJob] = []
         w = [50_000_000] * 40 + [20_000] * 40
         for raw in (701, 702):
             nodes = {"n1": [waiting_rank("n1", 0, [20_000] * 80)],
@@ -647,7 +645,7 @@ class ReportWhatIf(unittest.TestCase):
     def tearDown(self) -> None:
         self._td.cleanup()
 
-    def report(self, *args: str) -> tuple[int, str, str]:
+    def report(self, *args: str) -> Tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
         with mock.patch.object(slurm, "sacct_jobs", lambda specs, timeout=60: [
                 r for r in self.rows if r.raw in specs]), \
