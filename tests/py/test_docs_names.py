@@ -62,11 +62,12 @@ TOP_DIRS = ("agent", "bench", "common", "docs", "epilog", "man", "packaging", "p
 PATH_RE = re.compile(r"(?<![\w./$)~%@-])((?:" + "|".join(re.escape(d) for d in TOP_DIRS) +
                      r")/(?:[A-Za-z0-9_.*?/+-]|\[[A-Za-z0-9_-]+\]|<[A-Za-z0-9_ ]+>|"
                      r"\{[A-Za-z0-9_.,-]+\})*)")
-# "mpi-pstate WORD" followed by the end, an argument or punctuation: a command
-# line, not a sentence of a program's output ("reinstall mpi-pstate against
-# this Slurm")
-SUBCOMMAND_RE = re.compile(r"(?<![\w/.-])mpi-pstate[ \t]+([a-z][a-z0-9-]*)"
-                           r"(?=$|[ \t]+(?![a-z])|[^\w \t-])")
+SUBCOMMAND_RE = re.compile(r"(?<![\w/.-])mpi-pstate[ \t]+([a-z][a-z0-9-]*)")
+# What may stand before "mpi-pstate SUBCOMMAND" on a command line; anything
+# else is a sentence, such as a program's output ("reinstall mpi-pstate
+# against this Slurm", "loads the mpi-pstate plugin").
+COMMAND_BEFORE = {"$", "#", "|", "||", "&&", ";", "(", "$(", "`", "sudo", "exec", "env",
+                  "time", "timeout", "nice", "srun", "mpirun", "mpiexec", "watch"}
 # Check suites are built as build/tests/unit/<name> from tests/unit/<name>.c or
 # a component's <dir>/tests/<name>.c (docs/CONTRIBUTING.md): a document may
 # name the suite by its built path.
@@ -272,8 +273,10 @@ def code_regions(path: Path, text: str) -> List[Tuple[int, str]]:
                 fenced = True
             elif re.match(r"\.(fi|EE)\b", line):
                 fenced = False
-            elif fenced or re.match(r"\.(B|BR|BI|IB|RB)\s", line):
+            elif fenced:
                 out.append((n, unman(line)))
+            elif re.match(r"\.(B|BR|BI|IB|RB)\s", line):
+                out.append((n, unman(line.split(None, 1)[1]).replace('"', "")))
             else:
                 out += [(n, unman(m)) for m in
                         re.findall(r"\\fB(.*?)(?=\\f[RPI]|$)", line)]
@@ -325,6 +328,19 @@ def path_exists(path: str, top: Path) -> bool:
     return True
 
 
+def at_command(before: str) -> bool:
+    """Whether what precedes "mpi-pstate" on its line puts it where a
+    command starts: nothing, a prompt or shell operator, a launcher, or an
+    argument (an option, its value, an assignment, a number)."""
+    words = before.split()
+    if not words:
+        return True
+    last = words[-1]
+    return last in COMMAND_BEFORE or not any(c.isalnum() for c in last) or \
+        last.startswith("-") or "=" in last or last.isdigit() or \
+        (len(words) > 1 and words[-2].startswith("-"))
+
+
 def clean_path(raw: str) -> str:
     """A path as matched, less what ends the sentence around it."""
     while raw and raw[-1] in ".:":
@@ -356,9 +372,9 @@ def problems(path: Path, text: str, names: Names) -> List[str]:
             if p and not path_exists(p, names.top) and (where, p) not in EXCEPTIONS:
                 out.append(f"{where}:{n}: {p}: no such file or directory in the tree")
     for n, code in code_regions(path, text):
-        for sub in SUBCOMMAND_RE.findall(code):
-            if sub not in names.subcommands:
-                out.append(f"{where}:{n}: mpi-pstate {sub}: no such subcommand")
+        for m in SUBCOMMAND_RE.finditer(code):
+            if at_command(code[:m.start()]) and m.group(1) not in names.subcommands:
+                out.append(f"{where}:{n}: mpi-pstate {m.group(1)}: no such subcommand")
     return out
 
 
@@ -401,12 +417,16 @@ class TheCheckCanFail(unittest.TestCase):
     def test_a_missing_symbol_path_and_subcommand_are_found(self) -> None:
         doc = TOP / "docs" / "fake.md"
         text = (f"The agent calls `{self.MISSING}()` (see `spank/" + "no_such_file.c`).\n"
-                "Run `mpi-pstate " + "frobnicate 4242`, then `mpi-pstate report 4242`.\n")
+                "Run `mpi-pstate " + "frobnicate 4242`, then `mpi-pstate report 4242`.\n"
+                "```\n$ sudo -u slurm mpi-pstate " + "flish\n"
+                "PROBLEM: no plugstack line loads the mpi-pstate plugin\n```\n")
         found = problems(doc, text, names())
-        self.assertEqual(len(found), 3, found)
+        self.assertEqual(len(found), 4, found)
         self.assertIn(f"docs/fake.md:1: {self.MISSING}: no such name in the code", found)
         self.assertTrue(any("no_such_file.c: no such file" in f for f in found), found)
         self.assertIn("docs/fake.md:2: mpi-pstate frobnicate: no such subcommand", found)
+        # a command after sudo is checked, a sentence of output ("the ... plugin") is not
+        self.assertIn("docs/fake.md:4: mpi-pstate flish: no such subcommand", found)
 
     def test_man_page_escapes_are_read_through(self) -> None:
         page = TOP / "man" / "fake.8"
