@@ -104,7 +104,7 @@ debroot-arm64:
 # ---- make check-releases: Slurm releases Debian does not package (25.05 and
 # 25.11, what sites on SchedMD's RPMs run), each built once from its source
 # tarball into a cache (tests/cluster/slurm-src: libslurm and the headers
-# only, about a minute a release on 2 CPUs), then everything of ours built
+# only, under a minute a release on 2 CPUs), then everything of ours built
 # against it with -Werror, its link and exports checked and every unit suite
 # run (tests/cluster/check-releases), into BREL<release> (default
 # build-25.05, build-25.11).  No cluster: the releases' daemons are not built.
