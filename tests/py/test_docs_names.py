@@ -41,11 +41,6 @@ SELF = Path(__file__).resolve()
 # (document, name) -> why the document may give it although the tree has no
 # such thing; the test fails once the name is back or the document drops it.
 EXCEPTIONS = {
-    ("docs/levers.md", "common/cpufreq.c"):
-        "research notes written before common/cpufreq.c was split into "
-        "cpufreq_discover.c, cpufreq_map.c and cpufreq_write.c; what they say of it "
-        "(pstate_status, boost) is in common/cpufreq_discover.c now: the line is to be "
-        "corrected there by the document's owner",
 }  # type: Dict[Tuple[str, str], str]
 
 # Where names are looked for: code, not prose.
