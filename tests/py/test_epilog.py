@@ -408,7 +408,7 @@ class Slots(Tmp):
         produced = set().union(*(r.keys() for r in steps[0]["ranks"]))
         produced.add("dropped")  # present only when a field was out of range
         self.assertEqual(produced, set(noderec.RANK_FIELDS))
-        doc = (fx.TOP / "docs" / "records.md").read_text()
+        doc = (fx.TOP / "docs" / "records.md").read_text(encoding="utf-8")
         table = doc.split("**Per rank**", 1)[1].split("\n\n", 2)[1]
         documented = set(re.findall(r"`([a-z_]+)`", "\n".join(
             ln.split("|")[1] for ln in table.splitlines() if ln.startswith("| `"))))
