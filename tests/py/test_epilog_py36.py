@@ -218,7 +218,8 @@ class Vermin(unittest.TestCase):
         # the first run installs vermin into its venv
         cls.run_ = lint()
         if cls.run_.returncode == 3:
-            raise unittest.SkipTest("vermin cannot be installed, PyPI is not reachable: " +
+            raise unittest.SkipTest("vermin cannot be installed here (PyPI not reachable, "
+                                    "or no venv support): " +
                                     cls.run_.stdout.strip().splitlines()[0])
 
     def test_no_installed_file_needs_more_than_python_36(self) -> None:
