@@ -49,11 +49,12 @@ fi
 if [ ! -x /usr/lib/rpm/find-debuginfo.sh ] && ! command -v find-debuginfo >/dev/null; then
 	flags+=(--define "debug_package %{nil}")
 fi
-# Packager: the site's (%packager in ~/.rpmmacros, or RPM_PACKAGER), else the project's.
+# Packager: the site's (%packager in ~/.rpmmacros, or RPM_PACKAGER), else the
+# project's maintainers as packaging/debian/control names them.
 if [ -n "${RPM_PACKAGER:-}" ]; then
 	flags+=(--define "packager $RPM_PACKAGER")
 elif [ "$(rpm --eval '%{?packager}')" = "" ]; then
-	flags+=(--define "packager mpi-pstate maintainers <maintainers@users.noreply.a-seed-51d67ca2.example>")
+	flags+=(--define "packager $(sed -n 's/^Maintainer: //p' "$TOP/packaging/debian/control")")
 fi
 jobs=${RPM_JOBS:-2}
 rpmbuild -ba "${flags[@]}" --define "_smp_mflags -j$jobs" "$TOPDIR/SPECS/mpi-pstate.spec"
