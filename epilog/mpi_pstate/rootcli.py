@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The sub-commands Slurm, cron or systemd run as root or SlurmUser: epilog,
-epilog-slurmctld, flush, prune, node-metrics.  The `mpi-pstate` script dispatches them
+epilog-slurmctld, flush, prune, node-metrics; and status, which an admin
+runs as root on a node.  The `mpi-pstate` script dispatches them
 here without importing cli.py (and the report behind it), so that the
 Epilog imports only the modules it needs.  Like every installed module,
 these run on Python 3.6 (RHEL 8's python3; docs/security.md, "Python 3.6")."""
@@ -9,9 +10,9 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from . import config, log, node, safeio, slurm, spool
+from . import config, log, node, safeio, slurm, spool, status
 
-COMMANDS = ("epilog", "epilog-slurmctld", "flush", "prune", "node-metrics")
+COMMANDS = ("epilog", "epilog-slurmctld", "flush", "prune", "node-metrics", "status")
 PROG = "mpi-pstate"
 
 
@@ -63,6 +64,10 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
     p.add_argument("--quiet", action="store_true", help="print nothing")
 
+    p = sub.add_parser("status", help="this node's restore records, waiting node records, "
+                       "agents and restore failures (root); exit 1 when they need the admin")
+    status.add_arguments(p)
+
 
 def node_metrics(a: argparse.Namespace, dirs: Dict[str, List[str]]) -> int:
     """`mpi-pstate node-metrics`: what the node Epilog writes at a job's
@@ -102,6 +107,8 @@ def dispatch(a: argparse.Namespace, paths: Dict[str, str], dirs: Dict[str, List[
         return spool.epilog_slurmctld(a, _dbtool(paths, dirs))
     if a.cmd == "node-metrics":
         return node_metrics(a, dirs)
+    if a.cmd == "status":
+        return status.run(a, dirs["agent"])
     cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
     config.export_slurm_conf(cfg)
     trusted = {0, cfg.slurm_uid, os.geteuid()}

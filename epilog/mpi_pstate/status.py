@@ -1,0 +1,565 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""`mpi-pstate status` (root, on a node): what mpi-pstate holds on this node
+now, in one look, for the admin an alert sent there (docs/operations.md,
+section 1): the restore records and whose they are, the node records that
+wait in <runtime>/pending for collect_dir, the steps and their agents, and
+the restore failures since boot with the last one's error.  What `mpi-pstate
+audit` is for the hardware, this is for mpi-pstate's own state.
+
+Everything it reads sits in runtime_dir, written by root from what users
+influence (a job's step ids, its agent's messages): each file through
+safeio (no symlink followed, root's, regular, bounded in size), each
+directory looked at up to MAX_ENTRIES entries, every name and message
+printed escaped.  A file that fails a check is a problem line, never a
+traceback.
+
+The restore failures since boot are kept by the node Epilog in
+<runtime>/restore-failures.json (FAILURES_FILE; note_epilog() writes it,
+read_failures() reads it): metrics.json (metrics.NODE_STATE) counts them
+only where metrics_dir= is set, and keeps no error.
+
+Exit status: 0 all well; 1 something needs the admin (a restore failure
+since boot, a restore record of a job no longer running or one the agent
+would refuse, an unsafe runtime_dir); 2 it could not tell (bad usage, not
+root, something unread: see the problem lines).
+
+Python 3.6, like every root command (docs/security.md, "Python 3.6")."""
+import argparse
+import errno
+import fcntl
+import json
+import os
+import re
+import stat
+import sys
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+
+from . import config, log, metrics, node, nodeprune, pending, safeio, slurm
+
+FORMAT = "mpi-pstate-status"
+VERSION = 1
+FAILURES_FILE = "restore-failures.json"  # in runtime_dir, root's, 0600
+FAILURES_MAX_BYTES = 4096
+ERROR_MAX = 512  # characters of the last error kept and shown
+MAX_ENTRIES = 4096  # entries looked at in one directory (restore/, pending/, steps/)
+RECORD_MAX_BYTES = 512  # MPI_PSTATE_RESTORE_MAX_BYTES (common/restore.h)
+PID_MAX_BYTES = 64
+TEXT_LINES = 64  # lines a section of the text output lists (--json lists all)
+NAME_MAX = 80  # characters of a planted name shown
+LOCK_TRIES = 50  # 20 ms each: the Epilog waits at most 1 s for another one's count
+# Slurm's special step ids (slurm.h), as spank/paths.c names them
+STEP_NAMES = {0xFFFFFFFB: "batch", 0xFFFFFFFC: "extern", 0xFFFFFFFA: "interactive"}
+# common/restore.c's names: policy<N> (cpu<N> of old releases), uncore-<domain>
+RECORD_NAME_RE = re.compile(r"(?:policy|cpu)[0-9]{1,7}|uncore-package_[0-9]{2,4}_die_[0-9]{2,4}")
+_PENDING_RE = re.compile(r"([0-9]{1,10})\.([A-Za-z0-9][A-Za-z0-9._-]{0,63})\.json")
+_U32 = re.compile(r"0|[1-9][0-9]{0,9}")
+
+EXIT_OK, EXIT_ATTENTION, EXIT_UNKNOWN = 0, 1, 2
+
+
+def show(text: Any, n: int = NAME_MAX) -> str:
+    """A planted name or a message as one printable ASCII line: what is
+    not printable ASCII is escaped (\\n, \\xff), the rest clipped."""
+    s = str(text).encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+    s = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                for c in s)
+    return s if len(s) <= n else s[:n - 3] + "..."
+
+
+def step_name(step: int) -> str:
+    return STEP_NAMES.get(step, str(step))
+
+
+def _scan(dfd: int) -> "Iterator[os.DirEntry]":
+    """os.scandir() of an open directory: by its descriptor from 3.7, on
+    3.6 through /proc/self/fd (the same open directory, not a path anyone
+    could redirect)."""
+    if sys.version_info >= (3, 7):
+        return os.scandir(dfd)
+    return os.scandir(f"/proc/self/fd/{dfd}")
+
+
+def _entries(dfd: int, what: str, problems: List[str]) -> List[str]:
+    """Names in the directory, temporaries and dot files left out, at most
+    MAX_ENTRIES looked at (os.scandir reads the directory as it goes: a
+    directory of a million entries costs no more than MAX_ENTRIES)."""
+    names = []  # type: List[str]
+    seen = 0
+    it = _scan(dfd)
+    try:
+        for e in it:
+            seen += 1
+            if seen > MAX_ENTRIES:
+                problems.append(f"{what}: more than {MAX_ENTRIES} entries; the rest not "
+                                "looked at")
+                break
+            if not e.name.startswith("."):
+                names.append(e.name)
+    finally:
+        it.close()
+    return sorted(names)
+
+
+def _open_sub(runtime: str, sub: str, problems: List[str]) -> Optional[int]:
+    """<runtime>/<sub> opened the safe way; None when missing (nothing
+    there) or refused (a problem line)."""
+    try:
+        return safeio.open_dir(os.path.join(runtime, sub), trusted={0})
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        problems.append(f"{sub}/: {e.strerror or e}")
+        return None
+
+
+def _why(e: BaseException, name: str = "") -> str:
+    """Why, without the name safeio's errors start with (the line names it)."""
+    why = str(getattr(e, "strerror", None) or e)
+    if name and why.startswith(name + ": "):
+        why = why[len(name) + 2:]
+    return show(why, 200)
+
+
+# ---- restore records
+
+def parse_record(text: str) -> Tuple[str, int, int]:
+    """(kind, job, step) of a restore record's text (docs/cpufreq.md
+    section 4: version=, job=, step= first, then policy= or uncore=);
+    ValueError when it is not one the agent would read."""
+    lines = text.split("\n")
+    kv = []  # type: List[Tuple[str, str]]
+    for line in lines[:16]:
+        if line:
+            k, sep, v = line.partition("=")
+            if not sep:
+                raise ValueError("not key=value lines")
+            kv.append((k, v))
+    if len(kv) < 4 or [k for k, _ in kv[:3]] != ["version", "job", "step"]:
+        raise ValueError("does not start with version=, job=, step=")
+    if kv[0][1] not in ("1", "2"):
+        raise ValueError(f"record version {show(kv[0][1], 12)} is not one this release reads")
+    nums = []
+    for _, v in kv[1:3]:
+        if not _U32.fullmatch(v) or int(v) > 0xFFFFFFFF:
+            raise ValueError(f"job or step {show(v, 12)} is not a number")
+        nums.append(int(v))
+    kind = {"policy": "cpufreq", "uncore": "uncore"}.get(kv[3][0])
+    if kind is None:
+        raise ValueError("names neither a policy nor an uncore domain")
+    return kind, nums[0], nums[1]
+
+
+def restore_records(runtime: str, problems: List[str]) -> List[Dict[str, Any]]:
+    """The records in <runtime>/restore: name, kind, job, step, problem."""
+    dfd = _open_sub(runtime, "restore", problems)
+    if dfd is None:
+        return []
+    out = []
+    try:
+        for n in _entries(dfd, "restore/", problems):
+            rec = {"name": show(n), "kind": None, "job": None, "step": None,
+                   "job_running": None, "problem": None}  # type: Dict[str, Any]
+            try:
+                if not RECORD_NAME_RE.fullmatch(n):
+                    raise ValueError("not a restore record's name")
+                data = safeio.read_file(dfd, n, RECORD_MAX_BYTES, owners={0})
+                rec["kind"], rec["job"], step = parse_record(data.decode("ascii"))
+                rec["step"] = step_name(step)
+            except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
+                rec["problem"] = _why(e, n) if isinstance(e, OSError) else \
+                    show(e if not isinstance(e, UnicodeDecodeError) else "not ASCII text", 200)
+            out.append(rec)
+    except OSError as e:
+        problems.append(f"restore/: {_why(e)}")
+    finally:
+        os.close(dfd)
+    return out
+
+
+# ---- node records waiting in <runtime>/pending
+
+def pending_records(runtime: str, problems: List[str]) -> List[Dict[str, Any]]:
+    dfd = _open_sub(runtime, pending.DIR, problems)
+    if dfd is None:
+        return []
+    out = []
+    try:
+        for n in _entries(dfd, pending.DIR + "/", problems):
+            m = _PENDING_RE.fullmatch(n)
+            if not m:
+                continue  # pending.deliver() does not look at it either
+            rec = {"name": n, "job": int(m.group(1)), "node": m.group(2), "bytes": None,
+                   "mtime": None, "problem": None}  # type: Dict[str, Any]
+            st = safeio.entry_stat(dfd, n)
+            if st is None:
+                continue  # delivered meanwhile
+            if not stat.S_ISREG(st.st_mode):
+                rec["problem"] = "not a regular file: never delivered"
+            elif st.st_uid != 0:
+                rec["problem"] = f"owned by uid {st.st_uid}: never delivered"
+            else:
+                rec["bytes"], rec["mtime"] = st.st_size, round(st.st_mtime, 3)
+            out.append(rec)
+    except OSError as e:
+        problems.append(f"{pending.DIR}/: {_why(e)}")
+    finally:
+        os.close(dfd)
+    return out
+
+
+# ---- steps and their agents
+
+AgentAlive = Callable[[int], Optional[bool]]
+
+
+def agent_alive(agent: Optional[str], proc: str = "/proc") -> AgentAlive:
+    """Whether a pid is a running agent (node.agent_checker: its executable
+    is the agent root trusts); without a known agent, None for a running
+    process (it may be one), False for none."""
+    if agent:
+        checker = node.agent_checker(agent, proc)
+        return lambda pid: checker(pid)
+    return lambda pid: None if safeio.process_running(pid, proc) else False
+
+
+def steps(runtime: str, alive: AgentAlive, problems: List[str]) -> List[Dict[str, Any]]:
+    """The step directories <runtime>/steps/<job>.<step>/ (what
+    node.live_step_domains() counts): job, step, the agent's pid from its
+    agent.pid, whether that pid is the agent running now."""
+    sfd = _open_sub(runtime, "steps", problems)
+    if sfd is None:
+        return []
+    out = []
+    try:
+        for n in _entries(sfd, "steps/", problems):
+            m = node.STEP_DIR_RE.fullmatch(n)
+            if not m:
+                continue
+            st = {"job": int(m.group(1)), "step": m.group(2), "pid": None, "alive": None,
+                  "job_running": None}  # type: Dict[str, Any]
+            out.append(st)
+            try:
+                dfd = os.open(n, safeio.O_DIR, dir_fd=sfd)
+            except OSError as e:
+                why = "is a symlink" if e.errno == errno.ELOOP else _why(e)
+                problems.append(f"steps/{show(n)}: {why}: not read")
+                continue
+            try:
+                dst = os.fstat(dfd)
+                if dst.st_uid != 0 or dst.st_mode & 0o022:
+                    problems.append(f"steps/{show(n)}: not root's alone (uid {dst.st_uid}, mode "
+                                    f"{stat.S_IMODE(dst.st_mode):04o}): not read")
+                    continue
+                raw = safeio.read_file(dfd, "agent.pid", PID_MAX_BYTES, owners={0}).strip()
+                if not (raw.isdigit() and len(raw) < 11 and 0 < int(raw) < 1 << 22):
+                    raise ValueError("agent.pid holds no process id")
+                st["pid"] = int(raw)
+                st["alive"] = alive(st["pid"])
+            except FileNotFoundError:
+                st["alive"] = False  # no agent started for the step (mode off, profile)
+            except (OSError, ValueError) as e:
+                problems.append(f"steps/{show(n)}/agent.pid: "
+                                f"{_why(e, 'agent.pid') if isinstance(e, OSError) else e}")
+            finally:
+                os.close(dfd)
+    except OSError as e:
+        problems.append(f"steps/: {_why(e)}")
+    finally:
+        os.close(sfd)
+    return out
+
+
+# ---- the restore failures since boot
+
+def _load_json(dfd: int, name: str) -> Optional[Dict[str, Any]]:
+    """A small root-owned JSON object of runtime_dir; None when missing;
+    OSError/ValueError when refused or malformed."""
+    try:
+        raw = safeio.read_file(dfd, name, FAILURES_MAX_BYTES, owners={0})
+    except FileNotFoundError:
+        return None
+    obj = json.loads(raw.decode("utf-8"))
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    return obj
+
+
+def _count(v: Any) -> Optional[int]:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 40 else None
+
+
+def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dict[str, Any]:
+    """The restore failures since boot: from FAILURES_FILE (the node
+    Epilog's count and last error), else metrics.json's count (written only
+    where metrics_dir= is set).  A file of an earlier boot counts 0 (/run is
+    a tmpfs: a file there is this boot's anyway).  since_boot None when it
+    cannot be told."""
+    out = {"since_boot": 0, "source": None, "last_job": None, "last_time": None,
+           "last_error": None}  # type: Dict[str, Any]
+    try:
+        rfd = safeio.open_dir(runtime, trusted={0})
+    except FileNotFoundError:
+        return out  # no job ran with mpi-pstate since boot
+    except OSError as e:
+        out["since_boot"] = None
+        problems.append(f"runtime_dir: {_why(e)}")
+        return out
+    try:
+        for name, key in ((FAILURES_FILE, "count"), (metrics.NODE_STATE, "restore_failures")):
+            try:
+                obj = _load_json(rfd, name)
+            except (OSError, ValueError) as e:
+                problems.append(f"{name}: {_why(e) if isinstance(e, OSError) else show(e, 200)}")
+                out["since_boot"] = None
+                continue
+            if obj is None:
+                continue
+            n = _count(obj.get(key))
+            if n is None:
+                problems.append(f"{name}: no count of restore failures in it")
+                out["since_boot"] = None
+                continue
+            out["source"] = name
+            if obj.get("boot") != boot:
+                out["since_boot"] = 0  # counted before the last boot
+                return out
+            out["since_boot"] = n
+            if name == FAILURES_FILE:
+                last = obj.get("last") if isinstance(obj.get("last"), dict) else {}
+                out["last_job"] = _count(last.get("job"))
+                t = last.get("time")
+                out["last_time"] = t if isinstance(t, (int, float)) and \
+                    not isinstance(t, bool) else None
+                err = last.get("error")
+                out["last_error"] = show(err, ERROR_MAX) if isinstance(err, str) else None
+            return out
+        return out
+    finally:
+        os.close(rfd)
+
+
+def epilog_error(restore: Dict[str, Any], problems: List[str]) -> Optional[str]:
+    """The error worth keeping of a node Epilog's restores: its backstop's
+    message when that failed, else the last agent log line about a restore
+    (the record's problems: "step S agent: policy3: restore failed: ...")."""
+    if restore.get("status") == "failed":
+        msg = restore.get("message") or restore.get("why")
+        if msg:
+            return f"restore backstop failed: {msg}"
+        return f"restore backstop failed (exit {restore.get('rc')})"
+    for p in reversed(problems):
+        if "restore" in p:
+            return p
+    return None
+
+
+def note_failures(runtime: str, job: int, count: int, error: Optional[str],
+                  now: Optional[float] = None) -> None:
+    """Adds count restore failures of job to FAILURES_FILE, with the last
+    error; a file of an earlier boot starts again at 0.  Raises OSError
+    (runtime_dir refused or not writable)."""
+    if count <= 0:
+        return
+    boot = metrics._boot_time()
+    rfd = safeio.open_dir(runtime, trusted={0})
+    try:
+        for _ in range(LOCK_TRIES):  # two Epilogs ending at once: one count each
+            try:
+                fcntl.flock(rfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    break
+                time.sleep(0.02)
+        try:
+            old = _load_json(rfd, FAILURES_FILE) or {}
+        except (OSError, ValueError):
+            old = {}  # a file root cannot trust is replaced, not added to
+        n = _count(old.get("count")) if old.get("boot") == boot else 0
+        obj = {"version": VERSION, "boot": boot, "count": (n or 0) + count,
+               "last": {"job": job, "time": round(time.time() if now is None else now, 3),
+                        "error": show(error, ERROR_MAX) if error else None}}
+        safeio.write_atomic(rfd, FAILURES_FILE, json.dumps(obj).encode(), mode=0o600)
+    finally:
+        os.close(rfd)  # releases the lock
+
+
+def note_epilog(runtime: str, job: int, count: int, restore: Dict[str, Any],
+                problems: List[str]) -> None:
+    """The node Epilog's one call once its restores are known (count as it
+    gives node_metrics()): the failures counted with their last error.
+    Never raises: a count not kept is logged, never the Epilog's failure."""
+    try:
+        note_failures(runtime, job, count, epilog_error(restore, problems))
+    except (OSError, ValueError) as e:
+        log.warning(f"restore failures not counted in {runtime}/{FAILURES_FILE}: {e}")
+
+
+# ---- the whole view
+
+JobsRunning = Callable[[], Set[int]]
+
+
+def squeue_jobs() -> Set[int]:
+    """Jobs slurmctld does not know as finished (node-prune's question);
+    slurm.SlurmError when it cannot tell."""
+    return nodeprune.live_jobs()
+
+
+def gather(runtime: str, alive: AgentAlive, jobs: JobsRunning, cgroup_root: str,
+           node_name: str, problems: Optional[List[str]] = None,
+           now: Optional[float] = None) -> Dict[str, Any]:
+    """The status as its JSON object (docs: mpi-pstate-epilog(8), "status")."""
+    problems = list(problems or [])
+    attention = []  # type: List[str]
+    boot = metrics._boot_time()
+    out = {"format": FORMAT, "version": VERSION, "node": node_name, "runtime_dir": runtime,
+           "time": round(time.time() if now is None else now, 3), "boot": boot,
+           "restore_records": [], "pending": [], "steps": [], "agents_running": 0,
+           "restore_failures": None, "jobs_known": None, "problems": problems,
+           "attention": attention, "status": "ok", "exit": EXIT_OK}  # type: Dict[str, Any]
+    try:
+        os.close(safeio.open_dir(runtime, trusted={0}))
+    except FileNotFoundError:
+        pass  # nothing ran here since boot: all well, and all below finds nothing
+    except OSError as e:
+        attention.append(f"runtime_dir {show(runtime, 200)} refused: {_why(e)}; the plugin "
+                         "and the Epilog refuse it too")
+        out.update(status="attention", exit=EXIT_ATTENTION, restore_failures=None)
+        return out
+    recs = restore_records(runtime, problems)
+    steps_ = steps(runtime, alive, problems)
+    out["restore_records"], out["steps"] = recs, steps_
+    out["pending"] = pending_records(runtime, problems)
+    out["agents_running"] = sum(1 for s in steps_ if s["alive"])
+    unsure = [s for s in steps_ if s["alive"] is None and s["pid"] is not None]
+    if unsure:
+        problems.append(f"pid {unsure[0]['pid']} of step {unsure[0]['job']}."
+                        f"{unsure[0]['step']} runs, but mpi-pstate-agent is not found: "
+                        "whether it is the agent is not known")
+    out["restore_failures"] = read_failures(runtime, boot, problems)
+    wanted = {r["job"] for r in recs if r["job"] is not None} | {s["job"] for s in steps_}
+    running = {s["job"] for s in steps_ if s["alive"]} | \
+        (nodeprune.cgroup_jobs(cgroup_root) if wanted else set())
+    known = None  # type: Optional[bool]
+    if wanted - running:
+        try:
+            running |= jobs()
+            known = True
+        except (OSError, slurm.SlurmError) as e:
+            known = False
+            problems.append(f"which jobs run is not known ({show(e, 200)}): a record of a job "
+                            "neither an agent nor a cgroup of this node shows is unknown")
+    out["jobs_known"] = known
+    for x in recs + steps_:
+        if x["job"] is not None:
+            x["job_running"] = True if x["job"] in running else (False if known else None)
+    for r in recs:
+        if r["problem"]:
+            attention.append(f"restore record {r['name']}: {r['problem']}: the agent refuses "
+                             "it; inspect it (docs/operations.md, section 1, step 4)")
+        elif r["job_running"] is False:
+            attention.append(f"restore record {r['name']} of job {r['job']}, which no longer "
+                             "runs: put it back with mpi-pstate-agent --restore "
+                             f"{show(runtime, 200)}/restore --job {r['job']}")
+    fails = out["restore_failures"]["since_boot"]
+    if fails:
+        attention.append(f"{fails} restore failure{'s' if fails != 1 else ''} since boot")
+    if attention:
+        out.update(status="attention", exit=EXIT_ATTENTION)
+    elif problems:
+        out.update(status="unknown", exit=EXIT_UNKNOWN)
+    return out
+
+
+# ---- output
+
+def _when(t: Optional[float]) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t is not None else "?"
+
+
+def _listed(lines: List[str], items: List[str]) -> None:
+    lines += items[:TEXT_LINES]
+    if len(items) > TEXT_LINES:
+        lines.append(f"  ... {len(items) - TEXT_LINES} more (--json lists them all)")
+
+
+def _running(v: Optional[bool]) -> str:
+    return {True: "job running", False: "job not running", None: "job ?"}[v]
+
+
+def text(s: Dict[str, Any]) -> str:
+    lines = [f"node:             {show(s['node'])} (runtime_dir {show(s['runtime_dir'], 200)})"]
+    recs = s["restore_records"]
+    lines.append(f"restore records:  {len(recs)}")
+    _listed(lines, [f"  {r['name']:<16} " + (
+        f"PROBLEM: {r['problem']}" if r["problem"] else
+        f"job {r['job']} step {r['step']:<6} {r['kind']:<8} {_running(r['job_running'])}"
+        + (": LEFT" if r["job_running"] is False else ""))
+        for r in recs])
+    pend = s["pending"]
+    lines.append(f"pending records:  {len(pend)}" + (" (node records waiting for collect_dir; "
+                                                     "the next Epilog or node-prune delivers "
+                                                     "them)" if pend else ""))
+    _listed(lines, [f"  {p['name']:<24} job {p['job']}: " + (
+        f"PROBLEM: {p['problem']}" if p["problem"] else
+        f"{p['bytes']} bytes, since {_when(p['mtime'])}") for p in pend])
+    st = s["steps"]
+    lines.append(f"agents:           {s['agents_running']} running, {len(st)} step "
+                 f"director{'ies' if len(st) != 1 else 'y'}")
+    _listed(lines, [f"  job {x['job']} step {x['step']:<6} " + (
+        f"agent pid {x['pid']:<8} " + {True: "running", False: "exited",
+                                        None: "? (a process runs)"}[x["alive"]]
+        if x["pid"] is not None else "no agent") + f", {_running(x['job_running'])}"
+        for x in st])
+    f = s["restore_failures"]
+    if f is None or f["since_boot"] is None:
+        lines.append("restore failures: ? since boot")
+    else:
+        lines.append(f"restore failures: {f['since_boot']} since boot" + (
+            f"; last: job {f['last_job']} at {_when(f['last_time'])}: {f['last_error']}"
+            if f["since_boot"] and f["last_error"] else ""))
+    lines += [f"problem: {p}" for p in s["problems"][:TEXT_LINES]]
+    if len(s["problems"]) > TEXT_LINES:
+        lines.append(f"problem: ... {len(s['problems']) - TEXT_LINES} more")
+    lines += [f"ATTENTION: {a}" for a in s["attention"][:TEXT_LINES]]
+    lines.append({"ok": "status:           ok",
+                  "attention": "status:           needs the admin",
+                  "unknown": "status:           not all could be read"}[s["status"]])
+    return "\n".join(lines) + "\n"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runtime-dir", help="override runtime_dir of the plugstack line")
+    p.add_argument("--slurm-conf", help="slurm.conf (default: $SLURM_CONF)")
+    p.add_argument("--json", action="store_true", help="one JSON object (mpi-pstate-epilog(8))")
+    p.add_argument("--cgroup-root", default=nodeprune.CGROUP_ROOT, help=argparse.SUPPRESS)
+    p.add_argument("--proc", default="/proc", help=argparse.SUPPRESS)
+
+
+def run(a: argparse.Namespace, agent_dirs: List[str]) -> int:
+    """`mpi-pstate status`: prints the status, returns its exit status."""
+    if os.geteuid() != 0:
+        print("mpi-pstate status: run it as root (the runtime directory is root's)",
+              file=sys.stderr)
+        return EXIT_UNKNOWN
+    log.setup("mpi-pstate-status", quiet=True)  # find_tool's refusals go to problems
+    cfg = config.load(a.slurm_conf, None, a.runtime_dir)
+    config.export_slurm_conf(cfg)
+    problems = [show(p, 300) for p in cfg.problems]
+    host = config.short_host()
+    runtime = config.expand_host(cfg.runtime_dir, host)
+    refused = []  # type: List[str]
+    agent = node.find_tool("mpi-pstate-agent", agent_dirs, "MPI_PSTATE_AGENT", cfg.agent,
+                           refused)
+    problems += [show(p, 300) for p in refused]
+    s = gather(runtime, agent_alive(agent, a.proc), squeue_jobs, a.cgroup_root, host, problems)
+    try:
+        if a.json:
+            print(json.dumps(s, indent=1, sort_keys=True))
+        else:
+            print(text(s), end="")
+    except BrokenPipeError:
+        pass
+    return s["exit"]
