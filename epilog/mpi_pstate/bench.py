@@ -10,7 +10,10 @@ launcher (--launcher, default "srun --mpi=pmix") inside one batch job per
 run.  Each repetition runs the baseline (no --mpi-pstate, or --baseline) and
 then --mpi-pstate at every threshold of --thresholds, so the variants
 alternate (A B A B ...) and drift hits them alike; the order of the
-thresholds rotates from one repetition to the next.
+thresholds rotates from one repetition to the next.  Every run of a
+comparison is placed alike (--placement, default cores: Slurm binds each
+task to cores in the baseline and in the --mpi-pstate runs), so that a delta
+is the effect of clocking down and not also that of pinning.
 
 Figures: walltime of the workload (timed inside the job, sacct Elapsed has
 1 s resolution), `mpi-pstate report --json JOBID` (MPI time, long waits,
@@ -58,6 +61,26 @@ PROBE_FILE = "bench-probe.txt"
 # carries them to every step, and the contract variables where present.
 SPANK_OPT = "SLURM_SPANK__SLURM_SPANK_OPTION_mpi_pstate_"
 ENV_PREFIXES = ("MPI_PSTATE_", SPANK_OPT)
+# and the binding every srun of the job was given (--placement)
+ENV_KEYS = ("SLURM_CPU_BIND",)
+# --placement: a Slurm --cpu-bind type given to every run alike, or "native".
+#
+# mpi-pstate's mode on pins each rank itself (--mpi-pstate-bind) unless the
+# step has an explicit --cpu-bind or SLURM_CPU_BIND, which it keeps
+# (docs/pinning.md); a baseline without the option, off or profile never
+# pins and keeps Slurm's placement, often none.  Left so ("native"), every
+# delta mixes the effect of pinning with that of clocking down.  The one
+# placement both sides can share is therefore Slurm's, chosen explicitly:
+# the job script exports SLURM_CPU_BIND, which every srun of the job reads
+# (the launcher, or one a self-launching COMMAND starts), so the baseline
+# and the on runs are bound by the same task plugin in the same way.
+# Pinning the baseline "like mpi-pstate" instead would need the cores Slurm
+# allocates, known only inside the job, and a second copy of spank/pin.c's
+# rules.  Slurm's binding to cores still gives each rank a core of its own,
+# the core the agent clocks down while the rank waits.  A --cpu-bind in
+# --launcher wins over the variable, in every run alike.
+PLACEMENTS = ("cores", "threads", "sockets", "ldoms", "none", "native")
+DEFAULT_PLACEMENT = "cores"
 
 
 # ---------------------------------------------------------------- parsing
@@ -190,7 +213,7 @@ def parse_env_file(text: str) -> Dict[str, str]:
     out = {}
     for line in text.splitlines():
         k, sep, v = line.partition("=")
-        if sep and k.startswith(ENV_PREFIXES):
+        if sep and (k.startswith(ENV_PREFIXES) or k in ENV_KEYS):
             out[k] = v
     return out
 
@@ -429,7 +452,8 @@ JOB_SCRIPT = """#!/bin/bash
   for z in /sys/class/powercap/intel-rapl:*; do [ -e "$z" ] && echo "rapl $z"; done
   sed 's/^/mount /' /proc/self/mountinfo
 }} >{probe} 2>/dev/null
-env | grep -E '^(MPI_PSTATE_|SLURM_SPANK__SLURM_SPANK_OPTION_mpi_pstate_)' | sort >{envf}
+{placement}env | grep -E -e '^(MPI_PSTATE_|SLURM_SPANK__SLURM_SPANK_OPTION_mpi_pstate_)' \
+  -e '^SLURM_CPU_BIND=' | sort >{envf}
 t0=$EPOCHREALTIME
 {command}
 rc=$?
@@ -444,9 +468,20 @@ def shell_join(command: Sequence[str]) -> str:
     return " ".join(shlex.quote(a) for a in command)
 
 
-def job_script(label: str, rep: int, command: List[str]) -> str:
+def placement_lines(placement: str) -> str:
+    """The job script's lines that place its tasks (--placement): the same
+    in every variant, so that baseline and on runs are bound alike."""
+    if placement == "native":
+        return ""
+    return (f"# --placement={placement}: every run of the comparison is bound alike\n"
+            f"export SLURM_CPU_BIND={shlex.quote(placement)}\n")
+
+
+def job_script(label: str, rep: int, command: List[str],
+               placement: str = DEFAULT_PLACEMENT) -> str:
     return JOB_SCRIPT.format(prog=PROG, label=label.replace("\n", " "), rep=rep + 1,
                              probe=PROBE_FILE, envf=ENV_FILE, timef=TIME_FILE,
+                             placement=placement_lines(placement),
                              command=shell_join(command))
 
 
@@ -461,7 +496,7 @@ def read_text(p: Path, limit: int = 1 << 20) -> str:
 class Options:
     def __init__(self, nodes: int, ntasks_per_node: int, reps: int, partition: Optional[str],
                  extra: List[str], exclusive: bool, job_timeout: float,
-                 record_wait: float) -> None:
+                 record_wait: float, placement: str = DEFAULT_PLACEMENT) -> None:
         self.nodes = nodes
         self.ntasks_per_node = ntasks_per_node
         self.reps = reps
@@ -470,6 +505,7 @@ class Options:
         self.exclusive = exclusive
         self.job_timeout = job_timeout
         self.record_wait = record_wait
+        self.placement = placement
 
 
 def run_one(cl: Cluster, o: Options, v: Variant, rep: int, command: List[str], rundir: Path,
@@ -477,7 +513,7 @@ def run_one(cl: Cluster, o: Options, v: Variant, rep: int, command: List[str], r
     rundir.mkdir(parents=True, exist_ok=True)
     setup(rundir)
     script = rundir / "job.sh"
-    script.write_text(job_script(v.label, rep, command))
+    script.write_text(job_script(v.label, rep, command, o.placement))
     script.chmod(0o755)
     args = ["--chdir", str(rundir), "-o", str(rundir / "slurm-%j.out"), "-J", f"{PROG}",
             "-N", str(o.nodes), f"--ntasks-per-node={o.ntasks_per_node}"]
@@ -505,6 +541,7 @@ def run_one(cl: Cluster, o: Options, v: Variant, rep: int, command: List[str], r
         float(ce) > 0 else None
     run.update(parse_time_file(read_text(rundir / TIME_FILE)))
     run["env"] = parse_env_file(read_text(rundir / ENV_FILE))
+    run["cpu_bind"] = run["env"].get("SLURM_CPU_BIND")  # what the job was given
     probe = parse_probe(read_text(rundir / PROBE_FILE))
     run["rapl"], run["rapl_why"] = rapl_kind(probe if probe.get("host") else {})
     run["host"] = {k: probe.get(k) for k in ("host", "cpu", "ncpu", "kernel")}
@@ -620,9 +657,40 @@ def pct(x: Optional[float]) -> Optional[float]:
     return None if x is None else x * 100
 
 
+def launcher_binding(launcher: Sequence[str]) -> Optional[str]:
+    """The launcher's own --cpu-bind option, if it has one (srun's option
+    wins over SLURM_CPU_BIND)."""
+    for i, word in enumerate(launcher):
+        for opt in ("--cpu-bind", "--cpu_bind"):
+            if word.startswith(opt + "="):
+                return word
+            if word == opt:
+                return f"{word}={launcher[i + 1]}" if i + 1 < len(launcher) else word
+    return None
+
+
+def placement_label(c: Dict[str, Any]) -> str:
+    """How the runs were placed, in words (the heading, the JSON)."""
+    p, own = c.get("placement", "native"), c.get("launcher_cpu_bind")
+    if own:
+        return f"the launcher's {own} in every run"
+    if p == "native":
+        return ("native (the baseline Slurm's, "
+                + ("mpi-pstate's own pinning in the on runs)" if c.get("mode") == "on"
+                   else "the variants Slurm's too)"))
+    return f"{p} in every run (SLURM_CPU_BIND={p})"
+
+
 def notes(result: Dict[str, Any]) -> List[str]:
     out = []
     runs, rows = result["runs"], result["rows"]
+    c = result["config"]
+    if c.get("placement") == "native" and c.get("mode") == "on" and \
+            not c.get("launcher_cpu_bind"):
+        out.append("placement: native: the baseline ran with Slurm's placement, the on runs "
+                   "with mpi-pstate's own pinning (--mpi-pstate-bind): each delta mixes the "
+                   "effect of pinning with that of clocking down; --placement=cores binds "
+                   "every run alike")
     kinds = {r["rapl"] for r in runs if r.get("ok")}
     sim = [r for r in rows if r.get("energy_delta_simulated_pct") is not None]
     if "simulated" in kinds:
@@ -747,7 +815,7 @@ def render_text(result: Dict[str, Any], markdown: bool = False) -> str:
     nl = "\n" if markdown else ""
     out = [f"{PROG}: {c['workload']} on {c['nodes']} node(s) x {c['ntasks_per_node']} tasks, "
            f"{c['reps']} repetitions interleaved after {c.get('warmup', 0)} warm-up, baseline "
-           f"{c['baseline_label']}"
+           f"{c['baseline_label']}, placement {c.get('placement_label') or placement_label(c)}"
            + (f"; {result['started']}" if result.get("started") else "")
            + (f", source {result['source']}" if result.get("source") else ""),
            f"machine: {m.get('hosts') or '?'} ({m.get('cpu') or '?'}, {m.get('ncpu') or '?'} "
@@ -823,6 +891,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--baseline", default="none", choices=("none", "off", "profile"),
                     help="the runs to compare with: none = option not given (default), off, "
                     "or profile (measures MPI wait and energy without changing frequency)")
+    ap.add_argument("--placement", default=DEFAULT_PLACEMENT, choices=PLACEMENTS,
+                    help="how every run's tasks are bound, baseline and variants alike: a "
+                    "Slurm --cpu-bind type given to each run as SLURM_CPU_BIND, or 'native' "
+                    "(the baseline keeps Slurm's placement, --mpi-pstate=on pins with "
+                    f"--mpi-pstate-bind) ({DEFAULT_PLACEMENT})")
     ap.add_argument("--launcher", default="srun --mpi=pmix",
                     help="prefix of the workload inside the job ('srun --mpi=pmix'; "
                     "'srun --mpi=pmi2' for MPICH; '' when COMMAND launches itself)")
@@ -956,7 +1029,9 @@ def config_of(a: argparse.Namespace, w: Workload, command: List[str],
             "thresholds_us": thresholds, "mode": a.mode, "baseline": a.baseline,
             "baseline_label": baseline_label, "partition": a.partition,
             "extra_sbatch_args": extra, "exclusive": not a.no_exclusive,
-            "workdir": str(workdir), "report_cmd": report_cmd, "warmup": a.warmup}
+            "workdir": str(workdir), "report_cmd": report_cmd, "warmup": a.warmup,
+            "placement": a.placement,
+            "launcher_cpu_bind": launcher_binding(shlex.split(a.launcher))}
 
 
 def write_result(result: Dict[str, Any], a: argparse.Namespace) -> None:
@@ -979,7 +1054,7 @@ def main(argv: Optional[List[str]] = None, cluster: Optional[Cluster] = None,
         w = workload(a, command)
         cl = cluster or Cluster(find_report_cmd(a.report_cmd))
         o = Options(a.nodes, a.ntasks_per_node, a.reps, a.partition, extra, not a.no_exclusive,
-                    a.job_timeout, a.record_wait)
+                    a.job_timeout, a.record_wait, a.placement)
         vs = variants(a.baseline, a.mode, thresholds)
         if not cl.report_cmd:
             print(f"{PROG}: mpi-pstate not found: figures come from sacct SystemComment only",
@@ -998,6 +1073,7 @@ def main(argv: Optional[List[str]] = None, cluster: Optional[Cluster] = None,
         "format": FORMAT, "version": VERSION, "started": started, "source": source,
         "config": config_of(a, w, full, thresholds, extra, vs[0].label, cl.report_cmd, workdir),
         "runs": runs, "warmup_runs": warmups}
+    result["config"]["placement_label"] = placement_label(result["config"])
     result.update(aggregate(vs, runs))
     result["machine"] = machine_of(runs)
     result["notes"] = notes(result)

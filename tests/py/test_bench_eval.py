@@ -244,6 +244,10 @@ class FakeSlurm:
         (d / mb.TIME_FILE).write_text(f"t0=1000.0 t1={1000.0 + wall} rc={rc}\n")
         env = "" if mode is None else (f"{mb.SPANK_OPT}mpi_pstate={mode}\n"
                                        f"{mb.SPANK_OPT}mpi_pstate_threshold={thr}us\n")
+        # what the script exports reaches the job's environment, as in bash
+        bind = re.search(r"^export SLURM_CPU_BIND=(\S+)$", (d / "job.sh").read_text(), re.M)
+        if bind:
+            env += f"SLURM_CPU_BIND={bind.group(1)}\n"
         (d / mb.ENV_FILE).write_text(env)
         (d / mb.PROBE_FILE).write_text(
             "host n1\ncpu AMD EPYC\nncpu 2\nkernel 6.1\nrapl /sys/class/powercap/intel-rapl:0\n"
@@ -537,12 +541,95 @@ class WholeRun(unittest.TestCase):
                 mb.main(args + ["--", "./app"], mb.Cluster(None))
             self.assertEqual(cm.exception.code, 2)
 
+    def scripts(self, fake: FakeSlurm) -> Dict[str, str]:
+        """The job script each variant ran, by variant (the last of each)."""
+        out = {}
+        for c in fake.calls:
+            if c[0] == "sbatch":  # the run directory is r<rep>-<variant>
+                out[Path(c[-1]).parent.name.split("-", 1)[1]] = Path(c[-1]).read_text()
+        return out
+
+    def test_every_run_is_placed_alike_by_default(self) -> None:
+        """The baseline (no --mpi-pstate) and the on runs get the same
+        explicit binding, so mpi-pstate keeps Slurm's placement in the on
+        runs (docs/pinning.md) and the delta is the clocking down alone."""
+        for baseline in ("none", "profile"):
+            with self.subTest(baseline=baseline):
+                fake = FakeSlurm()
+                rc, out, err = self.run_main(fake, "--reps", "1", "--thresholds", "0,2ms",
+                                             "--baseline", baseline, "--json")
+                self.assertEqual(rc, 0, err)
+                scripts = self.scripts(fake)
+                self.assertEqual(sorted(scripts), ["base", "t0", "t2ms"])
+                for key, text in scripts.items():
+                    binds = re.findall(r"^export SLURM_CPU_BIND=(\S+)$", text, re.M)
+                    self.assertEqual(binds, ["cores"], (key, text))
+                    # before the launcher starts, outside the timed part
+                    self.assertLess(text.index("export SLURM_CPU_BIND"),
+                                    text.index("t0=$EPOCHREALTIME"))
+                res = json.loads(out)
+                self.assertEqual(res["config"]["placement"], "cores")
+                self.assertIn("cores in every run", res["config"]["placement_label"])
+                self.assertEqual({r["variant"]: r["cpu_bind"] for r in res["runs"]},
+                                 {"base": "cores", "t0": "cores", "t2ms": "cores"})
+                self.assertFalse(any(n.startswith("placement:") for n in res["notes"]))
+        _, out, _ = self.run_main(FakeSlurm(), "--reps", "1", "--thresholds", "0")
+        self.assertIn("placement cores in every run (SLURM_CPU_BIND=cores)",
+                      out.splitlines()[0])
+
+    def test_placement_none_unbinds_every_run(self) -> None:
+        fake = FakeSlurm()
+        rc, out, _ = self.run_main(fake, "--reps", "1", "--thresholds", "0",
+                                   "--placement", "none", "--json")
+        self.assertEqual(rc, 0)
+        for key, text in self.scripts(fake).items():
+            self.assertIn("\nexport SLURM_CPU_BIND=none\n", text, key)
+        self.assertEqual({r["cpu_bind"] for r in json.loads(out)["runs"]}, {"none"})
+
+    def test_native_placement_is_today_and_says_what_it_mixes(self) -> None:
+        fake = FakeSlurm()
+        rc, out, _ = self.run_main(fake, "--reps", "1", "--thresholds", "0",
+                                   "--placement", "native", "--json")
+        self.assertEqual(rc, 0)
+        for key, text in self.scripts(fake).items():
+            self.assertNotIn("export SLURM_CPU_BIND", text, key)
+        res = json.loads(out)
+        self.assertEqual({r["cpu_bind"] for r in res["runs"]}, {None})
+        self.assertIn("mpi-pstate's own pinning", res["config"]["placement_label"])
+        mixed = [n for n in res["notes"] if n.startswith("placement: native")]
+        self.assertEqual(len(mixed), 1, res["notes"])
+        self.assertIn("mixes the effect of pinning", mixed[0])
+        # profile never pins: nothing is mixed, and nothing is said
+        _, out, _ = self.run_main(FakeSlurm(), "--reps", "1", "--thresholds", "0",
+                                  "--placement", "native", "--mode", "profile", "--json")
+        self.assertFalse(any(n.startswith("placement:") for n in json.loads(out)["notes"]))
+
+    def test_launcher_binding_is_named(self) -> None:
+        self.assertEqual(mb.launcher_binding(["srun", "--cpu-bind=map_cpu:0,1"]),
+                         "--cpu-bind=map_cpu:0,1")
+        self.assertEqual(mb.launcher_binding(["srun", "--cpu-bind", "none"]), "--cpu-bind=none")
+        self.assertIsNone(mb.launcher_binding(["srun", "--mpi=pmix"]))
+        rc, out, _ = self.run_main(FakeSlurm(), "--reps", "1", "--thresholds", "0", "--json",
+                                   "--launcher", "srun --mpi=pmix --cpu-bind=rank")
+        self.assertEqual(rc, 0)
+        c = json.loads(out)["config"]
+        self.assertEqual(c["launcher_cpu_bind"], "--cpu-bind=rank")
+        self.assertEqual(c["placement_label"], "the launcher's --cpu-bind=rank in every run")
+
+    def test_placement_usage(self) -> None:
+        with redirect_stderr(io.StringIO()), self.assertRaises(SystemExit) as cm:
+            mb.main(["--placement", "map_cpu", "--", "./app"], mb.Cluster(None))
+        self.assertEqual(cm.exception.code, 2)
+
     def test_job_script(self) -> None:
         s = mb.job_script("on @ 0", 0, ["srun", "--mpi=pmix", "./my app", "$HOME"])
         self.assertIn("srun --mpi=pmix './my app' '$HOME'\n", s)
         self.assertIn("/proc/self/mountinfo", s)
         self.assertLess(s.index(mb.PROBE_FILE), s.index("t0=$EPOCHREALTIME"))
         self.assertTrue(s.startswith("#!/bin/bash\n"))
+        self.assertIn("\nexport SLURM_CPU_BIND=cores\n", s)  # the default placement
+        self.assertNotIn("export SLURM_CPU_BIND",
+                         mb.job_script("on @ 0", 0, ["./app"], placement="native"))
 
 
 if __name__ == "__main__":
