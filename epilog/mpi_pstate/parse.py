@@ -4,6 +4,7 @@ only, no sign, no hex or octal surprises; a bad value raises ValueError so
 that callers keep their default and say which value was refused."""
 import os
 import re
+import time
 from typing import Dict, List, Optional, Set, Tuple, Union
 
 _U64 = re.compile(r"[ \t]*([0-9]+)[ \t]*\n?")
@@ -277,3 +278,100 @@ def elapsed(text: Optional[str]) -> Optional[float]:
         return None
     d, h, mi, sec = (int(x) if x else 0 for x in m.groups())
     return float(((d * 24 + h) * 60 + mi) * 60 + sec)
+
+
+# ---- `mpi-pstate report`'s selections, as sacct takes them ---------------------
+
+_JOB_STEP = re.compile(r"([1-9][0-9]{0,9})(?:_([0-9]{1,9}|\[[0-9,\-]{1,64}\]))?"
+                       r"(?:\.([0-9]{1,9}|batch|extern|interactive))?")
+MAX_ARRAY_TASKS = 100000
+
+
+def job_step_spec(text: str) -> Tuple[str, Optional[str]]:
+    """A job or step id as sacct -j takes it: 4242, 4242_3, 4242_[1-3],
+    each optionally with a step (4242.0, 4242.batch, 4242_3.extern) ->
+    (the job part, as sacct -X selects it; the step or None)."""
+    t = text.strip()
+    m = _JOB_STEP.fullmatch(t)
+    if not m or int(m.group(1)) > 0xFFFFFFFF:
+        raise ValueError(f"not a job or step id: {text!r} (4242, 4242.0, 4242.batch, "
+                         "4242_3, 4242_[1-3])")
+    if m.group(2) and m.group(2).startswith("["):
+        array_tasks(m.group(2))
+    job = m.group(1) + (f"_{m.group(2)}" if m.group(2) else "")
+    return job, m.group(3)
+
+
+def array_tasks(text: str) -> Set[int]:
+    """"[1-3,7]" or "1-3,7" -> the task ids; ValueError for a malformed
+    list or more than MAX_ARRAY_TASKS."""
+    t = text.strip()
+    if t.startswith("[") and t.endswith("]"):
+        t = t[1:-1]
+    out: Set[int] = set()
+    for part in t.split(","):
+        a, sep, b = part.partition("-")
+        if not a.isdigit() or (sep and not b.isdigit()) or len(a) > 9 or len(b) > 9:
+            raise ValueError(f"not an array task list: {text!r}")
+        lo, hi = int(a), int(b) if sep else int(a)
+        if hi < lo or len(out) + hi - lo >= MAX_ARRAY_TASKS:
+            raise ValueError(f"not an array task list: {text!r}")
+        out.update(range(lo, hi + 1))
+    return out
+
+
+# sacct(1), "TIME FORMATS" (-S, -E); checked here so that a typo is said in
+# one line rather than by sacct's own message, and never reaches its argv.
+_CLOCK = r"[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?"
+_SACCT_TIME = [re.compile(p, re.I) for p in (
+    r"now(?:[+-][0-9]{1,9}(?:s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|"
+    r"d|day|days|w|week|weeks)?)?",
+    r"today|midnight|noon|elevenses|fika|teatime|tomorrow",
+    _CLOCK + r"(?:am|pm)?",
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:T" + _CLOCK + r")?",
+    r"[0-9]{2}[0-9]{2}(?:[0-9]{2})?(?:-" + _CLOCK + r")?",
+    r"[0-9]{1,2}[./][0-9]{1,2}(?:[./][0-9]{2,4})?(?:-" + _CLOCK + r")?")]
+
+
+def sacct_time(text: str) -> str:
+    """A time sacct -S/-E takes (2026-11-01, 2026-11-01T08:00, now-7days,
+    midnight, 11/01, 08:00...), returned as given; ValueError otherwise,
+    including a date or clock that does not exist (month 13, 25:00)."""
+    t = text.strip()
+    if len(t) > 40 or not any(p.fullmatch(t) for p in _SACCT_TIME):
+        raise ValueError(f"not a time sacct takes: {text!r} (2026-11-01, 2026-11-01T08:00, "
+                         "now-7days, midnight, 08:00)")
+    iso = re.fullmatch(r"([0-9]{4}-[0-9]{2}-[0-9]{2})(?:T(" + _CLOCK + "))?", t)
+    clock = iso.group(2) if iso else (re.search(_CLOCK, t).group(0)  # type: ignore[union-attr]
+                                      if re.search(_CLOCK, t) else None)
+    try:
+        if iso:
+            time.strptime(iso.group(1), "%Y-%m-%d")
+        if clock:
+            hms = [int(x) for x in clock.split(":")]
+            if hms[0] > 23 or hms[1] > 59 or (len(hms) > 2 and hms[2] > 59):
+                raise ValueError(clock)
+    except ValueError:
+        raise ValueError(f"not a time sacct takes: {text!r} (no such date or time)") from None
+    return t
+
+
+# sacct(1), "JOB STATE CODES": what -s takes, by name or code.
+JOB_STATES = {"BF": "BOOT_FAIL", "CA": "CANCELLED", "CD": "COMPLETED", "DL": "DEADLINE",
+              "F": "FAILED", "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY", "PD": "PENDING",
+              "PR": "PREEMPTED", "R": "RUNNING", "RQ": "REQUEUED", "RS": "RESIZING",
+              "RV": "REVOKED", "S": "SUSPENDED", "TO": "TIMEOUT"}
+
+
+def job_states(text: str) -> List[str]:
+    """"CD,F", "completed,failed" -> ["COMPLETED", "FAILED"] (sacct -s)."""
+    out: List[str] = []
+    for w in text.split(","):
+        u = w.strip().upper()
+        name = JOB_STATES.get(u, u if u in JOB_STATES.values() else None)
+        if name is None:
+            raise ValueError(f"not a job state: {w.strip()!r} (one of "
+                             f"{', '.join(sorted(JOB_STATES.values()))}, or its code: CD, F...)")
+        if name not in out:
+            out.append(name)
+    return out

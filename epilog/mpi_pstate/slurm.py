@@ -31,8 +31,11 @@ def run(argv: Sequence[str], timeout: float = 30, stdin: Optional[str] = None
         return subprocess.run(list(argv), input=stdin, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, universal_newlines=True,
                               timeout=timeout, errors="replace")
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise SlurmError(f"{argv[0]}: {e}") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{os.path.basename(argv[0])}: no answer within {timeout:g} s") \
+            from None
+    except OSError as e:
+        raise SlurmError(f"{os.path.basename(argv[0])}: {e.strerror or e}") from None
 
 
 class SacctJob(NamedTuple):
@@ -97,12 +100,33 @@ def parse_sacct(text: str) -> List[SacctJob]:
         f = line.split(SACCT_DELIM, len(SACCT_FIELDS) - 1)
         if len(f) != len(SACCT_FIELDS) or not f[0]:
             continue
-        out.append(SacctJob(f[0], f[1], _state(f[2]), f[3], f[4], f[5],
-                            admin_comment=f[14], system_comment=f[13],
-                            uid=int(f[6]) if f[6].isdigit() and len(f[6]) < 11 else None,
-                            start=f[7], end=f[8], submit=f[9], partition=f[10], user=f[11],
-                            account=f[12]))
+        out.append(_job_row(f))
     return out
+
+
+def _job_row(f: Sequence[str]) -> SacctJob:
+    """A SacctJob of the SACCT_FIELDS, in order."""
+    return SacctJob(f[0], f[1], _state(f[2]), f[3], f[4], f[5],
+                    admin_comment=f[14], system_comment=f[13],
+                    uid=int(f[6]) if f[6].isdigit() and len(f[6]) < 11 else None,
+                    start=f[7], end=f[8], submit=f[9], partition=f[10], user=f[11],
+                    account=f[12])
+
+
+def failed(cmd: str, stderr: str, limit: int = 300) -> str:
+    """One line of what a Slurm command said when it failed: its own name
+    and "error:" dropped where it starts with them (sacct says "sacct:
+    error: ..."; the caller names the command once), lines joined."""
+    lines = []
+    for ln in stderr.strip().splitlines():
+        ln = ln.strip()
+        for pre in (cmd + ":", "error:", "fatal:"):
+            if ln.lower().startswith(pre):
+                ln = ln[len(pre):].strip()
+        if ln:
+            lines.append(ln)
+    text = "; ".join(lines) or "failed without a message"
+    return f"{cmd}: " + (text if len(text) <= limit else text[:limit - 3] + "...")
 
 
 def newest(rows: Sequence[SacctJob]) -> Dict[str, SacctJob]:
@@ -126,7 +150,7 @@ def sacct_jobs(specs: Sequence[str], timeout: float = 60) -> List[SacctJob]:
     r = run([which("sacct"), "-n", "-X", "-P", "--delimiter", SACCT_DELIM, "--duplicates", "-j",
              ",".join(specs), "-o", ",".join(SACCT_FIELDS)], timeout=timeout)
     if r.returncode != 0:
-        raise SlurmError(f"sacct: {r.stderr.strip()[:300]}")
+        raise SlurmError(failed("sacct", r.stderr))
     return parse_sacct(r.stdout)
 
 
@@ -139,7 +163,7 @@ def hostnames(nodelist: str) -> List[str]:
     """scontrol show hostnames, for hostlists our own parser refuses."""
     r = run([which("scontrol"), "show", "hostnames", nodelist], timeout=30)
     if r.returncode != 0:
-        raise SlurmError(f"scontrol show hostnames: {r.stderr.strip()[:200]}")
+        raise SlurmError(failed("scontrol show hostnames", r.stderr, 200))
     return [n for n in r.stdout.split() if n]
 
 
@@ -183,33 +207,39 @@ TOTALS_FIELDS = ("JobIDRaw", "User", "Account", "Partition", "State", "SystemCom
 
 
 def _sacct_selected(fields: Sequence[str], user: Optional[str], account: Optional[str],
-                    partition: Optional[str], since: Optional[str], timeout: float
+                    partition: Optional[str], since: Optional[str], timeout: float,
+                    until: Optional[str] = None, states: Sequence[str] = ()
                     ) -> List[List[str]]:
     """The allocation rows (fields, in order) of the jobs that match: of
     `user` or of everyone (as far as PrivateData lets the caller see), of an
-    account and a partition, that ended since `since` (default 30 days).
+    account and a partition, that ran between `since` (default 30 days ago)
+    and `until` (default now), in one of `states` (sacct -s) when given.
     The last field may hold the delimiter."""
     argv = [which("sacct"), "-n", "-X", "-P", "--delimiter", SACCT_DELIM, "-o", ",".join(fields),
-            "-S", since or "now-30days", "-E", "now"]
+            "-S", since or "now-30days", "-E", until or "now"]
     argv += ["-u", user] if user else ["-a"]
     if account:
         argv += ["-A", account]
     if partition:
         argv += ["-r", partition]
+    if states:
+        argv += ["-s", ",".join(states)]
     r = run(argv, timeout=timeout)
     if r.returncode != 0:
-        raise SlurmError(f"sacct: {r.stderr.strip()[:300]}")
+        raise SlurmError(failed("sacct", r.stderr))
     rows = [line.split(SACCT_DELIM, len(fields) - 1) for line in r.stdout.splitlines()]
     return [f for f in rows if len(f) == len(fields) and f[0].isdigit()]
 
 
 def sacct_totals(user: Optional[str] = None, account: Optional[str] = None,
                  partition: Optional[str] = None, since: Optional[str] = None,
-                 timeout: float = 120) -> List[Tuple[str, str, str, str, str, str]]:
+                 timeout: float = 120, until: Optional[str] = None,
+                 state: Sequence[str] = ()) -> List[Tuple[str, str, str, str, str, str]]:
     """(raw id, user, account, partition, state, SystemComment) of every
     finished job that matches (report --totals), one row a job."""
     out: Dict[str, Tuple[str, str, str, str, str, str]] = {}
-    for f in _sacct_selected(TOTALS_FIELDS, user, account, partition, since, timeout):
+    for f in _sacct_selected(TOTALS_FIELDS, user, account, partition, since, timeout, until,
+                             state):
         if _state(f[4]) in TERMINAL:
             out[f[0]] = (f[0], f[1], f[2], f[3], _state(f[4]), f[5])
     return list(out.values())
@@ -217,9 +247,23 @@ def sacct_totals(user: Optional[str] = None, account: Optional[str] = None,
 
 def sacct_select(user: Optional[str] = None, account: Optional[str] = None,
                  partition: Optional[str] = None, since: Optional[str] = None,
-                 limit: int = 5000, timeout: float = 120) -> List[str]:
+                 limit: int = 5000, timeout: float = 120, until: Optional[str] = None,
+                 state: Sequence[str] = ()) -> List[str]:
     """Raw ids of the finished jobs that match (report --what-if over many
     jobs), oldest first, at most `limit` (the newest are kept)."""
     ids = [f[0] for f in _sacct_selected(("JobIDRaw", "State"), user, account, partition, since,
-                                         timeout) if _state(f[1]) in TERMINAL]
+                                         timeout, until, state) if _state(f[1]) in TERMINAL]
     return list(dict.fromkeys(ids))[-limit:]
+
+
+def sacct_list(user: Optional[str] = None, account: Optional[str] = None,
+               partition: Optional[str] = None, since: Optional[str] = None,
+               until: Optional[str] = None, state: Sequence[str] = (), limit: int = 5000,
+               timeout: float = 120) -> List[SacctJob]:
+    """The allocation rows of every job that matches, whatever its state
+    unless `state` names some (report's list mode, as sacct lists them),
+    each id's newest row, oldest first, at most `limit` (the newest)."""
+    rows = [_job_row(f) for f in _sacct_selected(SACCT_FIELDS, user, account, partition, since,
+                                                 timeout, until, state)]
+    last = newest(rows)
+    return sorted(last.values(), key=lambda r: int(r.raw))[-limit:]
