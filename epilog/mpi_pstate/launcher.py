@@ -40,6 +40,9 @@ AGENT = "mpi-pstate-agent"
 CPUFREQ = "/sys/devices/system/cpu/cpufreq"
 FRONT = "libmpi-pstate.so"
 MODES = ("off", "on", "profile")
+# The name it runs under, in --help and messages: mpi-pstate-exec when
+# installed under that name, else the subcommand `mpi-pstate exec` (main()).
+PROG = ["mpi-pstate-exec"]
 ABIS = ("auto", "ompi", "mpich")
 
 
@@ -52,7 +55,7 @@ def _root_may_use(path: str, program: bool) -> bool:
         (safeio.trusted_exec if program else safeio.trusted_path)(path)
         return True
     except OSError as e:
-        print(f"mpi-pstate-exec: {e.strerror}: not used as root", file=sys.stderr)
+        print(f"{PROG[0]}: {e.strerror}: not used as root", file=sys.stderr)
         return False
 
 
@@ -61,7 +64,7 @@ def _find(env_name: str, candidates: List[str], program: bool) -> Optional[str]:
     else the first candidate that exists; as root, only a trusted one."""
     env = safeio.env_override(env_name)
     if os.environ.get(env_name) and env is None:
-        print(f"mpi-pstate-exec: {env_name} ignored: root uses the installed files only",
+        print(f"{PROG[0]}: {env_name} ignored: root uses the installed files only",
               file=sys.stderr)
     for c in [env] if env else candidates:
         ok = os.path.isfile(c) and (not program or os.access(c, os.X_OK))
@@ -159,19 +162,19 @@ def run_with_agent(a: argparse.Namespace, cmd: List[str], env: Dict[str, str]) -
         except (RuntimeError, OSError, subprocess.SubprocessError) as e:
             why = f"{AGENT} did not start: {e}"
     if why is not None:
-        print(f"mpi-pstate-exec: running without the node agent ({why}): measuring only",
+        print(f"{PROG[0]}: running without the node agent ({why}): measuring only",
               file=sys.stderr)
         env["MPI_PSTATE_MODE"] = "profile"
     try:
         rc = subprocess.call(cmd, env=env)
     except OSError as e:
-        print(f"mpi-pstate-exec: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr)
+        print(f"{PROG[0]}: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr)
         rc = 127
     finally:
         if pid:
             stop_agent(pid)
     if pid and a.verbose:
-        print(f"mpi-pstate-exec: agent record {os.path.join(workdir, 'agent.json')}", file=sys.stderr)
+        print(f"{PROG[0]}: agent record {os.path.join(workdir, 'agent.json')}", file=sys.stderr)
     return rc if rc >= 0 else 128 - rc
 
 
@@ -197,7 +200,7 @@ def summary(directory: str) -> int:
     files = sorted(glob.glob(os.path.join(directory, "rank-*.json")),
                    key=lambda p: int(re.findall(r"rank-(-?\d+)\.json$", p)[0]))
     if not files:
-        print(f"mpi-pstate-exec: no rank-*.json in {directory}", file=sys.stderr)
+        print(f"{PROG[0]}: no rank-*.json in {directory}", file=sys.stderr)
         return 1
     print(f"{'rank':>5} {'host':<12} {'state':<10} {'wall_s':>10} {'mpi_s':>10} {'mpi%':>6} "
           f"{'calls':>9} {'long':>6}  top function")
@@ -214,13 +217,21 @@ def summary(directory: str) -> int:
     return 0
 
 
+def prog_name(argv0: str) -> str:
+    """mpi-pstate-exec when started under that name (the entry script's
+    link), else `mpi-pstate exec`, the subcommand it then is."""
+    return "mpi-pstate-exec" if os.path.basename(argv0) == "mpi-pstate-exec" else \
+        "mpi-pstate exec"
+
+
 def main(argv: Optional[List[str]] = None, paths: Optional[Dict[str, str]] = None) -> int:
     PATHS.clear()
     PATHS.update(paths or {})
+    PROG[0] = prog_name(sys.argv[0] if sys.argv else "")
     ap = argparse.ArgumentParser(
-        prog="mpi-pstate-exec",
-        usage="mpi-pstate-exec [options] [--] PROGRAM [ARGS...]\n"
-              "       mpi-pstate-exec --summary DIR",
+        prog=PROG[0],
+        usage=f"{PROG[0]} [options] [--] PROGRAM [ARGS...]\n"
+              f"       {PROG[0]} --summary DIR",
         description="Run PROGRAM with the mpi-pstate preload library (outside Slurm).")
     ap.add_argument("--profile", metavar="DIR",
                     help="write rank-<R>.json and rank-<R>.csv into DIR at MPI_Finalize")
@@ -245,20 +256,20 @@ def main(argv: Optional[List[str]] = None, paths: Optional[Dict[str, str]] = Non
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not cmd and not a.print_env:
         ap.print_usage(sys.stderr)
-        print("mpi-pstate-exec: no PROGRAM given", file=sys.stderr)
+        print(f"{PROG[0]}: no PROGRAM given", file=sys.stderr)
         return 2
     if a.threshold is not None:
         try:
             parse.duration_us(a.threshold)  # the library's own parser, mirrored
         except ValueError:
-            print(f"mpi-pstate-exec: invalid --threshold {a.threshold!r}: expected a duration "
+            print(f"{PROG[0]}: invalid --threshold {a.threshold!r}: expected a duration "
                   "such as 500us or 2ms", file=sys.stderr)
             return 2
     if a.node_agent and a.mode is None:
         a.mode = "on"  # the agent is there to clock cores down
     front = find_front()
     if not front:
-        print(f"mpi-pstate-exec: cannot find {FRONT} (set MPI_PSTATE_PRELOAD)", file=sys.stderr)
+        print(f"{PROG[0]}: cannot find {FRONT} (set MPI_PSTATE_PRELOAD)", file=sys.stderr)
         return 127
     env = build_env(a, front, dict(os.environ))
     if a.print_env:
@@ -271,7 +282,7 @@ def main(argv: Optional[List[str]] = None, paths: Optional[Dict[str, str]] = Non
     try:
         os.execvpe(cmd[0], cmd, env)
     except OSError as e:
-        print(f"mpi-pstate-exec: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr)
+        print(f"{PROG[0]}: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr)
         return 127
     return 127  # not reached
 
