@@ -220,6 +220,24 @@ class Rules(unittest.TestCase):
                 if name.startswith("mpi_pstate_job_"):
                     self.assertEqual(set(metrics.JOB_LABELS) - set(labels), set(), name)
 
+    def test_text_names_commands_that_exist(self) -> None:
+        """An alert sends the admin to a command: each `mpi-pstate X` its
+        text names is a subcommand the parsers define (read as text, as
+        test_docs_names.py does); the restore alerts name `mpi-pstate
+        status`, which shows a node's records, whose they are and the last
+        restore error, and runs on the node the alert names."""
+        parsers = "".join((TOP / "epilog" / "mpi_pstate" / f).read_text()
+                          for f in ("cli.py", "rootcli.py"))
+        subs = set(re.findall(r"\.add_parser\(\s*\"([a-z][a-z0-9-]*)\"", parsers))
+        self.assertIn("status", subs)
+        named = {}  # type: Dict[str, Set[str]]
+        for a in alerts():
+            named[a.name] = set(re.findall(r"`mpi-pstate ([a-z][a-z0-9-]*)",
+                                           a.annotations["description"]))
+            self.assertLessEqual(named[a.name], subs, a.name)
+        for name in ("MpiPstateRestoreFailed", "MpiPstateRestoreRecordsLeft"):
+            self.assertIn("status", named[name], name)
+
     def test_expected_text_holds_every_label_it_names(self) -> None:
         """promtool compares the alerts' labels and text whole with the
         expected ones; here every label a text names is among those labels,
