@@ -3,6 +3,12 @@
 
 Jobs run as the non-root test user, exactly as a user would submit them; the
 fake hardware of each node is read through `tests/cluster/lab`.
+
+`run_job()` (submit a batch job and wait for it) and `run_mpi()` (an srun or
+other launcher as the test user) run a job or step that died of Open MPI
+4.1's own SIGSEGV in MPI_Init once more, and nothing else (upstream.py says
+how that fault is told apart, and how tests/run counts the retries).
+`sbatch()` and `wait_job()` on their own never retry.
 """
 from __future__ import annotations
 
@@ -16,6 +22,8 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
+
+import upstream
 
 TOP = Path(__file__).resolve().parents[2]
 LAB_SCRIPT = TOP / "tests" / "cluster" / "lab"
@@ -226,6 +234,49 @@ def sbatch(args: Sequence[str], script: str, cwd: Path) -> int:
     r = as_user(["sbatch", "--parsable", "-o", str(cwd / "slurm-%j.out"), *args, str(path)], cwd=cwd,
                 check=True)
     return int(r.stdout.strip().split(";")[0])
+
+
+def output_path(args: Sequence[str], cwd: Path, jobid: int) -> Path:
+    """Where sbatch() put the job's output: its -o, unless args give their own
+    -o/--output (its %j and %% expanded; another pattern is not guessed)."""
+    path = str(cwd / "slurm-%j.out")
+    for i, a in enumerate(args):
+        if a in ("-o", "--output") and i + 1 < len(args):
+            path = args[i + 1]
+        elif a.startswith("--output="):
+            path = a.split("=", 1)[1]
+    p = Path(path.replace("%j", str(jobid)).replace("%%", "%"))
+    return p if p.is_absolute() else cwd / p
+
+
+def run_job(args: Sequence[str], script: str, cwd: Path, timeout: float = 120) -> tuple[int, str]:
+    """sbatch() then wait_job(): (job id, state).  A job that did not complete
+    and whose output shows Open MPI 4.1's own SIGSEGV in MPI_Init, with no
+    frame of ours (upstream.classify), is submitted once more, logged and
+    counted; the second job's id and state are returned, whatever they are."""
+    def attempt() -> tuple[int, str]:
+        job = sbatch(args, script, cwd)
+        return job, wait_job(job, timeout)
+
+    def failed(r: tuple[int, str]) -> str | None:
+        if r[1] == "COMPLETED":
+            return None
+        p = output_path(args, cwd, r[0])
+        return p.read_text(errors="replace") if p.is_file() else ""
+    return upstream.once(attempt(), failed, attempt, lambda r: f"job {r[0]} ({r[1]}) in {cwd}")
+
+
+def run_mpi(argv: Sequence[str], cwd: Path | None = None, timeout: float = 120,
+            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """as_user() for a launcher (srun, mpirun, ...): a run that exited non-zero
+    of Open MPI 4.1's own SIGSEGV in MPI_Init (its stdout and stderr read by
+    upstream.classify) runs once more, logged and counted; the second run is
+    returned as it is."""
+    def attempt() -> subprocess.CompletedProcess[str]:
+        return as_user(argv, cwd=cwd, timeout=timeout, extra_env=extra_env)
+    return upstream.once(attempt(), lambda r: None if r.returncode == 0 else r.stdout + r.stderr,
+                         attempt, lambda r: f"{' '.join(argv[:1])} exited {r.returncode} in "
+                         f"{cwd or user_home()}")
 
 
 def job_state(jobid: int) -> str:

@@ -84,6 +84,10 @@ class AccountingJobs:
     comment = ta.Accounting.comment
     wait_summary = ta.Accounting.wait_summary
     wait_output = ta.Accounting.wait_output
+    # the helpers that run a job of the upstream Open MPI fault once more
+    output = ta.Accounting.output
+    submit_finished = ta.Accounting.submit_finished
+    started = ta.Accounting.started
 
 
 class Faults(AccountingJobs, unittest.TestCase):
@@ -148,7 +152,7 @@ class Faults(AccountingJobs, unittest.TestCase):
         script = self.script(fam, 1, 2, iters=2, ms=1, hold=120).replace(
             ta.PLUGIN, "--mpi-pstate=on --mpi-pstate-threshold=1ms")
         job = self.submit(["-N1", "-w", "n1", "-n2", "--exclusive", "-t", "2"], script, "crash")
-        self.wait_output(job, "crash", "started")
+        job = self.started(job, "crash", "started")
         step = lt.LAB / "nodes" / "n1" / "run" / "steps" / f"{job}.0" / "plugin.json"
         t_end = time.monotonic() + 30
         while time.monotonic() < t_end and not step.exists():
@@ -180,7 +184,7 @@ class Faults(AccountingJobs, unittest.TestCase):
         script = self.script(fam, 1, 2, iters=2, ms=1, hold=8).replace(
             ta.PLUGIN, "--mpi-pstate=on --mpi-pstate-threshold=1ms")
         job = self.submit(["-N1", "-w", "n1", "-n2", "--exclusive", "-t", "3"], script, "slurmdre")
-        self.wait_output(job, "slurmdre", "started")
+        job = self.started(job, "slurmdre", "started")
         self.addCleanup(lt.lab, "start")  # whatever happens: the lab as found
         lt.lab("restart-daemon", "slurmd", "n1", timeout=120)
         s = self.wait_summary(job, timeout=240)
