@@ -35,17 +35,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     sub.required = True
 
-    p = sub.add_parser("report", help="per job, node and rank figures")
-    p.add_argument("jobs", nargs="*", metavar="JOBID", help="4242, 4242_3 or 4242_[1-3]")
+    p = sub.add_parser("report", help="per job, node and rank figures; one line per job "
+                       "in list mode")
+    p.add_argument("jobs", nargs="*", metavar="JOBID",
+                   help="4242, a step 4242.0, 4242.batch, 4242.extern, an array task 4242_3, "
+                   "tasks 4242_[1-3], or every task of array 4242")
+    p.add_argument("-j", "--jobs", dest="job_lists", action="append", metavar="LIST",
+                   help="JOBIDs, comma-separated (sacct -j)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="everything as JSON")
-    fmt.add_argument("--csv", action="store_true", help="one line per rank")
+    fmt.add_argument("--csv", action="store_true",
+                     help="one line per rank; in list mode one line per job")
     fmt.add_argument("--svg", metavar="PATH",
                      help="per-rank chart; several jobs: PATH is a directory or holds %%j")
     fmt.add_argument("--html", metavar="PATH",
                      help="one self-contained page a job: figures, per-rank chart, per-node "
                      "timeline, energy against full clock, the what-if; PATH as for --svg")
     _common_dirs(p)
+    report.add_list_args(p)
+    report.add_select_args(p)
     report.add_what_if_args(p)
 
     p = sub.add_parser("backfill", help="write summaries the EpilogSlurmctld missed")
@@ -113,13 +121,27 @@ def job_detail(jfd: int, jid: int, r: slurm.SacctJob, trusted: Set[int]
 
 def load_jobs(specs: Sequence[str], cfg: config.Config) -> Tuple[List[Dict[str, Any]],
                                                                   List[str]]:
-    rows = slurm.sacct_jobs(specs)
+    """The jobs sacct -X gives for the job specs (4242, 4242_3, 4242_[1-3])
+    with their summaries and detail, and the specs sacct knows nothing of."""
+    rows = slurm.sacct_jobs(specs) if specs else []
+    jobs = load_rows(rows, cfg)
+    found = {r.job_id for r in rows} | {r.raw for r in rows}
+    missing = [s for s in specs if s not in found and s.split("_")[0] not in
+               {r.job_id.split("_")[0] for r in rows}]
+    return jobs, missing
+
+
+def load_rows(rows: Sequence[slurm.SacctJob], cfg: config.Config) -> List[Dict[str, Any]]:
+    """Each job id's newest row as the report's job: accounting fields,
+    summary, detail (job_detail), carbon."""
     last = slurm.newest(rows)
     trusted = {0, cfg.slurm_uid}
     jobs = []
     for raw, r in sorted(last.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0):
         j: Dict[str, Any] = {"raw": raw, "job_id": r.job_id, "sacct_state": r.state,
-                             "exit_code": r.exit_code, "elapsed": r.elapsed, "nodes": r.nodes}
+                             "exit_code": r.exit_code, "elapsed": r.elapsed, "nodes": r.nodes,
+                             "user": r.user, "account": r.account, "start": r.start,
+                             "end": r.end}
         hit, where = summary.find(r.system_comment)[0], "SystemComment"
         if hit is None:  # summary version 1 (earlier mpi-pstate): in the AdminComment
             hit, where = summary.find(r.admin_comment)[0], "AdminComment"
@@ -127,7 +149,7 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> Tuple[List[Dict[str, 
         if hit is not None:
             j["summary_in"] = where
             if s is None:
-                j["note"] = (f"the summary in the {where} has version {hit.get('v')!r}, "
+                j["note"] = (f"the summary in the {where} has version {json.dumps(hit.get('v'))}, "
                              "written by a newer mpi-pstate: update this one to read it")
         detail, why = None, None
         try:
@@ -163,27 +185,44 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> Tuple[List[Dict[str, 
             if c:
                 j["carbon"] = c
         jobs.append(j)
-    found = {r.job_id for r in rows} | {r.raw for r in rows}
-    missing = [s for s in specs if s not in found and s.split("_")[0] not in
-               {r.job_id.split("_")[0] for r in rows}]
-    return jobs, missing
+    return jobs
+
+
+def job_pairs(a: argparse.Namespace) -> List[Tuple[str, Optional[str]]]:
+    """(job part, step or None) of every JOBID of the command line, in
+    order, once each."""
+    texts = list(a.jobs) + [x for lst in a.job_lists or [] for x in lst.split(",") if x.strip()]
+    return list(dict.fromkeys(parse.job_step_spec(x) for x in texts))
 
 
 def cmd_report(a: argparse.Namespace) -> int:
+    """report; every error one line on stderr: 2 for a usage error, 1 when
+    sacct, a file or the figures fail."""
     try:
-        specs = [parse.job_spec(x) for x in a.jobs]
-        wi = report.what_if_options(a)
+        return report_run(a)
     except ValueError as e:
         print(f"{PROG} report: {e}", file=sys.stderr)
         return 2
+    except slurm.SlurmError as e:
+        print(f"{PROG} report: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"{PROG} report: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+
+
+def report_run(a: argparse.Namespace) -> int:
+    if a.helpformat:
+        sys.stdout.write(report.help_format())
+        return 0
+    pairs = job_pairs(a)
+    wi = report.what_if_options(a)
+    lo = report.list_options(a) if wi is None else None
     cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
     config.export_slurm_conf(cfg)
     if wi is not None and wi.get("totals"):
-        try:
-            rows = slurm.sacct_totals(**wi["select"])
-        except slurm.SlurmError as e:
-            print(f"{PROG} report: {e}", file=sys.stderr)
-            return 1
+        rows = slurm.sacct_totals(**wi["select"])
         groups = report.totals(rows, wi["totals"], cfg.carbon)
         if a.json:
             sys.stdout.write(report.document("mpi-pstate-totals", by=wi["totals"],
@@ -194,16 +233,20 @@ def cmd_report(a: argparse.Namespace) -> int:
             sys.stdout.write(report.totals_text(groups, wi["totals"],
                                                 wi["select"].get("since", "now-30days")))
         return 0
-    try:
-        if wi is not None and wi.get("select"):
-            specs += slurm.sacct_select(**wi["select"])
-            if not specs:
-                print(f"{PROG} report: no job matches", file=sys.stderr)
-                return 1
+    specs = list(dict.fromkeys(job for job, _ in pairs))
+    sel = report.selection(a)
+    if wi is not None and wi.get("select"):
+        added = [x for x in slurm.sacct_select(**wi["select"]) if x not in specs]
+        specs += added
+        pairs += [(x, None) for x in added]
+        if not specs:
+            print(f"{PROG} report: no job matches", file=sys.stderr)
+            return 1
+    if wi is None and not specs:  # list mode over a selection
+        jobs, missing = load_rows(slurm.sacct_list(**sel), cfg), []
+    else:
         jobs, missing = load_jobs(specs, cfg)
-    except slurm.SlurmError as e:
-        print(f"{PROG} report: {e}", file=sys.stderr)
-        return 1
+        jobs = report.with_steps(jobs, pairs)
     pages = (a.svg, report.svg, "svg") if a.svg else (a.html, htmlpage.page, "html") \
         if a.html else None
     if wi is not None:
@@ -211,6 +254,10 @@ def cmd_report(a: argparse.Namespace) -> int:
     for m in missing:
         print(f"{PROG} report: job {m} not found in the accounting database (or hidden "
               "from you by its PrivateData, as from sacct)", file=sys.stderr)
+    if lo is not None:
+        sys.stdout.write(report.list_json(jobs, lo) + "\n" if a.json else
+                         report.list_csv(jobs, lo) if a.csv else report.list_text(jobs, lo))
+        return 1 if missing else 0
     if a.json:
         sys.stdout.write(report.to_json(jobs) + "\n")
     elif a.csv:
@@ -276,6 +323,15 @@ def plugin_text(pc: Dict[str, Any]) -> str:
             f"{pc['built_for'] or '?'}, this node's Slurm {pc['slurm'] or '?'}): {state}\n")
 
 
+def _w(v: Any) -> str:
+    """An audit value in words: unknown for a missing one, yes or no."""
+    if v is None:
+        return "unknown"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
+
+
 def audit_text(s: Dict[str, Any]) -> str:
     lines = []
     cf = s.get("cpufreq", {})
@@ -284,35 +340,37 @@ def audit_text(s: Dict[str, Any]) -> str:
                  + (f" ({cf['amd_pstate_status']})" if cf.get("amd_pstate_status") else ""))
     for g in cf.get("groups", []):
         if "cpus" not in g:
-            lines.append(f"  ... {g.get('more_groups')} more groups")
+            lines.append(f"  ... {_w(g.get('more_groups'))} more groups")
             continue
-        lines.append(f"  cpus {g['cpus']}: governor {g.get('governor')}, "
-                     f"{g.get('min_khz')}-{g.get('max_khz')} kHz (hardware "
-                     f"{g.get('hw_min_khz')}-{g.get('hw_max_khz')})"
+        lines.append(f"  cpus {g['cpus']}: governor {_w(g.get('governor'))}, "
+                     f"{_w(g.get('min_khz'))}-{_w(g.get('max_khz'))} kHz (hardware "
+                     f"{_w(g.get('hw_min_khz'))}-{_w(g.get('hw_max_khz'))})"
                      + (f", epp {g['epp']}" if g.get("epp") else "")
-                     + f", {g.get('domain_cpus')} cpus per domain")
-    lines.append(f"turbo/boost:      {cf.get('boost')}")
+                     + f", {_w(g.get('domain_cpus'))} cpus per domain")
+    lines.append(f"turbo/boost:      {report.onoff(cf.get('boost'))}")
     cs = s.get("cstates", {})
-    lines.append(f"cpuidle:          driver {cs.get('driver')}, governor {cs.get('governor')}")
+    lines.append(f"cpuidle:          driver {_w(cs.get('driver'))}, governor "
+                 f"{_w(cs.get('governor'))}")
     for st in cs.get("states", []):
-        lines.append(f"  {st.get('name')}: exit latency {st.get('exit_latency_us')} us, "
+        lines.append(f"  {_w(st.get('name'))}: exit latency {_w(st.get('exit_latency_us'))} us, "
                      f"enabled on {st.get('enabled_cpus') or 'none'}"
                      + (f", disabled on {st['disabled_cpus']}" if st.get("disabled_cpus")
                         else ""))
     for u in s.get("uncore", []):
-        lines.append(f"uncore {u['domain']}: {u.get('min_freq_khz')}-{u.get('max_freq_khz')} "
-                     f"kHz (initial {u.get('initial_min_freq_khz')}-"
-                     f"{u.get('initial_max_freq_khz')})")
+        lines.append(f"uncore {u['domain']}: {_w(u.get('min_freq_khz'))}-"
+                     f"{_w(u.get('max_freq_khz'))} "
+                     f"kHz (initial {_w(u.get('initial_min_freq_khz'))}-"
+                     f"{_w(u.get('initial_max_freq_khz'))})")
     sm = s.get("smt", {})
-    lines.append(f"SMT:              control {sm.get('control')}, "
-                 f"{sm.get('threads_per_core')} threads per core")
+    lines.append(f"SMT:              control {_w(sm.get('control'))}, "
+                 f"{_w(sm.get('threads_per_core'))} threads per core")
     nu = s.get("numa", {})
-    lines.append(f"NUMA:             {nu.get('nodes')} nodes")
+    lines.append(f"NUMA:             {_w(nu.get('nodes'))} nodes")
     for n, c in (nu.get("cpus") or {}).items():
-        lines.append(f"  node {n}: cpus {c}, distances {nu.get('distances', {}).get(n)}")
+        lines.append(f"  node {n}: cpus {c}, distances {_w(nu.get('distances', {}).get(n))}")
     ra = s.get("rapl", {})
-    lines.append(f"RAPL:             {ra.get('status')} {' '.join(ra.get('zones', []))}")
-    lines.append(f"cpus:             online {s.get('cpus', {}).get('online')}")
+    lines.append(f"RAPL:             {_w(ra.get('status'))} {' '.join(ra.get('zones', []))}")
+    lines.append(f"cpus:             online {_w(s.get('cpus', {}).get('online'))}")
     for w in s.get("warnings", []):
         lines.append(f"WARNING: {w}")
     return "\n".join(lines) + "\n"

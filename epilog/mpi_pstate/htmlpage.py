@@ -27,22 +27,55 @@ def _triple(v: Any, unit: str, fmt: str = "{:.1f}") -> str:
     return "-"
 
 
+def _or_why(text: str, why: str) -> str:
+    """A figure, or "-" and why it is missing."""
+    return text if text != "-" else f"- ({why})"
+
+
+def about(j: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """What the page is of: the job, its user, account and partition, and
+    the mode and threshold its ranks ran with (or why those are unknown)."""
+    rs = report.run_settings(j)
+    unknown = f"- ({rs['why']})" if rs["why"] else "-"
+    return [("job", f"{j['job_id']} (raw id {j['raw']})"),
+            ("user", j.get("user") or "- (not in the accounting row)"),
+            ("account", j.get("account") or "- (not in the accounting row)"),
+            ("partition", j.get("partition") or "- (not in the accounting row)"),
+            ("accounting state", f"{j.get('sacct_state') or '-'}, exit "
+             f"{j.get('exit_code') or '-'}, elapsed {j.get('elapsed') or '-'}"),
+            ("mode", rs["mode"] or unknown),
+            ("threshold", rs["threshold"] or unknown)]
+
+
 def figures(j: Dict[str, Any]) -> List[Tuple[str, str]]:
     s = j["summary"]
-    rows = [("accounting state", f"{j.get('sacct_state', '?')}, exit {j.get('exit_code', '?')}"),
-            ("mpi-pstate", str(s.get("state"))),
-            ("ranks, nodes, steps", f"{s.get('ranks')}, {s.get('nodes')}, {s.get('steps')}"),
-            ("wall time", _num(s.get("wall_s"), "{:.1f}", "s")),
-            ("share of rank time in MPI", report._pct(s.get("mpi_share"))),
-            ("long waits (rank-seconds)", _num(s.get("wait_s"), unit="s")),
-            ("clocked down (rank-seconds)", _num(s.get("down_s"), unit="s")
-             + f" ({report._pct(s.get('down_share'))} of rank time)"),
-            ("clock changes", _num(s.get("transitions"), "{}")),
-            ("energy measured", _num(s.get("energy_j"), "{:.1f}", "J") + " ("
-             + report.METER_TEXT.get(s.get("energy_src"), "source unknown") + ")"),
-            ("energy saved (estimate)", _triple(s.get("saved_j"), "J")
+    none = "no rank reported the figure"
+    energy = _num(s.get("energy_j"), "{:.1f}", "J")
+    no_model = ("no power model in the node records: `mpi-pstate calibrate` stores one for "
+                "the jobs after it")
+    rows = [("mpi-pstate", report._f(s.get("state"), "{}")
+             + (f" ({s['why']})" if s.get("why") else "")),
+            ("ranks, nodes, steps", ", ".join(report._f(s.get(k), "{}", "?")
+                                               for k in ("ranks", "nodes", "steps"))),
+            ("wall time", _or_why(_num(s.get("wall_s"), "{:.1f}", "s"),
+                                  "sacct has no Elapsed and no step reported one")),
+            ("share of rank time in MPI", _or_why(report._pct(s.get("mpi_share")),
+                                                  "no rank reported both wall and MPI time")),
+            ("long waits (rank-seconds)", _or_why(_num(s.get("wait_s"), unit="s"), none)),
+            ("clocked down (rank-seconds)", _or_why(_num(s.get("down_s"), unit="s"),
+                                                    "no agent vouched for it")
+             + (f" ({report._pct(s.get('down_share'))} of rank time)"
+                if s.get("down_share") is not None else "")),
+            ("clock changes", _or_why(_num(s.get("transitions"), "{}"),
+                                      "no agent vouched for it")),
+            ("energy measured", (energy + " (" + report.METER_TEXT.get(
+                s.get("energy_src") or "", "source unknown") + ")") if energy != "-" else
+             f"- (energy {report._f(s.get('energy'), '{}', 'unknown')}: no node's agent "
+             "measured it)"),
+            ("energy saved (estimate)", _or_why(_triple(s.get("saved_j"), "J"), no_model)
              + (" SIMULATED" if s.get("saved_src") == "simulated" else "")),
-            ("time added (estimate)", _triple(s.get("time_added_s"), "s", "{:.3f}"))]
+            ("time added (estimate)", _or_why(_triple(s.get("time_added_s"), "s", "{:.3f}"),
+                                              no_model))]
     if j.get("carbon"):
         rows.append(("CO2", report.carbon_text(j["carbon"])))
     if j.get("reaction"):
@@ -173,12 +206,17 @@ def table(rows: List[Tuple[str, str]]) -> str:
 
 def page(j: Dict[str, Any]) -> str:
     """The job's page; a job without figures says why."""
-    title = f"mpi-pstate: job {j['job_id']}"
+    title = f"mpi-pstate: job {j['job_id']}" + (f" of {j['user']}" if j.get("user") else "")
     o = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
          f"<title>{escape(title)}</title>", f"<style>{STYLE}</style></head><body>",
          f"<h1>{escape(title)}</h1>"]
+    o += [table(about(j))]
+    if j.get("step") is not None:
+        o.append(f'<p class="note">Step {escape(str(j["step"]))}: '
+                 f'{escape(j.get("step_note") or report.STEP_FIGURES)}</p>')
     if j.get("status") != "ok":
-        o.append(f"<p>{escape(j.get('message') or 'no figures for this job')}</p>")
+        o.append(f"<p>{escape(j.get('message') or j.get('note') or 'no figures for this job')}"
+                 "</p>")
         return "\n".join(o + ["</body></html>\n"])
     o += ["<h2>Figures</h2>", table(figures(j))]
     d = j.get("detail")
@@ -193,9 +231,14 @@ def page(j: Dict[str, Any]) -> str:
         why = j.get("detail_why", "not found in the collection directory")
         o.append(f'<p class="note">No per-rank detail: {escape(why)}</p>')
     en = energy_chart(j["summary"])
+    if not en:
+        o.append('<p class="note">No energy chart: it needs the energy measured and the '
+                 "estimate at full clock, which needs a power model in the node records.</p>")
     if en:
         o += ["<h2>Energy</h2>", '<p class="note">What the job used, beside the estimate of '
               "what it would have used at full clock (its bounds: the line).</p>", en]
+    if j.get("what_if_why"):
+        o += ["<h2>What if</h2>", f"<p>Cannot predict: {escape(j['what_if_why'])}</p>"]
     if j.get("what_if"):
         o += ["<h2>What if</h2>", what_if_table(j["what_if"])]
         if j["what_if"].get("levers"):

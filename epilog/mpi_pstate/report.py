@@ -26,12 +26,20 @@ TOP_WAITERS = 5
 METER_TEXT = {"rapl": "measured: RAPL", "hwmon": "measured: hwmon", "none": "no energy figure",
               "simulated": "SIMULATED: powercap is not the kernel's sysfs, not a measurement",
               "mixed": "some nodes measured, some SIMULATED: not a measurement"}
-WALL_SRC = {"sacct": "", "steps": " (sum of the steps; sacct had no Elapsed)"}
+WALL_SRC = {"sacct": "", "steps": " (sum of the steps; sacct had no Elapsed)",
+            "step": " (the step's longest rank)"}
+
+
+def onoff(v: Any) -> str:
+    """A setting that is on, off or not known (turbo/boost), in words."""
+    return "on" if v is True else "off" if v is False else "unknown"
 
 
 def _f(v: Any, fmt: str = "{:.3f}", none: str = "-") -> str:
     if v is None:
         return none
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     try:
         return fmt.format(v)
     except (ValueError, TypeError):
@@ -180,8 +188,10 @@ def saved_text(s: Dict[str, Any]) -> str:
 
 def job_text(j: Dict[str, Any]) -> str:
     """One job: summary, nodes, settings, ranks that wait most, every rank."""
-    head = (f"job {j['job_id']} (raw {j['raw']}): {j.get('sacct_state', '?')}, "
-            f"elapsed {j.get('elapsed', '?')}, exit {j.get('exit_code', '?')}\n")
+    head = (f"job {j['job_id']} (raw {j['raw']}): {_f(j.get('sacct_state'), '{}')}, "
+            f"elapsed {_f(j.get('elapsed'), '{}')}, exit {_f(j.get('exit_code'), '{}')}\n")
+    if j.get("step") is not None:
+        head += f"  step {j['step']}: {j.get('step_note') or STEP_FIGURES}\n"
     if j["status"] != "ok":
         return head + f"  {j['message']}\n"
     d = j.get("detail")
@@ -197,20 +207,21 @@ def summary_text(j: Dict[str, Any]) -> str:
     out = io.StringIO()
     w = out.write
     s = j["summary"]
-    w(f"  mpi-pstate: {s.get('state')}"
-      + (f" -- no record from {s.get('missing')} ({s.get('missing_n')} nodes)"
+    w(f"  mpi-pstate: {_f(s.get('state'), '{}')}"
+      + (f" -- no record from {s.get('missing')} ({_f(s.get('missing_n'), '{}', '?')} nodes)"
          if s.get("missing") else "") + "\n")
     if j.get("note"):
         w(f"  note: {j['note']}\n")
-    w(f"  ranks {_f(s.get('ranks'), '{}', '?')} on {s.get('nodes')} nodes, steps "
-      f"{s.get('steps')} ({_f(s.get('rank_steps'), '{}', '?')} rank-steps); job wall time "
-      f"{_f(s.get('wall_s'), '{:.1f} s')}{WALL_SRC.get(s.get('wall_src'), '')}, longest step "
-      f"{_f(s.get('step_wall_s'), '{:.3f} s')}\n")
+    w(f"  ranks {_f(s.get('ranks'), '{}', '?')} on {_f(s.get('nodes'), '{}', '?')} nodes, steps "
+      f"{_f(s.get('steps'), '{}', '?')} ({_f(s.get('rank_steps'), '{}', '?')} rank-steps); "
+      f"{'step' if j.get('step') is not None else 'job'} wall time "
+      f"{_f(s.get('wall_s'), '{:.1f} s')}{WALL_SRC.get(s.get('wall_src') or '', '')}, "
+      f"longest step {_f(s.get('step_wall_s'), '{:.3f} s')}\n")
     w(f"  MPI share {_pct(s.get('mpi_share'))}, long waits {_f(s.get('wait_s'))} s, "
       f"clocked down {_f(s.get('down_s'))} s ({_pct(s.get('down_share'))}), "
       f"transitions {_f(s.get('transitions'), '{}')}; imbalance {_pct(s.get('imbalance'))}\n")
-    w(f"  energy: {_f(s.get('energy_j'), '{:.1f} J')} ({s.get('energy')}; "
-      f"{METER_TEXT.get(s.get('energy_src'), 'source unknown')})\n")
+    w(f"  energy: {_f(s.get('energy_j'), '{:.1f} J')} ({_f(s.get('energy'), '{}', 'unknown')}; "
+      f"{METER_TEXT.get(s.get('energy_src') or '', 'source unknown')})\n")
     if saved_text(s):
         w(f"  {saved_text(s)}\n")
     if j.get("carbon"):
@@ -223,7 +234,7 @@ def nodes_text(d: Dict[str, Any]) -> str:
     settings), then its reasons, warnings, C-states and problems."""
     out = io.StringIO()
     w = out.write
-    w("\n  node        status   ranks  energy        restore  settings\n")
+    w("\n  node        status   ranks  energy                   restore  settings\n")
     for n, v in d["nodes"].items():
         en = v.get("energy") or {}
         st = v.get("settings") or {}
@@ -232,11 +243,13 @@ def nodes_text(d: Dict[str, Any]) -> str:
         sets = ""
         if cf:
             sets = (f"driver {cf.get('driver') or 'none'}, governor "
-                    f"{','.join(cf.get('governors') or []) or '-'}, boost {cf.get('boost')}")
+                    f"{','.join(cf.get('governors') or []) or '-'}, turbo/boost "
+                    f"{onoff(cf.get('boost'))}")
+        # SIMULATED spelt out: the node's powercap is not the kernel's
+        energy = (f"{_f(en.get('joules'), '{:.1f} J'):>10} {_f(en.get('status'), '{}', '')}"
+                  + (" SIMULATED" if en.get("meter") == "simulated" else ""))
         w(f"  {n:<11} {_f(v.get('status'), '{}', '?'):<8} {_f(v.get('ranks'), '{}', '0'):>5}  "
-          f"{_f(en.get('joules'), '{:.1f} J'):>10} {_f(en.get('status'), '{}', ''):<3}"
-          f"{'*' if en.get('meter') == 'simulated' else ' '} {_f(rs, '{}'):<8} "
-          f"{sets}\n")
+          f"{energy:<24} {_f(rs, '{}'):<8} {sets}\n")
         if v.get("why"):
             w(f"              {v['why']}\n")
         for warn in (st.get("warnings") or [])[:6] if isinstance(st, dict) else []:
@@ -507,7 +520,8 @@ def totals(rows: List[Tuple[str, str, str, str, str, str]], by: str,
         g = groups.setdefault(row[col] or "?", {
             "group": row[col] or "?", "jobs": 0, "with_tool": 0, "energy_j": 0.0,
             "energy_jobs": 0, "saved_j": [0.0, 0.0, 0.0], "saved_jobs": 0, "simulated": 0,
-            "down_s": 0.0, "wait_s": 0.0, "co2_spent_g": 0.0, "co2_saved_g": [0.0, 0.0, 0.0]})
+            "down_s": 0.0, "wait_s": 0.0, "co2_spent_g": 0.0, "co2_saved_g": [0.0, 0.0, 0.0],
+            "down_s_jobs": 0, "wait_s_jobs": 0})
         g["jobs"] += 1
         hit = summ.find(row[5])[0]
         s = summ.normalize(hit) if hit else None
@@ -524,8 +538,9 @@ def totals(rows: List[Tuple[str, str, str, str, str, str]], by: str,
             g["saved_jobs"] += 1
             g["simulated"] += s.get("saved_src") == "simulated"
         for k in ("down_s", "wait_s"):
-            if isinstance(s.get(k), (int, float)):
+            if isinstance(s.get(k), (int, float)) and not isinstance(s.get(k), bool):
                 g[k] += s[k]
+                g[k + "_jobs"] += 1
         c = carbon.figures(s, carbon.intensity(carbon_cfg, row[3]))
         if c:
             g["co2_spent_g"] += c.get("spent_g", 0.0)
@@ -533,14 +548,17 @@ def totals(rows: List[Tuple[str, str, str, str, str, str]], by: str,
                                                                              [0.0] * 3))]
     out = sorted(groups.values(), key=lambda g: (-g["saved_j"][0], g["group"]))
     for g in out:
-        g["energy_j"], g["down_s"], g["wait_s"] = (round(g[k], 3)
-                                                   for k in ("energy_j", "down_s", "wait_s"))
-        g["saved_j"] = [round(x, 2) for x in g["saved_j"]]
+        # A sum over no job is unknown (null, empty, "-"), never 0.0
+        g["energy_j"] = round(g["energy_j"], 3) if g["energy_jobs"] else None
+        for k in ("down_s", "wait_s"):
+            g[k] = round(g[k], 3) if g.pop(k + "_jobs") else None
+        g["saved_j"] = [round(x, 2) for x in g["saved_j"]] if g["saved_jobs"] else None
         if carbon_cfg == (None, {}):
             del g["co2_spent_g"], g["co2_saved_g"]
         else:
-            g["co2_spent_g"] = round(g["co2_spent_g"], 3)
-            g["co2_saved_g"] = [round(x, 3) for x in g["co2_saved_g"]]
+            g["co2_spent_g"] = round(g["co2_spent_g"], 3) if g["energy_jobs"] else None
+            g["co2_saved_g"] = [round(x, 3) for x in g["co2_saved_g"]] if g["saved_jobs"] \
+                else None
     return out
 
 
@@ -553,13 +571,17 @@ def totals_text(groups: List[Dict[str, Any]], by: str, since: str) -> str:
     for g in groups:
         sv = g["saved_j"]
         saved = f"{sv[0]:.1f} ({sv[1]:.1f} .. {sv[2]:.1f})" + ("*" if g["simulated"] else "") \
-            if g["saved_jobs"] else "-"
+            if sv else "-"
+        co2 = g.get("co2_saved_g")
         out.append(f"  {g['group'][:16]:<16} {g['jobs']:>6} {g['with_tool']:>6} "
-                   f"{g['energy_j']:>12.1f}  {saved:<32} {g['down_s']:>14.1f}"
-                   + (f" {g['co2_saved_g'][0]:>12.2f}" if "co2_saved_g" in g else ""))
+                   f"{_f(g['energy_j'], '{:.1f}'):>12}  {saved:<32} "
+                   f"{_f(g['down_s'], '{:.1f}'):>14}"
+                   + (f" {_f(co2[0] if co2 else None, '{:.2f}'):>12}" if "co2_saved_g" in g
+                      else ""))
     if any(g["simulated"] for g in groups):
         out.append("  * SIMULATED: some savings were priced with models calibrated on fake "
                    "hardware")
+    out.append("  (-: no job of the group has the figure)")
     return "\n".join(out) + "\n"
 
 
@@ -568,10 +590,44 @@ def totals_csv(groups: List[Dict[str, Any]]) -> str:
     wr = csv.writer(buf, lineterminator="\n")
     wr.writerow(TOTALS_CSV)
     for g in groups:
-        wr.writerow([g["group"], g["jobs"], g["with_tool"], g["energy_j"], g["energy_jobs"],
-                     *g["saved_j"], g["saved_jobs"], g["simulated"], g["down_s"], g["wait_s"],
-                     g.get("co2_spent_g", ""), (g.get("co2_saved_g") or [""])[0]])
+        wr.writerow([cell(x) for x in (
+            g["group"], g["jobs"], g["with_tool"], g["energy_j"], g["energy_jobs"],
+            *(g["saved_j"] or [None] * 3), g["saved_jobs"], g["simulated"], g["down_s"],
+            g["wait_s"], g.get("co2_spent_g"), (g.get("co2_saved_g") or [None])[0])])
     return buf.getvalue()
+
+
+def add_select_args(p: argparse.ArgumentParser) -> None:
+    """The selection of jobs from accounting, with sacct's option names."""
+    g = p.add_argument_group("selection, as sacct takes it (list mode without JOBID; "
+                             "--what-if and --totals sum over it)")
+    g.add_argument("-u", "--user", help="jobs of this user (default: every job you may see)")
+    g.add_argument("-A", "--account", help="jobs of this account")
+    g.add_argument("-r", "--partition", help="jobs in this partition")
+    g.add_argument("-S", "--since", "--starttime", dest="since", metavar="TIME",
+                   help="jobs that ran since TIME (sacct -S: 2026-11-01, 2026-11-01T08:00, "
+                   "now-7days, midnight; default now-30days)")
+    g.add_argument("-E", "--until", "--endtime", dest="until", metavar="TIME",
+                   help="jobs that ran until TIME (sacct -E; default now)")
+    g.add_argument("-s", "--state", metavar="STATES",
+                   help="jobs in these states, comma-separated (sacct -s: COMPLETED,FAILED "
+                   "or CD,F)")
+
+
+def add_list_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("list mode: one line per job (or step), as sacct prints")
+    g.add_argument("--list", action="store_true",
+                   help="one line per job also for the JOBIDs given (a selection without "
+                   "JOBID lists anyway)")
+    g.add_argument("-o", "--format", metavar="FIELDS",
+                   help="fields, comma-separated, each with an optional %%WIDTH (JobID%%20); "
+                   "--helpformat lists them; default " + ",".join(DEFAULT_LIST))
+    g.add_argument("--helpformat", action="store_true", help="list the fields of --format")
+    g.add_argument("-p", "--parsable", action="store_true",
+                   help="fields separated by |, with a | at the end of each line (sacct -p)")
+    g.add_argument("-P", "--parsable2", action="store_true",
+                   help="fields separated by |, none at the end (sacct -P)")
+    g.add_argument("-n", "--noheader", action="store_true", help="no header line")
 
 
 def add_what_if_args(p: argparse.ArgumentParser) -> None:
@@ -591,44 +647,85 @@ def add_what_if_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model", metavar="PATH", help="node power model for nodes whose record has "
                    f"none (default ${whatif.MODEL_ENV}, else {whatif.DEFAULT_MODEL})")
     g.add_argument("--totals", choices=TOTALS_BY, help="sums per user, account or partition "
-                   "of the jobs selected by --user, --account, --partition and --since: jobs, "
-                   "energy, energy saved, clocked-down time")
-    g.add_argument("--user", help="every finished job of this user (with --what-if or --totals)")
-    g.add_argument("--account", help="every finished job of this account")
-    g.add_argument("--partition", help="every finished job in this partition")
-    g.add_argument("--since", metavar="TIME", help="jobs that ended since (sacct -S; default "
-                   "now-30days when a selection is given)")
+                   "of the jobs selected by --user, --account, --partition, --since, --until "
+                   "and --state: jobs, energy, energy saved, clocked-down time")
+
+
+SELECT_KEYS = ("user", "account", "partition", "since", "until", "state")
+
+
+def selection(a: argparse.Namespace) -> Dict[str, Any]:
+    """The sacct selection of the command line, checked: names printable and
+    not options, times as sacct takes them, states by name or code."""
+    sel: Dict[str, Any] = {}
+    for k in SELECT_KEYS:
+        v = getattr(a, k, None)
+        if not v:
+            continue
+        if k in ("since", "until"):
+            sel[k] = parse.sacct_time(v)
+        elif k == "state":
+            sel[k] = parse.job_states(v)
+        elif not 0 < len(v) <= 128 or not v.isprintable() or v.startswith("-") or "," in v:
+            raise ValueError(f"--{k}: bad value {v!r}")
+        else:
+            sel[k] = v
+    return sel
 
 
 def what_if_options(a: argparse.Namespace) -> Optional[Dict[str, Any]]:
-    """None without --what-if; ValueError for a bad value."""
-    sel = {k: getattr(a, k) for k in ("user", "account", "partition", "since")
-           if getattr(a, k, None)}
+    """None without --what-if or --totals; ValueError for a bad value."""
+    sel = selection(a)
+    jobs = getattr(a, "jobs", None) or getattr(a, "job_lists", None)
+    listing = any(getattr(a, k, None) for k in ("list", "format", "parsable", "parsable2",
+                                                 "noheader"))
     if getattr(a, "totals", None):
-        if a.what_if or a.jobs or a.svg or a.html:
-            raise ValueError("--totals takes no JOBID, --what-if, --svg or --html: select jobs "
-                             "with --user, --account, --partition and --since")
-        for k, v in sel.items():
-            if not 0 < len(v) <= 128 or not v.isprintable() or v.startswith("-"):
-                raise ValueError(f"--{k}: bad value {v!r}")
+        if a.what_if or jobs or a.svg or a.html or listing:
+            raise ValueError("--totals takes no JOBID, --what-if, --svg, --html or list mode "
+                             "options: select jobs with --user, --account, --partition, "
+                             "--since, --until and --state")
         return {"totals": a.totals, "select": sel}
     if not a.what_if:
-        if sel or a.threshold or a.low or a.model or a.reaction or a.cpu_budget:
-            raise ValueError("--threshold, --low, --reaction, --cpu-budget, --model, --user, "
-                             "--account, --partition and --since go with --what-if")
-        if not a.jobs:
-            raise ValueError("give a JOBID")
+        if a.threshold or a.low or a.model or a.reaction or a.cpu_budget:
+            raise ValueError("--threshold, --low, --reaction, --cpu-budget and --model go "
+                             "with --what-if")
+        if not jobs and not sel:
+            raise ValueError("give a JOBID (4242, 4242.0, 4242_3) or a selection (--user, "
+                             "--account, --partition, --since, --until, --state)")
         return None
-    if not a.jobs and not sel:
-        raise ValueError("give a JOBID or a selection (--user, --account, --partition, --since)")
-    for k, v in sel.items():
-        if not 0 < len(v) <= 128 or not v.isprintable() or v.startswith("-"):
-            raise ValueError(f"--{k}: bad value {v!r}")
+    if listing:
+        raise ValueError("--what-if prints its own table: --list, --format, --parsable and "
+                         "--noheader are for list mode")
+    if not jobs and not sel:
+        raise ValueError("give a JOBID or a selection (--user, --account, --partition, --since, "
+                         "--until, --state)")
     return {"select": sel,
             "threshold_us": parse.duration_us(a.threshold) if a.threshold else None,
             "low_khz": parse.freq_khz(a.low) if a.low else None,
             "reaction_us": parse.duration_us(a.reaction) if a.reaction else None,
             "budget_ppm": parse.percent_ppm(a.cpu_budget) if a.cpu_budget else None}
+
+
+def list_options(a: argparse.Namespace) -> Optional[Dict[str, Any]]:
+    """List mode's fields and form, or None when the jobs are reported
+    whole: list mode is asked for (--list, --format, --parsable,
+    --parsable2, --noheader) or a selection is given without a JOBID."""
+    asked = any(getattr(a, k, None) for k in ("list", "format", "parsable", "parsable2",
+                                               "noheader"))
+    jobs = getattr(a, "jobs", None) or getattr(a, "job_lists", None)
+    if not asked and (jobs or not selection(a)):
+        return None
+    if (a.parsable or a.parsable2) and (a.json or a.csv):
+        raise ValueError("--parsable and --parsable2 are a text form: not with --json or --csv")
+    if a.parsable and a.parsable2:
+        raise ValueError("give one of --parsable and --parsable2")
+    if a.svg or a.html:
+        raise ValueError("list mode prints a line per job: --svg and --html write a chart or "
+                         "a page per job, give them without list mode options")
+    return {"fields": list_format(a.format) if a.format else
+            [(f, LIST_FIELDS[f.lower()][1]) for f in DEFAULT_LIST],
+            "delim": "|" if a.parsable or a.parsable2 else None, "end": bool(a.parsable),
+            "header": not a.noheader}
 
 
 def _load_model(path: Optional[str]) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
@@ -640,10 +737,21 @@ def _load_model(path: Optional[str]) -> Tuple[Optional[Dict[str, Any]], Optional
         return None, str(e)
 
 
+def no_model_why(nodes: List[str], model_why: Optional[str]) -> str:
+    """Why nothing can be predicted for these nodes: no model."""
+    names = ",".join(nodes[:8]) + (f" and {len(nodes) - 8} more" if len(nodes) > 8 else "")
+    return (f"no power model for {names or 'its nodes'}: their node records carry none"
+            + (f" and {model_why}" if model_why else "")
+            + "; run `mpi-pstate calibrate` as root on an idle node of each type, or give "
+            "--model PATH")
+
+
 def what_if_jobs(jobs: List[Dict[str, Any]], wi: Dict[str, Any],
-                 model: Optional[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Adds "what_if" (and the per-job sweep) to every job with detail;
-    returns those jobs."""
+                 model: Optional[Dict[str, Any]], model_why: Optional[str] = None
+                 ) -> List[Dict[str, Any]]:
+    """Adds "what_if" (and the per-job sweep) to every job with detail
+    and a power model for one of its nodes; returns those jobs.  A job
+    with detail and no model gets "what_if_why" instead."""
     done = []
     for j in jobs:
         d = j.get("detail")
@@ -654,8 +762,14 @@ def what_if_jobs(jobs: List[Dict[str, Any]], wi: Dict[str, Any],
         if thr is None:
             thr = whatif.run_threshold_us(d)
         meas = s.get("energy_j") if s.get("energy") == "ok" else None
-        j["what_if"] = whatif.predict(d, model, 500 if thr is None else thr, wi["low_khz"], meas,
-                                      wi["reaction_us"], wi.get("budget_ppm"))
+        p = whatif.predict(d, model, 500 if thr is None else thr, wi["low_khz"], meas,
+                           wi["reaction_us"], wi.get("budget_ppm"))
+        if p.get("model") == ["none"] and d.get("ranks"):
+            j["what_if"] = None
+            j["what_if_why"] = no_model_why(sorted({str(r.get("node")) for r in d["ranks"]}),
+                                            model_why)
+            continue
+        j["what_if"] = p
         j["what_if"]["energy_src"] = s.get("energy_src")
         rows, best = whatif.sweep([d], model, wi["low_khz"], reaction_us=wi["reaction_us"],
                                   budget_ppm=wi.get("budget_ppm"))
@@ -673,15 +787,20 @@ def write_pages(jobs: List[Dict[str, Any]], dest: str, render: Callable[[Dict[st
         if dest == "-" and len(jobs) == 1:
             sys.stdout.write(render(j))
             continue
-        path = dest.replace("%j", j["raw"]) if "%j" in dest else dest
+        name = j["raw"] + (f".{j['step']}" if j.get("step") is not None else "")
+        path = dest.replace("%j", name) if "%j" in dest else dest
         if os.path.isdir(path):
-            path = os.path.join(path, f"mpi-pstate-{j['raw']}.{ext}")
+            path = os.path.join(path, f"mpi-pstate-{name}.{ext}")
         elif len(jobs) > 1 and "%j" not in dest:
             print(f"mpi-pstate report: --{ext} needs a directory or %j for several jobs",
                   file=sys.stderr)
             return 2
-        with open(path, "w") as f:
-            f.write(render(j))
+        try:
+            with open(path, "w") as f:
+                f.write(render(j))
+        except OSError as e:
+            print(f"mpi-pstate report: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+            return 1
         print(path)
     return 0
 
@@ -723,6 +842,8 @@ def what_if_text(jobs: List[Dict[str, Any]], done: List[Dict[str, Any]],
     for j in jobs:
         if j in done:
             out.append(what_if_line(j) if many else what_if_job_text(j))
+        elif j.get("what_if_why"):
+            out.append(f"{j['job_id']:<14} cannot predict: {j['what_if_why']}\n")
         elif not many:
             out.append(job_text(j))
     if many and total:
@@ -747,11 +868,11 @@ def what_if_line(j: Dict[str, Any]) -> str:
 def what_if_job_text(j: Dict[str, Any]) -> str:
     """A job alone: what it was, then its prediction and sweep."""
     s = j.get("summary") or {}
-    return (f"job {j['job_id']}: {j.get('sacct_state', '?')}, elapsed "
-            f"{j.get('elapsed', '?')}, {s.get('ranks', '?')} ranks, MPI share "
+    return (f"job {j['job_id']}: {_f(j.get('sacct_state'), '{}', '?')}, elapsed "
+            f"{_f(j.get('elapsed'), '{}', '?')}, {_f(s.get('ranks'), '{}', '?')} ranks, MPI share "
             f"{_pct(s.get('mpi_share'))}, energy "
-            f"{_f(s.get('energy_j'), '{:.1f} J')} ({s.get('energy')}; "
-            f"{METER_TEXT.get(s.get('energy_src'), 'source unknown')})\n"
+            f"{_f(s.get('energy_j'), '{:.1f} J')} ({_f(s.get('energy'), '{}', 'unknown')}; "
+            f"{METER_TEXT.get(s.get('energy_src') or '', 'source unknown')})\n"
             + whatif.text(j["what_if"], j["what_if_sweep"], j.get("what_if_recommended")))
 
 
@@ -773,7 +894,7 @@ def what_if_output(jobs: List[Dict[str, Any]], missing: List[str], wi: Dict[str,
                    ) -> int:
     """pages: (destination, renderer, extension) of --svg or --html."""
     model, why = _load_model(a.model)
-    done = what_if_jobs(jobs, wi, model)
+    done = what_if_jobs(jobs, wi, model, why)
     many = len(done) > 1
     total = whatif.summarise([j["what_if"] for j in done]) if done else None
     rows, best = (whatif.sweep([j["detail"] for j in done], model, wi["low_khz"],
@@ -784,6 +905,13 @@ def what_if_output(jobs: List[Dict[str, Any]], missing: List[str], wi: Dict[str,
         if many:
             total["sweep"], total["recommended"] = rows, best
     out = sys.stdout
+    unpriced = [j for j in jobs if j.get("what_if_why")]
+    if not done and unpriced:
+        if a.json:
+            out.write(to_json(jobs, what_if_total=None) + "\n")
+        print(f"mpi-pstate report: cannot predict the what-if: {unpriced[0]['what_if_why']}",
+              file=sys.stderr)
+        return 1
     if a.json:
         out.write(to_json(jobs, what_if_total=total) + "\n")
     elif a.csv:
@@ -795,3 +923,304 @@ def what_if_output(jobs: List[Dict[str, Any]], missing: List[str], wi: Dict[str,
     for m in missing:
         print(f"mpi-pstate report: job {m} not found in the accounting database", file=sys.stderr)
     return 1 if missing or not done else 0
+
+
+# ---- step ids (4242.0, 4242.batch) ---------------------------------------------
+
+STEP_FIGURES = ("the figures below are this step's, from its ranks' records (the accounting "
+                "summary holds whole-job figures only)")
+
+
+def spec_matches(spec: str, j: Dict[str, Any]) -> bool:
+    """Whether the job part of a JOBID (4242, 4242_3, 4242_[1-3]) selects
+    the job j, as sacct -j does: a bare id is the job, an array task by its
+    raw id, or every task of that array."""
+    base, _, task = spec.partition("_")
+    jid, raw = str(j.get("job_id")), str(j.get("raw"))
+    jbase, _, jtask = jid.partition("_")
+    if not task:
+        return raw == base or jid == base or jbase == base
+    if task.startswith("["):
+        return jbase == base and jtask.isdigit() and int(jtask) in parse.array_tasks(task)
+    return jid == spec
+
+
+def with_steps(jobs: List[Dict[str, Any]], pairs: List[Tuple[str, Optional[str]]]
+               ) -> List[Dict[str, Any]]:
+    """The jobs as the JOBIDs asked for them: a job named without a step
+    whole, and once per step named (step_view)."""
+    out = []
+    for j in jobs:
+        hits = [st for spec, st in pairs if spec_matches(spec, j)]
+        if not hits or None in hits:
+            out.append(j)
+        for st in dict.fromkeys(x for x in hits if x is not None):
+            out.append(step_view(j, st))
+    return out
+
+
+def _step_energy(node: Dict[str, Any], step: str, only: bool) -> Dict[str, Any]:
+    """A node's energy in one step: its agent record's, or the node's when
+    the job ran that one step there."""
+    from . import noderec  # the node record's own reading of an agent's energy
+    meter = (node.get("energy") or {}).get("meter")
+    for st in node.get("steps") or []:
+        if isinstance(st, dict) and str(st.get("step")) == step and \
+                isinstance(st.get("agent"), dict) and "energy" in st["agent"]:
+            e = noderec.agent_energy(st["agent"]["energy"])
+            break
+    else:
+        e = dict(node.get("energy") or {}) if only else {"status": "unknown", "joules": None}
+    if meter and "meter" not in e:
+        e["meter"] = meter
+    return e
+
+
+def step_view(j: Dict[str, Any], step: str) -> Dict[str, Any]:
+    """The job j as its step `step` (4242.0): the step's ranks, nodes and
+    figures, summarised from the per-rank detail the way the job's summary
+    is; with only job-level figures (no detail, or none for that step),
+    the job's, and step_note says so."""
+    v = dict(j, step=step, job_id=f"{j['job_id']}.{step}")
+    d = j.get("detail")
+    if j.get("status") != "ok":
+        return v
+    if not d:
+        v["step_note"] = ("only job-level figures exist: per-step figures come from the "
+                          "per-rank detail, which is not available ("
+                          + str(j.get("detail_why") or "not found in the collection directory")
+                          + "); the figures below are the whole job's")
+        return v
+    ranks = [r for r in d.get("ranks") or [] if str(r.get("step")) == step]
+    if not ranks:
+        have = ", ".join(str(x) for x in d.get("steps") or []) or "none"
+        v["step_note"] = (f"only job-level figures exist: no rank of step {step} is in the "
+                          f"records (steps with records: {have}); the figures below are the "
+                          "whole job's")
+        return v
+    alone = [str(x) for x in d.get("steps") or []] == [step]
+    on = sorted({str(r.get("node")) for r in ranks})
+    nodes: Dict[str, Any] = {}
+    records: Dict[str, Dict[str, Any]] = {}
+    for n in on:
+        src = (d.get("nodes") or {}).get(n) or {}
+        en = _step_energy(src, step, alone)
+        nodes[n] = dict(src, energy=en, ranks=sum(1 for r in ranks if r.get("node") == n),
+                        steps=[x for x in src.get("steps") or []
+                               if isinstance(x, dict) and str(x.get("step")) == step])
+        records[n] = {"status": "ok", "energy": en, "settings": src.get("settings")}
+    for n in d.get("missing") or []:
+        nodes[n] = (d.get("nodes") or {}).get(n) or {"status": "missing"}
+    nd = dict(d, ranks=ranks, steps=[step], nodes=nodes, elapsed_s=None)
+    nd.pop("rest", None)
+    nd.pop("summary", None)
+    try:
+        s = summ.summarize(nd, records)
+    except (ArithmeticError, KeyError, TypeError, ValueError) as e:
+        v["step_note"] = (f"only job-level figures exist: the step's records do not add up "
+                          f"({e}); the figures below are the whole job's")
+        return v
+    s["wall_src"] = "step"
+    v.update(summary=s, job_summary=j.get("summary"), detail=nd)
+    rx = reaction(ranks)
+    v.pop("reaction", None)
+    if rx:
+        v["reaction"] = rx
+    v.pop("carbon", None)
+    return v
+
+
+def run_settings(j: Dict[str, Any]) -> Dict[str, Optional[str]]:
+    """The mode and threshold the job's ranks ran with ("on", "500us"; two
+    values joined by commas), or None with "why" when the records do not
+    say."""
+    ranks = (j.get("detail") or {}).get("ranks") or []
+    modes = sorted({str(r["mode"]) for r in ranks if isinstance(r.get("mode"), str)})
+    thr = sorted({r["threshold_us"] for r in ranks
+                  if isinstance(r.get("threshold_us"), int) and
+                  not isinstance(r.get("threshold_us"), bool)})
+    why = None
+    if not ranks:
+        why = ("no per-rank detail: " + str(j.get("detail_why") or "not found in the "
+                                            "collection directory")) \
+            if j.get("status") == "ok" else (j.get("message") or "no figures for this job")
+    elif not modes or not thr:
+        why = "the ranks' records do not say (records of an older release)"
+    return {"mode": ",".join(modes) or None,
+            "threshold": ",".join(whatif._us(t) for t in thr) or None, "why": why}
+
+
+# ---- list mode: one line per job, sacct's way ----------------------------------
+
+def _sum_of(key: str) -> Callable[[Dict[str, Any]], Any]:
+    return lambda j: (j.get("summary") or {}).get(key) if j.get("status") == "ok" else None
+
+
+def _triple_of(key: str, i: int) -> Callable[[Dict[str, Any]], Any]:
+    def get(j: Dict[str, Any]) -> Any:
+        v = _sum_of(key)(j)
+        return v[i] if isinstance(v, list) and len(v) == 3 else None
+    return get
+
+
+def _record(j: Dict[str, Any]) -> str:
+    """What mpi-pstate has of the job: its summary's state (complete,
+    partial), running, none (ran without it), newer (a summary this release
+    cannot read)."""
+    if j.get("status") == "ok":
+        return str((j.get("summary") or {}).get("state") or "unknown")
+    if j.get("summary_in"):
+        return "newer"
+    return str(j.get("status") or "none")
+
+
+def _carbon_of(key: str) -> Callable[[Dict[str, Any]], Any]:
+    def get(j: Dict[str, Any]) -> Any:
+        v = (j.get("carbon") or {}).get(key)
+        return v[0] if isinstance(v, list) else v
+    return get
+
+
+# lower-case name -> (name, width, value, kind); kind: "text", "int", "s"
+# (seconds), "j" (joules), "share" (a fraction, a percentage in text), "g".
+LIST_FIELDS: Dict[str, Tuple[str, int, Callable[[Dict[str, Any]], Any], str]] = {
+    f[0].lower(): f for f in (
+        ("JobID", 14, lambda j: j.get("job_id"), "text"),
+        ("JobIDRaw", 10, lambda j: j.get("raw"), "text"),
+        ("User", 9, lambda j: j.get("user") or None, "text"),
+        ("Account", 10, lambda j: j.get("account") or None, "text"),
+        ("Partition", 10, lambda j: j.get("partition") or None, "text"),
+        ("State", 10, lambda j: j.get("sacct_state") or None, "text"),
+        ("ExitCode", 8, lambda j: j.get("exit_code") or None, "text"),
+        ("Elapsed", 10, lambda j: j.get("elapsed") or None, "text"),
+        ("Start", 19, lambda j: j.get("start") or None, "text"),
+        ("End", 19, lambda j: j.get("end") or None, "text"),
+        ("NodeList", 15, lambda j: j.get("nodes") or None, "text"),
+        ("Record", 8, _record, "text"),
+        ("Mode", 7, lambda j: run_settings(j)["mode"], "text"),
+        ("Threshold", 9, lambda j: run_settings(j)["threshold"], "text"),
+        ("Nodes", 5, _sum_of("nodes"), "int"),
+        ("Ranks", 6, _sum_of("ranks"), "int"),
+        ("RankSteps", 9, _sum_of("rank_steps"), "int"),
+        ("Steps", 5, _sum_of("steps"), "int"),
+        ("WallS", 9, _sum_of("wall_s"), "s"),
+        ("MPIShare", 8, _sum_of("mpi_share"), "share"),
+        ("WaitS", 9, _sum_of("wait_s"), "s"),
+        ("DownS", 9, _sum_of("down_s"), "s"),
+        ("DownShare", 9, _sum_of("down_share"), "share"),
+        ("Transitions", 11, _sum_of("transitions"), "int"),
+        ("Imbalance", 9, _sum_of("imbalance"), "share"),
+        ("EnergyJ", 10, lambda j: _sum_of("energy_j")(j) if _sum_of("energy")(j) in
+         ("ok", "partial") else None, "j"),
+        ("Energy", 8, _sum_of("energy"), "text"),
+        ("EnergySrc", 9, _sum_of("energy_src"), "text"),
+        ("SavedJ", 9, _triple_of("saved_j", 0), "j"),
+        ("SavedJLow", 9, _triple_of("saved_j", 1), "j"),
+        ("SavedJHigh", 10, _triple_of("saved_j", 2), "j"),
+        ("SavedSrc", 9, _sum_of("saved_src"), "text"),
+        ("FullJ", 10, _triple_of("full_j", 0), "j"),
+        ("TimeAddedS", 10, _triple_of("time_added_s", 0), "s"),
+        ("CO2SpentG", 9, _carbon_of("spent_g"), "g"),
+        ("CO2SavedG", 9, _carbon_of("saved_g"), "g"))}
+DEFAULT_LIST = ("JobID", "User", "Partition", "State", "Elapsed", "Record", "Ranks",
+                "MPIShare", "DownShare", "EnergyJ", "SavedJ")
+FIELD_TEXT = {"State": "the job's base state (sacct)",
+              "Record": "complete, partial, running, none (ran without mpi-pstate), newer",
+              "Energy": "ok, partial, or why there is no energy figure",
+              "EnergySrc": "rapl, hwmon, simulated, mixed, none, unknown",
+              "SavedSrc": "what priced the saving: rapl, simulated, mixed"}
+
+
+def list_format(text: str) -> List[Tuple[str, int]]:
+    """--format: "JobID%20,User,energyj" -> [(name, width)]; names as sacct
+    takes them, in any case; ValueError names the fields there are."""
+    out = []
+    for item in text.split(","):
+        name, _, width = item.strip().partition("%")
+        f = LIST_FIELDS.get(name.lower())
+        if f is None:
+            raise ValueError(f"--format: no field {name!r}; the fields: "
+                             f"{', '.join(x[0] for x in LIST_FIELDS.values())}")
+        if width and not (width.isdigit() and 0 < int(width) <= 1000):
+            raise ValueError(f"--format: bad width {item.strip()!r} (JobID%20)")
+        out.append((f[0], int(width) if width else f[1]))
+    return out
+
+
+def help_format() -> str:
+    """--helpformat: every field, its unit and what it holds."""
+    unit = {"text": "", "int": "count", "s": "seconds", "j": "joules",
+            "share": "fraction (text: a percentage)", "g": "grams of CO2"}
+    return "".join(f"{f[0]:<12} {unit[f[3]]}"
+                   + (f"{'; ' if unit[f[3]] else ''}{FIELD_TEXT[f[0]]}" if f[0] in FIELD_TEXT
+                      else "") + "\n" for f in LIST_FIELDS.values())
+
+
+def cell(v: Any) -> str:
+    """A value for CSV and --parsable: unknown is empty, never 0 or None."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return repr(round(v, 6))
+    return str(v)
+
+
+def _text_cell(v: Any, kind: str) -> str:
+    if v is None:
+        return "-"
+    if kind == "share" and isinstance(v, (int, float)):
+        return f"{v:.1%}"
+    if kind == "j" and isinstance(v, (int, float)):
+        return f"{v:.1f}"
+    if kind == "s" and isinstance(v, (int, float)):
+        return f"{v:.3f}"
+    if kind == "g" and isinstance(v, (int, float)):
+        return f"{v:.3f}"
+    return _f(v, "{}")
+
+
+def list_rows(jobs: List[Dict[str, Any]], fields: List[Tuple[str, int]]) -> List[List[Any]]:
+    return [[LIST_FIELDS[name.lower()][2](j) for name, _ in fields] for j in jobs]
+
+
+def list_text(jobs: List[Dict[str, Any]], lo: Dict[str, Any]) -> str:
+    """The lines of list mode: columns of each field's width, right-aligned
+    and cut with a + as sacct cuts them, under a header and a rule; or,
+    with --parsable/--parsable2, fields between | (unknown: empty)."""
+    fields = lo["fields"]
+    out = []
+    if lo["delim"]:
+        end = lo["delim"] if lo["end"] else ""
+        if lo["header"]:
+            out.append(lo["delim"].join(n for n, _ in fields) + end)
+        for row in list_rows(jobs, fields):
+            out.append(lo["delim"].join(cell(v).replace("|", "/") for v in row) + end)
+        return "".join(x + "\n" for x in out)
+
+    def fit(text: str, w: int) -> str:
+        return text.rjust(w) if len(text) <= w else text[:w - 1] + "+"
+    if lo["header"]:
+        out.append(" ".join(fit(n, w) for n, w in fields))
+        out.append(" ".join("-" * w for _, w in fields))
+    for row in list_rows(jobs, fields):
+        out.append(" ".join(fit(_text_cell(v, LIST_FIELDS[n.lower()][3]), w)
+                            for v, (n, w) in zip(row, fields)))
+    return "".join(x + "\n" for x in out)
+
+
+def list_csv(jobs: List[Dict[str, Any]], lo: Dict[str, Any]) -> str:
+    buf = io.StringIO()
+    wr = csv.writer(buf, lineterminator="\n")
+    if lo["header"]:
+        wr.writerow([n for n, _ in lo["fields"]])
+    for row in list_rows(jobs, lo["fields"]):
+        wr.writerow([cell(v) for v in row])
+    return buf.getvalue()
+
+
+def list_json(jobs: List[Dict[str, Any]], lo: Dict[str, Any]) -> str:
+    names = [n for n, _ in lo["fields"]]
+    return document("mpi-pstate-list", fields=names,
+                    jobs=[dict(zip(names, row)) for row in list_rows(jobs, lo["fields"])])

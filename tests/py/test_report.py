@@ -278,7 +278,7 @@ class Report(Fixture):
         rc, out, _ = self.report("801")
         self.assertIn("energy: 100.0 J (ok; SIMULATED: powercap is not the kernel's sysfs", out)
         self.assertNotIn("measured: RAPL", out)
-        self.assertIn("100.0 J ok * ok", out)  # the node line marks it too
+        self.assertIn("100.0 J ok SIMULATED  ok", out)  # the node line says it too
         rc, out, _ = self.report("801", "--json")
         j = json.loads(out)["jobs"][0]
         self.assertEqual((j["summary"]["energy_src"],
@@ -350,7 +350,7 @@ class Report(Fixture):
         self.assertIn("job 999 not found", err)
         rc, out, err = self.report("12;rm")
         self.assertEqual(rc, 2)
-        self.assertIn("not a job id", err)
+        self.assertIn("not a job or step id", err)
 
     def test_summary_only_when_detail_is_unreadable(self) -> None:
         self.two_node_job()

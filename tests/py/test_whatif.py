@@ -704,7 +704,13 @@ class ReportWhatIf(unittest.TestCase):
             self.assertIn("percentage" if bad != "101" else "100 %", err)
         self.assertEqual(self.report("701", "--what-if", "--cpu-budget", "2", "--json")[0], 0)
         rc, out, err = self.report("701", "--what-if", "--model", str(self.tmp / "none.json"))
-        self.assertIn("no power model for n1,n2", out)
+        # no model: it says it cannot predict, why, and fails (never "0.0 J saved")
+        self.assertEqual((rc, out), (1, ""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertTrue(err.startswith("mpi-pstate report: cannot predict the what-if: no power "
+                                       "model for n1,n2"), err)
+        self.assertIn("mpi-pstate calibrate", err)
+        self.assertNotIn("saved", err)
 
 
 if __name__ == "__main__":
