@@ -34,6 +34,7 @@ enum value_kind {
         VAL_PERCENT_PPM,      /* percent of a core */
         VAL_CARBON,           /* g CO2/kWh, site-wide and per partition: for the reports */
         VAL_CHECKED_DIR,      /* a runtime_dir-like path the Epilogs use: only checked */
+        VAL_CHECKED_DURATION, /* a duration the Epilogs use, at least min: only checked */
 };
 
 #define FIELD(f) offsetof(struct mpi_pstate_config, f), sizeof(((struct mpi_pstate_config *)0)->f)
@@ -75,6 +76,9 @@ static const struct key {
      "grams of CO2 per kWh (0-5000), site-wide and/or per partition: 350 or 350,gpu:120"},
     {"metrics_dir", VAL_CHECKED_DIR, NO_FIELD, -1, 0,
      "an absolute directory path without . or .. components (escapes: %h, %%)"},
+    /* the node Epilog's time for collect_dir per pass (epilog/mpi_pstate/delivery.py) */
+    {"publish_timeout", VAL_CHECKED_DURATION, NO_FIELD, -1, 1000000,
+     "a duration such as 10s, at least 1s"},
     {"uncore", VAL_BOOL, FIELD(uncore), -1, 0, "yes or no"},
     /* below a millisecond the uncore's own latency is the wait */
     {"uncore_threshold", VAL_DURATION, FIELD(uncore_threshold_us), -1, 1000,
@@ -291,6 +295,8 @@ static int apply_key(struct mpi_pstate_config *c, const struct key *k, const cha
                 return mpi_pstate_parse_carbon(v);
         case VAL_CHECKED_DIR:
                 return parse_runtime_dir(v, dir, sizeof(dir));
+        case VAL_CHECKED_DURATION:
+                return parse_duration_at_least(v, k->min, &u);
         default:
                 return -EINVAL;
         }

@@ -26,6 +26,7 @@ PLUGIN_NAME = "mpi_pstate"
 PLUGIN_NAME_RE = re.compile(r"mpi[_-]pstate[^/]*\.so$")
 PLUGIN_MAX_BYTES = 64 << 20
 PLUGIN_DIRS = ("/usr/lib64/slurm", "/usr/lib/slurm")
+PUBLISH_TIMEOUT_MIN_US = 1000000  # publish_timeout= below a second is refused (spank/config.c)
 
 
 class Config:
@@ -54,6 +55,11 @@ class Config:
         # metrics_dir=: node_exporter's textfile directory, %h unexpanded
         # (metrics.py); None: no metrics
         self.metrics_dir = None  # type: Optional[str]
+        # publish_timeout=: how long a node waits for collect_dir in one
+        # pass (delivery.py); slurm.conf's EpilogTimeout, else
+        # PrologEpilogTimeout, in seconds (None: Slurm waits forever)
+        self.publish_timeout_s = 10.0
+        self.epilog_timeout_s = None  # type: Optional[float]
 
     @property
     def slurm_uid(self) -> int:
@@ -204,9 +210,10 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
          runtime_dir: Optional[str] = None) -> Config:
     c = Config()
     c.slurm_conf = slurm_conf or os.environ.get("SLURM_CONF") or default_slurm_conf()
-    vals = slurm_conf_values(c.slurm_conf, ("SlurmUser", "PlugStackConfig", "PrivateData"),
-                             c.problems)
+    vals = slurm_conf_values(c.slurm_conf, ("SlurmUser", "PlugStackConfig", "PrivateData",
+                                            "EpilogTimeout", "PrologEpilogTimeout"), c.problems)
     c.slurm_user = vals.get("SlurmUser", "root")
+    c.epilog_timeout_s = epilog_timeout(vals)
     c.private_jobs = private_jobs(vals.get("PrivateData", ""))
     plugstack = vals.get("PlugStackConfig") or os.path.join(os.path.dirname(c.slurm_conf),
                                                             "plugstack.conf")
@@ -232,6 +239,15 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
                 c.metrics_dir = check_dir_path(v)
             except ValueError as e:
                 c.problems.append(f"{c.plugstack}: metrics_dir: {e}; no metrics")
+        if k == "publish_timeout" and sep:
+            try:
+                us = parse.duration_us(v)
+                if us < PUBLISH_TIMEOUT_MIN_US:
+                    raise ValueError(f"{v!r} is under a second")
+                c.publish_timeout_s = us / 1e6
+            except ValueError as e:
+                c.problems.append(f"{c.plugstack}: publish_timeout: {e}; using "
+                                  f"{c.publish_timeout_s:g} s")
         if k in ("collect_dir", "runtime_dir") and sep:
             try:
                 setattr(c, k, check_dir_path(v))
@@ -241,6 +257,17 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
         if v:
             setattr(c, k, check_dir_path(v))
     return c
+
+
+def epilog_timeout(vals: Dict[str, str]) -> Optional[float]:
+    """Seconds Slurm gives the Epilog before it kills it and drains the node
+    (EpilogTimeout, in releases after 22.05, else PrologEpilogTimeout); None: no limit
+    (Slurm's default, and 65534, its "infinite")."""
+    for k in ("EpilogTimeout", "PrologEpilogTimeout"):
+        v = vals.get(k, "")
+        if v.isdigit() and 0 < int(v) < 65534:
+            return float(v)
+    return None
 
 
 def expand_host(path: str, host: str) -> str:

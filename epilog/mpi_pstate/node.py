@@ -14,8 +14,8 @@ import socket
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import (audit, collect, config, log, metrics, noderec, parse, pending, powermodel, safeio,
-               slots, slurm)
+from . import (audit, collect, config, delivery, log, metrics, noderec, parse, pending,
+               powermodel, safeio, slots, slurm)
 
 AGENT_MAX_BYTES = 1 << 20
 SUMS_MAX_BYTES = 4 << 10
@@ -537,19 +537,22 @@ def _settings(a: argparse.Namespace, scan: "StepScan", problems: List[str]
 
 
 def _deliver(a: argparse.Namespace, cfg: config.Config, runtime: str, job: int, node: str,
-             uid: int, data: bytes) -> str:
+             uid: int, data: bytes, share: delivery.Share) -> str:
     """Publishes the record, else keeps it for a later pass, then removes
     the job's segments and step directories; says which it did."""
     done = "published"
+    told = share.failed is not None  # the pending pass has said why already
     try:
-        publish(cfg, job, node, data, uid)
+        publish(cfg, job, node, data, uid, share=share)
     except OSError as e:
         done = "kept for a later pass"
-        # collect_dir full, unreachable, unsafe: the record waits in
+        # collect_dir full, missing, hung, unsafe: the record waits in
         # <runtime>/pending for a later pass (the next Epilog here,
         # `mpi-pstate node-prune`); only if it cannot even wait there
         # are the segments and step directories kept
-        log.error(f"publishing the record of job {job} failed: {e}: kept for a later pass")
+        if not told:
+            log.error(f"publishing the record of job {job} failed: {e.strerror or e}: "
+                      "kept for a later pass")
         pending.keep(runtime, job, node, data)
     if not a.keep_segments:
         n = slots.remove_job(job, a.shm_dir)
@@ -585,7 +588,8 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
         for p in leftover:
             log.error(p)
         restore = _restore(agent, runtime, job, refused)
-        for p in pending.deliver(runtime, lambda j, n, d: publish(cfg, j, n, d)):
+        share = share_of(cfg)
+        for p in pending.deliver(runtime, lambda j, n, d: publish(cfg, j, n, d, share=share)):
             log.warning(p)
         failed = int(restore["status"] == "failed")
         if not ran:
@@ -600,7 +604,7 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
                             meter=meter_here(a.sysroot), rest=scan.rest,
                             rest_agents=scan.rest_agents)
         data = noderec.encode(rec)
-        done = _deliver(a, cfg, runtime, job, node, uid, data)
+        done = _deliver(a, cfg, runtime, job, node, uid, data, share)
         for p in problems[:8]:
             log.warning(p)
         node_metrics(cfg, runtime, a.sysroot, agent, failed + restore_failures(scan.infos))
@@ -738,33 +742,46 @@ def meter_here(sysroot: str) -> str:
     return noderec.rapl_meter(os.path.realpath(sysroot), text)
 
 
+def share_of(cfg: config.Config) -> delivery.Share:
+    """collect_dir for one pass of this node (delivery.py)."""
+    return delivery.Share(cfg.collect_dir, cfg.slurm_uid,
+                          delivery.deadline(cfg.publish_timeout_s, cfg.epilog_timeout_s))
+
+
 def publish(cfg: config.Config, job: int, node: str, data: bytes,
-            uid: Optional[int] = None) -> None:
+            uid: Optional[int] = None, share: Optional[delivery.Share] = None) -> None:
     """Writes the node record into the job's directory of collect_dir (made
-    private to the job's user, uid or the record's own, under PrivateData)."""
+    private to the job's user, uid or the record's own, under PrivateData),
+    as SlurmUser and within the pass's deadline (delivery.py); raises
+    OSError (ShareUnusable) when it could not."""
     owner = cfg.slurm_uid
-    try:
-        cfd = collect.open_collect(cfg.collect_dir, trusted={0, owner})
-    except FileNotFoundError:
-        # First job on a fresh node: make collect_dir (not its parents) and
-        # give it to SlurmUser, which writes beside the node records.
-        os.mkdir(cfg.collect_dir, 0o755)
-        cfd = collect.open_collect(cfg.collect_dir, trusted={0, owner})
-        if owner:
-            import pwd
-            os.fchown(cfd, owner, pwd.getpwuid(owner).pw_gid)
-    try:
-        problems: List[str] = []
-        if cfg.private_jobs and uid is None:
-            uid = noderec.head_uid(data)
-        jfd = collect.open_job_dir(cfd, job, trusted={0, owner}, create=True,
-                                   private=cfg.private_jobs, reader=uid, problems=problems)
-        assert jfd is not None
-        for p in problems:
-            log.warning(p)
+    if cfg.private_jobs and uid is None:
+        uid = noderec.head_uid(data)
+
+    def work() -> List[str]:
         try:
-            safeio.write_atomic(jfd, collect.node_file(node), data, mode=0o644)
+            cfd = collect.open_collect(cfg.collect_dir, trusted={0, owner})
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                raise OSError(errno.ENOENT, f"{e.strerror}: is the share mounted? (a node "
+                              "never creates collect_dir)") from None
+            raise
+        problems: List[str] = []
+        try:
+            jfd = collect.open_job_dir(cfd, job, trusted={0, owner}, create=True,
+                                       private=cfg.private_jobs, reader=uid, problems=problems)
+            assert jfd is not None
+            try:
+                safeio.write_atomic(jfd, collect.node_file(node), data, mode=0o644)
+            finally:
+                os.close(jfd)
+        except PermissionError as e:
+            raise OSError(errno.EACCES, f"{e.strerror}: collect_dir must be SlurmUser's "
+                          f"(uid {owner}); a root-owned one is often an unmounted share's "
+                          "mount point") from None
         finally:
-            os.close(jfd)
-    finally:
-        os.close(cfd)
+            os.close(cfd)
+        return problems
+
+    for p in (share or share_of(cfg)).write(work):
+        log.warning(p)

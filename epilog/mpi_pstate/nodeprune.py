@@ -23,10 +23,11 @@ import re
 import time
 from typing import Dict, List, Optional, Sequence, Set
 
-from . import config, log, node, pending, safeio, slots, slurm
+from . import config, delivery, log, node, pending, safeio, slots, slurm
 
 PROG = "mpi-pstate node-prune"
 MIN_AGE_S = 600.0
+PASS_S = 120.0  # one pass's time for collect_dir (delivery.Share)
 CGROUP_ROOT = "/sys/fs/cgroup"
 # job_<id> directories of slurmstepd (cgroup v2: <name>slurmstepd.scope,
 # one per slurmd; v1: <controller>/slurm[_<node>]/uid_<uid>/)
@@ -141,7 +142,11 @@ def main(argv: Sequence[str], paths: Optional[Dict[str, str]] = None) -> int:
     rc = 0
     if not a.dry_run:
         before = len(pending.waiting(runtime))
-        for p in pending.deliver(runtime, lambda j, n, d: node.publish(cfg, j, n, d),
+        # a timer, not an Epilog: no drain to fear, but a hung share must
+        # not keep it (and the next one) forever
+        share = delivery.Share(cfg.collect_dir, cfg.slurm_uid,
+                               max(PASS_S, cfg.publish_timeout_s))
+        for p in pending.deliver(runtime, lambda j, n, d: node.publish(cfg, j, n, d, share=share),
                                  limit=pending.MAX_FILES):
             log.warning(p)
             rc = 1

@@ -433,7 +433,7 @@ START_TEST(every_key_documented)
                 }
                 free(text);
         }
-        ck_assert_uint_eq(nkeys, 22);
+        ck_assert_uint_eq(nkeys, 23);
         ck_assert_ptr_null(mpi_pstate_config_key(nkeys));
 }
 END_TEST

@@ -579,7 +579,7 @@ class NodeEpilog(Tmp):
 
     def test_job_without_the_plugin_writes_nothing(self) -> None:
         self.assertEqual(self.run_epilog(), 0)
-        self.assertFalse(self.collect.exists())
+        self.assertEqual(list(self.collect.iterdir()), [])
         self.assertEqual(self.err.getvalue(), "")
 
     def test_backstop_is_called_and_its_failure_logged(self) -> None:
@@ -611,7 +611,6 @@ class NodeEpilog(Tmp):
         step1 = fx.plugin_json(self.runtime, 4242, "1", None, version=1)
         (step1 / "plugin.json").write_text(json.dumps({"version": 1, "node": "n1",
                                                        "shm": "/dev/shm/mpi-pstate.4242.1"}))
-        self.collect.mkdir()
         (self.collect / "4242").symlink_to(self.tmp)  # planted job directory
         self.assertEqual(self.run_epilog(), 0)
         self.assertEqual(victim.read_text(), "keep me")
@@ -633,26 +632,58 @@ class NodeEpilog(Tmp):
     def test_bad_environment_is_logged_not_fatal(self) -> None:
         self.assertEqual(self.run_epilog(SLURM_JOB_ID="42;rm -rf /"), 0)
         self.assertIn("bad Slurm environment", self.err.getvalue())
-        self.assertFalse(self.collect.exists())
+        self.assertEqual(list(self.collect.iterdir()), [])
 
-    def test_creates_collect_dir_for_slurm_user(self) -> None:
-        fx.plugin_json(self.runtime, 4242, "0", None)
+    def slurm_user_nobody(self, *lines: str) -> str:
+        """slurm.conf with SlurmUser=nobody, collect_dir nobody's (as the
+        admin makes it) and reachable by nobody; the slurm.conf path."""
         etc = self.tmp / "etc"
         etc.mkdir()
-        (etc / "slurm.conf").write_text("SlurmUser=nobody\n")
-        self.assertEqual(self.run_epilog(SLURM_CONF=str(etc / "slurm.conf")), 0)
-        self.assertEqual(self.collect.stat().st_uid, NOBODY)
+        (etc / "slurm.conf").write_text("".join(f"{ln}\n" for ln in ("SlurmUser=nobody", *lines)))
+        os.chmod(self.tmp, 0o755)
+        os.chown(self.collect, NOBODY, -1)
+        return str(etc / "slurm.conf")
+
+    def test_writes_collect_dir_as_slurm_user(self) -> None:
+        """Root squashing on the share does not matter: every file and
+        directory there is SlurmUser's."""
+        fx.plugin_json(self.runtime, 4242, "0", None)
+        self.assertEqual(self.run_epilog(SLURM_CONF=self.slurm_user_nobody()), 0)
         self.assertEqual((self.collect / "4242").stat().st_uid, NOBODY)
-        self.assertEqual((self.collect / "4242" / "node.n1.json").stat().st_uid, 0)
+        self.assertEqual((self.collect / "4242" / "node.n1.json").stat().st_uid, NOBODY)
+
+    def test_never_creates_collect_dir(self) -> None:
+        """A missing collect_dir is a share not mounted: the record waits in
+        the node's pending directory, and the log says why."""
+        fx.plugin_json(self.runtime, 4242, "0", None)
+        self.collect.rmdir()
+        self.assertEqual(self.run_epilog(), 0)
+        self.assertFalse(self.collect.exists())
+        self.assertEqual(pending.waiting(str(self.runtime)), ["4242.n1.json"])
+        self.assertRegex(self.err.getvalue(), r"does not exist.*mounted.*kept for a later pass")
+        self.collect.mkdir()
+        self.env["SLURM_JOB_ID"] = "4243"  # the next job's Epilog delivers it
+        self.assertEqual(self.run_epilog(), 0)
+        self.assertEqual(pending.waiting(str(self.runtime)), [])
+        self.assertEqual(self.record()["job"], 4242)
+
+    def test_a_full_share_is_said_once_per_epilog(self) -> None:
+        """A record already waits and the share still fails: one error line,
+        not one per record."""
+        fx.plugin_json(self.runtime, 4242, "0", None)
+        data = noderec.encode(fx.node_record(4000, "n1", []))
+        pending.keep(str(self.runtime), 4000, "n1", data)
+        self.collect.rmdir()
+        self.assertEqual(self.run_epilog(), 0)
+        self.assertEqual(self.err.getvalue().count("does not exist"), 1, self.err.getvalue())
+        self.assertEqual(pending.waiting(str(self.runtime)), ["4000.n1.json", "4242.n1.json"])
 
     def test_private_data_hides_the_job_from_other_users(self) -> None:
         """PrivateData=jobs: the job's directory is SlurmUser's and the job's
         user's alone (an ACL); another user cannot even list it."""
         fx.plugin_json(self.runtime, 4242, "0", None)
-        etc = self.tmp / "etc"
-        etc.mkdir()
-        (etc / "slurm.conf").write_text("SlurmUser=nobody\nPrivateData=accounts,JOBS\n")
-        self.assertEqual(self.run_epilog(SLURM_CONF=str(etc / "slurm.conf")), 0)
+        conf = self.slurm_user_nobody("PrivateData=accounts,JOBS")
+        self.assertEqual(self.run_epilog(SLURM_CONF=conf), 0)
         jd = self.collect / "4242"
         st = jd.stat()
         self.assertEqual((st.st_uid, st.st_mode & 0o007), (NOBODY, 0), oct(st.st_mode))
@@ -665,10 +696,10 @@ class NodeEpilog(Tmp):
         self.assertEqual(as_uid(1000, lambda: sorted(os.listdir(jd))), ["node.n1.json"])
         self.assertEqual(as_uid(4243, lambda: sorted(os.listdir(jd))), "PermissionError")
         # the default, without PrivateData: world-readable as before
-        (etc / "slurm.conf").write_text("SlurmUser=nobody\n")
+        Path(conf).write_text("SlurmUser=nobody\n")
         self.env["SLURM_JOB_ID"] = "4243"
         fx.plugin_json(self.runtime, 4243, "0", None)
-        self.assertEqual(self.run_epilog(SLURM_CONF=str(etc / "slurm.conf")), 0)
+        self.assertEqual(self.run_epilog(SLURM_CONF=conf), 0)
         self.assertEqual((self.collect / "4243").stat().st_mode & 0o777, 0o755)
 
 

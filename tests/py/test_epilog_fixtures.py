@@ -137,11 +137,13 @@ def node_record(job: int, node: str, ranks: List[Dict[str, Any]], joules: Option
 
 def epilog_dirs(tmp: Path) -> Tuple[Path, Path, Path, Path]:
     """(collect_dir, runtime_dir, shm dir, sysroot) of a node Epilog run in
-    tmp: the shm directory sticky and world-writable like /dev/shm, a fake
-    sysfs."""
+    tmp: collect_dir made as the admin does (a node never creates it; root's
+    here, SlurmUser being root without a slurm.conf), the shm directory
+    sticky and world-writable like /dev/shm, a fake sysfs."""
     shm = tmp / "shm"
     shm.mkdir(mode=0o1777)
     os.chmod(shm, 0o1777)
+    (tmp / "records").mkdir(mode=0o755, exist_ok=True)
     return tmp / "records", tmp / "run", shm, fake_sysfs(tmp / "sys")
 
 

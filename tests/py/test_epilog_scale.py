@@ -249,7 +249,6 @@ class EveryStep(Scale):
 class FailedPublish(Scale):
     def test_record_waits_on_the_node_and_a_later_pass_delivers_it(self) -> None:
         self.step(JOB, "0", [{"rank": 0}])
-        self.collect.mkdir()
         os.chmod(self.collect, 0o777)  # unsafe: publishing must refuse it
         self.run_epilog()
         self.assertIn("kept for a later pass", self.err.getvalue())
@@ -408,7 +407,6 @@ class NodePrune(Scale):
         self.assertEqual(self.jobs_left(), [4242, 4243, 4244, 4245])
 
     def test_the_command_delivers_waiting_records(self) -> None:
-        self.collect.mkdir()
         pending.keep(str(self.runtime), 77, "n1", b'{"x": 1}\n')
         self.squeue("")
         with mock.patch.dict(os.environ, {"PATH": f"{self.bin}:{os.environ['PATH']}",
