@@ -242,7 +242,9 @@ def steps(runtime: str, alive: AgentAlive, problems: List[str]) -> List[Dict[str
             try:
                 dfd = os.open(n, safeio.O_DIR, dir_fd=sfd)
             except OSError as e:
-                why = "is a symlink" if e.errno == errno.ELOOP else _why(e)
+                lst = safeio.entry_stat(sfd, n)
+                why = "is a symlink" if lst is not None and stat.S_ISLNK(lst.st_mode) else \
+                    "not a directory" if e.errno == errno.ENOTDIR else _why(e)
                 problems.append(f"steps/{show(n)}: {why}: not read")
                 continue
             try:
