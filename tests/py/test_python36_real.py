@@ -36,7 +36,7 @@ PKG = TOP / "epilog" / "mpi_pstate"
 SUITES = ["test_epilog", "test_epilog_summary", "test_epilog_sums", "test_epilog_adversarial",
           "test_root_trust", "test_slots", "test_metrics", "test_report", "test_report_html",
           "test_report_levers", "test_whatif", "test_calibrate", "test_carbon",
-          "test_durations"]
+          "test_durations", "test_status"]
 TIMEOUT_S = 900
 # One subcommand's line of the top-level --help: four spaces, its name.
 SUBCOMMAND_LINE = re.compile(r"^    ([a-z][a-z0-9-]*)(?:\s|$)")
@@ -108,7 +108,7 @@ class Python36(unittest.TestCase):
         r = run36(["-I", str(CLI), "--help"])
         self.assertEqual(r.returncode, 0, r.stderr)
         subs = subcommands(r.stdout)
-        for sub in ("report", "epilog", "epilog-slurmctld", "flush", "node-prune"):
+        for sub in ("report", "epilog", "epilog-slurmctld", "flush", "node-prune", "status"):
             self.assertIn(sub, subs, r.stdout)
         for sub in subs:
             with self.subTest(subcommand=sub):
