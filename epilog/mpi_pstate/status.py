@@ -19,9 +19,10 @@ read_failures() reads it): metrics.json (metrics.NODE_STATE) counts them
 only where metrics_dir= is set, and keeps no error.
 
 Exit status: 0 all well; 1 something needs the admin (a restore failure
-since boot, a restore record of a job no longer running or one the agent
-would refuse, an unsafe runtime_dir); 2 it could not tell (bad usage, not
-root, something unread: see the problem lines).
+since boot not acknowledged with --ack, a restore record of a job no
+longer running or one the agent would refuse, an unsafe runtime_dir); 2 it could not tell (bad usage, not
+root, something unread: see the problem lines).  --ack is its one write:
+the failures counted so far are dealt with.
 
 Python 3.6, like every root command (docs/security.md, "Python 3.6")."""
 import argparse
@@ -292,13 +293,13 @@ def _count(v: Any) -> Optional[int]:
 
 
 def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dict[str, Any]:
-    """The restore failures since boot: from FAILURES_FILE (the node
-    Epilog's count and last error), else metrics.json's count (written only
-    where metrics_dir= is set).  A file of an earlier boot counts 0 (/run is
-    a tmpfs: a file there is this boot's anyway).  since_boot None when it
-    cannot be told."""
-    out = {"since_boot": 0, "source": None, "last_job": None, "last_time": None,
-           "last_error": None}  # type: Dict[str, Any]
+    """The restore failures since boot: FAILURES_FILE's count (the node
+    Epilog's, with the last error and what --ack acknowledged) or
+    metrics.json's (written only where metrics_dir= is set), the larger
+    where both are of this boot.  A file of an earlier boot counts 0.
+    since_boot None when it cannot be told."""
+    out = {"since_boot": 0, "acknowledged": 0, "source": None, "last_job": None,
+           "last_time": None, "last_error": None}  # type: Dict[str, Any]
     try:
         rfd = safeio.open_dir(runtime, trusted={0})
     except FileNotFoundError:
@@ -307,6 +308,7 @@ def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dic
         out["since_boot"] = None
         problems.append(f"runtime_dir: {_why(e)}")
         return out
+    counts = []  # type: List[int]
     try:
         for name, key in ((FAILURES_FILE, "count"), (metrics.NODE_STATE, "restore_failures")):
             try:
@@ -314,20 +316,21 @@ def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dic
             except (OSError, ValueError) as e:
                 problems.append(f"{name}: {_why(e) if isinstance(e, OSError) else show(e, 200)}")
                 out["since_boot"] = None
-                continue
+                return out
             if obj is None:
                 continue
             n = _count(obj.get(key))
             if n is None:
                 problems.append(f"{name}: no count of restore failures in it")
                 out["since_boot"] = None
-                continue
-            out["source"] = name
-            if obj.get("boot") != boot:
-                out["since_boot"] = 0  # counted before the last boot
                 return out
-            out["since_boot"] = n
+            if obj.get("boot") != boot:
+                continue  # counted before the last boot
+            if not counts or n > counts[0]:
+                out["source"] = name
+            counts.append(n)
             if name == FAILURES_FILE:
+                out["acknowledged"] = min(n, _count(obj.get("acked")) or 0)
                 last = obj.get("last") if isinstance(obj.get("last"), dict) else {}
                 out["last_job"] = _count(last.get("job"))
                 t = last.get("time")
@@ -335,7 +338,7 @@ def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dic
                     not isinstance(t, bool) else None
                 err = last.get("error")
                 out["last_error"] = show(err, ERROR_MAX) if isinstance(err, str) else None
-            return out
+        out["since_boot"] = max(counts) if counts else 0
         return out
     finally:
         os.close(rfd)
@@ -356,6 +359,29 @@ def epilog_error(restore: Dict[str, Any], problems: List[str]) -> Optional[str]:
     return None
 
 
+def _lock(rfd: int) -> None:
+    """Two Epilogs ending at once (or one and --ack) count one after the
+    other; past LOCK_TRIES (anyone may flock a directory they can open)
+    the write goes on unlocked rather than hold the Epilog."""
+    for _ in range(LOCK_TRIES):
+        try:
+            fcntl.flock(rfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return
+            time.sleep(0.02)
+
+
+def _current(rfd: int, boot: Optional[int]) -> Dict[str, Any]:
+    """FAILURES_FILE's object of this boot, else an empty one."""
+    try:
+        old = _load_json(rfd, FAILURES_FILE) or {}
+    except (OSError, ValueError):
+        old = {}  # a file root cannot trust is replaced, not added to
+    return old if old.get("boot") == boot else {}
+
+
 def note_failures(runtime: str, job: int, count: int, error: Optional[str],
                   now: Optional[float] = None) -> None:
     """Adds count restore failures of job to FAILURES_FILE, with the last
@@ -366,25 +392,31 @@ def note_failures(runtime: str, job: int, count: int, error: Optional[str],
     boot = metrics._boot_time()
     rfd = safeio.open_dir(runtime, trusted={0})
     try:
-        for _ in range(LOCK_TRIES):  # two Epilogs ending at once: one count each
-            try:
-                fcntl.flock(rfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as e:
-                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    break
-                time.sleep(0.02)
-        try:
-            old = _load_json(rfd, FAILURES_FILE) or {}
-        except (OSError, ValueError):
-            old = {}  # a file root cannot trust is replaced, not added to
-        n = _count(old.get("count")) if old.get("boot") == boot else 0
-        obj = {"version": VERSION, "boot": boot, "count": (n or 0) + count,
+        _lock(rfd)
+        old = _current(rfd, boot)
+        obj = {"version": VERSION, "boot": boot, "count": (_count(old.get("count")) or 0) + count,
+               "acked": _count(old.get("acked")) or 0,
                "last": {"job": job, "time": round(time.time() if now is None else now, 3),
                         "error": show(error, ERROR_MAX) if error else None}}
         safeio.write_atomic(rfd, FAILURES_FILE, json.dumps(obj).encode(), mode=0o600)
     finally:
         os.close(rfd)  # releases the lock
+
+
+def acknowledge(runtime: str, count: int) -> None:
+    """`status --ack`: the first count failures of this boot (those the
+    admin saw) are dealt with; later ones need the admin again.  Raises
+    OSError."""
+    boot = metrics._boot_time()
+    rfd = safeio.open_dir(runtime, trusted={0})
+    try:
+        _lock(rfd)
+        obj = _current(rfd, boot)
+        n = max(count, _count(obj.get("count")) or 0)  # metrics.json's count, or more since
+        obj.update(version=VERSION, boot=boot, count=n, acked=min(count, n))
+        safeio.write_atomic(rfd, FAILURES_FILE, json.dumps(obj).encode(), mode=0o600)
+    finally:
+        os.close(rfd)
 
 
 def note_epilog(runtime: str, job: int, count: int, restore: Dict[str, Any],
@@ -465,9 +497,12 @@ def gather(runtime: str, alive: AgentAlive, jobs: JobsRunning, cgroup_root: str,
             attention.append(f"restore record {r['name']} of job {r['job']}, which no longer "
                              "runs: put it back with mpi-pstate-agent --restore "
                              f"{show(runtime, 200)}/restore --job {r['job']}")
-    fails = out["restore_failures"]["since_boot"]
-    if fails:
-        attention.append(f"{fails} restore failure{'s' if fails != 1 else ''} since boot")
+    f = out["restore_failures"]
+    fails = (f["since_boot"] or 0) - f["acknowledged"]
+    if fails > 0:
+        attention.append(f"{fails} restore failure{'s' if fails != 1 else ''} since boot"
+                         + (f" (and {f['acknowledged']} acknowledged)" if f["acknowledged"]
+                            else "") + ": once dealt with, mpi-pstate status --ack")
     if attention:
         out.update(status="attention", exit=EXIT_ATTENTION)
     elif problems:
@@ -519,9 +554,10 @@ def text(s: Dict[str, Any]) -> str:
     if f is None or f["since_boot"] is None:
         lines.append("restore failures: ? since boot")
     else:
-        lines.append(f"restore failures: {f['since_boot']} since boot" + (
-            f"; last: job {f['last_job']} at {_when(f['last_time'])}: {f['last_error']}"
-            if f["since_boot"] and f["last_error"] else ""))
+        lines.append(f"restore failures: {f['since_boot']} since boot"
+                     + (f" ({f['acknowledged']} acknowledged)" if f["acknowledged"] else "")
+                     + (f"; last: job {f['last_job']} at {_when(f['last_time'])}: "
+                        f"{f['last_error']}" if f["since_boot"] and f["last_error"] else ""))
     lines += [f"problem: {p}" for p in s["problems"][:TEXT_LINES]]
     if len(s["problems"]) > TEXT_LINES:
         lines.append(f"problem: ... {len(s['problems']) - TEXT_LINES} more")
@@ -536,6 +572,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runtime-dir", help="override runtime_dir of the plugstack line")
     p.add_argument("--slurm-conf", help="slurm.conf (default: $SLURM_CONF)")
     p.add_argument("--json", action="store_true", help="one JSON object (mpi-pstate-epilog(8))")
+    p.add_argument("--ack", action="store_true", help="the restore failures counted so far "
+                   "are dealt with: only later ones make the exit status 1 (writes "
+                   f"<runtime_dir>/{FAILURES_FILE})")
     p.add_argument("--cgroup-root", default=nodeprune.CGROUP_ROOT, help=argparse.SUPPRESS)
     p.add_argument("--proc", default="/proc", help=argparse.SUPPRESS)
 
@@ -556,7 +595,20 @@ def run(a: argparse.Namespace, agent_dirs: List[str]) -> int:
     agent = node.find_tool("mpi-pstate-agent", agent_dirs, "MPI_PSTATE_AGENT", cfg.agent,
                            refused)
     problems += [show(p, 300) for p in refused]
-    s = gather(runtime, agent_alive(agent, a.proc), squeue_jobs, a.cgroup_root, host, problems)
+    alive = agent_alive(agent, a.proc)
+    if a.ack:
+        seen = read_failures(runtime, metrics._boot_time(), [])["since_boot"]
+        if seen is None:
+            print(f"mpi-pstate status: --ack: the failures cannot be read in {show(runtime)}",
+                  file=sys.stderr)
+            return EXIT_UNKNOWN
+        if seen:
+            try:
+                acknowledge(runtime, seen)
+            except OSError as e:
+                print(f"mpi-pstate status: --ack: {show(e, 300)}", file=sys.stderr)
+                return EXIT_UNKNOWN
+    s = gather(runtime, alive, squeue_jobs, a.cgroup_root, host, problems)
     try:
         if a.json:
             print(json.dumps(s, indent=1, sort_keys=True))

@@ -216,13 +216,41 @@ class Status(unittest.TestCase):
         self.assertIsInstance(f["last_time"], float)
         rc, out, _ = self.run_status()
         self.assertIn("restore failures: 3 since boot; last: job 4251 at ", out)
-        self.assertIn("ATTENTION: 3 restore failures since boot\n", out)
+        self.assertIn("ATTENTION: 3 restore failures since boot: once dealt with, mpi-pstate "
+                      "status --ack\n", out)
         self.assertNotIn("\nATTENTION: forged", out)  # a message is one line, escaped
         # after a reboot the count starts again
         with mock.patch.object(metrics, "_boot_time", lambda proc="/proc": 1):
             self.assertEqual(status.read_failures(str(self.runtime), 1, [])["since_boot"], 0)
             status.note_failures(str(self.runtime), 4300, 1, "x")
             self.assertEqual(status.read_failures(str(self.runtime), 1, [])["since_boot"], 1)
+
+    def test_acknowledged_failures_need_the_admin_no_more(self) -> None:
+        self.dir("")
+        status.note_failures(str(self.runtime), 4242, 2, "policy3: EIO")
+        rc, out, err = self.run_status("--ack")
+        self.assertEqual((rc, err), (0, ""), out)
+        self.assertIn("restore failures: 2 since boot (2 acknowledged); last: job 4242 at ", out)
+        self.assertTrue(out.endswith("status:           ok\n"), out)
+        status.note_failures(str(self.runtime), 4243, 1, "policy4: EIO")  # a new one
+        rc, s = self.status_json()
+        self.assertEqual((rc, s["restore_failures"]["since_boot"],
+                          s["restore_failures"]["acknowledged"]), (1, 3, 2))
+        self.assertEqual(s["attention"], ["1 restore failure since boot (and 2 acknowledged): "
+                                          "once dealt with, mpi-pstate status --ack"])
+
+    def test_acknowledging_metrics_json_s_count(self) -> None:
+        """Where only metrics.json counts (metrics_dir= set), --ack keeps
+        its count, and a later failure counted there needs the admin again."""
+        self.dir("")
+        metrics.node_failures(str(self.runtime), 2)
+        self.assertEqual(self.run_status("--ack")[0], 0)
+        self.assertEqual(json.loads((self.runtime / status.FAILURES_FILE).read_text())["acked"],
+                         2)
+        metrics.node_failures(str(self.runtime), 1)
+        rc, s = self.status_json()
+        self.assertEqual((rc, s["restore_failures"]["since_boot"],
+                          s["restore_failures"]["source"]), (1, 3, metrics.NODE_STATE))
 
     def test_the_backstop_message_is_the_error_kept(self) -> None:
         self.assertEqual(status.epilog_error({"status": "failed", "message": "policy3: EIO"},
