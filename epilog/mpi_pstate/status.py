@@ -99,7 +99,15 @@ def _entries(dfd: int, what: str, problems: List[str]) -> List[str]:
                 names.append(e.name)
     finally:
         it.close()
-    return sorted(names)
+    return sorted(names, key=_natural)
+
+
+def _natural(name: str) -> List[Any]:
+    """policy2 before policy10: the text and the numbers between it (odd
+    places of the split, ASCII digits only: int() of them never fails)."""
+    parts = re.split(r"([0-9]+)", name)  # type: List[Any]
+    parts[1::2] = [int(x) for x in parts[1::2]]
+    return parts
 
 
 def _open_sub(runtime: str, sub: str, problems: List[str]) -> Optional[int]:
@@ -110,7 +118,7 @@ def _open_sub(runtime: str, sub: str, problems: List[str]) -> Optional[int]:
     except FileNotFoundError:
         return None
     except OSError as e:
-        problems.append(f"{sub}/: {e.strerror or e}")
+        problems.append(f"{sub}/: {show(e.strerror or e, 300)}")
         return None
 
 

@@ -143,6 +143,7 @@ class Status(unittest.TestCase):
     def test_a_running_steps_records_are_held_not_reported(self) -> None:
         pid = self.live_agent()
         self.step(4243, "0", pid)
+        self.record("policy10", 4243)
         self.record("policy2", 4243)
         self.record("uncore-package_00_die_00", 4243)
         self.squeue("", rc=1)  # not asked: the agent shows the job runs
@@ -154,6 +155,7 @@ class Status(unittest.TestCase):
         self.assertEqual([(r["name"], r["kind"], r["job"], r["step"], r["job_running"])
                           for r in s["restore_records"]],
                          [("policy2", "cpufreq", 4243, "0", True),
+                          ("policy10", "cpufreq", 4243, "0", True),  # in the numbers' order
                           ("uncore-package_00_die_00", "uncore", 4243, "0", True)])
         rc, out, _ = self.run_status()
         self.assertIn(f"  job 4243 step 0      agent pid {pid:<8} running, job running\n", out)
