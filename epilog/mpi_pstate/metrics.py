@@ -245,7 +245,7 @@ def is_down(sysroot: str, dom: Dict[str, Any]) -> bool:
     return speed is not None and speed < up
 
 
-def _boot_time(proc: str = "/proc") -> Optional[int]:
+def boot_time(proc: str = "/proc") -> Optional[int]:
     try:
         with open(os.path.join(proc, "stat"), "rb") as f:
             for line in f.read(1 << 16).splitlines():
@@ -259,7 +259,7 @@ def _boot_time(proc: str = "/proc") -> Optional[int]:
 def node_failures(runtime: str, add: int = 0) -> int:
     """Restore failures on this node since boot, kept in runtime_dir (root's);
     add: new ones to count first."""
-    boot = _boot_time()
+    boot = boot_time()
     try:
         rfd = safeio.open_dir(runtime, trusted={0})
     except OSError:

@@ -14,8 +14,8 @@ import socket
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import (audit, collect, config, delivery, log, metrics, noderec, parse, pending,
-               powermodel, safeio, slots, slurm)
+from . import (audit, collect, config, delivery, failcount, log, metrics, noderec, parse,
+               pending, powermodel, safeio, slots, slurm)
 
 AGENT_MAX_BYTES = 1 << 20
 SUMS_MAX_BYTES = 4 << 10
@@ -593,6 +593,7 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
             log.warning(p)
         failed = int(restore["status"] == "failed")
         if not ran:
+            failcount.note_epilog(runtime, job, failed, restore, leftover)
             node_metrics(cfg, runtime, a.sysroot, agent, failed)
             return 0  # the plugin was off for this job here: nothing to say
         scan = StepScan(job, uid, node, a.shm_dir)
@@ -607,7 +608,9 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
         done = _deliver(a, cfg, runtime, job, node, uid, data, share)
         for p in problems[:8]:
             log.warning(p)
-        node_metrics(cfg, runtime, a.sysroot, agent, failed + restore_failures(scan.infos))
+        failed += restore_failures(scan.infos)
+        failcount.note_epilog(runtime, job, failed, restore, problems)
+        node_metrics(cfg, runtime, a.sysroot, agent, failed)
         log.info(f"node {node}: record of job {job} {done}: status {rec['status']}, "
                  f"{len(rec['ranks'])} ranks in {len(rec['steps'])} steps"
                  + (f" (+{rec['rest']['steps']} steps summed)" if rec.get("rest") else "")

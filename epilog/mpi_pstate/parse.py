@@ -5,7 +5,7 @@ that callers keep their default and say which value was refused."""
 import os
 import re
 import time
-from typing import Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 _U64 = re.compile(r"[ \t]*([0-9]+)[ \t]*\n?")
 # C's isalpha run is read into an 8-byte buffer: a longer unit is refused.
@@ -375,3 +375,12 @@ def job_states(text: str) -> List[str]:
         if name not in out:
             out.append(name)
     return out
+
+
+def printable(text: Any, n: int = 80) -> str:
+    """A planted name or a message as one printable ASCII line: what is
+    not printable ASCII is escaped (\\n, \\xff), the rest clipped."""
+    s = str(text).encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+    s = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                for c in s)
+    return s if len(s) <= n else s[:n - 3] + "..."

@@ -27,7 +27,6 @@ the failures counted so far are dealt with.
 Python 3.6, like every root command (docs/security.md, "Python 3.6")."""
 import argparse
 import errno
-import fcntl
 import json
 import os
 import re
@@ -36,19 +35,15 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
-from . import config, log, metrics, node, nodeprune, pending, safeio, slurm
+from . import config, failcount, log, metrics, node, nodeprune, parse, pending, safeio, slurm
 
 FORMAT = "mpi-pstate-status"
 VERSION = 1
-FAILURES_FILE = "restore-failures.json"  # in runtime_dir, root's, 0600
-FAILURES_MAX_BYTES = 4096
-ERROR_MAX = 512  # characters of the last error kept and shown
 MAX_ENTRIES = 4096  # entries looked at in one directory (restore/, pending/, steps/)
 RECORD_MAX_BYTES = 512  # MPI_PSTATE_RESTORE_MAX_BYTES (common/restore.h)
 PID_MAX_BYTES = 64
 TEXT_LINES = 64  # lines a section of the text output lists (--json lists all)
 NAME_MAX = 80  # characters of a planted name shown
-LOCK_TRIES = 50  # 20 ms each: the Epilog waits at most 1 s for another one's count
 # Slurm's special step ids (slurm.h), as spank/paths.c names them
 STEP_NAMES = {0xFFFFFFFB: "batch", 0xFFFFFFFC: "extern", 0xFFFFFFFA: "interactive"}
 # common/restore.c's names: policy<N> (cpu<N> of old releases), uncore-<domain>
@@ -57,15 +52,6 @@ _PENDING_RE = re.compile(r"([0-9]{1,10})\.([A-Za-z0-9][A-Za-z0-9._-]{0,63})\.jso
 _U32 = re.compile(r"0|[1-9][0-9]{0,9}")
 
 EXIT_OK, EXIT_ATTENTION, EXIT_UNKNOWN = 0, 1, 2
-
-
-def show(text: Any, n: int = NAME_MAX) -> str:
-    """A planted name or a message as one printable ASCII line: what is
-    not printable ASCII is escaped (\\n, \\xff), the rest clipped."""
-    s = str(text).encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
-    s = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                for c in s)
-    return s if len(s) <= n else s[:n - 3] + "..."
 
 
 def step_name(step: int) -> str:
@@ -118,7 +104,7 @@ def _open_sub(runtime: str, sub: str, problems: List[str]) -> Optional[int]:
     except FileNotFoundError:
         return None
     except OSError as e:
-        problems.append(f"{sub}/: {show(e.strerror or e, 300)}")
+        problems.append(f"{sub}/: {parse.printable(e.strerror or e, 300)}")
         return None
 
 
@@ -127,7 +113,7 @@ def _why(e: BaseException, name: str = "") -> str:
     why = str(getattr(e, "strerror", None) or e)
     if name and why.startswith(name + ": "):
         why = why[len(name) + 2:]
-    return show(why, 200)
+    return parse.printable(why, 200)
 
 
 # ---- restore records
@@ -147,11 +133,11 @@ def parse_record(text: str) -> Tuple[str, int, int]:
     if len(kv) < 4 or [k for k, _ in kv[:3]] != ["version", "job", "step"]:
         raise ValueError("does not start with version=, job=, step=")
     if kv[0][1] not in ("1", "2"):
-        raise ValueError(f"record version {show(kv[0][1], 12)} is not one this release reads")
+        raise ValueError(f"record version {parse.printable(kv[0][1], 12)} is not one this release reads")
     nums = []
     for _, v in kv[1:3]:
         if not _U32.fullmatch(v) or int(v) > 0xFFFFFFFF:
-            raise ValueError(f"job or step {show(v, 12)} is not a number")
+            raise ValueError(f"job or step {parse.printable(v, 12)} is not a number")
         nums.append(int(v))
     kind = {"policy": "cpufreq", "uncore": "uncore"}.get(kv[3][0])
     if kind is None:
@@ -167,7 +153,7 @@ def restore_records(runtime: str, problems: List[str]) -> List[Dict[str, Any]]:
     out = []
     try:
         for n in _entries(dfd, "restore/", problems):
-            rec = {"name": show(n), "kind": None, "job": None, "step": None,
+            rec = {"name": parse.printable(n), "kind": None, "job": None, "step": None,
                    "job_running": None, "problem": None}  # type: Dict[str, Any]
             try:
                 if not RECORD_NAME_RE.fullmatch(n):
@@ -177,7 +163,7 @@ def restore_records(runtime: str, problems: List[str]) -> List[Dict[str, Any]]:
                 rec["step"] = step_name(step)
             except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
                 rec["problem"] = _why(e, n) if isinstance(e, OSError) else \
-                    show(e if not isinstance(e, UnicodeDecodeError) else "not ASCII text", 200)
+                    parse.printable(e if not isinstance(e, UnicodeDecodeError) else "not ASCII text", 200)
             out.append(rec)
     except OSError as e:
         problems.append(f"restore/: {_why(e)}")
@@ -254,12 +240,12 @@ def steps(runtime: str, alive: AgentAlive, problems: List[str]) -> List[Dict[str
                 lst = safeio.entry_stat(sfd, n)
                 why = "is a symlink" if lst is not None and stat.S_ISLNK(lst.st_mode) else \
                     "not a directory" if e.errno == errno.ENOTDIR else _why(e)
-                problems.append(f"steps/{show(n)}: {why}: not read")
+                problems.append(f"steps/{parse.printable(n)}: {why}: not read")
                 continue
             try:
                 dst = os.fstat(dfd)
                 if dst.st_uid != 0 or dst.st_mode & 0o022:
-                    problems.append(f"steps/{show(n)}: not root's alone (uid {dst.st_uid}, mode "
+                    problems.append(f"steps/{parse.printable(n)}: not root's alone (uid {dst.st_uid}, mode "
                                     f"{stat.S_IMODE(dst.st_mode):04o}): not read")
                     continue
                 raw = safeio.read_file(dfd, "agent.pid", PID_MAX_BYTES, owners={0}).strip()
@@ -270,7 +256,7 @@ def steps(runtime: str, alive: AgentAlive, problems: List[str]) -> List[Dict[str
             except FileNotFoundError:
                 st["alive"] = False  # no agent started for the step (mode off, profile)
             except (OSError, ValueError) as e:
-                problems.append(f"steps/{show(n)}/agent.pid: "
+                problems.append(f"steps/{parse.printable(n)}/agent.pid: "
                                 f"{_why(e, 'agent.pid') if isinstance(e, OSError) else e}")
             finally:
                 os.close(dfd)
@@ -283,25 +269,8 @@ def steps(runtime: str, alive: AgentAlive, problems: List[str]) -> List[Dict[str
 
 # ---- the restore failures since boot
 
-def _load_json(dfd: int, name: str) -> Optional[Dict[str, Any]]:
-    """A small root-owned JSON object of runtime_dir; None when missing;
-    OSError/ValueError when refused or malformed."""
-    try:
-        raw = safeio.read_file(dfd, name, FAILURES_MAX_BYTES, owners={0})
-    except FileNotFoundError:
-        return None
-    obj = json.loads(raw.decode("utf-8"))
-    if not isinstance(obj, dict):
-        raise ValueError("not a JSON object")
-    return obj
-
-
-def _count(v: Any) -> Optional[int]:
-    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 40 else None
-
-
 def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dict[str, Any]:
-    """The restore failures since boot: FAILURES_FILE's count (the node
+    """The restore failures since boot: failcount's count (the node
     Epilog's, with the last error and what --ack acknowledged) or
     metrics.json's (written only where metrics_dir= is set), the larger
     where both are of this boot.  A file of an earlier boot counts 0.
@@ -318,16 +287,17 @@ def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dic
         return out
     counts = []  # type: List[int]
     try:
-        for name, key in ((FAILURES_FILE, "count"), (metrics.NODE_STATE, "restore_failures")):
+        for name, key in ((failcount.FAILURES_FILE, "count"),
+                          (metrics.NODE_STATE, "restore_failures")):
             try:
-                obj = _load_json(rfd, name)
+                obj = failcount.load_json(rfd, name)
             except (OSError, ValueError) as e:
-                problems.append(f"{name}: {_why(e) if isinstance(e, OSError) else show(e, 200)}")
+                problems.append(f"{name}: {_why(e) if isinstance(e, OSError) else parse.printable(e, 200)}")
                 out["since_boot"] = None
                 return out
             if obj is None:
                 continue
-            n = _count(obj.get(key))
+            n = failcount.count_of(obj.get(key))
             if n is None:
                 problems.append(f"{name}: no count of restore failures in it")
                 out["since_boot"] = None
@@ -337,105 +307,21 @@ def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dic
             if not counts or n > counts[0]:
                 out["source"] = name
             counts.append(n)
-            if name == FAILURES_FILE:
-                out["acknowledged"] = min(n, _count(obj.get("acked")) or 0)
+            if name == failcount.FAILURES_FILE:
+                out["acknowledged"] = min(n, failcount.count_of(obj.get("acked")) or 0)
                 last = obj.get("last") if isinstance(obj.get("last"), dict) else {}
-                out["last_job"] = _count(last.get("job"))
+                out["last_job"] = failcount.count_of(last.get("job"))
                 t = last.get("time")
                 out["last_time"] = t if isinstance(t, (int, float)) and \
                     not isinstance(t, bool) else None
                 err = last.get("error")
-                out["last_error"] = show(err, ERROR_MAX) if isinstance(err, str) else None
+                out["last_error"] = parse.printable(err, failcount.ERROR_MAX) \
+                    if isinstance(err, str) else None
         out["since_boot"] = max(counts) if counts else 0
         return out
     finally:
         os.close(rfd)
 
-
-def epilog_error(restore: Dict[str, Any], problems: List[str]) -> Optional[str]:
-    """The error worth keeping of a node Epilog's restores: its backstop's
-    message when that failed, else the last agent log line about a restore
-    (the record's problems: "step S agent: policy3: restore failed: ...")."""
-    if restore.get("status") == "failed":
-        msg = restore.get("message") or restore.get("why")
-        if msg:
-            return f"restore backstop failed: {msg}"
-        return f"restore backstop failed (exit {restore.get('rc')})"
-    for p in reversed(problems):
-        if "restore" in p:
-            return p
-    return None
-
-
-def _lock(rfd: int) -> None:
-    """Two Epilogs ending at once (or one and --ack) count one after the
-    other; past LOCK_TRIES (anyone may flock a directory they can open)
-    the write goes on unlocked rather than hold the Epilog."""
-    for _ in range(LOCK_TRIES):
-        try:
-            fcntl.flock(rfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except OSError as e:
-            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                return
-            time.sleep(0.02)
-
-
-def _current(rfd: int, boot: Optional[int]) -> Dict[str, Any]:
-    """FAILURES_FILE's object of this boot, else an empty one."""
-    try:
-        old = _load_json(rfd, FAILURES_FILE) or {}
-    except (OSError, ValueError):
-        old = {}  # a file root cannot trust is replaced, not added to
-    return old if old.get("boot") == boot else {}
-
-
-def note_failures(runtime: str, job: int, count: int, error: Optional[str],
-                  now: Optional[float] = None) -> None:
-    """Adds count restore failures of job to FAILURES_FILE, with the last
-    error; a file of an earlier boot starts again at 0.  Raises OSError
-    (runtime_dir refused or not writable)."""
-    if count <= 0:
-        return
-    boot = metrics._boot_time()
-    rfd = safeio.open_dir(runtime, trusted={0})
-    try:
-        _lock(rfd)
-        old = _current(rfd, boot)
-        obj = {"version": VERSION, "boot": boot, "count": (_count(old.get("count")) or 0) + count,
-               "acked": _count(old.get("acked")) or 0,
-               "last": {"job": job, "time": round(time.time() if now is None else now, 3),
-                        "error": show(error, ERROR_MAX) if error else None}}
-        safeio.write_atomic(rfd, FAILURES_FILE, json.dumps(obj).encode(), mode=0o600)
-    finally:
-        os.close(rfd)  # releases the lock
-
-
-def acknowledge(runtime: str, count: int) -> None:
-    """`status --ack`: the first count failures of this boot (those the
-    admin saw) are dealt with; later ones need the admin again.  Raises
-    OSError."""
-    boot = metrics._boot_time()
-    rfd = safeio.open_dir(runtime, trusted={0})
-    try:
-        _lock(rfd)
-        obj = _current(rfd, boot)
-        n = max(count, _count(obj.get("count")) or 0)  # metrics.json's count, or more since
-        obj.update(version=VERSION, boot=boot, count=n, acked=min(count, n))
-        safeio.write_atomic(rfd, FAILURES_FILE, json.dumps(obj).encode(), mode=0o600)
-    finally:
-        os.close(rfd)
-
-
-def note_epilog(runtime: str, job: int, count: int, restore: Dict[str, Any],
-                problems: List[str]) -> None:
-    """The node Epilog's one call once its restores are known (count as it
-    gives node_metrics()): the failures counted with their last error.
-    Never raises: a count not kept is logged, never the Epilog's failure."""
-    try:
-        note_failures(runtime, job, count, epilog_error(restore, problems))
-    except (OSError, ValueError) as e:
-        log.warning(f"restore failures not counted in {runtime}/{FAILURES_FILE}: {e}")
 
 
 # ---- the whole view
@@ -455,7 +341,7 @@ def gather(runtime: str, alive: AgentAlive, jobs: JobsRunning, cgroup_root: str,
     """The status as its JSON object (docs: mpi-pstate-epilog(8), "status")."""
     problems = list(problems or [])
     attention = []  # type: List[str]
-    boot = metrics._boot_time()
+    boot = metrics.boot_time()
     out = {"format": FORMAT, "version": VERSION, "node": node_name, "runtime_dir": runtime,
            "time": round(time.time() if now is None else now, 3), "boot": boot,
            "restore_records": [], "pending": [], "steps": [], "agents_running": 0,
@@ -466,7 +352,7 @@ def gather(runtime: str, alive: AgentAlive, jobs: JobsRunning, cgroup_root: str,
     except FileNotFoundError:
         pass  # nothing ran here since boot: all well, and all below finds nothing
     except OSError as e:
-        attention.append(f"runtime_dir {show(runtime, 200)} refused: {_why(e)}; the plugin "
+        attention.append(f"runtime_dir {parse.printable(runtime, 200)} refused: {_why(e)}; the plugin "
                          "and the Epilog refuse it too")
         out.update(status="attention", exit=EXIT_ATTENTION, restore_failures=None)
         return out
@@ -491,7 +377,7 @@ def gather(runtime: str, alive: AgentAlive, jobs: JobsRunning, cgroup_root: str,
             known = True
         except (OSError, slurm.SlurmError) as e:
             known = False
-            problems.append(f"which jobs run is not known ({show(e, 200)}): a record of a job "
+            problems.append(f"which jobs run is not known ({parse.printable(e, 200)}): a record of a job "
                             "neither an agent nor a cgroup of this node shows is unknown")
     out["jobs_known"] = known
     for x in recs + steps_:
@@ -504,7 +390,7 @@ def gather(runtime: str, alive: AgentAlive, jobs: JobsRunning, cgroup_root: str,
         elif r["job_running"] is False:
             attention.append(f"restore record {r['name']} of job {r['job']}, which no longer "
                              "runs: put it back with mpi-pstate-agent --restore "
-                             f"{show(runtime, 200)}/restore --job {r['job']}")
+                             f"{parse.printable(runtime, 200)}/restore --job {r['job']}")
     f = out["restore_failures"]
     fails = (f["since_boot"] or 0) - f["acknowledged"]
     if fails > 0:
@@ -535,7 +421,7 @@ def _running(v: Optional[bool]) -> str:
 
 
 def text(s: Dict[str, Any]) -> str:
-    lines = [f"node:             {show(s['node'])} (runtime_dir {show(s['runtime_dir'], 200)})"]
+    lines = [f"node:             {parse.printable(s['node'])} (runtime_dir {parse.printable(s['runtime_dir'], 200)})"]
     recs = s["restore_records"]
     lines.append(f"restore records:  {len(recs)}")
     _listed(lines, [f"  {r['name']:<16} " + (
@@ -582,7 +468,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object (mpi-pstate-epilog(8))")
     p.add_argument("--ack", action="store_true", help="the restore failures counted so far "
                    "are dealt with: only later ones make the exit status 1 (writes "
-                   f"<runtime_dir>/{FAILURES_FILE})")
+                   f"<runtime_dir>/{failcount.FAILURES_FILE})")
     p.add_argument("--cgroup-root", default=nodeprune.CGROUP_ROOT, help=argparse.SUPPRESS)
     p.add_argument("--proc", default="/proc", help=argparse.SUPPRESS)
 
@@ -596,25 +482,25 @@ def run(a: argparse.Namespace, agent_dirs: List[str]) -> int:
     log.setup("mpi-pstate-status", quiet=True)  # find_tool's refusals go to problems
     cfg = config.load(a.slurm_conf, None, a.runtime_dir)
     config.export_slurm_conf(cfg)
-    problems = [show(p, 300) for p in cfg.problems]
+    problems = [parse.printable(p, 300) for p in cfg.problems]
     host = config.short_host()
     runtime = config.expand_host(cfg.runtime_dir, host)
     refused = []  # type: List[str]
     agent = node.find_tool("mpi-pstate-agent", agent_dirs, "MPI_PSTATE_AGENT", cfg.agent,
                            refused)
-    problems += [show(p, 300) for p in refused]
+    problems += [parse.printable(p, 300) for p in refused]
     alive = agent_alive(agent, a.proc)
     if a.ack:
-        seen = read_failures(runtime, metrics._boot_time(), [])["since_boot"]
+        seen = read_failures(runtime, metrics.boot_time(), [])["since_boot"]
         if seen is None:
-            print(f"mpi-pstate status: --ack: the failures cannot be read in {show(runtime)}",
+            print(f"mpi-pstate status: --ack: the failures cannot be read in {parse.printable(runtime)}",
                   file=sys.stderr)
             return EXIT_UNKNOWN
         if seen:
             try:
-                acknowledge(runtime, seen)
+                failcount.acknowledge(runtime, seen)
             except OSError as e:
-                print(f"mpi-pstate status: --ack: {show(e, 300)}", file=sys.stderr)
+                print(f"mpi-pstate status: --ack: {parse.printable(e, 300)}", file=sys.stderr)
                 return EXIT_UNKNOWN
     s = gather(runtime, alive, squeue_jobs, a.cgroup_root, host, problems)
     try:

@@ -219,7 +219,7 @@ class NodeGauges(unittest.TestCase):
         self.assertEqual(metrics.node_failures(str(self.runtime), 2), 2)
         self.assertEqual(metrics.node_failures(str(self.runtime), 1), 3)
         self.assertEqual(metrics.node_failures(str(self.runtime)), 3)
-        with mock.patch.object(metrics, "_boot_time", lambda proc="/proc": 1):
+        with mock.patch.object(metrics, "boot_time", lambda proc="/proc": 1):
             self.assertEqual(metrics.node_failures(str(self.runtime)), 0)
 
     def test_an_agents_pid_file_is_not_believed(self) -> None:

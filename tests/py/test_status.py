@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import log, metrics, status
+from mpi_pstate import failcount, log, metrics, status
 
 TOP = Path(__file__).resolve().parents[2]
 CLI = TOP / "epilog" / "mpi-pstate"
@@ -198,21 +198,21 @@ class Status(unittest.TestCase):
 
     def test_failures_since_boot_with_the_last_error(self) -> None:
         self.dir("")
-        status.note_epilog(str(self.runtime), 4242, 1, {
+        failcount.note_epilog(str(self.runtime), 4242, 1, {
             "status": "failed", "rc": 1, "message": "mpi-pstate-agent: restore /run/mpi-pstate/"
             "restore: 0 restored, 0 foreign, 1 failed: policy3: reading current settings: No "
             "such file or directory"}, [])
-        status.note_epilog(str(self.runtime), 4250, 0, {"status": "ok"}, [])  # nothing failed
-        status.note_epilog(str(self.runtime), 4251, 2, {"status": "ok"}, [
+        failcount.note_epilog(str(self.runtime), 4250, 0, {"status": "ok"}, [])  # nothing failed
+        failcount.note_epilog(str(self.runtime), 4251, 2, {"status": "ok"}, [
             "step 0 agent: nothing", "step 1 agent: policy7: restore failed: Input/output error "
             "(the record stays for the backstop)\nATTENTION: forged"])
-        st = (self.runtime / status.FAILURES_FILE).stat()
+        st = (self.runtime / failcount.FAILURES_FILE).stat()
         self.assertEqual((st.st_uid, st.st_mode & 0o777), (0, 0o600))
         rc, s = self.status_json()
         self.assertEqual(rc, 1)
         f = s["restore_failures"]
         self.assertEqual((f["since_boot"], f["source"], f["last_job"]),
-                         (3, status.FAILURES_FILE, 4251))
+                         (3, failcount.FAILURES_FILE, 4251))
         self.assertEqual(f["last_error"], "step 1 agent: policy7: restore failed: Input/output "
                          "error (the record stays for the backstop)\\nATTENTION: forged")
         self.assertIsInstance(f["last_time"], float)
@@ -222,19 +222,19 @@ class Status(unittest.TestCase):
                       "status --ack\n", out)
         self.assertNotIn("\nATTENTION: forged", out)  # a message is one line, escaped
         # after a reboot the count starts again
-        with mock.patch.object(metrics, "_boot_time", lambda proc="/proc": 1):
+        with mock.patch.object(metrics, "boot_time", lambda proc="/proc": 1):
             self.assertEqual(status.read_failures(str(self.runtime), 1, [])["since_boot"], 0)
-            status.note_failures(str(self.runtime), 4300, 1, "x")
+            failcount.note_failures(str(self.runtime), 4300, 1, "x")
             self.assertEqual(status.read_failures(str(self.runtime), 1, [])["since_boot"], 1)
 
     def test_acknowledged_failures_need_the_admin_no_more(self) -> None:
         self.dir("")
-        status.note_failures(str(self.runtime), 4242, 2, "policy3: EIO")
+        failcount.note_failures(str(self.runtime), 4242, 2, "policy3: EIO")
         rc, out, err = self.run_status("--ack")
         self.assertEqual((rc, err), (0, ""), out)
         self.assertIn("restore failures: 2 since boot (2 acknowledged); last: job 4242 at ", out)
         self.assertTrue(out.endswith("status:           ok\n"), out)
-        status.note_failures(str(self.runtime), 4243, 1, "policy4: EIO")  # a new one
+        failcount.note_failures(str(self.runtime), 4243, 1, "policy4: EIO")  # a new one
         rc, s = self.status_json()
         self.assertEqual((rc, s["restore_failures"]["since_boot"],
                           s["restore_failures"]["acknowledged"]), (1, 3, 2))
@@ -247,7 +247,7 @@ class Status(unittest.TestCase):
         self.dir("")
         metrics.node_failures(str(self.runtime), 2)
         self.assertEqual(self.run_status("--ack")[0], 0)
-        self.assertEqual(json.loads((self.runtime / status.FAILURES_FILE).read_text())["acked"],
+        self.assertEqual(json.loads((self.runtime / failcount.FAILURES_FILE).read_text())["acked"],
                          2)
         metrics.node_failures(str(self.runtime), 1)
         rc, s = self.status_json()
@@ -255,13 +255,13 @@ class Status(unittest.TestCase):
                           s["restore_failures"]["source"]), (1, 3, metrics.NODE_STATE))
 
     def test_the_backstop_message_is_the_error_kept(self) -> None:
-        self.assertEqual(status.epilog_error({"status": "failed", "message": "policy3: EIO"},
+        self.assertEqual(failcount.epilog_error({"status": "failed", "message": "policy3: EIO"},
                                              ["step 0 agent: policy1: restore failed: x"]),
                          "restore backstop failed: policy3: EIO")
-        self.assertEqual(status.epilog_error({"status": "ok"}, ["step 0 agent: policy1: restore "
+        self.assertEqual(failcount.epilog_error({"status": "ok"}, ["step 0 agent: policy1: restore "
                                                                 "failed: x", "other"]),
                          "step 0 agent: policy1: restore failed: x")
-        self.assertIsNone(status.epilog_error({"status": "ok"}, []))
+        self.assertIsNone(failcount.epilog_error({"status": "ok"}, []))
 
     def test_metrics_json_counts_where_the_epilog_kept_no_file(self) -> None:
         self.dir("")
@@ -276,8 +276,8 @@ class Status(unittest.TestCase):
         self.runtime.symlink_to(self.tmp / "elsewhere")
         err = io.StringIO()
         with mock.patch.object(log, "_stream", [err]):
-            status.note_epilog(str(self.runtime), 1, 1, {"status": "failed"}, [])
-            status.note_epilog(str(self.tmp / "missing"), 1, 1, {"status": "failed"}, [])
+            failcount.note_epilog(str(self.runtime), 1, 1, {"status": "failed"}, [])
+            failcount.note_epilog(str(self.tmp / "missing"), 1, 1, {"status": "failed"}, [])
         self.assertEqual(os.listdir(self.tmp / "elsewhere"), [])
         self.assertEqual(err.getvalue().count("warning: mpi-pstate: restore failures not "
                                               "counted in "), 2, err.getvalue())
@@ -440,7 +440,7 @@ class Status(unittest.TestCase):
         self.step(4242, "0", None)
         self.waiting(4240)
         self.dir("")
-        status.note_failures(str(self.runtime), 4242, 1, "x")
+        failcount.note_failures(str(self.runtime), 4242, 1, "x")
         self.squeue("4242 COMPLETED\n")
         _, s = self.status_json()
         fields = set()
