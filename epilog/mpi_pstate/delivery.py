@@ -25,9 +25,10 @@ root, never past a deadline, never by creating it.
   likely the mount point of a share that is not mounted: SlurmUser cannot
   write it, which is what we want.
 
-The child writes nothing to stdout or stderr: since Slurm 23.02 slurmd reads
-an Epilog's output until end of file, and a child left blocked in a mount
-with that pipe open would hold the Epilog to its timeout."""
+The child holds no descriptor it inherited but its answer pipe (0-2 are
+/dev/null): slurmd reads an Epilog's output until end of file, and a child
+left blocked in a mount with such a pipe open would keep the job
+COMPLETING, and the node busy, until the mount answers."""
 import errno
 import os
 import pwd
@@ -64,6 +65,13 @@ def deadline(publish_timeout_s: float, epilog_timeout_s: Optional[float]) -> flo
 Work = Callable[[], Optional[List[str]]]  # returns warnings for the Epilog's log
 
 
+def _max_fd() -> int:
+    try:
+        return max(int(os.sysconf("SC_OPEN_MAX")), 4)
+    except (ValueError, OSError):
+        return 65536
+
+
 def _child(uid: int, gid: int, work: Work, w: int) -> None:
     """In the child: no output of ours reaches slurmd, SlurmUser's ids, the
     work, one answer ("0 <warnings, US-separated>" or "<errno> <text>") on
@@ -73,7 +81,12 @@ def _child(uid: int, gid: int, work: Work, w: int) -> None:
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        os.close(null)
+        # Nothing else inherited either: a shell's process substitution
+        # (2> >(logger)) leaves its pipe open as fd 63, and whoever reads
+        # it, slurmd included, would wait for this child
+        os.dup2(w, 3)
+        w = 3
+        os.closerange(4, _max_fd())
         if os.getuid() == 0 and uid != 0:
             os.setgroups([])
             os.setresgid(gid, gid, gid)

@@ -5,7 +5,6 @@ with no output an Epilog's reader waits on, never creating a missing
 collect_dir, and never again in a pass once the share failed.  Run as root
 (make check); as another user the uid drop cannot be shown and the suite is
 skipped."""
-from __future__ import annotations
 
 import errno
 import json
@@ -54,9 +53,13 @@ class Delivery(unittest.TestCase):
 
         def work() -> None:
             ids = {"uid": os.getresuid(), "gid": os.getresgid(), "groups": os.getgroups(),
-                   "fds": [os.readlink(f"/proc/self/fd/{fd}") for fd in (0, 1, 2)]}
+                   "fds": [os.readlink(f"/proc/self/fd/{fd}") for fd in (0, 1, 2)],
+                   "others": sorted(int(fd) for fd in os.listdir("/proc/self/fd"))}
             out.write_text(json.dumps(ids))
 
+        planted = os.open(os.devnull, os.O_RDONLY)  # inheritable, as a shell's are
+        os.set_inheritable(planted, True)
+        self.addCleanup(os.close, planted)
         self.assertEqual(self.share().write(work), [])
         ids = json.loads(out.read_text())
         self.assertEqual(ids["uid"], [NOBODY.pw_uid] * 3)
@@ -65,6 +68,9 @@ class Delivery(unittest.TestCase):
         # slurmd reads an Epilog's output to its end: a child left blocked in
         # a mount must hold none of it
         self.assertEqual(ids["fds"], [os.devnull] * 3)
+        # 3: the answer pipe; 4: the listing's own; nothing inherited (the
+        # planted descriptor stands for a shell's process substitution)
+        self.assertEqual(ids["others"], [0, 1, 2, 3, 4], ids)
         self.assertEqual(out.stat().st_uid, NOBODY.pw_uid)
 
     def test_a_hung_write_is_given_up_and_the_pass_tries_no_more(self) -> None:
