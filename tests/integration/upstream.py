@@ -170,13 +170,18 @@ def upstream_report(r: Report) -> Verdict:
         return Verdict(False, f"{r.who}: the report is cut short")
     if not r.frames:
         return Verdict(False, f"{r.who}: no frame")
-    ours = [f for f in r.frames if OURS.search(f)]
+    # Open MPI's own MPI_Init, innermost first: with the preload library
+    # loaded, its MPI_Init wrapper is the next frame out, the caller, in
+    # every rank (docs/operations.md, "Known upstream faults"): a frame of
+    # ours counts only between the crash and Open MPI's MPI_Init
+    init = next((i for i, f in enumerate(r.frames) if INIT.search(f) and not OURS.search(f)),
+                None)
+    inner = r.frames[:init] if init is not None else r.frames
+    ours = [f for f in inner if OURS.search(f)]
     if ours:
         return Verdict(False, f"{r.who}: a frame of ours: {ours[0]}")
-    init = next((i for i, f in enumerate(r.frames) if INIT.search(f)), None)
     if init is None:
         return Verdict(False, f"{r.who}: not inside MPI_Init")
-    inner = r.frames[:init]
     if not any(PROGRESS.search(f) for f in inner):
         return Verdict(False, f"{r.who}: no opal_progress inside MPI_Init")
     if not any(BTL_TCP.search(f) for f in inner):
@@ -185,7 +190,7 @@ def upstream_report(r: Report) -> Verdict:
     if foreign:
         return Verdict(False, f"{r.who}: a frame inside MPI_Init that is not Open MPI's: "
                        f"{foreign[0]}")
-    return Verdict(True, f"{r.who}: {LABEL} ({len(r.frames)} frames, none of ours)")
+    return Verdict(True, f"{r.who}: {LABEL} ({len(r.frames)} frames, none of ours inside it)")
 
 
 def classify(text: str) -> Verdict:
