@@ -307,6 +307,17 @@ HOOK int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 
         (void)ac;
         (void)av;
+        if (user_facing()) {
+                /* sbatch/salloc/srun making the job: the EpilogSlurmctld
+                 * gets SPANK_MPI_PSTATE_MODE, so a job whose node records
+                 * all arrive late (a share down) is waited for rather than
+                 * taken for one without mpi-pstate.  In a step of an
+                 * existing job Slurm refuses it: nothing to do there. */
+                if (opt.mode != MPI_PSTATE_MODE_OFF)
+                        (void)spank_job_control_setenv(
+                            sp, "MPI_PSTATE_MODE", mpi_pstate_options_mode_word(opt.mode), 1);
+                return 0;
+        }
         if (spank_context() != S_CTX_REMOTE)
                 return 0;
         gather(sp, &st, false);

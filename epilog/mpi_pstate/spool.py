@@ -78,15 +78,27 @@ def open_queue(cfg: config.Config, trusted: Set[int], create: bool = False) -> O
 
 
 def entry_of(job: int, nodes: List[str], uid: Optional[int], array: Optional[str],
-             queued: float, seen: Optional[List[str]] = None) -> Dict[str, Any]:
+             queued: float, seen: Optional[List[str]] = None,
+             expects: bool = False) -> Dict[str, Any]:
     """seen: the nodes whose records the summary last written was made of
     (a job written without some node waits for a new record, not for
-    slurmdbd)."""
+    slurmdbd); expects: the job was submitted with mpi-pstate on (the
+    plugin's SPANK_MPI_PSTATE_MODE), so a job with no record yet waits."""
     e = {"format": QUEUE_FORMAT, "version": 1, "job": job, "nodes": nodes, "uid": uid,
          "array": array, "queued": round(queued, 3)}  # type: Dict[str, Any]
     if seen is not None:
         e["seen"] = seen
+    if expects:
+        e["expects"] = True
     return e
+
+
+def expects_records(env: Dict[str, str]) -> bool:
+    """Whether the job was submitted with mpi-pstate on (profile or on):
+    the plugin sets MPI_PSTATE_MODE in the job control environment, which
+    Slurm hands to the EpilogSlurmctld as SPANK_MPI_PSTATE_MODE.  The
+    user can set it too: then their own job waits a day, no more."""
+    return env.get("SPANK_MPI_PSTATE_MODE") in ("on", "profile")
 
 
 def enqueue(qfd: int, entry: Dict[str, Any]) -> None:
@@ -117,7 +129,8 @@ def read_entry(qfd: int, name: str) -> Dict[str, Any]:
                              not all(isinstance(n, str) for n in seen)):
         raise ValueError("bad seen list")
     return entry_of(job, nodes, uid if type(uid) is int else None,
-                    arr if isinstance(arr, str) and len(arr) < 32 else None, float(q), seen)
+                    arr if isinstance(arr, str) and len(arr) < 32 else None, float(q), seen,
+                    obj.get("expects") is True)
 
 
 def _names(dfd: int) -> List[str]:
@@ -223,7 +236,12 @@ def process(cfg: config.Config, db: slurm.DbTool, e: Dict[str, Any], trusted: Se
         return "waiting for a late node", age < late  # nothing new since the last write
     if not present:
         # No node wrote anything: the plugin was off for the job (the node
-        # Epilog writes nothing then), or a crashed node comes later.
+        # Epilog writes nothing then), or a crashed node comes later; or,
+        # for a job submitted with it on, every record waits on its node
+        # (a share down): that one waits apart, like a late node's.
+        if e.get("expects") and age < late:
+            e["seen"] = []
+            return "no records yet", True
         return "no records", False
     try:
         row = slurm.sacct_one(job, timeout=10)
@@ -373,7 +391,7 @@ def _pass(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int,
         key = res.split(":")[0]
         tally[key] = tally.get(key, 0) + 1
         if keep and e.get("seen") is not None:
-            if key in ("written", "up to date"):
+            if key in ("written", "up to date", "no records yet"):
                 to_late(qfd, e)  # remembers which nodes the summary was made of
                 left.add(e["job"])
             elif lfd is not None:
@@ -496,7 +514,8 @@ def epilog_slurmctld(a: argparse.Namespace, dbtool: Optional[str],
                       "(no node wrote a record)")
             return 0
         try:
-            enqueue(qfd, entry_of(job, nodes, uid, array, time.time()))
+            enqueue(qfd, entry_of(job, nodes, uid, array, time.time(),
+                                  expects=expects_records(dict(os.environ))))
         finally:
             os.close(qfd)
         if spawn is not None:

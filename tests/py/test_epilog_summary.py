@@ -331,13 +331,14 @@ class Fakes(unittest.TestCase):
                 mock.patch.object(log, "_stream", [self.err])]
 
     def run_ctld(self, job: int, nodelist: str = "n[1-2]", wait: float = 0.5,
-                 flush_for: float = 5.0) -> None:
+                 flush_for: float = 5.0, extra_env: Optional[Dict[str, str]] = None) -> None:
         """The EpilogSlurmctld (queues the job), then the flusher it would
         start, here in this process."""
         a = argparse.Namespace(collect_dir=str(self.collect), runtime_dir=None, slurm_conf=None,
                                wait=wait, flush_for=flush_for, quiet=False)
         env = {"SLURM_JOB_ID": str(job), "SLURM_JOB_NODELIST": nodelist, "SLURM_JOB_UID": "1000",
-               "SLURM_CONF": str(self.tmp / "none.conf"), "PATH": os.environ["PATH"]}
+               "SLURM_CONF": str(self.tmp / "none.conf"), "PATH": os.environ["PATH"],
+               **(extra_env or {})}
         ps = self.patches()
         spawned: list = []
         with mock.patch.dict(os.environ, env, clear=True):
@@ -384,6 +385,22 @@ class EpilogSlurmctld(Fakes):
         self.run_ctld(23)
         self.assertEqual(self.writes, [])
         self.assertFalse((self.collect / "23").exists())
+
+    def test_a_job_whose_records_all_come_late_is_not_lost(self) -> None:
+        """Submitted with mpi-pstate on (the plugin's job control variable)
+        and no node's record there yet (a share down): it waits apart and
+        its summary is written once the records come; without the
+        variable, a job with no record is one without mpi-pstate."""
+        self.run_ctld(26, nodelist="n1", wait=0.1, flush_for=0.5,
+                      extra_env={"SPANK_MPI_PSTATE_MODE": "on"})
+        self.assertEqual(self.writes, [])
+        late = self.collect / spool.QUEUE / spool.LATE / "26.json"
+        self.assertTrue(late.exists(), self.err.getvalue())
+        self.publish(26, "n1", fx.node_record(26, "n1", [fx.rank("n1", 0)]))
+        self.run_ctld(27, nodelist="n1", wait=0.1, flush_for=0.5)  # the next job's flusher
+        s, _ = summary.find(self.writes[0])
+        self.assertEqual((s["state"], s["ranks"]), ("complete", 1), s)
+        self.assertFalse((self.collect / spool.QUEUE / "27.json").exists())  # dropped: no tool
 
     def test_hostile_records_are_refused_not_followed(self) -> None:
         self.publish(24, "n1", fx.node_record(24, "n1", [fx.rank("n1", 0)]))
