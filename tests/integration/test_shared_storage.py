@@ -147,6 +147,32 @@ class SharedStorage(ft.AccountingJobs, unittest.TestCase):
         self.restore_share = back
         self.share_fails_then_returns("unmounted", "does not exist.*mounted")
 
+    def test_a_one_node_job_whose_record_waits(self) -> None:
+        """Every record of the job waits (one node, share not mounted): the
+        plugin marked the job at submission, so the controller keeps it
+        apart, waiting, instead of taking it for a job without mpi-pstate;
+        its summary comes once the record does."""
+        lt.node_exec("n1", f"mount -t tmpfs -o size=1m,mode=755 tmpfs {SHARE}")
+        self.addCleanup(lt.node_exec, "n1", f"umount {SHARE}", check=False)
+        script = self.script(self.family(), 1, 2, iters=3, ms=1).replace(ta.PLUGIN, ON)
+        job = self.submit(["-N1", "-w", "n1", "-n2", "-t", "5"], script, "alllate")
+        self.addCleanup(lambda: (COLLECT / ".queue" / "late" / f"{job}.json")
+                        .unlink(missing_ok=True))
+        self.assertEqual(lt.wait_job(job, 240), "COMPLETED", lt.daemon_log_tail(10))
+        self.assertIn(f"{job}.n1.json", self.pending(), self.hooks_log())
+        queued = COLLECT / ".queue" / f"{job}.json"
+        t_end = time.monotonic() + 240
+        while time.monotonic() < t_end and queued.exists():
+            time.sleep(1)  # the flusher's pass after its wait for the records
+        self.assertFalse(queued.exists(), "the flusher never looked at the job")
+        self.assertTrue((COLLECT / ".queue" / "late" / f"{job}.json").exists(),
+                        "dropped as a job without mpi-pstate")
+        lt.node_exec("n1", f"umount {SHARE}")
+        later = self.submit(["-N1", "-w", "n1", "-t", "2"], "true\n", "alllate-next")
+        self.assertEqual(lt.wait_job(later, 180), "COMPLETED")
+        s = self.summary_of(job, whole=True)
+        self.assertEqual(s["ranks"], 2, s)
+
 
 if __name__ == "__main__":
     unittest.main()
