@@ -314,8 +314,8 @@ HOOK int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
                  * taken for one without mpi-pstate.  In a step of an
                  * existing job Slurm refuses it: nothing to do there. */
                 if (opt.mode != MPI_PSTATE_MODE_OFF)
-                        (void)spank_job_control_setenv(
-                            sp, "MPI_PSTATE_MODE", mpi_pstate_options_mode_word(opt.mode), 1);
+                        (void)spank_job_control_setenv(sp, "MPI_PSTATE_MODE",
+                                                       mpi_pstate_options_mode_word(opt.mode), 1);
                 return 0;
         }
         if (spank_context() != S_CTX_REMOTE)

@@ -183,6 +183,22 @@ spank_err_t spank_setenv(spank_t sp, const char *var, const char *val, int overw
         return ESPANK_SUCCESS;
 }
 
+/* The job control environment (the Prolog's and Epilogs'), kept with the
+ * SPANK_ prefix Slurm gives it; Slurm refuses it outside sbatch/salloc/srun. */
+spank_err_t spank_job_control_setenv(spank_t sp, const char *name, const char *value, int overwrite)
+{
+        char full[64];
+
+        (void)overwrite;
+        if (sp != STUB_SP)
+                return ESPANK_BAD_ARG;
+        if (stub.ctx != S_CTX_LOCAL && stub.ctx != S_CTX_ALLOCATOR)
+                return ESPANK_NOT_LOCAL;
+        snprintf(full, sizeof(full), "SPANK_%s", name);
+        stub_env_put(full, value);
+        return ESPANK_SUCCESS;
+}
+
 spank_err_t spank_unsetenv(spank_t sp, const char *var)
 {
         if (sp != STUB_SP)

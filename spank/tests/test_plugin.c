@@ -120,6 +120,24 @@ START_TEST(good_values_and_repeats_accepted)
 }
 END_TEST
 
+/* The EpilogSlurmctld tells a job that used mpi-pstate (and whose node
+ * records may all come late) from one that did not by this variable. */
+START_TEST(submission_marks_the_job_for_the_controller)
+{
+        stub_reset(S_CTX_ALLOCATOR);
+        slurm_spank_init(STUB_SP, 0, NULL);
+        ck_assert_int_eq(give("mpi-pstate", "profile", 0), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_str_eq(stub_env_get("SPANK_MPI_PSTATE_MODE"), "profile");
+        stub_reset(S_CTX_LOCAL);
+        slurm_spank_init(STUB_SP, 0, NULL);
+        ck_assert_int_eq(give("mpi-pstate", "off", 0), 0);
+        ck_assert_int_eq(slurm_spank_init_post_opt(STUB_SP, 0, NULL), 0);
+        ck_assert_ptr_null(stub_env_get("SPANK_MPI_PSTATE_MODE"));
+        ck_assert_int_eq(stub_count("error", ""), 0);
+}
+END_TEST
+
 START_TEST(site_limits_at_submit)
 {
         char *args[] = {"allowed_governors=performance", "threshold_min=1ms", "allow_off=no"};
@@ -1140,6 +1158,7 @@ static Suite *plugin_suite(void)
         tcase_add_test(tc, bad_value_refused_at_submit);
         tcase_add_test(tc, good_values_and_repeats_accepted);
         tcase_add_test(tc, site_limits_at_submit);
+        tcase_add_test(tc, submission_marks_the_job_for_the_controller);
         tcase_add_loop_test(tc, bad_plugstack_key_never_fails, 0, 3);
         tcase_add_test(tc, bad_plugstack_key_quiet_for_users);
         suite_add_tcase(s, tc);
