@@ -155,7 +155,10 @@ class SharedStorage(ft.AccountingJobs, unittest.TestCase):
         lt.node_exec("n1", f"mount -t tmpfs -o size=1m,mode=755 tmpfs {SHARE}")
         self.addCleanup(lt.node_exec, "n1", f"umount {SHARE}", check=False)
         script = self.script(self.family(), 1, 2, iters=3, ms=1).replace(ta.PLUGIN, ON)
-        job = self.submit(["-N1", "-w", "n1", "-n2", "-t", "5"], script, "alllate")
+        # on sbatch's line: the submission is what marks the job (an option
+        # given to the job's srun steps alone comes too late for that)
+        job = self.submit(["-N1", "-w", "n1", "-n2", "-t", "5", *ON.split()], script,
+                          "alllate")
         self.addCleanup(lambda: (COLLECT / ".queue" / "late" / f"{job}.json")
                         .unlink(missing_ok=True))
         self.assertEqual(lt.wait_job(job, 240), "COMPLETED", lt.daemon_log_tail(10))
