@@ -17,8 +17,17 @@ class SlurmError(RuntimeError):
     pass
 
 
+def search_path() -> str:
+    """PATH's absolute directories, then the system's.  An empty or relative
+    component is the working directory (PATH unset, as in Slurm's Epilogs,
+    gave ":/usr/local/sbin..."), where a root command must never look: any
+    user may have left an `scontrol` there."""
+    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d.startswith("/")]
+    return os.pathsep.join(dirs + SAFE_PATH.split(os.pathsep))
+
+
 def which(cmd: str) -> str:
-    p = shutil.which(cmd, path=os.environ.get("PATH", "") + ":" + SAFE_PATH)
+    p = shutil.which(cmd, path=search_path())
     if not p:
         raise SlurmError(f"{cmd} not found")
     return p

@@ -122,6 +122,30 @@ class TrustedPath(Tmp):
             safeio.trusted_exec("bin/tool")
 
 
+class SearchPath(Tmp):
+    """A Slurm command is found in PATH's absolute directories and the
+    system's, never in the working directory: Slurm runs the Epilogs and
+    the flusher with PATH unset."""
+
+    def test_no_relative_directory_is_searched(self) -> None:
+        from mpi_pstate import slurm
+        planted = self.tmp / "scontrol-mpst-test"
+        planted.write_text("#!/bin/sh\necho planted\n")
+        planted.chmod(0o755)
+        old = os.getcwd()
+        os.chdir(self.tmp)
+        self.addCleanup(os.chdir, old)
+        for path in (None, "", ":/usr/bin", ".:/usr/bin", "bin:/usr/bin", "/usr/bin::"):
+            env = {} if path is None else {"PATH": path}
+            with self.subTest(PATH=path), mock.patch.dict(os.environ, env, clear=True):
+                self.assertTrue(all(d.startswith("/")
+                                    for d in slurm.search_path().split(os.pathsep)))
+                with self.assertRaises(slurm.SlurmError):
+                    slurm.which("scontrol-mpst-test")
+        with mock.patch.dict(os.environ, {"PATH": str(self.tmp)}, clear=True):
+            self.assertEqual(slurm.which("scontrol-mpst-test"), str(planted))  # absolute: fine
+
+
 class ReadTrusted(Tmp):
     """Every file root reads by name: a FIFO, a symlink and a user-owned file
     are each refused with a message that says which."""
