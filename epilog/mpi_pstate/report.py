@@ -14,7 +14,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 from xml.sax.saxutils import escape
 
-from . import carbon, parse
+from . import carbon, parse, safeio
 from . import summary as summ
 from . import whatif
 
@@ -796,13 +796,26 @@ def write_pages(jobs: List[Dict[str, Any]], dest: str, render: Callable[[Dict[st
                   file=sys.stderr)
             return 2
         try:
-            with open(path, "w") as f:
-                f.write(render(j))
+            write_page(path, render(j).encode("utf-8"))
         except OSError as e:
             print(f"mpi-pstate report: cannot write {path}: {e.strerror or e}", file=sys.stderr)
             return 1
         print(path)
     return 0
+
+
+def write_page(path: str, data: bytes) -> None:
+    """path := data through a new file renamed into place in path's
+    directory: a symlink planted at path (a shared directory, root running
+    the report) is replaced, never followed, and a reader never sees half
+    a page.  The mode is the umask's, as open() would give."""
+    mask = os.umask(0)
+    os.umask(mask)
+    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        safeio.write_atomic(dfd, os.path.basename(path), data, mode=0o666 & ~mask)
+    finally:
+        os.close(dfd)
 
 
 def what_if_csv(done: List[Dict[str, Any]], total: Optional[Dict[str, Any]],

@@ -259,6 +259,24 @@ class Errors(Cli):
                 self.assertIn("cannot write", err)
                 self.assertIn("No such file or directory", err)
 
+    def test_a_planted_symlink_is_replaced_not_followed(self) -> None:
+        """--html/--svg into a shared directory: a symlink planted under the
+        page's name (to a file root owns, when root runs the report) is
+        replaced by the page; its target is untouched."""
+        self.two_node_job()
+        victim = self.tmp / "victim"
+        victim.write_text("keep me")
+        for form, name in (("--html", "p.html"), ("--svg", "p.svg")):
+            with self.subTest(form=form):
+                page = self.tmp / name
+                page.symlink_to(victim)
+                rc, out, err = self.report("501", form, str(page))
+                self.assertEqual(rc, 0, err)
+                self.assertEqual(victim.read_text(), "keep me")
+                self.assertFalse(page.is_symlink())
+                self.assertGreater(page.stat().st_size, 100)
+                self.assertEqual([p.name for p in self.tmp.iterdir() if ".tmp." in p.name], [])
+
     def test_sacct_failing_is_said_once(self) -> None:
         done = subprocess.CompletedProcess(["sacct"], 1, "", "sacct: error: Invalid user: "
                                            "bob\nsacct: fatal: giving up\n")
