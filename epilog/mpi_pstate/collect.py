@@ -78,7 +78,10 @@ def open_job_dir(cfd: int, job: int, trusted: Set[int], create: bool = False,
         if create and created and st.st_uid != cst.st_uid:
             os.fchown(fd, cst.st_uid, cst.st_gid)
             st = os.fstat(fd)
-        if create and created:
+        # Not only when made: job ids are reused (a database reset, a wrap
+        # at MaxJobId), and the directory of an old job of that id must not
+        # stay readable by its user, nor locked to them, for the new one.
+        if create and (created or st.st_uid == os.geteuid()):
             os.fchmod(fd, 0o700 if private else 0o755)
             if private and reader is not None and reader != st.st_uid:
                 why = safeio.set_dir_reader(fd, reader)

@@ -702,6 +702,24 @@ class NodeEpilog(Tmp):
         self.assertEqual(self.run_epilog(SLURM_CONF=conf), 0)
         self.assertEqual((self.collect / "4243").stat().st_mode & 0o777, 0o755)
 
+    def test_a_reused_job_id_is_the_new_users_alone(self) -> None:
+        """PrivateData=jobs and job 4242 again, of another user (ids are
+        reused): the directory's ACL is set anew on delivery, the old user
+        is out and the new one in."""
+        conf = self.slurm_user_nobody("PrivateData=jobs")
+        fx.plugin_json(self.runtime, 4242, "0", None)
+        self.assertEqual(self.run_epilog(SLURM_CONF=conf), 0)
+        jd = self.collect / "4242"
+        try:
+            os.getxattr(jd, "system.posix_acl_access")
+        except OSError as e:
+            self.skipTest(f"no POSIX ACLs on {self.tmp}: {e}")
+        fx.plugin_json(self.runtime, 4242, "0", None)
+        self.assertEqual(self.run_epilog(SLURM_CONF=conf, SLURM_JOB_UID="1001"), 0)
+        self.assertEqual(acl_users(os.getxattr(jd, "system.posix_acl_access")), {1001: 5})
+        self.assertEqual(as_uid(1000, lambda: sorted(os.listdir(jd))), "PermissionError")
+        self.assertEqual(as_uid(1001, lambda: sorted(os.listdir(jd))), ["node.n1.json"])
+
 
 def acl_users(blob: bytes) -> Dict[int, int]:
     """{uid: perm} of the named-user entries (tag 2) of an access ACL's xattr."""
