@@ -81,12 +81,18 @@ def open_job_dir(cfd: int, job: int, trusted: Set[int], create: bool = False,
         # Not only when made: job ids are reused (a database reset, a wrap
         # at MaxJobId), and the directory of an old job of that id must not
         # stay readable by its user, nor locked to them, for the new one.
-        if create and (created or st.st_uid == os.geteuid()):
+        # A chmod rewrites an ACL's mask (0700: the reader's entry counts
+        # for nothing), so the mode is set only with the ACL after it.
+        ours = create and (created or st.st_uid == os.geteuid())
+        acl = ours and private and reader is not None and reader != st.st_uid
+        if ours and (created or acl):
             os.fchmod(fd, 0o700 if private else 0o755)
-            if private and reader is not None and reader != st.st_uid:
-                why = safeio.set_dir_reader(fd, reader)
-                if why and problems is not None:
-                    problems.append(f"{name}: {why}: only its owner reads the records")
+        if acl:
+            assert reader is not None
+            why = safeio.set_dir_reader(fd, reader)
+            if why and problems is not None:
+                problems.append(f"{name}: {why}: only its owner reads the records")
+        if ours:
             st = os.fstat(fd)
         if st.st_uid not in trusted:
             raise safeio.UnsafeFile(errno.EPERM, f"{name}: owned by uid {st.st_uid}")
