@@ -231,7 +231,7 @@ def uncore_domains(sysroot: str) -> List[Dict[str, Any]]:
     topology/physical_package_id and die_id, as the agent maps them)."""
     base = os.path.join(sysroot, UNCORE_DIR)
     try:
-        names = sorted(n for n in os.listdir(base) if powermodel._UNCORE_NAME(n))
+        names = sorted(n for n in os.listdir(base) if powermodel.UNCORE_NAME(n))
     except OSError:
         return []
     doms = []

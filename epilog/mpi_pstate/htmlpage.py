@@ -53,24 +53,24 @@ def figures(j: Dict[str, Any]) -> List[Tuple[str, str]]:
     energy = _num(s.get("energy_j"), "{:.1f}", "J")
     no_model = ("no power model in the node records: `mpi-pstate calibrate` stores one for "
                 "the jobs after it")
-    rows = [("mpi-pstate", report._f(s.get("state"), "{}")
+    rows = [("mpi-pstate", report.figure(s.get("state"), "{}")
              + (f" ({s['why']})" if s.get("why") else "")),
-            ("ranks, nodes, steps", ", ".join(report._f(s.get(k), "{}", "?")
+            ("ranks, nodes, steps", ", ".join(report.figure(s.get(k), "{}", "?")
                                                for k in ("ranks", "nodes", "steps"))),
             ("wall time", _or_why(_num(s.get("wall_s"), "{:.1f}", "s"),
                                   "sacct has no Elapsed and no step reported one")),
-            ("share of rank time in MPI", _or_why(report._pct(s.get("mpi_share")),
+            ("share of rank time in MPI", _or_why(report.percent(s.get("mpi_share")),
                                                   "no rank reported both wall and MPI time")),
             ("long waits (rank-seconds)", _or_why(_num(s.get("wait_s"), unit="s"), none)),
             ("clocked down (rank-seconds)", _or_why(_num(s.get("down_s"), unit="s"),
                                                     "no agent vouched for it")
-             + (f" ({report._pct(s.get('down_share'))} of rank time)"
+             + (f" ({report.percent(s.get('down_share'))} of rank time)"
                 if s.get("down_share") is not None else "")),
             ("clock changes", _or_why(_num(s.get("transitions"), "{}"),
                                       "no agent vouched for it")),
             ("energy measured", (energy + " (" + report.METER_TEXT.get(
                 s.get("energy_src") or "", "source unknown") + ")") if energy != "-" else
-             f"- (energy {report._f(s.get('energy'), '{}', 'unknown')}: no node's agent "
+             f"- (energy {report.figure(s.get('energy'), '{}', 'unknown')}: no node's agent "
              "measured it)"),
             ("energy saved (estimate)", _or_why(_triple(s.get("saved_j"), "J"), no_model)
              + (" SIMULATED" if s.get("saved_src") == "simulated" else "")),
@@ -157,7 +157,7 @@ def energy_chart(s: Dict[str, Any]) -> Optional[str]:
 
 
 def what_if_table(p: Dict[str, Any]) -> str:
-    rows = [("threshold", whatif._us(p["threshold_us"])),
+    rows = [("threshold", whatif.duration_text(p["threshold_us"])),
             ("energy saved", _triple(p.get("saved_j"), "J")),
             ("time added", _triple(p.get("time_added_s"), "s", "{:.3f}")),
             ("clocked down", _triple(p.get("clocked_down_s"), "s"))]

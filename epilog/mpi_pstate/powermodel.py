@@ -28,7 +28,7 @@ REACTION_US = (50.0, 0.0, 1000.0)  # est, lo, hi
 # lowest and at its highest frequency, one CPU busy or polling at core_khz.
 UNCORE_WATTS = ("busy_w_at_min", "busy_w_at_max", "poll_w_at_min", "poll_w_at_max")
 UNCORE_MAX_DOMAINS = 64
-_UNCORE_NAME = re.compile(r"package_[0-9]{2,4}_die_[0-9]{2,4}").fullmatch
+UNCORE_NAME = re.compile(r"package_[0-9]{2,4}_die_[0-9]{2,4}").fullmatch
 
 
 class ModelError(ValueError):
@@ -133,7 +133,7 @@ def _uncore(u: Any) -> Dict[str, Any]:
     seen: set = set()
     for d in doms:
         name = d.get("name") if isinstance(d, dict) else None
-        if not isinstance(name, str) or not _UNCORE_NAME(name) or name in seen:
+        if not isinstance(name, str) or not UNCORE_NAME(name) or name in seen:
             raise ModelError("model: uncore.domains: a name is not a distinct package_NN_die_NN")
         try:
             cpus = parse.cpu_list(d.get("cpus")) if isinstance(d.get("cpus"), str) else None

@@ -35,7 +35,7 @@ def onoff(v: Any) -> str:
     return "on" if v is True else "off" if v is False else "unknown"
 
 
-def _f(v: Any, fmt: str = "{:.3f}", none: str = "-") -> str:
+def figure(v: Any, fmt: str = "{:.3f}", none: str = "-") -> str:
     if v is None:
         return none
     if isinstance(v, bool):
@@ -46,8 +46,8 @@ def _f(v: Any, fmt: str = "{:.3f}", none: str = "-") -> str:
         return str(v)
 
 
-def _pct(v: Any) -> str:
-    return _f(v, "{:.1%}")
+def percent(v: Any) -> str:
+    return figure(v, "{:.1%}")
 
 
 def _sum(ranks: List[Dict[str, Any]], key: str) -> Optional[float]:
@@ -87,7 +87,7 @@ def reaction(ranks: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
 def reaction_text(x: Dict[str, Any]) -> str:
     return (f"{x['long_waits']} long waits: {x['announced']} announced by the ranks "
             f"({x['mispredicted']} of those stayed short), {x['polled']} found by the agent's "
-            f"polls; clocked down {_pct(x['down_of_ideal'])} of the time past the threshold")
+            f"polls; clocked down {percent(x['down_of_ideal'])} of the time past the threshold")
 
 
 # Below this share of a core over their long waits, a rank's waits sleep,
@@ -138,7 +138,7 @@ def wait_text(ranks: List[Dict[str, Any]], multi: bool) -> List[str]:
         if not s:
             return "not measured"
         lo, hi = min(s), max(s)
-        return "long waits used " + (_pct(lo) if lo == hi else f"{_pct(lo)}-{_pct(hi)}") + \
+        return "long waits used " + (percent(lo) if lo == hi else f"{percent(lo)}-{percent(hi)}") + \
             " of a core"
 
     out = []
@@ -188,8 +188,8 @@ def saved_text(s: Dict[str, Any]) -> str:
 
 def job_text(j: Dict[str, Any]) -> str:
     """One job: summary, nodes, settings, ranks that wait most, every rank."""
-    head = (f"job {j['job_id']} (raw {j['raw']}): {_f(j.get('sacct_state'), '{}')}, "
-            f"elapsed {_f(j.get('elapsed'), '{}')}, exit {_f(j.get('exit_code'), '{}')}\n")
+    head = (f"job {j['job_id']} (raw {j['raw']}): {figure(j.get('sacct_state'), '{}')}, "
+            f"elapsed {figure(j.get('elapsed'), '{}')}, exit {figure(j.get('exit_code'), '{}')}\n")
     if j.get("step") is not None:
         head += f"  step {j['step']}: {j.get('step_note') or STEP_FIGURES}\n"
     if j["status"] != "ok":
@@ -207,20 +207,20 @@ def summary_text(j: Dict[str, Any]) -> str:
     out = io.StringIO()
     w = out.write
     s = j["summary"]
-    w(f"  mpi-pstate: {_f(s.get('state'), '{}')}"
-      + (f" -- no record from {s.get('missing')} ({_f(s.get('missing_n'), '{}', '?')} nodes)"
+    w(f"  mpi-pstate: {figure(s.get('state'), '{}')}"
+      + (f" -- no record from {s.get('missing')} ({figure(s.get('missing_n'), '{}', '?')} nodes)"
          if s.get("missing") else "") + "\n")
     if j.get("note"):
         w(f"  note: {j['note']}\n")
-    w(f"  ranks {_f(s.get('ranks'), '{}', '?')} on {_f(s.get('nodes'), '{}', '?')} nodes, steps "
-      f"{_f(s.get('steps'), '{}', '?')} ({_f(s.get('rank_steps'), '{}', '?')} rank-steps); "
+    w(f"  ranks {figure(s.get('ranks'), '{}', '?')} on {figure(s.get('nodes'), '{}', '?')} nodes, steps "
+      f"{figure(s.get('steps'), '{}', '?')} ({figure(s.get('rank_steps'), '{}', '?')} rank-steps); "
       f"{'step' if j.get('step') is not None else 'job'} wall time "
-      f"{_f(s.get('wall_s'), '{:.1f} s')}{WALL_SRC.get(s.get('wall_src') or '', '')}, "
-      f"longest step {_f(s.get('step_wall_s'), '{:.3f} s')}\n")
-    w(f"  MPI share {_pct(s.get('mpi_share'))}, long waits {_f(s.get('wait_s'))} s, "
-      f"clocked down {_f(s.get('down_s'))} s ({_pct(s.get('down_share'))}), "
-      f"transitions {_f(s.get('transitions'), '{}')}; imbalance {_pct(s.get('imbalance'))}\n")
-    w(f"  energy: {_f(s.get('energy_j'), '{:.1f} J')} ({_f(s.get('energy'), '{}', 'unknown')}; "
+      f"{figure(s.get('wall_s'), '{:.1f} s')}{WALL_SRC.get(s.get('wall_src') or '', '')}, "
+      f"longest step {figure(s.get('step_wall_s'), '{:.3f} s')}\n")
+    w(f"  MPI share {percent(s.get('mpi_share'))}, long waits {figure(s.get('wait_s'))} s, "
+      f"clocked down {figure(s.get('down_s'))} s ({percent(s.get('down_share'))}), "
+      f"transitions {figure(s.get('transitions'), '{}')}; imbalance {percent(s.get('imbalance'))}\n")
+    w(f"  energy: {figure(s.get('energy_j'), '{:.1f} J')} ({figure(s.get('energy'), '{}', 'unknown')}; "
       f"{METER_TEXT.get(s.get('energy_src') or '', 'source unknown')})\n")
     if saved_text(s):
         w(f"  {saved_text(s)}\n")
@@ -246,10 +246,10 @@ def nodes_text(d: Dict[str, Any]) -> str:
                     f"{','.join(cf.get('governors') or []) or '-'}, turbo/boost "
                     f"{onoff(cf.get('boost'))}")
         # SIMULATED spelt out: the node's powercap is not the kernel's
-        energy = (f"{_f(en.get('joules'), '{:.1f} J'):>10} {_f(en.get('status'), '{}', '')}"
+        energy = (f"{figure(en.get('joules'), '{:.1f} J'):>10} {figure(en.get('status'), '{}', '')}"
                   + (" SIMULATED" if en.get("meter") == "simulated" else ""))
-        w(f"  {n:<11} {_f(v.get('status'), '{}', '?'):<8} {_f(v.get('ranks'), '{}', '0'):>5}  "
-          f"{energy:<24} {_f(rs, '{}'):<8} {sets}\n")
+        w(f"  {n:<11} {figure(v.get('status'), '{}', '?'):<8} {figure(v.get('ranks'), '{}', '0'):>5}  "
+          f"{energy:<24} {figure(rs, '{}'):<8} {sets}\n")
         if v.get("why"):
             w(f"              {v['why']}\n")
         for warn in (st.get("warnings") or [])[:6] if isinstance(st, dict) else []:
@@ -284,7 +284,7 @@ def waits_text(j: Dict[str, Any], d: Dict[str, Any]) -> str:
                      key=lambda r: -r["mpi_share"])[:TOP_WAITERS]
     if waiters:
         w("\n  ranks that wait most: " + ", ".join(
-            f"{summ.rank_label(r, multi)}@{r['node']} {_pct(r['mpi_share'])}"
+            f"{summ.rank_label(r, multi)}@{r['node']} {percent(r['mpi_share'])}"
             for r in waiters) + "\n")
     return out.getvalue()
 
@@ -297,13 +297,13 @@ def ranks_text(d: Dict[str, Any]) -> str:
         top = r.get("top") or []
         # Every field through _f: a rank the agent did not vouch for has null
         # down_s and transitions, and the text must still print.
-        out.append(f"  {_f(r.get('step'), '{}'):>4} {_f(r.get('rank'), '{}'):>4} "
-                   f"{_f(r.get('node'), '{}'):<11} {_f(r.get('cpu'), '{}'):>3} "
-                   f"{_f(r.get('state'), '{}'):<10} {_f(r.get('wall_s')):>8} "
-                   f"{_f(r.get('mpi_s')):>8} {_pct(r.get('mpi_share')):>6} "
-                   f"{_f(r.get('wait_s')):>8} {_f(r.get('down_s')):>8} "
-                   f"{_f(r.get('transitions'), '{}'):>6}  "
-                   f"{_f(top[0][0] if top else None, '{}')}\n")
+        out.append(f"  {figure(r.get('step'), '{}'):>4} {figure(r.get('rank'), '{}'):>4} "
+                   f"{figure(r.get('node'), '{}'):<11} {figure(r.get('cpu'), '{}'):>3} "
+                   f"{figure(r.get('state'), '{}'):<10} {figure(r.get('wall_s')):>8} "
+                   f"{figure(r.get('mpi_s')):>8} {percent(r.get('mpi_share')):>6} "
+                   f"{figure(r.get('wait_s')):>8} {figure(r.get('down_s')):>8} "
+                   f"{figure(r.get('transitions'), '{}'):>6}  "
+                   f"{figure(top[0][0] if top else None, '{}')}\n")
     return "".join(out)
 
 
@@ -343,7 +343,7 @@ def svg(j: Dict[str, Any]) -> str:
     rec = j.get("what_if_recommended")
     if rec:
         lines.append(f'<text x="10" y="{h + 20}">recommended threshold '
-                     f'{escape(whatif._us(rec["threshold_us"]))}: saves most with at most 1 % '
+                     f'{escape(whatif.duration_text(rec["threshold_us"]))}: saves most with at most 1 % '
                      'time added under the model</text>')
     levers = lever_lines(wi.get("levers"))
     for i, line in enumerate(levers):
@@ -369,7 +369,7 @@ def lever_name(name: str, x: Dict[str, Any]) -> str:
         return name
     if name == "efficient":
         return "efficient (knee " + ",".join(f"{k / 1e6:.2f}" for k in x["knee_khz"]) + " GHz)"
-    return f"uncore past {whatif._us(x['threshold_us'])}"
+    return f"uncore past {whatif.duration_text(x['threshold_us'])}"
 
 
 def lever_lines(lv: Optional[Dict[str, Any]]) -> List[str]:
@@ -574,9 +574,9 @@ def totals_text(groups: List[Dict[str, Any]], by: str, since: str) -> str:
             if sv else "-"
         co2 = g.get("co2_saved_g")
         out.append(f"  {g['group'][:16]:<16} {g['jobs']:>6} {g['with_tool']:>6} "
-                   f"{_f(g['energy_j'], '{:.1f}'):>12}  {saved:<32} "
-                   f"{_f(g['down_s'], '{:.1f}'):>14}"
-                   + (f" {_f(co2[0] if co2 else None, '{:.2f}'):>12}" if "co2_saved_g" in g
+                   f"{figure(g['energy_j'], '{:.1f}'):>12}  {saved:<32} "
+                   f"{figure(g['down_s'], '{:.1f}'):>14}"
+                   + (f" {figure(co2[0] if co2 else None, '{:.2f}'):>12}" if "co2_saved_g" in g
                       else ""))
     if any(g["simulated"] for g in groups):
         out.append("  * SIMULATED: some savings were priced with models calibrated on fake "
@@ -873,18 +873,18 @@ def what_if_line(j: Dict[str, Any]) -> str:
     p = j["what_if"]
     pct = p.get("saved_pct")
     return (f"{j['job_id']:<14} {whatif.fmt_triple(p['saved_j'], 'J'):<32} "
-            f"{_f(pct[0] if pct else None, '{:.1f} %'):>13}  "
-            f"{_f(p['time_added_pct'][2], '{:.2f}'):>18}"
+            f"{figure(pct[0] if pct else None, '{:.1f} %'):>13}  "
+            f"{figure(p['time_added_pct'][2], '{:.2f}'):>18}"
             + (f"  ({'; '.join(p['notes'])[:100]})" if p["notes"] else "") + "\n")
 
 
 def what_if_job_text(j: Dict[str, Any]) -> str:
     """A job alone: what it was, then its prediction and sweep."""
     s = j.get("summary") or {}
-    return (f"job {j['job_id']}: {_f(j.get('sacct_state'), '{}', '?')}, elapsed "
-            f"{_f(j.get('elapsed'), '{}', '?')}, {_f(s.get('ranks'), '{}', '?')} ranks, MPI share "
-            f"{_pct(s.get('mpi_share'))}, energy "
-            f"{_f(s.get('energy_j'), '{:.1f} J')} ({_f(s.get('energy'), '{}', 'unknown')}; "
+    return (f"job {j['job_id']}: {figure(j.get('sacct_state'), '{}', '?')}, elapsed "
+            f"{figure(j.get('elapsed'), '{}', '?')}, {figure(s.get('ranks'), '{}', '?')} ranks, MPI share "
+            f"{percent(s.get('mpi_share'))}, energy "
+            f"{figure(s.get('energy_j'), '{:.1f} J')} ({figure(s.get('energy'), '{}', 'unknown')}; "
             f"{METER_TEXT.get(s.get('energy_src') or '', 'source unknown')})\n"
             + whatif.text(j["what_if"], j["what_if_sweep"], j.get("what_if_recommended")))
 
@@ -894,10 +894,10 @@ def what_if_total_text(total: Dict[str, Any], rows: Optional[List[Dict[str, Any]
     """The sums over several jobs and their one sweep."""
     return (f"\n{total['jobs']} jobs with per-rank figures ({total['ranks']} ranks, "
             f"{total['jobs_with_energy']} with energy, "
-            f"{_f(total['measured_j'], '{:.0f} J')} measured):\n"
+            f"{figure(total['measured_j'], '{:.0f} J')} measured):\n"
             f"  energy saved   {whatif.fmt_triple(total['saved_j'], 'J')}\n"
             f"  time added     {whatif.fmt_triple(total['time_added_s'], 's', '{:.2f}')}"
-            f" = {_f(total['time_added_pct'][0], '{:.2f}')} % of their wall time\n"
+            f" = {figure(total['time_added_pct'][0], '{:.2f}')} % of their wall time\n"
             + whatif.text_sweep(rows, best))
 
 
@@ -1060,7 +1060,7 @@ def run_settings(j: Dict[str, Any]) -> Dict[str, Optional[str]]:
     elif not modes or not thr:
         why = "the ranks' records do not say (records of an older release)"
     return {"mode": ",".join(modes) or None,
-            "threshold": ",".join(whatif._us(t) for t in thr) or None, "why": why}
+            "threshold": ",".join(whatif.duration_text(t) for t in thr) or None, "why": why}
 
 
 # ---- list mode: one line per job, sacct's way ----------------------------------
@@ -1191,7 +1191,7 @@ def _text_cell(v: Any, kind: str) -> str:
         return f"{v:.3f}"
     if kind == "g" and isinstance(v, (int, float)):
         return f"{v:.3f}"
-    return _f(v, "{}")
+    return figure(v, "{}")
 
 
 def list_rows(jobs: List[Dict[str, Any]], fields: List[Tuple[str, int]]) -> List[List[Any]]:

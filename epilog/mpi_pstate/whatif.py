@@ -758,7 +758,7 @@ def _notes(js: _JobSum, reaction_us: Optional[float]) -> List[str]:
                      "release, or killed before their figures were read)")
     if js.gaps and reaction_us is None:
         notes.append(f"the agent's CPU budget spaces its wake-ups by up to "
-                     f"{_us(round(max(js.gaps.values())))} on {','.join(sorted(js.gaps)[:8])} "
+                     f"{duration_text(round(max(js.gaps.values())))} on {','.join(sorted(js.gaps)[:8])} "
                      "at this threshold: each wait is lowered half that late on average, at "
                      "most all of it (docs/agent.md, CPU budget)")
     if js.shared:
@@ -906,7 +906,7 @@ def fmt_triple(t: List[float], unit: str, fmt: str = "{:.1f}") -> str:
 def text(p: Dict[str, Any], rows: Optional[List[Dict[str, Any]]] = None,
          best: Optional[Dict[str, Any]] = None) -> str:
     low = f"{p['low_khz'] / 1e6:.2f} GHz" if p.get("low_khz") else "?"
-    out = [f"  what-if: threshold {_us(p['threshold_us'])}, low frequency {low} "
+    out = [f"  what-if: threshold {duration_text(p['threshold_us'])}, low frequency {low} "
            f"(model: {', '.join(p['model'])})",
            f"    energy saved   {fmt_triple(p['saved_j'], 'J')}"
            + (f" = {p['saved_pct'][0]:.1f} % of the {p['measured_j']:.0f} J measured "
@@ -947,7 +947,7 @@ def text_levers(lv: Optional[Dict[str, Any]]) -> List[str]:
     else:
         out.append(f"      efficient: not predicted ({e['why']})")
     if u["predicted"]:
-        out.append(f"      uncore past {_us(u['threshold_us']):<11} saved "
+        out.append(f"      uncore past {duration_text(u['threshold_us']):<11} saved "
                    f"{fmt_triple(u['saved_j'], 'J')}, low "
                    f"{fmt_triple(u['low_s'], 's', '{:.3f}')} on {u['packages']} packages")
         for n in u["notes"]:
@@ -965,16 +965,16 @@ def text_sweep(rows: Optional[List[Dict[str, Any]]], best: Optional[Dict[str, An
         for r in rows:
             mark = "  <- recommended" if best is r else ""
             ta = r["time_added_pct"][2]
-            out.append(f"    {_us(r['threshold_us']):>9}  {r['saved_j'][0]:>8.1f} "
+            out.append(f"    {duration_text(r['threshold_us']):>9}  {r['saved_j'][0]:>8.1f} "
                        f"({r['saved_j'][1]:>8.1f} .. {r['saved_j'][2]:>8.1f})  "
                        f"{'-' if ta is None else f'{ta:.2f}':>18}  {r['transitions']:>11}{mark}")
     out.append("    recommended threshold: " + (
-        f"{_us(best['threshold_us'])} (saves most, within 2 %, with at most 1 % time added "
+        f"{duration_text(best['threshold_us'])} (saves most, within 2 %, with at most 1 % time added "
         "under the model)" if best else "none saves energy within 1 % time added under the model"))
     return "\n".join(out) + "\n"
 
 
-def _us(us: float) -> str:
+def duration_text(us: float) -> str:
     if us >= 1000 and us % 1000 == 0:
         return f"{us / 1000:g}ms"
     return f"{us:g}us"
@@ -983,7 +983,7 @@ def _us(us: float) -> str:
 def svg_lines(p: Dict[str, Any], y: int, x: int = 10) -> List[str]:
     """Lines of text for the report's SVG (escaped by the caller's rules: only
     numbers and fixed words here)."""
-    return [f'<text x="{x}" y="{y}">what-if at {_us(p["threshold_us"])}: saved '
+    return [f'<text x="{x}" y="{y}">what-if at {duration_text(p["threshold_us"])}: saved '
             f'{p["saved_j"][0]:.1f} J ({p["saved_j"][1]:.1f} .. {p["saved_j"][2]:.1f}), '
             f'time added {p["time_added_s"][0]:.3f} s (at most {p["time_added_s"][2]:.3f})'
             '</text>']
