@@ -353,7 +353,8 @@ def table(rows: list[dict[str, Any]], step_w: float = 0.0
         # not a lever's
         afters = [r["on"]["saved_j"][0] for r in rs if r["on"].get("saved_j") and "lever" not in r]
         ae = statistics.median(afters) if afters else None
-        lines.append(f"| {w} | {whatif.duration_text(t)} | {len(rs)} | {pe:.1f} ({plo:.1f} .. {phi:.1f}) | "
+        lines.append(f"| {w} | {whatif.duration_text(t)} | {len(rs)} | "
+                     f"{pe:.1f} ({plo:.1f} .. {phi:.1f}) | "
                      + (f"{me:.1f} ({min(ms):.1f} .. {max(ms):.1f})" if ms else "-") + " | "
                      + (f"{100 * err:+.1f} %" if err is not None else "-") + " | "
                      + (f"{100 * share:+.1f} %" if share is not None else "-")

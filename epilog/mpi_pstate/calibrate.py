@@ -511,16 +511,13 @@ def _agent_pid(sfd: int, step: str) -> int:
     except OSError:
         return -1
     try:
-        text = safeio.read_file(dfd, "agent.pid", 32, owners={0}).decode("ascii")
-        pid = int(text.strip()) if text.strip().isdigit() else -1
+        pid = node.agent_pid(dfd)
     except FileNotFoundError:
         return 0
-    except (OSError, UnicodeDecodeError):
+    except (OSError, ValueError):
         return -1
     finally:
         os.close(dfd)
-    if pid <= 0:
-        return -1
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

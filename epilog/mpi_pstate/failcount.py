@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The restore failures a node counted since boot, with the last error:
 written by the node Epilog (note_epilog) and `mpi-pstate status --ack`,
-read by `mpi-pstate status` (status.py); one lock between them.
+read by `mpi-pstate status` (status.py, through read_failures()); one lock
+between the writers.
 
     <runtime>/restore-failures.json   root's, 0600:
         {"version": 1, "boot": <boot time>, "count": N, "acked": N,
@@ -38,6 +39,64 @@ def load_json(dfd: int, name: str) -> Optional[Dict[str, Any]]:
 
 def count_of(v: Any) -> Optional[int]:
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 40 else None
+
+
+def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dict[str, Any]:
+    """The restore failures since boot: FAILURES_FILE's count (the node
+    Epilog's, with the last error and what --ack acknowledged) or
+    metrics.json's (written only where metrics_dir= is set), the larger
+    where both are of this boot.  A file of an earlier boot counts 0.
+    since_boot None when it cannot be told."""
+    out = {"since_boot": 0, "acknowledged": 0, "source": None, "last_job": None,
+           "last_time": None, "last_error": None}  # type: Dict[str, Any]
+    try:
+        rfd = safeio.open_dir(runtime, trusted={0})
+    except FileNotFoundError:
+        return out  # no job ran with mpi-pstate since boot
+    except OSError as e:
+        out["since_boot"] = None
+        problems.append(f"runtime_dir: {_why(e)}")
+        return out
+    counts = []  # type: List[int]
+    try:
+        for name, key in ((FAILURES_FILE, "count"),
+                          (metrics.NODE_STATE, "restore_failures")):
+            try:
+                obj = load_json(rfd, name)
+            except (OSError, ValueError) as e:
+                problems.append(f"{name}: {_why(e)}")
+                out["since_boot"] = None
+                return out
+            if obj is None:
+                continue
+            n = count_of(obj.get(key))
+            if n is None:
+                problems.append(f"{name}: no count of restore failures in it")
+                out["since_boot"] = None
+                return out
+            if obj.get("boot") != boot:
+                continue  # counted before the last boot
+            if not counts or n > counts[0]:
+                out["source"] = name
+            counts.append(n)
+            if name == FAILURES_FILE:
+                out["acknowledged"] = min(n, count_of(obj.get("acked")) or 0)
+                last = obj.get("last") if isinstance(obj.get("last"), dict) else {}
+                out["last_job"] = count_of(last.get("job"))
+                t = last.get("time")
+                out["last_time"] = t if isinstance(t, (int, float)) and \
+                    not isinstance(t, bool) else None
+                err = last.get("error")
+                out["last_error"] = parse.printable(err, ERROR_MAX) \
+                    if isinstance(err, str) else None
+        out["since_boot"] = max(counts) if counts else 0
+        return out
+    finally:
+        os.close(rfd)
+
+
+def _why(e: BaseException) -> str:
+    return parse.printable(getattr(e, "strerror", None) or e, 200)
 
 
 def epilog_error(restore: Dict[str, Any], problems: List[str]) -> Optional[str]:

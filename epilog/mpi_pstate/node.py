@@ -637,6 +637,19 @@ MAX_LIVE_STEPS = 4096  # step directories looked at for the node's gauges
 PLUGIN_JSON_MAX = 256 << 10
 
 
+AGENT_PID_MAX_BYTES = 64
+PID_LIMIT = 1 << 22  # the kernel's PID_MAX_LIMIT
+
+
+def agent_pid(dfd: int) -> int:
+    """The pid in a step directory's agent.pid (root's, bounded); ValueError
+    when it holds none, FileNotFoundError when no agent was started."""
+    raw = safeio.read_file(dfd, "agent.pid", AGENT_PID_MAX_BYTES, owners={0}).strip()
+    if not (raw.isdigit() and len(raw) < 11 and 0 < int(raw) < PID_LIMIT):
+        raise ValueError("agent.pid holds no process id")
+    return int(raw)
+
+
 def agent_checker(agent: Optional[str], proc: str = "/proc") -> Callable[[int], bool]:
     """Whether a pid is a running agent: its executable is the agent root
     trusts (a pid file names any process)."""
@@ -672,8 +685,7 @@ def live_step_domains(runtime: str, agent_alive: Callable[[int], bool]
             try:
                 if os.fstat(dfd).st_uid != 0:
                     continue
-                pid = safeio.read_file(dfd, "agent.pid", 64, owners={0}).strip()
-                if not (pid.isdigit() and len(pid) < 11 and agent_alive(int(pid))):
+                if not agent_alive(agent_pid(dfd)):
                     continue
                 n += 1
                 rec = json.loads(safeio.read_file(dfd, "plugin.json", PLUGIN_JSON_MAX,

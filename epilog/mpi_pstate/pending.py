@@ -21,7 +21,8 @@ from . import noderec, parse, safeio
 DIR = "pending"
 MAX_FILES = 4096  # records waiting on one node; past it the Epilog keeps the segments
 DELIVER_PER_PASS = 64  # a pass stops there (and at the first failure): bounded Epilog time
-_NAME = re.compile(r"([0-9]{1,10})\.([A-Za-z0-9][A-Za-z0-9._-]{0,63})\.json")
+# <job>.<node>.json: what deliver() takes, and `mpi-pstate status` lists
+NAME = re.compile(r"([0-9]{1,10})\.([A-Za-z0-9][A-Za-z0-9._-]{0,63})\.json")
 
 Publish = Callable[[int, str, bytes], None]
 
@@ -44,7 +45,7 @@ def keep(runtime: str, job: int, node: str, data: bytes) -> None:
 
 
 def count(dfd: int) -> int:
-    return sum(1 for n in os.listdir(dfd) if _NAME.fullmatch(n))
+    return sum(1 for n in os.listdir(dfd) if NAME.fullmatch(n))
 
 
 def deliver(runtime: str, publish: Publish, limit: int = DELIVER_PER_PASS) -> List[str]:
@@ -59,7 +60,7 @@ def deliver(runtime: str, publish: Publish, limit: int = DELIVER_PER_PASS) -> Li
     try:
         safeio.remove_stale_tmp(dfd)
         names = sorted((int(m.group(1)), m.group(2), n) for n in os.listdir(dfd)
-                       for m in [_NAME.fullmatch(n)] if m)
+                       for m in [NAME.fullmatch(n)] if m)
         for job, node, n in names[:limit]:
             try:
                 data = safeio.read_file(dfd, n, noderec.MAX_BYTES + 1, owners={0})
@@ -80,6 +81,6 @@ def waiting(runtime: str) -> List[str]:
     except OSError:
         return []
     try:
-        return sorted(n for n in os.listdir(dfd) if _NAME.fullmatch(n))
+        return sorted(n for n in os.listdir(dfd) if NAME.fullmatch(n))
     finally:
         os.close(dfd)

@@ -14,14 +14,15 @@ printed escaped.  A file that fails a check is a problem line, never a
 traceback.
 
 The restore failures since boot are kept by the node Epilog in
-<runtime>/restore-failures.json (FAILURES_FILE; note_epilog() writes it,
+<runtime>/restore-failures.json (failcount.py: note_epilog() writes it,
 read_failures() reads it): metrics.json (metrics.NODE_STATE) counts them
 only where metrics_dir= is set, and keeps no error.
 
 Exit status: 0 all well; 1 something needs the admin (a restore failure
 since boot not acknowledged with --ack, a restore record of a job no
-longer running or one the agent would refuse, an unsafe runtime_dir); 2 it could not tell (bad usage, not
-root, something unread: see the problem lines).  --ack is its one write:
+longer running or one the agent would refuse, an unsafe runtime_dir); 2 it
+could not tell (bad usage, not root, something unread: see the problem
+lines).  --ack is its one write:
 the failures counted so far are dealt with.
 
 Python 3.6, like every root command (docs/security.md, "Python 3.6")."""
@@ -35,20 +36,19 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
-from . import config, failcount, log, metrics, node, nodeprune, parse, pending, safeio, slurm
+from . import config, failcount, log, metrics, node, nodeprune, pending, safeio, slurm
+from .parse import printable
 
 FORMAT = "mpi-pstate-status"
 VERSION = 1
 MAX_ENTRIES = 4096  # entries looked at in one directory (restore/, pending/, steps/)
 RECORD_MAX_BYTES = 512  # MPI_PSTATE_RESTORE_MAX_BYTES (common/restore.h)
-PID_MAX_BYTES = 64
 TEXT_LINES = 64  # lines a section of the text output lists (--json lists all)
 NAME_MAX = 80  # characters of a planted name shown
 # Slurm's special step ids (slurm.h), as spank/paths.c names them
 STEP_NAMES = {0xFFFFFFFB: "batch", 0xFFFFFFFC: "extern", 0xFFFFFFFA: "interactive"}
 # common/restore.c's names: policy<N> (cpu<N> of old releases), uncore-<domain>
 RECORD_NAME_RE = re.compile(r"(?:policy|cpu)[0-9]{1,7}|uncore-package_[0-9]{2,4}_die_[0-9]{2,4}")
-_PENDING_RE = re.compile(r"([0-9]{1,10})\.([A-Za-z0-9][A-Za-z0-9._-]{0,63})\.json")
 _U32 = re.compile(r"0|[1-9][0-9]{0,9}")
 
 EXIT_OK, EXIT_ATTENTION, EXIT_UNKNOWN = 0, 1, 2
@@ -104,7 +104,7 @@ def _open_sub(runtime: str, sub: str, problems: List[str]) -> Optional[int]:
     except FileNotFoundError:
         return None
     except OSError as e:
-        problems.append(f"{sub}/: {parse.printable(e.strerror or e, 300)}")
+        problems.append(f"{sub}/: {printable(e.strerror or e, 300)}")
         return None
 
 
@@ -113,7 +113,7 @@ def _why(e: BaseException, name: str = "") -> str:
     why = str(getattr(e, "strerror", None) or e)
     if name and why.startswith(name + ": "):
         why = why[len(name) + 2:]
-    return parse.printable(why, 200)
+    return printable(why, 200)
 
 
 # ---- restore records
@@ -133,11 +133,11 @@ def parse_record(text: str) -> Tuple[str, int, int]:
     if len(kv) < 4 or [k for k, _ in kv[:3]] != ["version", "job", "step"]:
         raise ValueError("does not start with version=, job=, step=")
     if kv[0][1] not in ("1", "2"):
-        raise ValueError(f"record version {parse.printable(kv[0][1], 12)} is not one this release reads")
+        raise ValueError(f"record version {printable(kv[0][1], 12)} is not one this release reads")
     nums = []
     for _, v in kv[1:3]:
         if not _U32.fullmatch(v) or int(v) > 0xFFFFFFFF:
-            raise ValueError(f"job or step {parse.printable(v, 12)} is not a number")
+            raise ValueError(f"job or step {printable(v, 12)} is not a number")
         nums.append(int(v))
     kind = {"policy": "cpufreq", "uncore": "uncore"}.get(kv[3][0])
     if kind is None:
@@ -153,7 +153,7 @@ def restore_records(runtime: str, problems: List[str]) -> List[Dict[str, Any]]:
     out = []
     try:
         for n in _entries(dfd, "restore/", problems):
-            rec = {"name": parse.printable(n), "kind": None, "job": None, "step": None,
+            rec = {"name": printable(n), "kind": None, "job": None, "step": None,
                    "job_running": None, "problem": None}  # type: Dict[str, Any]
             try:
                 if not RECORD_NAME_RE.fullmatch(n):
@@ -163,7 +163,7 @@ def restore_records(runtime: str, problems: List[str]) -> List[Dict[str, Any]]:
                 rec["step"] = step_name(step)
             except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
                 rec["problem"] = _why(e, n) if isinstance(e, OSError) else \
-                    parse.printable(e if not isinstance(e, UnicodeDecodeError) else "not ASCII text", 200)
+                    printable(e if not isinstance(e, UnicodeDecodeError) else "not ASCII text", 200)
             out.append(rec)
     except OSError as e:
         problems.append(f"restore/: {_why(e)}")
@@ -181,7 +181,7 @@ def pending_records(runtime: str, problems: List[str]) -> List[Dict[str, Any]]:
     out = []
     try:
         for n in _entries(dfd, pending.DIR + "/", problems):
-            m = _PENDING_RE.fullmatch(n)
+            m = pending.NAME.fullmatch(n)
             if not m:
                 continue  # pending.deliver() does not look at it either
             rec = {"name": n, "job": int(m.group(1)), "node": m.group(2), "bytes": None,
@@ -213,8 +213,7 @@ def agent_alive(agent: Optional[str], proc: str = "/proc") -> AgentAlive:
     is the agent root trusts); without a known agent, None for a running
     process (it may be one), False for none."""
     if agent:
-        checker = node.agent_checker(agent, proc)
-        return lambda pid: checker(pid)
+        return node.agent_checker(agent, proc)
     return lambda pid: None if safeio.process_running(pid, proc) else False
 
 
@@ -240,23 +239,20 @@ def steps(runtime: str, alive: AgentAlive, problems: List[str]) -> List[Dict[str
                 lst = safeio.entry_stat(sfd, n)
                 why = "is a symlink" if lst is not None and stat.S_ISLNK(lst.st_mode) else \
                     "not a directory" if e.errno == errno.ENOTDIR else _why(e)
-                problems.append(f"steps/{parse.printable(n)}: {why}: not read")
+                problems.append(f"steps/{printable(n)}: {why}: not read")
                 continue
             try:
                 dst = os.fstat(dfd)
                 if dst.st_uid != 0 or dst.st_mode & 0o022:
-                    problems.append(f"steps/{parse.printable(n)}: not root's alone (uid {dst.st_uid}, mode "
+                    problems.append(f"steps/{printable(n)}: not root's alone (uid {dst.st_uid}, mode "
                                     f"{stat.S_IMODE(dst.st_mode):04o}): not read")
                     continue
-                raw = safeio.read_file(dfd, "agent.pid", PID_MAX_BYTES, owners={0}).strip()
-                if not (raw.isdigit() and len(raw) < 11 and 0 < int(raw) < 1 << 22):
-                    raise ValueError("agent.pid holds no process id")
-                st["pid"] = int(raw)
+                st["pid"] = node.agent_pid(dfd)
                 st["alive"] = alive(st["pid"])
             except FileNotFoundError:
                 st["alive"] = False  # no agent started for the step (mode off, profile)
             except (OSError, ValueError) as e:
-                problems.append(f"steps/{parse.printable(n)}/agent.pid: "
+                problems.append(f"steps/{printable(n)}/agent.pid: "
                                 f"{_why(e, 'agent.pid') if isinstance(e, OSError) else e}")
             finally:
                 os.close(dfd)
@@ -265,63 +261,6 @@ def steps(runtime: str, alive: AgentAlive, problems: List[str]) -> List[Dict[str
     finally:
         os.close(sfd)
     return out
-
-
-# ---- the restore failures since boot
-
-def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dict[str, Any]:
-    """The restore failures since boot: failcount's count (the node
-    Epilog's, with the last error and what --ack acknowledged) or
-    metrics.json's (written only where metrics_dir= is set), the larger
-    where both are of this boot.  A file of an earlier boot counts 0.
-    since_boot None when it cannot be told."""
-    out = {"since_boot": 0, "acknowledged": 0, "source": None, "last_job": None,
-           "last_time": None, "last_error": None}  # type: Dict[str, Any]
-    try:
-        rfd = safeio.open_dir(runtime, trusted={0})
-    except FileNotFoundError:
-        return out  # no job ran with mpi-pstate since boot
-    except OSError as e:
-        out["since_boot"] = None
-        problems.append(f"runtime_dir: {_why(e)}")
-        return out
-    counts = []  # type: List[int]
-    try:
-        for name, key in ((failcount.FAILURES_FILE, "count"),
-                          (metrics.NODE_STATE, "restore_failures")):
-            try:
-                obj = failcount.load_json(rfd, name)
-            except (OSError, ValueError) as e:
-                problems.append(f"{name}: {_why(e) if isinstance(e, OSError) else parse.printable(e, 200)}")
-                out["since_boot"] = None
-                return out
-            if obj is None:
-                continue
-            n = failcount.count_of(obj.get(key))
-            if n is None:
-                problems.append(f"{name}: no count of restore failures in it")
-                out["since_boot"] = None
-                return out
-            if obj.get("boot") != boot:
-                continue  # counted before the last boot
-            if not counts or n > counts[0]:
-                out["source"] = name
-            counts.append(n)
-            if name == failcount.FAILURES_FILE:
-                out["acknowledged"] = min(n, failcount.count_of(obj.get("acked")) or 0)
-                last = obj.get("last") if isinstance(obj.get("last"), dict) else {}
-                out["last_job"] = failcount.count_of(last.get("job"))
-                t = last.get("time")
-                out["last_time"] = t if isinstance(t, (int, float)) and \
-                    not isinstance(t, bool) else None
-                err = last.get("error")
-                out["last_error"] = parse.printable(err, failcount.ERROR_MAX) \
-                    if isinstance(err, str) else None
-        out["since_boot"] = max(counts) if counts else 0
-        return out
-    finally:
-        os.close(rfd)
-
 
 
 # ---- the whole view
@@ -352,7 +291,7 @@ def gather(runtime: str, alive: AgentAlive, jobs: JobsRunning, cgroup_root: str,
     except FileNotFoundError:
         pass  # nothing ran here since boot: all well, and all below finds nothing
     except OSError as e:
-        attention.append(f"runtime_dir {parse.printable(runtime, 200)} refused: {_why(e)}; the plugin "
+        attention.append(f"runtime_dir {printable(runtime, 200)} refused: {_why(e)}; the plugin "
                          "and the Epilog refuse it too")
         out.update(status="attention", exit=EXIT_ATTENTION, restore_failures=None)
         return out
@@ -366,7 +305,7 @@ def gather(runtime: str, alive: AgentAlive, jobs: JobsRunning, cgroup_root: str,
         problems.append(f"pid {unsure[0]['pid']} of step {unsure[0]['job']}."
                         f"{unsure[0]['step']} runs, but mpi-pstate-agent is not found: "
                         "whether it is the agent is not known")
-    out["restore_failures"] = read_failures(runtime, boot, problems)
+    out["restore_failures"] = failcount.read_failures(runtime, boot, problems)
     wanted = {r["job"] for r in recs if r["job"] is not None} | {s["job"] for s in steps_}
     running = {s["job"] for s in steps_ if s["alive"]} | \
         (nodeprune.cgroup_jobs(cgroup_root) if wanted else set())
@@ -377,7 +316,7 @@ def gather(runtime: str, alive: AgentAlive, jobs: JobsRunning, cgroup_root: str,
             known = True
         except (OSError, slurm.SlurmError) as e:
             known = False
-            problems.append(f"which jobs run is not known ({parse.printable(e, 200)}): a record of a job "
+            problems.append(f"which jobs run is not known ({printable(e, 200)}): a record of a job "
                             "neither an agent nor a cgroup of this node shows is unknown")
     out["jobs_known"] = known
     for x in recs + steps_:
@@ -390,7 +329,7 @@ def gather(runtime: str, alive: AgentAlive, jobs: JobsRunning, cgroup_root: str,
         elif r["job_running"] is False:
             attention.append(f"restore record {r['name']} of job {r['job']}, which no longer "
                              "runs: put it back with mpi-pstate-agent --restore "
-                             f"{parse.printable(runtime, 200)}/restore --job {r['job']}")
+                             f"{printable(runtime, 200)}/restore --job {r['job']}")
     f = out["restore_failures"]
     fails = (f["since_boot"] or 0) - f["acknowledged"]
     if fails > 0:
@@ -421,7 +360,7 @@ def _running(v: Optional[bool]) -> str:
 
 
 def text(s: Dict[str, Any]) -> str:
-    lines = [f"node:             {parse.printable(s['node'])} (runtime_dir {parse.printable(s['runtime_dir'], 200)})"]
+    lines = [f"node:             {printable(s['node'])} (runtime_dir {printable(s['runtime_dir'], 200)})"]
     recs = s["restore_records"]
     lines.append(f"restore records:  {len(recs)}")
     _listed(lines, [f"  {r['name']:<16} " + (
@@ -482,25 +421,25 @@ def run(a: argparse.Namespace, agent_dirs: List[str]) -> int:
     log.setup("mpi-pstate-status", quiet=True)  # find_tool's refusals go to problems
     cfg = config.load(a.slurm_conf, None, a.runtime_dir)
     config.export_slurm_conf(cfg)
-    problems = [parse.printable(p, 300) for p in cfg.problems]
+    problems = [printable(p, 300) for p in cfg.problems]
     host = config.short_host()
     runtime = config.expand_host(cfg.runtime_dir, host)
     refused = []  # type: List[str]
     agent = node.find_tool("mpi-pstate-agent", agent_dirs, "MPI_PSTATE_AGENT", cfg.agent,
                            refused)
-    problems += [parse.printable(p, 300) for p in refused]
+    problems += [printable(p, 300) for p in refused]
     alive = agent_alive(agent, a.proc)
     if a.ack:
-        seen = read_failures(runtime, metrics.boot_time(), [])["since_boot"]
+        seen = failcount.read_failures(runtime, metrics.boot_time(), [])["since_boot"]
         if seen is None:
-            print(f"mpi-pstate status: --ack: the failures cannot be read in {parse.printable(runtime)}",
+            print(f"mpi-pstate status: --ack: the failures cannot be read in {printable(runtime)}",
                   file=sys.stderr)
             return EXIT_UNKNOWN
         if seen:
             try:
                 failcount.acknowledge(runtime, seen)
             except OSError as e:
-                print(f"mpi-pstate status: --ack: {parse.printable(e, 300)}", file=sys.stderr)
+                print(f"mpi-pstate status: --ack: {printable(e, 300)}", file=sys.stderr)
                 return EXIT_UNKNOWN
     s = gather(runtime, alive, squeue_jobs, a.cgroup_root, host, problems)
     try:

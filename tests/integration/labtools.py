@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import upstream
 
@@ -249,21 +249,26 @@ def output_path(args: Sequence[str], cwd: Path, jobid: int) -> Path:
     return p if p.is_absolute() else cwd / p
 
 
-def run_job(args: Sequence[str], script: str, cwd: Path, timeout: float = 120) -> tuple[int, str]:
-    """sbatch() then wait_job(): (job id, state).  A job that did not complete
-    and whose output shows Open MPI 4.1's own SIGSEGV in MPI_Init, with no
-    frame of ours (upstream.classify), is submitted once more, logged and
-    counted; the second job's id and state are returned, whatever they are."""
+def finished_once(submit: Callable[[], int], output_of: Callable[[int], str], timeout: float,
+                  where: str) -> tuple[int, str]:
+    """submit() then wait_job(): (job id, state).  A job that did not complete
+    and whose output (output_of) shows Open MPI 4.1's own SIGSEGV in
+    MPI_Init, with no frame of ours (upstream.classify), is submitted once
+    more, logged ("job N (STATE) <where>") and counted; the second job's id
+    and state are returned, whatever they are."""
     def attempt() -> tuple[int, str]:
-        job = sbatch(args, script, cwd)
+        job = submit()
         return job, wait_job(job, timeout)
+    return upstream.once(attempt(), lambda r: None if r[1] == "COMPLETED" else output_of(r[0]),
+                         attempt, lambda r: f"job {r[0]} ({r[1]}) {where}")
 
-    def failed(r: tuple[int, str]) -> str | None:
-        if r[1] == "COMPLETED":
-            return None
-        p = output_path(args, cwd, r[0])
+
+def run_job(args: Sequence[str], script: str, cwd: Path, timeout: float = 120) -> tuple[int, str]:
+    """sbatch() then wait_job(), through finished_once()."""
+    def output_of(job: int) -> str:
+        p = output_path(args, cwd, job)
         return p.read_text(errors="replace") if p.is_file() else ""
-    return upstream.once(attempt(), failed, attempt, lambda r: f"job {r[0]} ({r[1]}) in {cwd}")
+    return finished_once(lambda: sbatch(args, script, cwd), output_of, timeout, f"in {cwd}")
 
 
 def run_mpi(argv: Sequence[str], cwd: Path | None = None, timeout: float = 120,

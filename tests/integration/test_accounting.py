@@ -187,14 +187,9 @@ exit $rc
         did not complete and died of the upstream fault (upstream.classify
         on its output) is submitted once more.  Returns the id of the job
         that finished: its state and figures are the caller's to check."""
-        def attempt() -> tuple[int, str]:
-            job = self.submit(args, script, name)
-            return job, lt.wait_job(job, timeout)
-
-        def failed(r: tuple[int, str]) -> str | None:
-            return None if r[1] == "COMPLETED" else self.output(r[0], name)
-        return upstream.once(attempt(), failed, attempt,
-                             lambda r: f"job {r[0]} ({r[1]}) {name} in {self.wd}")[0]
+        return lt.finished_once(lambda: self.submit(args, script, name),
+                                lambda job: self.output(job, name), timeout,
+                                f"{name} in {self.wd}")[0]
 
     def started(self, job: int, name: str, text: str, timeout: float = 60) -> int:
         """wait_output(), except that a job whose output shows the upstream

@@ -89,6 +89,13 @@ class AccountingJobs:
     submit_finished = ta.Accounting.submit_finished
     started = ta.Accounting.started
 
+    def assert_in_service(self, node: str = "n1", reason_too: bool = True) -> None:
+        """node neither drained, down nor failed (nor, with reason_too,
+        given a reason by Slurm or an admin)."""
+        state = lt.node_state(node)
+        for bad in ("drain", "down", "fail") + (("(",) if reason_too else ()):
+            self.assertNotIn(bad, state, f"{node} is out of service: {state}")  # type: ignore
+
 
 class Faults(AccountingJobs, unittest.TestCase):
 

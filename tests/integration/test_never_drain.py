@@ -30,9 +30,6 @@ ON = "--mpi-pstate=on --mpi-pstate-threshold=1ms"
 
 class NeverDrain(ft.AccountingJobs, unittest.TestCase):
 
-    def family(self) -> str:
-        return "mpich" if "mpich" in self.progs else next(iter(self.progs))
-
     def run_on_n1(self, name: str, timeout: float = 180) -> int:
         """A two-rank job on n1 with mpi-pstate on; returns its id once it
         has left the queue (Epilog done).  It must have completed."""
@@ -41,11 +38,6 @@ class NeverDrain(ft.AccountingJobs, unittest.TestCase):
         state = lt.wait_job(job, timeout)
         self.assertEqual(state, "COMPLETED", f"job {job}\n{lt.daemon_log_tail(10)}")
         return job
-
-    def assert_in_service(self, node: str = "n1") -> None:
-        state = lt.node_state(node)
-        for bad in ("drain", "down", "fail", "("):
-            self.assertNotIn(bad, state, f"{node} is out of service: {state}")
 
     def step_record(self, job: int, node: str = "n1", step: str = "0",
                     timeout: float = 60) -> dict[str, Any]:

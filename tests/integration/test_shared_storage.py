@@ -50,9 +50,6 @@ class SharedStorage(ft.AccountingJobs, unittest.TestCase):
         self.addCleanup(ctx.__exit__, None, None, None)
         self.since = self.hooks_log_size()
 
-    def family(self) -> str:
-        return "mpich" if "mpich" in self.progs else next(iter(self.progs))
-
     @staticmethod
     def hooks_log_size() -> int:
         p = lt.LAB / "log" / "hooks-root.log"
@@ -65,11 +62,6 @@ class SharedStorage(ft.AccountingJobs, unittest.TestCase):
     def pending(self) -> list[str]:
         d = lt.LAB / "nodes" / "n1" / "run" / "pending"
         return sorted(p.name for p in d.iterdir()) if d.exists() else []
-
-    def assert_in_service(self, node: str = "n1") -> None:
-        state = lt.node_state(node)
-        for bad in ("drain", "down", "fail", "("):
-            self.assertNotIn(bad, state, f"{node} is out of service: {state}")
 
     def two_node_job(self, name: str) -> int:
         script = self.script(self.family(), 2, 2, iters=3, ms=1).replace(ta.PLUGIN, ON)

@@ -40,9 +40,6 @@ class SiteEpilog(ft.AccountingJobs, unittest.TestCase):
         if "drain" in lt.node_state(node):
             lt.root(["scontrol", "update", f"nodename={node}", "state=resume"], check=False)
 
-    def family(self) -> str:
-        return "mpich" if "mpich" in self.progs else next(iter(self.progs))
-
     def site_script(self, path: Path, body: str) -> None:
         path.write_text(f"#!/bin/sh\n# a site's own Epilog, for the test\n{body}\n")
         path.chmod(0o755)
@@ -65,11 +62,6 @@ class SiteEpilog(ft.AccountingJobs, unittest.TestCase):
         while time.monotonic() < t_end and "drain" not in lt.node_state("n1"):
             time.sleep(0.5)
         self.assertIn("drain", lt.node_state("n1"), "n1 not drained by the site's failing Epilog")
-
-    def assert_in_service(self) -> None:
-        state = lt.node_state("n1")
-        for bad in ("drain", "down", "fail"):
-            self.assertNotIn(bad, state, f"n1 is out of service: {state}")
 
     def hooks_log(self) -> str:
         return HOOKS_LOG.read_text(errors="replace")[self.since:] if HOOKS_LOG.exists() else ""
@@ -106,7 +98,7 @@ class SiteEpilog(ft.AccountingJobs, unittest.TestCase):
         self.site_script(d / "60-site-slow", "sleep 8\nexit 0")
         job = self.job_on_n1("wrapslow")
         self.assert_delivered(job)
-        self.assert_in_service()
+        self.assert_in_service(reason_too=False)
 
     def ours(self) -> str:
         return str(Path(lt.installed_dirs()["sbindir"]) / "mpi-pstate-epilog")

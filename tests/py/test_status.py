@@ -223,9 +223,9 @@ class Status(unittest.TestCase):
         self.assertNotIn("\nATTENTION: forged", out)  # a message is one line, escaped
         # after a reboot the count starts again
         with mock.patch.object(metrics, "boot_time", lambda proc="/proc": 1):
-            self.assertEqual(status.read_failures(str(self.runtime), 1, [])["since_boot"], 0)
+            self.assertEqual(failcount.read_failures(str(self.runtime), 1, [])["since_boot"], 0)
             failcount.note_failures(str(self.runtime), 4300, 1, "x")
-            self.assertEqual(status.read_failures(str(self.runtime), 1, [])["since_boot"], 1)
+            self.assertEqual(failcount.read_failures(str(self.runtime), 1, [])["since_boot"], 1)
 
     def test_acknowledged_failures_need_the_admin_no_more(self) -> None:
         self.dir("")
