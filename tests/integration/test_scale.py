@@ -7,7 +7,7 @@ the job left in /dev/shm or runtime_dir afterwards.
 The steps are one-rank runs of a program that only initialises and
 finalises MPI (the cheapest step that has a rank the plugin counts),
 launched STEPS_PARALLEL at a time.  Needs the plugin and the epilog hooks
-(as test_accounting.py); its cost is in BENCHMARKS.md, "Scale"."""
+(as test_accounting.py); its cost is in bench/epilog/RESULTS.md, "Scale"."""
 from __future__ import annotations
 
 import json

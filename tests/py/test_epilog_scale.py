@@ -161,7 +161,7 @@ class EveryStep(Scale):
     def test_thousand_steps_whole_within_the_bounds(self) -> None:
         """An honest sweep of 1000 one-rank steps: every step in the
         summary, every segment gone, within the Epilog's CPU bound (the
-        figure is in BENCHMARKS.md; the bound asserted here is loose:
+        figure is in bench/epilog/RESULTS.md; the bound asserted here is loose:
         a busy machine)."""
         for i in range(1000):
             self.step(JOB, str(i), [{"rank": 0}])
