@@ -145,12 +145,15 @@ def load_rows(rows: Sequence[slurm.SacctJob], cfg: config.Config) -> List[Dict[s
         hit, where = summary.find(r.system_comment)[0], "SystemComment"
         if hit is None:  # summary version 1 (earlier mpi-pstate): in the AdminComment
             hit, where = summary.find(r.admin_comment)[0], "AdminComment"
-        s = summary.normalize(hit) if hit is not None else None
+        s, bad = summary.read(hit) if hit is not None else (None, None)
         if hit is not None:
             j["summary_in"] = where
-            if s is None:
-                j["note"] = (f"the summary in the {where} has version {json.dumps(hit.get('v'))}, "
-                             "written by a newer mpi-pstate: update this one to read it")
+            if bad:
+                j["problem"] = f"the summary in the {where} is unreadable: {bad}"
+            elif s is None:
+                j["note"] = (f"the summary in the {where} has version "
+                             f"{json.dumps(hit.get('v'))[:24]}, written by a newer mpi-pstate: "
+                             "update this one to read it")
         detail, why = None, None
         try:
             jid = parse.job_id(raw)
@@ -167,11 +170,21 @@ def load_rows(rows: Sequence[slurm.SacctJob], cfg: config.Config) -> List[Dict[s
         elif why:
             j["detail_why"] = why
         j["partition"] = r.partition
+        ds, dbad = (None, None)
+        if s is None and not bad and detail is not None and \
+                detail.get("state") in ("complete", "partial") and "summary" in detail:
+            ds, dbad = summary.read(detail["summary"])
+            if dbad:
+                j["problem"] = f"the summary in the job's detail ({collect.JOB_FILE}) is " \
+                    f"unreadable: {dbad}"
         if s is not None:
             j["status"], j["summary"] = "ok", s
-        elif detail is not None and detail.get("state") in ("complete", "partial") and \
-                isinstance(detail.get("summary"), dict) and summary.normalize(detail["summary"]):
-            j["status"], j["summary"] = "ok", summary.normalize(detail["summary"])
+        elif j.get("problem"):
+            # one line naming the key: the job has a summary, not one this
+            # report can show (summary.read)
+            j["status"], j["message"] = "unreadable", j["problem"]
+        elif ds is not None:
+            j["status"], j["summary"] = "ok", ds
             j["note"] = ("the summary is not in the accounting record (the EpilogSlurmctld "
                          "missed it): an admin can run `mpi-pstate backfill " + raw + "`")
         elif r.state in ("PENDING", "RUNNING", "SUSPENDED", "REQUEUED", "RESIZING"):
@@ -223,7 +236,10 @@ def report_run(a: argparse.Namespace) -> int:
     config.export_slurm_conf(cfg)
     if wi is not None and wi.get("totals"):
         rows = slurm.sacct_totals(**wi["select"])
-        groups = report.totals(rows, wi["totals"], cfg.carbon)
+        unreadable: List[str] = []
+        groups = report.totals(rows, wi["totals"], cfg.carbon, unreadable)
+        for p in unreadable:
+            print(f"{PROG} report: {p}", file=sys.stderr)
         if a.json:
             sys.stdout.write(report.document("mpi-pstate-totals", by=wi["totals"],
                                              select=wi["select"], groups=groups) + "\n")
@@ -242,10 +258,15 @@ def report_run(a: argparse.Namespace) -> int:
         if not specs:
             print(f"{PROG} report: no job matches", file=sys.stderr)
             return 1
-    if wi is None and not specs:  # list mode over a selection
+    selected = wi is None and not specs  # list mode over a selection
+    if selected:
         jobs, missing = load_rows(slurm.sacct_list(**sel), cfg), []
     else:
         jobs, missing = load_jobs(specs, cfg)
+    for j in jobs:  # each job once, before it is shown once per step asked for
+        if j.get("problem"):
+            print(f"{PROG} report: job {j['job_id']}: {j['problem']}", file=sys.stderr)
+    if not selected:
         jobs = report.with_steps(jobs, pairs)
     pages = (a.svg, report.svg, "svg") if a.svg else (a.html, htmlpage.page, "html") \
         if a.html else None

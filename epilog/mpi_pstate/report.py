@@ -501,18 +501,21 @@ def lever_cells(preds: List[Dict[str, Any]]) -> List[Any]:
 
 
 TOTALS_BY = ("user", "account", "partition")
+# A column added comes last: a parser reading them by position keeps working.
 TOTALS_CSV = ("group", "jobs", "with_tool", "energy_j", "energy_jobs", "saved_j", "saved_j_lo",
               "saved_j_hi", "saved_jobs", "simulated", "down_s", "wait_s", "co2_spent_g",
-              "co2_saved_g")
+              "co2_saved_g", "unreadable")
 
 
 def totals(rows: List[Tuple[str, str, str, str, str, str]], by: str,
-           carbon_cfg: Tuple[Optional[float], Dict[str, float]] = (None, {})
-           ) -> List[Dict[str, Any]]:
+           carbon_cfg: Tuple[Optional[float], Dict[str, float]] = (None, {}),
+           problems: Optional[List[str]] = None) -> List[Dict[str, Any]]:
     """Per user, account or partition (by): finished jobs, jobs with a
     summary of ours, energy (jobs whose energy is ok), energy saved (est,
     low, high: the summaries' after-the-fact estimates, summed, so the
-    bounds are the safe side), clocked-down and wait seconds.  rows:
+    bounds are the safe side), clocked-down and wait seconds, and the
+    jobs whose summary is unreadable (summary.read: counted in no sum; the
+    problem of each, "job <id>: ...", appended to problems).  rows:
     slurm.sacct_totals.  Sorted by energy saved, largest first."""
     col = 1 + TOTALS_BY.index(by)
     groups: Dict[str, Dict[str, Any]] = {}
@@ -521,10 +524,15 @@ def totals(rows: List[Tuple[str, str, str, str, str, str]], by: str,
             "group": row[col] or "?", "jobs": 0, "with_tool": 0, "energy_j": 0.0,
             "energy_jobs": 0, "saved_j": [0.0, 0.0, 0.0], "saved_jobs": 0, "simulated": 0,
             "down_s": 0.0, "wait_s": 0.0, "co2_spent_g": 0.0, "co2_saved_g": [0.0, 0.0, 0.0],
-            "down_s_jobs": 0, "wait_s_jobs": 0})
+            "down_s_jobs": 0, "wait_s_jobs": 0, "unreadable": 0})
         g["jobs"] += 1
         hit = summ.find(row[5])[0]
-        s = summ.normalize(hit) if hit else None
+        s, bad = summ.read(hit) if hit else (None, None)
+        if bad:
+            g["unreadable"] += 1
+            if problems is not None:
+                problems.append(f"job {row[0]}: the summary in the SystemComment is "
+                                f"unreadable: {bad}")
         if not s:
             continue
         g["with_tool"] += 1
@@ -581,6 +589,10 @@ def totals_text(groups: List[Dict[str, Any]], by: str, since: str) -> str:
     if any(g["simulated"] for g in groups):
         out.append("  * SIMULATED: some savings were priced with models calibrated on fake "
                    "hardware")
+    bad = sum(g.get("unreadable", 0) for g in groups)
+    if bad:
+        out.append(f"  {bad} job{'s' if bad != 1 else ''} with an unreadable summary, in no "
+                   "figure above (each named with its problem on stderr)")
     out.append("  (-: no job of the group has the figure)")
     return "\n".join(out) + "\n"
 
@@ -593,7 +605,8 @@ def totals_csv(groups: List[Dict[str, Any]]) -> str:
         wr.writerow([cell(x) for x in (
             g["group"], g["jobs"], g["with_tool"], g["energy_j"], g["energy_jobs"],
             *(g["saved_j"] or [None] * 3), g["saved_jobs"], g["simulated"], g["down_s"],
-            g["wait_s"], g.get("co2_spent_g"), (g.get("co2_saved_g") or [None])[0])])
+            g["wait_s"], g.get("co2_spent_g"), (g.get("co2_saved_g") or [None])[0],
+            g.get("unreadable", 0))])
     return buf.getvalue()
 
 
@@ -1078,10 +1091,13 @@ def _triple_of(key: str, i: int) -> Callable[[Dict[str, Any]], Any]:
 
 def _record(j: Dict[str, Any]) -> str:
     """What mpi-pstate has of the job: its summary's state (complete,
-    partial), running, none (ran without it), newer (a summary this release
-    cannot read)."""
+    partial), running, none (ran without it), newer (a summary of a version
+    this release does not know), unreadable (one whose keys do not have
+    their types: summary.read)."""
     if j.get("status") == "ok":
         return str((j.get("summary") or {}).get("state") or "unknown")
+    if j.get("status") == "unreadable":
+        return "unreadable"
     if j.get("summary_in"):
         return "newer"
     return str(j.get("status") or "none")
@@ -1109,7 +1125,7 @@ LIST_FIELDS: Dict[str, Tuple[str, int, Callable[[Dict[str, Any]], Any], str]] = 
         ("Start", 19, lambda j: j.get("start") or None, "text"),
         ("End", 19, lambda j: j.get("end") or None, "text"),
         ("NodeList", 15, lambda j: j.get("nodes") or None, "text"),
-        ("Record", 8, _record, "text"),
+        ("Record", 10, _record, "text"),
         ("Mode", 7, lambda j: run_settings(j)["mode"], "text"),
         ("Threshold", 9, lambda j: run_settings(j)["threshold"], "text"),
         ("Nodes", 5, _sum_of("nodes"), "int"),
@@ -1138,7 +1154,8 @@ LIST_FIELDS: Dict[str, Tuple[str, int, Callable[[Dict[str, Any]], Any], str]] = 
 DEFAULT_LIST = ("JobID", "User", "Partition", "State", "Elapsed", "Record", "Ranks",
                 "MPIShare", "DownShare", "EnergyJ", "SavedJ")
 FIELD_TEXT = {"State": "the job's base state (sacct)",
-              "Record": "complete, partial, running, none (ran without mpi-pstate), newer",
+              "Record": "complete, partial, running, none (ran without mpi-pstate), newer, "
+              "unreadable (a summary whose keys do not have their types)",
               "Energy": "ok, partial, or why there is no energy figure",
               "EnergySrc": "rapl, hwmon, simulated, mixed, none, unknown",
               "SavedSrc": "what priced the saving: rapl, simulated, mixed"}

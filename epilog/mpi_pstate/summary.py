@@ -2,21 +2,22 @@
 """Merging the node records of a job (format "mpi-pstate-job", the per-rank
 detail kept beside the accounting record) and the accounting summary
 written into the job's SystemComment ("mpi-pstate/2:" + compact JSON;
-version 1 lived in AdminComment and is still read: normalize()).
+version 1 lived in AdminComment and is still read: normalize()), and its
+reading back: read() checks it against SCHEMA before any reader uses it.
 
 The summary's size does not depend on the number of ranks or nodes: every
 list in it is cut to a fixed length and encode() enforces MAX_SUMMARY.
 Pure: no Slurm, no file system."""
 import json
+import math
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import audit, parse, whatif
 
 JOB_FORMAT = "mpi-pstate-job"
 JOB_VERSION = 1
 SUMMARY_VERSION = 2
-KNOWN_VERSIONS = (1, 2)  # what normalize() reads
 MARKER = "mpi-pstate/"
 PREFIX = f"{MARKER}{SUMMARY_VERSION}:"
 MAX_SUMMARY = 1024  # bytes of "mpi-pstate/2:{...}"
@@ -325,6 +326,10 @@ def find(text: str) -> Tuple[Optional[Dict[str, Any]], Optional[Tuple[int, int]]
     return None, None
 
 
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def normalize(obj: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """A summary of any known version in the current version's terms, or
     None for a version this mpi-pstate does not know (written by a newer
@@ -340,17 +345,174 @@ def normalize(obj: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     s = {k: x for k, x in obj.items() if k not in ("ranks", "wall_s", "imbalance")}
     s["v"], s["converted_from"] = SUMMARY_VERSION, 1
     rs = obj.get("ranks")
-    if isinstance(rs, int):
+    if isinstance(rs, int) and not isinstance(rs, bool):
         s["rank_steps"] = rs
         if obj.get("steps") == 1:
             s["ranks"] = rs
-    if isinstance(obj.get("wall_s"), (int, float)):
+    if _is_num(obj.get("wall_s")):
         s["step_wall_s"] = obj["wall_s"]
     im = obj.get("imbalance")
-    if isinstance(im, (int, float)) and im >= 0:
+    if _is_num(im) and im >= 0:
         s["imbalance"] = round(im / (1 + im), 3)  # (max-mean)/max of the same figures
     s.setdefault("energy_src", "unknown")
     return s
+
+
+# ---- a summary read back: its schema ----------------------------------------
+#
+# What summarize(), encode() and normalize() write, key by key.  A summary
+# read back (a SystemComment, an AdminComment of version 1, a job.json) is
+# checked against it once, by read(), before any reader uses it: report's
+# text, JSON, list mode, pages and totals then take its types as given.
+# The comment is a text column an admin (or any tool with the rights) can
+# edit, so a wrong type is a named problem, never a traceback; a key the
+# schema does not know is left alone (a newer minor release's).
+
+Check = Callable[[Any, str], Optional[str]]
+
+
+def _what(v: Any) -> str:
+    """A JSON value's type in words."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, int):
+        return "an integer"
+    if isinstance(v, float):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, dict):
+        return "an object"
+    return type(v).__name__
+
+
+def _number(lo: Optional[float] = None, hi: Optional[float] = None,
+            integer: bool = False) -> Check:
+    """A finite number (an integer with integer), not a boolean, in
+    [lo, hi] where given."""
+    want = "an integer" if integer else "a number"
+    if lo is not None and hi is not None:
+        want += f" from {lo:g} to {hi:g}"
+    elif lo is not None:
+        want += f" >= {lo:g}"
+
+    def check(v: Any, path: str) -> Optional[str]:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"{path} is {_what(v)}, expected {want}"
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{path} is not a finite number, expected {want}"
+        if (integer and not isinstance(v, int)) or (lo is not None and v < lo) or \
+                (hi is not None and v > hi):
+            return f"{path} is {json.dumps(v)[:24]}, expected {want}"
+        return None
+    return check
+
+
+def _text(v: Any, path: str) -> Optional[str]:
+    return None if isinstance(v, str) else f"{path} is {_what(v)}, expected a string"
+
+
+def _flag(v: Any, path: str) -> Optional[str]:
+    return None if isinstance(v, bool) else f"{path} is {_what(v)}, expected true or false"
+
+
+def _items(*checks: Check) -> Check:
+    """A list of len(checks) items, each item its check's."""
+    def check(v: Any, path: str) -> Optional[str]:
+        if not isinstance(v, list):
+            return f"{path} is {_what(v)}, expected a list of {len(checks)}"
+        if len(v) != len(checks):
+            return f"{path} has {len(v)} items, expected {len(checks)}"
+        for i, (x, c) in enumerate(zip(v, checks)):
+            why = c(x, f"{path}[{i}]")
+            if why:
+                return why
+        return None
+    return check
+
+
+def _list_of(item: Check) -> Check:
+    def check(v: Any, path: str) -> Optional[str]:
+        if not isinstance(v, list):
+            return f"{path} is {_what(v)}, expected a list"
+        for i, x in enumerate(v):
+            why = item(x, f"{path}[{i}]")
+            if why:
+                return why
+        return None
+    return check
+
+
+def _object(keys: Dict[str, Check], required: Tuple[str, ...] = ()) -> Check:
+    """An object whose known keys have their types, or are null (unknown,
+    as when absent: readers show "-"); other keys are not looked at; the
+    required ones must be there, not null."""
+    def check(v: Any, path: str) -> Optional[str]:
+        if not isinstance(v, dict):
+            return f"{path} is {_what(v)}, expected an object"
+        for k, c in keys.items():
+            where = f"{path}.{k}" if path else k
+            if k in required and v.get(k) is None:
+                return f"{where} is {'null' if k in v else 'missing'}"
+            if v.get(k) is not None:
+                why = c(v[k], where)
+                if why:
+                    return why
+        return None
+    return check
+
+
+_COUNT = _number(0, integer=True)
+_SECONDS = _number(0)
+_SHARE = _number(0, 1)
+_TRIPLE = _items(_number(), _number(), _number())
+
+SCHEMA: Dict[str, Check] = {
+    "v": _COUNT, "state": _text, "job_state": _text, "nodes": _COUNT, "ranks": _COUNT,
+    "rank_steps": _COUNT, "steps": _COUNT, "wall_s": _SECONDS, "wall_src": _text,
+    "step_wall_s": _SECONDS, "mpi_s": _SECONDS, "mpi_share": _SHARE, "wait_s": _SECONDS,
+    "down_s": _SECONDS, "down_share": _SHARE, "transitions": _COUNT, "imbalance": _SHARE,
+    "user": _text, "top_wait": _list_of(_items(_text, _text, _SHARE)),
+    "energy_j": _number(0), "energy": _text, "energy_src": _text,
+    "saved_j": _TRIPLE, "saved_src": _text, "full_j": _TRIPLE,
+    "time_added_s": _items(_SECONDS, _SECONDS, _SECONDS),
+    # audit.brief() without "warnings", and whether every node agreed
+    "settings": _object({"driver": _text, "governor": _text, "boost": _flag,
+                         "cstate_max_us": _COUNT, "smt": _COUNT, "numa": _COUNT,
+                         "same": _flag}),
+    "warn_nodes": _COUNT, "missing": _text, "missing_n": _COUNT, "bad_n": _COUNT,
+    "array": _text, "why": _text, "cut": _flag, "converted_from": _COUNT,
+}
+REQUIRED = ("v", "state")
+_CHECK = _object(SCHEMA, REQUIRED)
+
+
+def problem(s: Any) -> Optional[str]:
+    """Why s is not a summary as this release writes it, in one line that
+    names the key ("summary: wait_s is a string, expected a number"), or
+    None."""
+    if not isinstance(s, dict):
+        return f"summary is {_what(s)}, expected an object"
+    why = _CHECK(s, "")
+    return f"summary: {why}" if why else None
+
+
+def read(obj: Any) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    """A summary found in a comment (find()) or a job.json, for a reader:
+    (the summary in the current version's terms, None) when it is one;
+    (None, None) for a version this release does not know (normalize());
+    (None, the problem) for one whose keys do not have their types."""
+    if not isinstance(obj, dict) or isinstance(obj.get("v"), bool):
+        return None, problem(obj)
+    s = normalize(obj)
+    if s is None:
+        return None, None
+    why = problem(s)
+    return (None, why) if why else (s, None)
 
 
 def combine(existing: str, ours: str) -> Optional[str]:
