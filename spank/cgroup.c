@@ -281,30 +281,93 @@ int mpi_pstate_cgroup_cpus(const char *procroot, const char *cgroot, pid_t pid,
 
         memset(out, 0, sizeof(*out));
         rc = proc_cgroup(procroot, pid, text, sizeof(text));
-        if (rc == 0)
-                rc = cgroup_dir(text, cgroot, dir, sizeof(dir), &v2);
         if (rc) {
                 snprintf(err, errlen, "no cpuset cgroup for pid %ld: %s", (long)pid, strerror(-rc));
                 return rc;
         }
-        /* The step's level: its tasks' own cgroups (task_N, user/, slurm/)
-         * may be narrower or lack the file. */
-        step_end = component(dir, strlen(dir), "step_");
-        if (step_end)
-                dir[step_end] = '\0';
-        snprintf(out->dir, sizeof(out->dir), "%s", dir);
-        rc = read_cpus(dir, v2, &out->step);
+        rc = cgroup_dir(text, cgroot, dir, sizeof(dir), &v2);
         if (rc) {
-                snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
-                return rc;
+                snprintf(err, errlen, "no cpuset cgroup for pid %ld: %s", (long)pid, strerror(-rc));
+        } else {
+                /* The step's level: its tasks' own cgroups (task_N, user/,
+                 * slurm/) may be narrower or lack the file. */
+                step_end = component(dir, strlen(dir), "step_");
+                if (step_end)
+                        dir[step_end] = '\0';
+                snprintf(out->dir, sizeof(out->dir), "%s", dir);
+                rc = read_cpus(dir, v2, &out->step);
+                if (rc)
+                        snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
         }
-        job_end = component(dir, strlen(dir), "job_");
+        job_end = rc == 0 ? component(dir, strlen(dir), "job_") : 0;
         if (job_end) {
                 other_jobs(dir, job_end, v2, out);
         } else if (job_hierarchy(text, cgroot, dir, sizeof(dir)) == 0 &&
                    (job_end = component(dir, strlen(dir), "job_")) != 0) {
-                /* Cores not constrained: every other job may use them all. */
+                /* Cores not constrained, or no cpuset to read: every other
+                 * job may use them all (a job without a cpuset file would
+                 * be skipped by the reading of one). */
                 other_jobs(dir, job_end, UNCONFINED, out);
         }
-        return 0;
+        return rc;
+}
+
+bool mpi_pstate_cgroup_left_alone(enum mpi_pstate_cgroup_decision d)
+{
+        return d == MPI_PSTATE_CGROUP_OTHER_JOBS || d == MPI_PSTATE_CGROUP_UNSEEN;
+}
+
+const char *mpi_pstate_cgroup_decision_text(enum mpi_pstate_cgroup_decision d)
+{
+        switch (d) {
+        case MPI_PSTATE_CGROUP_CONFINED:
+                return "the step's cgroup cpuset";
+        case MPI_PSTATE_CGROUP_EXCLUSIVE:
+                return "no cpuset file and the job has every core of the node";
+        case MPI_PSTATE_CGROUP_ALONE:
+                return "no cpuset file and no other job runs on the node";
+        case MPI_PSTATE_CGROUP_OTHER_JOBS:
+                return "no cpuset file and other jobs run on the node";
+        case MPI_PSTATE_CGROUP_UNSEEN:
+                return "no cpuset file and the node's other jobs cannot be seen";
+        }
+        return "?";
+}
+
+enum mpi_pstate_cgroup_decision mpi_pstate_cgroup_decide(const struct mpi_pstate_cgroup_facts *f,
+                                                         struct mpi_pstate_cgroup_verdict *v)
+{
+        cpu_set_t others;
+
+        if (f->others)
+                others = *f->others;
+        else
+                CPU_ZERO(&others);
+        if (f->cpuset) {
+                /* What the cpuset allows, less what another job's does. */
+                CPU_AND(&v->keep, f->cpus, f->cpuset);
+                CPU_XOR(&v->outside, f->cpus, &v->keep);
+                CPU_AND(&v->shared, &v->keep, &others);
+                CPU_XOR(&v->keep, &v->keep, &v->shared);
+                return v->decision = MPI_PSTATE_CGROUP_CONFINED;
+        }
+        /* No cpuset: nothing confines this job's ranks nor any other job's
+         * processes, so the step's CPUs are kept whole or not at all. */
+        CPU_AND(&v->shared, f->cpus, &others);
+        if (CPU_COUNT(&v->shared) > 0)
+                v->decision = MPI_PSTATE_CGROUP_OTHER_JOBS;
+        else if (f->others)
+                v->decision = MPI_PSTATE_CGROUP_ALONE;
+        else if (f->exclusive)
+                v->decision = MPI_PSTATE_CGROUP_EXCLUSIVE;
+        else
+                v->decision = MPI_PSTATE_CGROUP_UNSEEN;
+        if (mpi_pstate_cgroup_left_alone(v->decision)) {
+                CPU_ZERO(&v->keep);
+                CPU_XOR(&v->outside, f->cpus, &v->shared);
+        } else {
+                v->keep = *f->cpus;
+                CPU_ZERO(&v->outside);
+        }
+        return v->decision;
 }

@@ -48,6 +48,7 @@ void mpi_pstate_step_write_record(const struct mpi_pstate_step_state *s,
             .preload = s->preload,
             .container = mpi_pstate_container_name(s->container),
             .cgroup = s->cg_ok ? &cg : NULL,
+            .left_alone = s->left_alone,
             .unmeasured = s->unmeasured_container ? "container"
                           : s->unmeasured[0]      ? s->unmeasured
                                                   : NULL,

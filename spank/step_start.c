@@ -14,6 +14,7 @@
 #include "agentctl.h"
 #include "cgroup.h"
 #include "log.h"
+#include "pin.h"
 #include "spank_paths.h" /* generated: MPI_PSTATE_DEFAULT_AGENT */
 #include "steprec.h"
 #include "step_state.h"
@@ -119,54 +120,105 @@ static void policy_set(struct mpi_pstate_step_state *s, const struct mpi_pstate_
                    s->policy.failed, err[0] ? ": " : "", err);
 }
 
+/* Whether the job was allocated every core of this node: its cores here
+ * as the credential slurmctld signed names them (S_JOB_ALLOC_CORES),
+ * against the cores of the topology slurmd numbers them by (spank/pin.h).
+ * Outside an OverSubscribe partition no other job then holds one of them.
+ * The step's environment (SLURM_JOB_CPUS_PER_NODE, SLURM_CPUS_ON_NODE) is
+ * never asked: the user sets it. */
+static bool job_has_every_core(const struct mpi_pstate_step_state *s,
+                               const struct mpi_pstate_step *st)
+{
+        hwloc_bitmap_t job, all;
+        char *cores = NULL;
+        bool every = false;
+        int n;
+
+        if (!s->pin_ok || spank_get_item(st->sp, S_JOB_ALLOC_CORES, &cores) != ESPANK_SUCCESS ||
+            !cores)
+                return false;
+        n = hwloc_get_nbobjs_by_type(s->pin.topo, HWLOC_OBJ_CORE);
+        if (n <= 0) /* no core objects: Slurm counts the PUs (spank/pin.c) */
+                n = hwloc_get_nbobjs_by_type(s->pin.topo, HWLOC_OBJ_PU);
+        job = hwloc_bitmap_alloc();
+        all = hwloc_bitmap_alloc();
+        if (job && all && n > 0 && mpi_pstate_pin_cpulist_parse(cores, job) == 0 &&
+            hwloc_bitmap_set_range(all, 0, n - 1) == 0)
+                every = hwloc_bitmap_isincluded(all, job);
+        hwloc_bitmap_free(job);
+        hwloc_bitmap_free(all);
+        return every;
+}
+
 /* The step's CPUs so far are its cores as Slurm allocated them, mapped
  * through hwloc.  Once the first task is in the step's cgroup, only those
  * its cpuset allows and no other job's cgroup does are kept: with
  * OverSubscribe=YES/FORCE, or hardware threads declared as cores, another
  * job runs on the rest, and neither a frequency write nor the agent's
- * SCHED_FIFO may reach it.  A domain the save already recorded that holds
- * a CPU taken out is put back now (nothing was changed yet; its record is
- * released for whoever runs there): policy_set() then leaves it alone as
- * shared, and the agent as outside. */
+ * SCHED_FIFO may reach it.  Without a cpuset file (cgroup v2 without the
+ * cpuset controller for the job) nothing confines any job: the CPUs are
+ * kept only when the job has every core of the node or no other job's
+ * cgroup holds one of them, else all are left alone and the step record
+ * says why (mpi_pstate_cgroup_decide()).  A domain the save already
+ * recorded that holds a CPU taken out is put back now (nothing was changed
+ * yet; its record is released for whoever runs there): policy_set() then
+ * leaves it alone as shared, and the agent as outside. */
 static void cgroup_confine(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st)
 {
         struct mpi_pstate_restore_owner owner = {st->job_id, st->step_id};
         struct mpi_pstate_cgroup_cpus cg;
-        cpu_set_t keep, outside, shared, out;
+        struct mpi_pstate_cgroup_facts f = {.cpus = &s->cpus};
+        struct mpi_pstate_cgroup_verdict v;
         char cgroot[600], err[256] = "";
+        cpu_set_t out;
         pid_t pid = 0;
+        int rc;
 
         if (spank_get_item(st->sp, S_TASK_PID, &pid) != ESPANK_SUCCESS || pid <= 0)
                 pid = getpid();
         snprintf(cgroot, sizeof(cgroot), "%s/fs/cgroup", st->cfg->sysroot);
-        if (mpi_pstate_cgroup_cpus("/proc", cgroot, pid, &cg, err, sizeof(err)) != 0) {
-                mp_verbose("job %u step %u: %s: the step's CPUs are its allocated cores",
-                           st->job_id, st->step_id, err);
+        rc = mpi_pstate_cgroup_cpus("/proc", cgroot, pid, &cg, err, sizeof(err));
+        if (rc != 0 && CPU_COUNT(&s->cpus) == 0)
+                return; /* no CPU to decide on: prepare_pinning() said why */
+        f.cpuset = rc == 0 ? &cg.step : NULL;
+        f.others = cg.have_jobs ? &cg.others : NULL;
+        f.exclusive = rc != 0 && job_has_every_core(s, st);
+        mpi_pstate_cgroup_decide(&f, &v);
+        CPU_OR(&out, &v.outside, &v.shared);
+        if (rc == 0) {
+                s->cg_ok = true;
+                s->cg_jobs = cg.jobs;
+                snprintf(s->cg_first, sizeof(s->cg_first), "%s", cg.first);
+                if (mpi_pstate_steprec_cpulist(&cg.step, s->cg_cpus, sizeof(s->cg_cpus)) < 0 ||
+                    mpi_pstate_steprec_cpulist(&v.outside, s->cg_outside, sizeof(s->cg_outside)) <
+                        0 ||
+                    mpi_pstate_steprec_cpulist(&v.shared, s->cg_shared, sizeof(s->cg_shared)) < 0)
+                        s->cg_ok = false;
+                if (CPU_COUNT(&out) == 0)
+                        return;
+                mp_info("job %u step %u: CPUs %s outside the step's cgroup %s, CPUs %s shared "
+                        "with %u other job(s)%s%s%s: their frequency domains are left alone",
+                        st->job_id, st->step_id, s->cg_outside[0] ? s->cg_outside : "none", cg.dir,
+                        s->cg_shared[0] ? s->cg_shared : "none", cg.jobs, cg.first[0] ? " (" : "",
+                        cg.first, cg.first[0] ? ", ...)" : "");
+        } else if (!mpi_pstate_cgroup_left_alone(v.decision)) {
+                mp_verbose("job %u step %u: %s; %s: the step's CPUs are its allocated cores",
+                           st->job_id, st->step_id, err,
+                           mpi_pstate_cgroup_decision_text(v.decision));
                 return;
+        } else {
+                /* Once per step, where an admin looks: enabling the cpuset
+                 * controller (or ConstrainCores) gives these steps back. */
+                s->left_alone = mpi_pstate_cgroup_decision_text(v.decision);
+                mp_info("job %u step %u: %s (%s; %u other job(s)%s%s%s): the frequency domains "
+                        "of CPUs %s are left alone",
+                        st->job_id, st->step_id, s->left_alone, err, cg.jobs,
+                        cg.first[0] ? ", " : "", cg.first, cg.jobs > 1 ? ", ..." : "",
+                        s->cpulist[0] ? s->cpulist : "none");
         }
-        CPU_AND(&keep, &s->cpus, &cg.step);
-        CPU_XOR(&outside, &s->cpus, &keep);
-        CPU_AND(&shared, &keep, &cg.others);
-        CPU_XOR(&keep, &keep, &shared);
-        CPU_OR(&out, &outside, &shared);
-        s->cg_ok = true;
-        s->cg_jobs = cg.jobs;
-        snprintf(s->cg_first, sizeof(s->cg_first), "%s", cg.first);
-        if (mpi_pstate_steprec_cpulist(&cg.step, s->cg_cpus, sizeof(s->cg_cpus)) < 0 ||
-            mpi_pstate_steprec_cpulist(&outside, s->cg_outside, sizeof(s->cg_outside)) < 0 ||
-            mpi_pstate_steprec_cpulist(&shared, s->cg_shared, sizeof(s->cg_shared)) < 0)
-                s->cg_ok = false;
-        if (CPU_COUNT(&out) == 0)
-                return;
-        mp_info("job %u step %u: CPUs %s outside the step's cgroup %s, CPUs %s shared with %u "
-                "other job(s)%s%s%s: their frequency domains are left alone",
-                st->job_id, st->step_id, s->cg_outside[0] ? s->cg_outside : "none", cg.dir,
-                s->cg_shared[0] ? s->cg_shared : "none", cg.jobs, cg.first[0] ? " (" : "", cg.first,
-                cg.first[0] ? ", ...)" : "");
         for (unsigned i = 0; s->policy_ok && i < s->policy.ndomains; i++) {
                 struct mpi_pstate_policy_domain *d = &s->policy.domains[i];
                 cpu_set_t both;
-                int rc;
 
                 CPU_AND(&both, &d->cpus, &out);
                 if (d->status != MPI_PSTATE_POLICY_SET || CPU_COUNT(&both) == 0)
@@ -177,7 +229,7 @@ static void cgroup_confine(struct mpi_pstate_step_state *s, const struct mpi_pst
                         mp_error("job %u step %u: %s: releasing a shared domain: %s", st->job_id,
                                  st->step_id, d->name, err[0] ? err : strerror(-rc));
         }
-        s->cpus = keep;
+        s->cpus = v.keep;
         if (mpi_pstate_steprec_cpulist(&s->cpus, s->cpulist, sizeof(s->cpulist)) < 0)
                 s->cpulist[0] = '\0';
 }

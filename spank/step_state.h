@@ -42,6 +42,9 @@ struct mpi_pstate_step_state {
         char cg_cpus[512], cg_outside[512], cg_shared[512];
         unsigned cg_jobs;
         char cg_first[64];
+        /* Without a cpuset file, why every CPU was left alone (static text,
+         * spank/cgroup.h), else NULL: the record's "left_alone". */
+        const char *left_alone;
         bool policy_ok; /* cpufreq found; policy holds the domains */
         struct mpi_pstate_policy_result policy;
         struct mpi_pstate_policy_req policy_req; /* of the save, for the set */

@@ -132,6 +132,8 @@ int mpi_pstate_steprec_format(const struct mpi_pstate_steprec *r, char *buf, siz
         mpi_pstate_json_member_str(&w, "container", r->container);
         mpi_pstate_json_member_str(&w, "unmeasured", r->unmeasured);
         cgroup(&w, r->cgroup);
+        if (r->left_alone)
+                mpi_pstate_json_member_str(&w, "left_alone", r->left_alone);
         mpi_pstate_json_member_str(&w, "shm", r->shm);
         segments(&w, r);
         agent(&w, r);

@@ -27,7 +27,12 @@
  *
  * An optional "cgroup" after "unmeasured", when the step's cgroup was read:
  *   "cgroup":{"cpus":"0-3","outside":"","shared":"3","other_jobs":1,
- *             "first_other":"job_123"} ("first_other" null with no other job) */
+ *             "first_other":"job_123"} ("first_other" null with no other job)
+ *
+ * An optional "left_alone" after it, when no cpuset file was found and
+ * every CPU of the step was left alone for want of one (spank/cgroup.h):
+ *   "left_alone":"no cpuset file and other jobs run on the node"
+ * "cpus" is then "" and the domains are not set (no agent runs). */
 #ifndef MPI_PSTATE_SPANK_STEPREC_H
 #define MPI_PSTATE_SPANK_STEPREC_H
 #include <sched.h>
@@ -57,7 +62,8 @@ struct mpi_pstate_steprec {
         const char *container;  /* "oci", "apptainer", "root" (container.h), NULL: none seen */
         const char *unmeasured; /* why the ranks are not measured ("container"), NULL */
         const struct mpi_pstate_steprec_cgroup *cgroup; /* NULL: not read, key absent */
-        const char *shm;                                /* NULL: no segment */
+        const char *left_alone; /* why every CPU was left alone, NULL: key absent */
+        const char *shm;        /* NULL: no segment */
         /* The segment the plugin made (with shm): its fstat and slot count. */
         uint64_t shm_dev, shm_ino;
         uint32_t shm_nslots, shm_uid;

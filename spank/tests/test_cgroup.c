@@ -2,7 +2,8 @@
 /* spank/cgroup.c on fake /proc and cgroup trees: the step's cpuset found
  * from a process's /proc/<pid>/cgroup (v1, v2, hybrid, SLUID-named job
  * directories), read at the step's level, and the CPUs of every other job's
- * cgroup (an oversubscribed partition). */
+ * cgroup (an oversubscribed partition), also where there is no cpuset file;
+ * then the decision on the step's CPUs as a table (pure, no file). */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -167,11 +168,59 @@ START_TEST(no_cpuset_cgroup)
         fakesys_mkdirs(&fs, "cg/system.slice/slurmstepd.scope/job_3/step_0");
         ck_assert_int_eq(mpi_pstate_cgroup_cpus(proc, cg, 42, &out, err, sizeof(err)), -ENOENT);
         ck_assert_msg(strstr(err, "no cpuset cgroup"), "%s", err);
+        /* the job's directory was found: no other job beside it */
+        ck_assert(out.have_jobs);
+        ck_assert_uint_eq(out.jobs, 0);
+        ck_assert_int_eq(CPU_COUNT(&out.others), 0);
         /* an empty v1 cpuset (never configured) is no answer either */
         fakesys_put(&fs, "proc/43/cgroup", 0644, "3:cpuset:/a/job_1/step_0\n");
         fakesys_put(&fs, "cg/cpuset/a/job_1/step_0/cpuset.cpus", 0644, "\n");
         ck_assert_int_eq(mpi_pstate_cgroup_cpus(proc, cg, 43, &out, err, sizeof(err)), -EINVAL);
         ck_assert_int_eq(mpi_pstate_cgroup_cpus(proc, cg, 44, &out, err, sizeof(err)), -ENOENT);
+}
+END_TEST
+
+START_TEST(no_cpuset_other_jobs_seen)
+{
+        /* cgroup v2 without the cpuset controller: no job has a cpuset
+         * file; job 4 runs (it may be on any CPU), job 5 ended */
+        fakesys_put(&fs, "proc/42/cgroup", 0644,
+                    "0::/system.slice/slurmstepd.scope/job_3/step_0/user/task_0\n");
+        fakesys_put(&fs, "cg/cgroup.controllers", 0644, "cpu memory pids\n");
+        fakesys_put(&fs, "cg/system.slice/slurmstepd.scope/job_3/step_0/user/task_0/cgroup.procs",
+                    0644, "42\n");
+        fakesys_put(&fs, "cg/system.slice/slurmstepd.scope/job_4/step_0/user/task_0/cgroup.procs",
+                    0644, "99\n");
+        fakesys_put(&fs, "cg/system.slice/slurmstepd.scope/job_5/step_0/cgroup.procs", 0644, "%s",
+                    "");
+        ck_assert_int_eq(mpi_pstate_cgroup_cpus(proc, cg, 42, &out, err, sizeof(err)), -ENOENT);
+        ck_assert(out.have_jobs);
+        ck_assert_uint_eq(out.jobs, 1);
+        ck_assert_str_eq(out.first, "job_4");
+        ck_assert(CPU_ISSET(0, &out.others) && CPU_ISSET(CPU_SETSIZE - 1, &out.others));
+
+        /* v1 without a cpuset hierarchy: the freezer's jobs, of every user */
+        fakesys_put(&fs, "proc/43/cgroup", 0644,
+                    "6:freezer:/slurm_n1/uid_1000/job_7/step_0\n0::/\n");
+        fakesys_put(&fs, "cg/freezer/slurm_n1/uid_1000/job_7/step_0/cgroup.procs", 0644, "43\n");
+        fakesys_put(&fs, "cg/freezer/slurm_n1/uid_1001/job_8/step_batch/cgroup.procs", 0644,
+                    "77\n");
+        ck_assert_int_eq(mpi_pstate_cgroup_cpus(proc, cg, 43, &out, err, sizeof(err)), -ENOENT);
+        ck_assert(out.have_jobs);
+        ck_assert_uint_eq(out.jobs, 1);
+        ck_assert_str_eq(out.first, "job_8");
+        ck_assert(CPU_ISSET(0, &out.others));
+
+        /* an empty v1 cpuset: the other jobs are not taken from their
+         * cpusets (as empty, they would count for nothing) */
+        fakesys_put(&fs, "proc/44/cgroup", 0644, "3:cpuset:/s/uid_0/job_1/step_0\n");
+        fakesys_put(&fs, "cg/cpuset/s/uid_0/job_1/step_0/cpuset.cpus", 0644, "\n");
+        fakesys_put(&fs, "cg/cpuset/s/uid_0/job_2/cpuset.cpus", 0644, "\n");
+        fakesys_put(&fs, "cg/cpuset/s/uid_0/job_2/step_0/cgroup.procs", 0644, "5\n");
+        ck_assert_int_eq(mpi_pstate_cgroup_cpus(proc, cg, 44, &out, err, sizeof(err)), -EINVAL);
+        ck_assert(out.have_jobs);
+        ck_assert_uint_eq(out.jobs, 1);
+        ck_assert(CPU_ISSET(3, &out.others));
 }
 END_TEST
 
@@ -189,6 +238,99 @@ START_TEST(outside_slurm)
 }
 END_TEST
 
+/* ---- the decision (mpi_pstate_cgroup_decide): facts in, CPUs out */
+
+static const struct decide_case {
+        const char *name;
+        const char *cpuset; /* NULL: no cpuset file */
+        const char *others; /* NULL: other jobs not known; "" none */
+        bool exclusive;
+        enum mpi_pstate_cgroup_decision want;
+        const char *keep, *outside, *shared;
+} decide_cases[] = {
+    /* the step's CPUs are 0-3 in every case */
+    {"cpuset", "0-2,8", "2,9", false, MPI_PSTATE_CGROUP_CONFINED, "0-1", "3", "2"},
+    {"cpuset, other jobs unknown", "0-3", NULL, false, MPI_PSTATE_CGROUP_CONFINED, "0-3", "", ""},
+    {"no cpuset, exclusive", NULL, NULL, true, MPI_PSTATE_CGROUP_EXCLUSIVE, "0-3", "", ""},
+    {"no cpuset, no other job", NULL, "", false, MPI_PSTATE_CGROUP_ALONE, "0-3", "", ""},
+    {"no cpuset, other jobs elsewhere", NULL, "4-7", false, MPI_PSTATE_CGROUP_ALONE, "0-3", "", ""},
+    {"no cpuset, other job", NULL, "0-1023", false, MPI_PSTATE_CGROUP_OTHER_JOBS, "", "", "0-3"},
+    {"no cpuset, other job on one CPU", NULL, "3", false, MPI_PSTATE_CGROUP_OTHER_JOBS, "", "0-2",
+     "3"},
+    /* evidence wins: the same cores allocated twice (OverSubscribe=FORCE) */
+    {"no cpuset, exclusive, other job", NULL, "0-1023", true, MPI_PSTATE_CGROUP_OTHER_JOBS, "", "",
+     "0-3"},
+    {"no cpuset, nothing known", NULL, NULL, false, MPI_PSTATE_CGROUP_UNSEEN, "", "0-3", ""},
+};
+
+START_TEST(decision_table)
+{
+        const struct decide_case *c = &decide_cases[_i];
+        cpu_set_t cpus = set_of("0-3"), cpuset, others;
+        struct mpi_pstate_cgroup_facts f = {.cpus = &cpus, .exclusive = c->exclusive};
+        struct mpi_pstate_cgroup_verdict v;
+        bool alone = c->want == MPI_PSTATE_CGROUP_OTHER_JOBS || c->want == MPI_PSTATE_CGROUP_UNSEEN;
+
+        if (c->cpuset) {
+                cpuset = set_of(c->cpuset);
+                f.cpuset = &cpuset;
+        }
+        if (c->others) {
+                others = set_of(c->others);
+                f.others = &others;
+        }
+        memset(&v, 0xa5, sizeof(v)); /* every field is the answer's */
+        ck_assert_int_eq(mpi_pstate_cgroup_decide(&f, &v), c->want);
+        ck_assert_msg(v.decision == c->want, "%s", c->name);
+        ck_assert_msg(mpi_pstate_cgroup_left_alone(v.decision) == alone, "%s", c->name);
+        expect(&v.keep, c->keep);
+        expect(&v.outside, c->outside);
+        expect(&v.shared, c->shared);
+}
+END_TEST
+
+START_TEST(decision_words)
+{
+        /* what the step record's "left_alone" and the slurmd log say */
+        ck_assert_str_eq(mpi_pstate_cgroup_decision_text(MPI_PSTATE_CGROUP_OTHER_JOBS),
+                         "no cpuset file and other jobs run on the node");
+        ck_assert_str_eq(mpi_pstate_cgroup_decision_text(MPI_PSTATE_CGROUP_UNSEEN),
+                         "no cpuset file and the node's other jobs cannot be seen");
+        ck_assert_str_eq(mpi_pstate_cgroup_decision_text(MPI_PSTATE_CGROUP_EXCLUSIVE),
+                         "no cpuset file and the job has every core of the node");
+        ck_assert_str_eq(mpi_pstate_cgroup_decision_text(MPI_PSTATE_CGROUP_ALONE),
+                         "no cpuset file and no other job runs on the node");
+        ck_assert(!mpi_pstate_cgroup_left_alone(MPI_PSTATE_CGROUP_CONFINED));
+}
+END_TEST
+
+/* The reading feeds the decision: a fake v2 node without the cpuset
+ * controller where another job runs, then the same node alone. */
+START_TEST(no_cpuset_tree_decided)
+{
+        cpu_set_t cpus = set_of("0-1");
+        struct mpi_pstate_cgroup_facts f = {.cpus = &cpus};
+        struct mpi_pstate_cgroup_verdict v;
+
+        fakesys_put(&fs, "proc/42/cgroup", 0644,
+                    "0::/system.slice/slurmstepd.scope/job_3/step_0/user/task_0\n");
+        fakesys_put(&fs, "cg/system.slice/slurmstepd.scope/job_3/step_0/user/task_0/cgroup.procs",
+                    0644, "42\n");
+        fakesys_put(&fs, "cg/system.slice/slurmstepd.scope/job_4/step_extern/cgroup.procs", 0644,
+                    "99\n");
+        ck_assert_int_ne(mpi_pstate_cgroup_cpus(proc, cg, 42, &out, err, sizeof(err)), 0);
+        f.others = out.have_jobs ? &out.others : NULL;
+        ck_assert_int_eq(mpi_pstate_cgroup_decide(&f, &v), MPI_PSTATE_CGROUP_OTHER_JOBS);
+        ck_assert_int_eq(CPU_COUNT(&v.keep), 0);
+        fakesys_put(&fs, "cg/system.slice/slurmstepd.scope/job_4/step_extern/cgroup.procs", 0644,
+                    "%s", "");
+        ck_assert_int_ne(mpi_pstate_cgroup_cpus(proc, cg, 42, &out, err, sizeof(err)), 0);
+        f.others = out.have_jobs ? &out.others : NULL;
+        ck_assert_int_eq(mpi_pstate_cgroup_decide(&f, &v), MPI_PSTATE_CGROUP_ALONE);
+        expect(&v.keep, "0-1");
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("cgroup");
@@ -201,7 +343,14 @@ static Suite *suite(void)
         tcase_add_test(tc, hybrid_unified_mount);
         tcase_add_test(tc, cores_not_constrained);
         tcase_add_test(tc, no_cpuset_cgroup);
+        tcase_add_test(tc, no_cpuset_other_jobs_seen);
         tcase_add_test(tc, outside_slurm);
+        tcase_add_test(tc, no_cpuset_tree_decided);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("decide");
+        tcase_add_loop_test(tc, decision_table, 0,
+                            (int)(sizeof(decide_cases) / sizeof(decide_cases[0])));
+        tcase_add_test(tc, decision_words);
         suite_add_tcase(s, tc);
         return s;
 }

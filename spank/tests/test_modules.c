@@ -549,6 +549,12 @@ START_TEST(step_record_format)
         ck_assert_ptr_nonnull(strstr(buf, "\"domains\":[]"));
         ck_assert_ptr_nonnull(strstr(buf, "{\"state\":\"done\",\"restored\":2"));
         ck_assert_int_eq(mpi_pstate_steprec_format(&r, buf, 100), -ENOSPC);
+        /* Every CPU left alone for want of a cpuset: the record says why. */
+        r.left_alone = "no cpuset file and other jobs run on the node";
+        ck_assert_int_gt(mpi_pstate_steprec_format(&r, buf, sizeof(buf)), 0);
+        ck_assert_ptr_nonnull(strstr(buf, "\"unmeasured\":null,\"left_alone\":\"no cpuset file "
+                                          "and other jobs run on the node\",\"shm\":null"));
+        r.left_alone = NULL;
         /* The segment as the plugin made it: what the epilog trusts. */
         r.shm = "/dev/shm/mpi-pstate.5.0.00000000000000ff";
         r.shm_dev = 45;

@@ -18,6 +18,7 @@
 #include <slurm/slurm.h>
 
 #include "fakesys.h"
+#include "pin.h"
 #include "spank_stub.h"
 #include "check_main.h"
 
@@ -373,7 +374,76 @@ static char *slurp_file(const char *path, char *buf, size_t len)
         return buf;
 }
 
-/* A remote step of job `job` on the fake node, two local tasks on CPUs 0-1. */
+/* The cgroup of this process (the step's first task here) as the fake
+ * node shows it: a cpuset allowing every CPU in each directory from the
+ * mount down to it, as ConstrainCores makes one (v1: the line of the cpuset
+ * hierarchy in /proc/self/cgroup, else v2's "0::" line). */
+static void fake_cpuset(void)
+{
+        char text[4096], rel[1024], *line, *save = NULL;
+        const char *path = NULL, *file = NULL, *mount = NULL;
+        FILE *f = fopen("/proc/self/cgroup", "r");
+        size_t n, len;
+
+        ck_assert_msg(f != NULL, "/proc/self/cgroup: %s", strerror(errno));
+        n = fread(text, 1, sizeof(text) - 1, f);
+        text[n] = '\0';
+        fclose(f);
+        for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL, ctrls[256];
+
+                if (!c2)
+                        continue;
+                snprintf(ctrls, sizeof(ctrls), ",%.*s,", (int)(c2 - c1 - 1), c1 + 1);
+                if (strstr(ctrls, ",cpuset,")) {
+                        path = c2 + 1;
+                        file = "cpuset.effective_cpus";
+                        mount = "fs/cgroup/cpuset";
+                        break;
+                }
+                if (c2 == c1 + 1 && !path) {
+                        path = c2 + 1;
+                        file = "cpuset.cpus.effective";
+                        mount = "fs/cgroup";
+                }
+        }
+        ck_assert_msg(path != NULL, "no cgroup line in /proc/self/cgroup");
+        len = strlen(path);
+        for (size_t i = 0; i <= len; i++) {
+                if ((i < len && path[i] != '/') || (i == len && len && path[len - 1] == '/'))
+                        continue;
+                snprintf(rel, sizeof(rel), "%s%.*s/%s", mount, (int)i, path, file);
+                fakesys_put(&fs, rel, 0644, "0-%d\n", CPU_SETSIZE - 1);
+        }
+}
+
+/* A node without a cpuset controller whose other jobs cannot be seen: no
+ * cgroup tree at all under the fake root. */
+static void no_cgroups(void)
+{
+        char path[1024];
+
+        fakesys_path(&fs, "fs/cgroup", path, sizeof(path));
+        nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        ck_assert(!exists(path));
+}
+
+/* The number of cores Slurm counts on this node (spank/pin.h). */
+static int node_cores(void)
+{
+        hwloc_topology_t topo;
+        int n;
+
+        ck_assert_int_eq(mpi_pstate_pin_topology_load(&topo, NULL), 0);
+        n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+        if (n <= 0)
+                n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+        hwloc_topology_destroy(topo);
+        return n;
+}
+
+/* A remote step of job `job` on the fake node, two local tasks on CPUs 0-1,
+ * in a cgroup whose cpuset allows them. */
 static void remote_step(uint32_t step_id, char **extra, int nextra)
 {
         char *args[16];
@@ -392,6 +462,7 @@ static void remote_step(uint32_t step_id, char **extra, int nextra)
         stub.step_cores = "0-1";
         stub.job_cores = "0-1";
         stub.cpus_per_task = 1;
+        fake_cpuset();
         ck_assert_int_eq(slurm_spank_init(STUB_SP, n, args), 0);
 }
 
@@ -1049,6 +1120,99 @@ START_TEST(unknown_cores_touch_nothing)
 }
 END_TEST
 
+/* No cpuset file (cgroup v2 without the cpuset controller for the job) and
+ * nothing to tell whether another job runs on the step's cores: a job
+ * given every core of the node but one leaves them alone, says so once at
+ * info level and in its record, starts no agent; its tasks are still
+ * measured. */
+START_TEST(no_cpuset_leaves_shared_cores_alone)
+{
+        char before[2048], after[2048], path[512], buf[4096], cores[32], forged[32];
+        int n = node_cores();
+
+        ck_assert_int_ge(n, 2);
+        /* every core of the node but core 0 */
+        if (n == 2)
+                snprintf(cores, sizeof(cores), "1");
+        else
+                snprintf(cores, sizeof(cores), "1-%d", n - 1);
+        snapshot(before, sizeof(before));
+        remote_step(0, NULL, 0);
+        no_cgroups();
+        stub.job_cores = cores;
+        stub.step_cores = "1";
+        stub.local_tasks = 1;
+        /* the environment is the user's to set: it counts for nothing */
+        snprintf(forged, sizeof(forged), "%ld", sysconf(_SC_NPROCESSORS_CONF));
+        stub_env_put("SLURM_JOB_CPUS_PER_NODE", forged);
+        stub_env_put("SLURM_CPUS_ON_NODE", forged);
+        ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
+        ck_assert_int_eq(give("mpi-pstate-governor", "powersave", 1), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
+        snapshot(after, sizeof(after));
+        ck_assert_str_eq(after, before);
+        ck_assert_int_eq(stub_count("info", "no cpuset file and the node's other jobs cannot be "
+                                            "seen"),
+                         1);
+        ck_assert_int_eq(stub_count("info", "are left alone"), 1);
+        ck_assert_int_eq(stub_count("verbose", "the step's CPUs are its allocated cores"), 0);
+        step_path(path, sizeof(path), 0, "plugin.json");
+        slurp_file(path, buf, sizeof(buf));
+        ck_assert_msg(strstr(buf, "\"left_alone\":\"no cpuset file and the node's other jobs "
+                                  "cannot be seen\"") != NULL,
+                      "%s", buf);
+        ck_assert_msg(strstr(buf, "\"cpus\":\"\"") != NULL, "%s", buf);
+        ck_assert_msg(strstr(buf, "\"agent\":{\"status\":\"none\"") != NULL, "%s", buf);
+        ck_assert_ptr_null(strstr(buf, "\"status\":\"set\""));
+        for (int p = 0; p < 2; p++) { /* released for whoever runs there */
+                snprintf(path, sizeof(path), "%s/restore/policy%d", runtime, p);
+                ck_assert_msg(!exists(path), "%s", path);
+        }
+        stub.task_id = 0;
+        ck_assert_int_eq(slurm_spank_task_init(STUB_SP, 0, NULL), 0);
+        ck_assert_ptr_nonnull(stub_env_get("MPI_PSTATE_SHM"));
+        ck_assert_str_eq(stub_env_get("LD_PRELOAD"), lib);
+        ck_assert_int_eq(slurm_spank_task_exit(STUB_SP, 0, NULL), 0);
+        stub.task_id = -1;
+        ck_assert_int_eq(slurm_spank_exit(STUB_SP, 0, NULL), 0);
+        snapshot(after, sizeof(after));
+        ck_assert_str_eq(after, before);
+        ck_assert_int_eq(stub_count("error", ""), 0);
+        all_messages_prefixed();
+}
+END_TEST
+
+/* No cpuset file, but the job was allocated every core of the node (its
+ * credential's cores, not the environment the user sets): nobody else is
+ * there, the step is managed as usual. */
+START_TEST(no_cpuset_whole_node_is_managed)
+{
+        char cores[32], path[512], buf[4096], during[2048];
+        int n = node_cores();
+
+        ck_assert_int_ge(n, 2);
+        snprintf(cores, sizeof(cores), "0-%d", n - 1);
+        remote_step(0, NULL, 0);
+        no_cgroups();
+        stub.job_cores = cores;
+        ck_assert_int_eq(give("mpi-pstate", "on", 1), 0);
+        ck_assert_int_eq(give("mpi-pstate-governor", "powersave", 1), 0);
+        ck_assert_int_eq(post_opt_and_fork(STUB_SP, 0, NULL), 0);
+        snapshot(during, sizeof(during));
+        ck_assert_ptr_nonnull(strstr(during, "policy0/scaling_governor=powersave"));
+        ck_assert_ptr_nonnull(strstr(during, "policy1/scaling_governor=powersave"));
+        ck_assert_int_eq(stub_count("verbose", "no cpuset file and the job has every core of the "
+                                               "node: the step's CPUs are its allocated cores"),
+                         1);
+        ck_assert_int_eq(stub_count("info", "left alone"), 0);
+        step_path(path, sizeof(path), 0, "plugin.json");
+        slurp_file(path, buf, sizeof(buf));
+        ck_assert_ptr_null(strstr(buf, "\"left_alone\""));
+        ck_assert_ptr_nonnull(strstr(buf, "\"agent\":{\"status\":\"started\""));
+        run_tasks_and_exit();
+}
+END_TEST
+
 /* An agent that dies at once (bad argument, crash) is reported, not waited for. */
 START_TEST(agent_dying_early_is_reported)
 {
@@ -1188,6 +1352,8 @@ static Suite *plugin_suite(void)
         tcase_add_test(tc, job_epilog_backstop_restores_a_killed_step);
         tcase_add_test(tc, runtime_dir_host_escape);
         tcase_add_test(tc, unknown_cores_touch_nothing);
+        tcase_add_test(tc, no_cpuset_leaves_shared_cores_alone);
+        tcase_add_test(tc, no_cpuset_whole_node_is_managed);
         tcase_add_test(tc, agent_dying_early_is_reported);
         tcase_add_test(tc, remote_never_fails_on_values);
         suite_add_tcase(s, tc);
