@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,23 +78,43 @@ static struct totals totals_of(const struct mpi_pstate_slot *s,
         return t;
 }
 
+/* Members whose value is a signed integer, or a fixed-point number of so
+ * many decimals (the writer's own members cover unsigned and strings). */
+static void member_int(struct mpi_pstate_json *j, const char *key, int v)
+{
+        mpi_pstate_json_key(j, key);
+        mpi_pstate_json_put(j, "%d", v);
+}
+
+static void member_fixed(struct mpi_pstate_json *j, const char *key, int decimals, double v)
+{
+        mpi_pstate_json_key(j, key);
+        mpi_pstate_json_put(j, "%.*f", decimals, v);
+}
+
+/* The non-empty buckets of a histogram, one object a line; [] when none. */
 static void write_hist_json(struct mpi_pstate_json *j, const char *key, const _Atomic uint64_t *h)
 {
-        int first = 1;
+        bool some = false;
 
-        mpi_pstate_json_put(j, "  \"%s\": [", key);
+        for (unsigned b = 0; b < MPI_PSTATE_SLOT_HIST_BUCKETS; b++)
+                some = some || h[b];
+        mpi_pstate_json_key(j, key);
+        mpi_pstate_json_open(j, '[', some ? "    " : NULL);
         for (unsigned b = 0; b < MPI_PSTATE_SLOT_HIST_BUCKETS; b++) {
                 uint64_t lo, hi, n = h[b];
 
                 if (!n)
                         continue;
                 bucket_range(b, &lo, &hi);
-                mpi_pstate_json_put(
-                    j, "%s\n    {\"lo\": %" PRIu64 ", \"hi\": %" PRIu64 ", \"count\": %" PRIu64 "}",
-                    first ? "" : ",", lo, hi, n);
-                first = 0;
+                mpi_pstate_json_elem(j);
+                mpi_pstate_json_open(j, '{', NULL);
+                mpi_pstate_json_member_u64(j, "lo", lo);
+                mpi_pstate_json_member_u64(j, "hi", hi);
+                mpi_pstate_json_member_u64(j, "count", n);
+                mpi_pstate_json_close(j);
         }
-        mpi_pstate_json_put(j, "%s]", first ? "" : "\n  ");
+        mpi_pstate_json_close(j);
 }
 
 const char *mpi_pstate_profile_wait_word(uint32_t mode)
@@ -107,86 +128,91 @@ const char *mpi_pstate_profile_wait_word(uint32_t mode)
 static void write_json_identity(struct mpi_pstate_json *j, const struct mpi_pstate_slot *s,
                                 const struct mpi_pstate_profile_meta *m, const char *host)
 {
-        mpi_pstate_json_put(
-            j, "  \"rank\": %d,\n  \"size\": %d,\n  \"local_rank\": %u,\n  \"pid\": %d,\n", s->rank,
-            s->size, s->local_index, (int)s->pid);
-        mpi_pstate_json_put(j, "  \"host\": ");
-        mpi_pstate_json_str(j, host ? host : "");
-        mpi_pstate_json_put(j, ",\n  \"abi\": ");
-        mpi_pstate_json_str(j, m->abi ? m->abi : "");
-        mpi_pstate_json_put(j, ",\n  \"mpi_library\": ");
-        mpi_pstate_json_str(j, m->mpi_library ? m->mpi_library : "");
-        mpi_pstate_json_put(j, ",\n  \"state\": ");
-        mpi_pstate_json_str(j, m->state ? m->state : "");
-        mpi_pstate_json_put(j, ",\n  \"thread_level\": \"%s\",\n",
-                            thread_levels[s->thread_level & 3]);
-        mpi_pstate_json_put(j, "  \"clock\": \"%s\",\n  \"ticks_per_sec\": %" PRIu64 ",\n",
-                            clocks[s->clock <= 2 ? s->clock : 0], s->ticks_per_sec);
-        mpi_pstate_json_put(j, "  \"threshold_us\": %" PRIu64 ",\n  \"cpu\": %d,\n",
-                            s->threshold_ns / 1000, s->cpu);
-        mpi_pstate_json_put(j, "  \"start_time\": %.6f,\n", ns_to_s(s->start_ns));
+        member_int(j, "rank", s->rank);
+        member_int(j, "size", s->size);
+        mpi_pstate_json_member_u64(j, "local_rank", s->local_index);
+        member_int(j, "pid", (int)s->pid);
+        mpi_pstate_json_member_str(j, "host", host ? host : "");
+        mpi_pstate_json_member_str(j, "abi", m->abi ? m->abi : "");
+        mpi_pstate_json_member_str(j, "mpi_library", m->mpi_library ? m->mpi_library : "");
+        mpi_pstate_json_member_str(j, "state", m->state ? m->state : "");
+        mpi_pstate_json_member_str(j, "thread_level", thread_levels[s->thread_level & 3]);
+        mpi_pstate_json_member_str(j, "clock", clocks[s->clock <= 2 ? s->clock : 0]);
+        mpi_pstate_json_member_u64(j, "ticks_per_sec", s->ticks_per_sec);
+        mpi_pstate_json_member_u64(j, "threshold_us", s->threshold_ns / 1000);
+        member_int(j, "cpu", s->cpu);
+        member_fixed(j, "start_time", 6, ns_to_s(s->start_ns));
 }
 
 /* The rank's totals, its long waits and how its library waits. */
 static void write_json_totals(struct mpi_pstate_json *j, const struct mpi_pstate_slot *s,
                               const struct totals *t)
 {
-        mpi_pstate_json_put(j, "  \"wall_s\": %.9f,\n  \"mpi_s\": %.9f,\n  \"mpi_share\": %.6f,\n",
-                            ns_to_s(t->wall_ns), ns_to_s(t->mpi_ns),
-                            t->wall_ns ? (double)t->mpi_ns / (double)t->wall_ns : 0.0);
-        mpi_pstate_json_put(j, "  \"calls\": %" PRIu64 ",\n  \"bytes\": %" PRIu64 ",\n", t->calls,
-                            t->bytes);
-        mpi_pstate_json_put(j, "  \"long_calls\": %" PRIu64 ",\n  \"long_s\": %.9f,\n",
-                            (uint64_t)s->long_calls, ns_to_s(s->long_ns));
-        mpi_pstate_json_put(j, "  \"over_threshold_s\": %.9f,\n  \"wakeups\": %" PRIu64 ",\n",
-                            ns_to_s(s->over_ns), (uint64_t)s->wakeups);
-        mpi_pstate_json_put(j, "  \"clocked_down_s\": %.9f,\n  \"transitions\": %" PRIu64 ",\n",
-                            ns_to_s(s->down_ns), (uint64_t)s->transitions);
-        mpi_pstate_json_put(j, "  \"wait_mode\": \"%s\",\n  \"wait_samples\": %" PRIu64 ",\n",
-                            mpi_pstate_profile_wait_word(s->wait_mode), (uint64_t)s->wait_samples);
+        member_fixed(j, "wall_s", 9, ns_to_s(t->wall_ns));
+        member_fixed(j, "mpi_s", 9, ns_to_s(t->mpi_ns));
+        member_fixed(j, "mpi_share", 6, t->wall_ns ? (double)t->mpi_ns / (double)t->wall_ns : 0.0);
+        mpi_pstate_json_member_u64(j, "calls", t->calls);
+        mpi_pstate_json_member_u64(j, "bytes", t->bytes);
+        mpi_pstate_json_member_u64(j, "long_calls", s->long_calls);
+        member_fixed(j, "long_s", 9, ns_to_s(s->long_ns));
+        member_fixed(j, "over_threshold_s", 9, ns_to_s(s->over_ns));
+        mpi_pstate_json_member_u64(j, "wakeups", s->wakeups);
+        member_fixed(j, "clocked_down_s", 9, ns_to_s(s->down_ns));
+        mpi_pstate_json_member_u64(j, "transitions", s->transitions);
+        mpi_pstate_json_member_str(j, "wait_mode", mpi_pstate_profile_wait_word(s->wait_mode));
+        mpi_pstate_json_member_u64(j, "wait_samples", s->wait_samples);
         if (s->wait_sampled_ns)
-                mpi_pstate_json_put(j, "  \"wait_cpu_share\": %.4f,\n",
-                                    s->wait_cpu_ns >= s->wait_sampled_ns
-                                        ? 1.0
-                                        : (double)s->wait_cpu_ns / (double)s->wait_sampled_ns);
+                member_fixed(j, "wait_cpu_share", 4,
+                             s->wait_cpu_ns >= s->wait_sampled_ns
+                                 ? 1.0
+                                 : (double)s->wait_cpu_ns / (double)s->wait_sampled_ns);
         else
-                mpi_pstate_json_put(j, "  \"wait_cpu_share\": null,\n");
+                mpi_pstate_json_member_str(j, "wait_cpu_share", NULL); /* null: none measured */
 }
 
+/* The functions called, one object a line; [] when none. */
 static void write_json_functions(struct mpi_pstate_json *j, const struct mpi_pstate_slot *s)
 {
-        int first = 1;
+        bool some = false;
 
-        mpi_pstate_json_put(j, "  \"functions\": [");
+        for (uint32_t i = 0; i < s->nfuncs; i++)
+                some = some || s->fn[i].calls;
+        mpi_pstate_json_key(j, "functions");
+        mpi_pstate_json_open(j, '[', some ? "    " : NULL);
         for (uint32_t i = 0; i < s->nfuncs; i++) {
                 const struct mpi_pstate_fn_stats *fn = &s->fn[i];
 
                 if (!fn->calls)
                         continue;
-                mpi_pstate_json_put(
-                    j,
-                    "%s\n    {\"name\": \"%s\", \"id\": %u, \"calls\": %" PRIu64
-                    ", \"time_s\": %.9f, \"bytes\": %" PRIu64 ", \"long_calls\": %" PRIu64 "}",
-                    first ? "" : ",", fn->name, i, (uint64_t)fn->calls, ns_to_s(fn->time_ns),
-                    (uint64_t)fn->bytes, (uint64_t)fn->long_calls);
-                first = 0;
+                mpi_pstate_json_elem(j);
+                mpi_pstate_json_open(j, '{', NULL);
+                mpi_pstate_json_member_str(j, "name", fn->name);
+                mpi_pstate_json_member_u64(j, "id", i);
+                mpi_pstate_json_member_u64(j, "calls", fn->calls);
+                member_fixed(j, "time_s", 9, ns_to_s(fn->time_ns));
+                mpi_pstate_json_member_u64(j, "bytes", fn->bytes);
+                mpi_pstate_json_member_u64(j, "long_calls", fn->long_calls);
+                mpi_pstate_json_close(j);
         }
-        mpi_pstate_json_put(j, "%s],\n", first ? "" : "\n  ");
+        mpi_pstate_json_close(j);
 }
 
+/* One object, a member a line (docs/preload.md, "Profile output"). */
 static void write_json(struct mpi_pstate_json *j, const struct mpi_pstate_slot *s,
                        const struct mpi_pstate_profile_meta *m, const char *host)
 {
         struct totals t = totals_of(s, m);
 
-        mpi_pstate_json_put(j, "{\n  \"format\": \"mpi-pstate-profile\",\n  \"version\": 1,\n");
+        mpi_pstate_json_open(j, '{', "  ");
+        mpi_pstate_json_member_str(j, "format", "mpi-pstate-profile");
+        mpi_pstate_json_member_u64(j, "version", 1);
         write_json_identity(j, s, m, host);
         write_json_totals(j, s, &t);
         write_json_functions(j, s);
         write_hist_json(j, "message_sizes", s->hist_bytes);
-        mpi_pstate_json_put(j, ",\n");
         write_hist_json(j, "durations_ns", s->hist_ns);
-        mpi_pstate_json_put(j, "\n}\n");
+        mpi_pstate_json_close(j);
+        mpi_pstate_json_put(j, "\n");
 }
 
 static void write_hist_csv(FILE *f, const char *section, const _Atomic uint64_t *h)

@@ -39,6 +39,15 @@ $(PRELOAD_FRONT): preload/front.c $(PRELOAD_GEN)/front.S $(PRELOAD_GEN)/front_sy
 $(B)/preload/config.o $(B)/preload/profile.o: $(B)/preload/%.o: preload/%.c | $(B)/preload
 	$(CC) $(PRELOAD_CFLAGS) -c -o $@ $<
 
+# The profile writer's Check suites (preload/tests/): MPI-free, linked with
+# the writer's own object and the common archive, built beside the others.
+PRELOAD_UNIT_BINS := $(patsubst preload/tests/%.c,$(B)/tests/unit/%,$(wildcard preload/tests/test_*.c))
+$(PRELOAD_UNIT_BINS): $(B)/tests/unit/%: preload/tests/%.c $(B)/preload/profile.o $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -Icommon -Ipreload -Itests/unit $(CHECK_CFLAGS) -o $@ $< \
+	  $(B)/preload/profile.o $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS) $(TEST_LDFLAGS)
+UNIT_BINS += $(PRELOAD_UNIT_BINS)
+
 # Per ABI: hooks and wrappers against that MPI's mpi.h.  No -lmpi: the PMPI
 # references resolve against whatever library of the family the process
 # loaded (libmpich.so.12, Intel MPI's libmpi.so.12, ...).

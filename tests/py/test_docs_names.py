@@ -67,7 +67,7 @@ COMMAND_BEFORE = {"$", "#", "|", "||", "&&", ";", "(", "$(", "`", "sudo", "exec"
 # a component's <dir>/tests/<name>.c (docs/CONTRIBUTING.md): a document may
 # name the suite by its built path.
 UNIT_SUITE_RE = re.compile(r"tests/unit/(test_\w+)")
-UNIT_SUITE_SOURCES = ("tests/unit", "spank/tests", "agent/tests")
+UNIT_SUITE_SOURCES = ("tests/unit", "spank/tests", "agent/tests", "preload/tests")
 
 
 def doc_files(top: Path = TOP) -> List[Path]:
