@@ -139,6 +139,10 @@ def stop_leftover_agents(agent: str, job: int, proc: str = "/proc") -> List[str]
 
 STEP_DIR_RE = re.compile(r"([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)")
 STEP_FILES = ("agent.json", "plugin.json")
+# The agent's records: root creates them empty before the agent drops its
+# privileges, and the agent fills them through the open descriptor at its
+# exit, so an empty one is an agent that never wrote it: read as missing.
+AGENT_RECORDS = ("agent.json", "sums.json")
 # what the plugin and the agent leave in a step directory (spank/paths.h)
 STEP_KNOWN_FILES = STEP_FILES + ("sums.json", "agent.log", "agent.pid")
 # agent.log is removed with its step directory: its errors (a restore that
@@ -404,6 +408,16 @@ def scan_steps(runtime: str, job: int, node: str, scan: StepScan) -> None:
         os.close(sfd)
 
 
+def read_step_file(dfd: int, fname: str, max_bytes: int) -> bytes:
+    """A root-owned file of a step directory (safeio.read_file); an empty
+    agent record (AGENT_RECORDS) raises FileNotFoundError, as a missing
+    one does, so that every reader takes it for one."""
+    data = safeio.read_file(dfd, fname, max_bytes, owners={0})
+    if not data and fname in AGENT_RECORDS:
+        raise FileNotFoundError(errno.ENOENT, "empty: not written by the agent", fname)
+    return data
+
+
 def step_dir(sfd: int, n: str, step: str, node: str, problems: List[str],
              log_budget: Optional[List[int]] = None) -> Optional[Dict[str, Any]]:
     try:
@@ -419,7 +433,7 @@ def step_dir(sfd: int, n: str, step: str, node: str, problems: List[str],
             return None
         for fname in STEP_FILES:
             try:
-                data = safeio.read_file(dfd, fname, AGENT_MAX_BYTES, owners={0})
+                data = read_step_file(dfd, fname, AGENT_MAX_BYTES)
                 if fname == "agent.json":
                     info["agent"] = noderec.parse_agent(data, node, default_step=step)
                 else:
@@ -441,10 +455,10 @@ def step_dir(sfd: int, n: str, step: str, node: str, problems: List[str],
 
 def read_sums(dfd: int, n: str, node: str, problems: List[str]) -> Optional[Dict[str, Any]]:
     """The step's sums.json (noderec.parse_sums), root's; None without one
-    (an agent killed, or from before sums), or with one not of this node."""
+    (an agent killed, or from before sums; an empty one: created, never
+    written), or with one not of this node."""
     try:
-        return noderec.parse_sums(safeio.read_file(dfd, "sums.json", SUMS_MAX_BYTES,
-                                                   owners={0}), node)
+        return noderec.parse_sums(read_step_file(dfd, "sums.json", SUMS_MAX_BYTES), node)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, UnicodeDecodeError) as e:
