@@ -29,6 +29,16 @@ CPU_BUDGET_S = 1.2
 # 40,000 a job): the rest are counted by their directory names alone, the
 # summary partial.  What is left of the 2 s is for the record and removal.
 SCAN_BUDGET_S = 1.5
+# The scan of shm_dir (/dev/shm) for what the job left there besides the
+# segments its steps listed (those are removed by name, whatever the
+# budget): anyone can fill the directory, some 1.2 us an entry, so it
+# stops SHM_SCAN_UNTIL_S CPU seconds after the step scan began (the same
+# clock as the budgets above) or past SHM_SCAN_MAX entries (0.3 s), and
+# says so; what it did not reach is `mpi-pstate node-prune`'s.
+SHM_SCAN_UNTIL_S = 1.8
+SHM_SCAN_MAX = 1 << 18
+# Segment names kept for that removal: one a step for Slurm's 40,000 steps.
+SEGMENT_NAMES_MAX = 1 << 16
 # Rank entries' text the Epilog holds for the record before it details no
 # more steps (the record's bound is 16 MiB): memory stays under 100 MiB
 # with maximal slots (2 kB a rank, some 13 kB of memory each while held);
@@ -260,6 +270,10 @@ class StepScan:
         self.detail_bytes = 0
         self.cpu_until = time.process_time() + CPU_BUDGET_S
         self.scan_until = time.process_time() + SCAN_BUDGET_S
+        self.shm_until = time.process_time() + SHM_SCAN_UNTIL_S
+        # the segments the step records list, by name: removed without a
+        # scan of shm_dir
+        self.segment_names: List[str] = []
 
     def detailing(self) -> bool:
         """Whether the next step may still be detailed (else, summed)."""
@@ -276,6 +290,9 @@ class StepScan:
 
     def add(self, step: str, info: Dict[str, Any]) -> None:
         listed = info.get("segments", [])
+        if len(self.segment_names) < SEGMENT_NAMES_MAX:
+            self.segment_names += [x["name"] for x in listed[:slots.MAX_SEGMENTS]
+                                   if isinstance(x.get("name"), str)]
         agent = info.get("agent") or {}
         sums = info.get("sums")
         room = noderec.MAX_RANKS - self.nranks
@@ -551,9 +568,12 @@ def _settings(a: argparse.Namespace, scan: "StepScan", problems: List[str]
 
 
 def _deliver(a: argparse.Namespace, cfg: config.Config, runtime: str, job: int, node: str,
-             uid: int, data: bytes, share: delivery.Share) -> str:
+             uid: int, data: bytes, share: delivery.Share, scan: "StepScan",
+             problems: List[str]) -> str:
     """Publishes the record, else keeps it for a later pass, then removes
-    the job's segments and step directories; says which it did."""
+    the job's segments (the ones scan knows by name, then what a bounded
+    scan of shm_dir finds: a scan stopped at its bound is one line added
+    to problems) and step directories; says which it did."""
     done = "published"
     told = share.failed is not None  # the pending pass has said why already
     try:
@@ -569,7 +589,14 @@ def _deliver(a: argparse.Namespace, cfg: config.Config, runtime: str, job: int, 
                       "kept for a later pass")
         pending.keep(runtime, job, node, data)
     if not a.keep_segments:
-        n = slots.remove_job(job, a.shm_dir)
+        n, stopped = slots.remove_job(job, a.shm_dir, scan.segment_names,
+                                      scan_max=SHM_SCAN_MAX, cpu_until=scan.shm_until)
+        if stopped:
+            problems.append(
+                f"{a.shm_dir}: the scan for what job {job} left there stopped {stopped} (the "
+                f"Epilog's {SHM_SCAN_UNTIL_S} s of CPU, {SHM_SCAN_MAX} entries): the segments "
+                f"its steps listed ({len(set(scan.segment_names))}) were removed by name; the "
+                "entries past those scanned are left for `mpi-pstate node-prune`")
         _, rprob = remove_step_dirs(runtime, job)
         for p in rprob[:4]:
             log.warning(p)
@@ -619,9 +646,11 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
                             meter=meter_here(a.sysroot), rest=scan.rest,
                             rest_agents=scan.rest_agents)
         data = noderec.encode(rec)
-        done = _deliver(a, cfg, runtime, job, node, uid, data, share)
-        for p in problems[:8]:
+        late: List[str] = []  # the removal's, after the record was made
+        done = _deliver(a, cfg, runtime, job, node, uid, data, share, scan, late)
+        for p in problems[:8] + late:
             log.warning(p)
+        problems += late
         failed += restore_failures(scan.infos)
         failcount.note_epilog(runtime, job, failed, restore, problems)
         node_metrics(cfg, runtime, a.sysroot, agent, failed)

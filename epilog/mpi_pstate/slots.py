@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import time
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from . import safeio
 
@@ -395,24 +395,36 @@ def noderec_clip(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in str(text))[:80]
 
 
-def job_names(shm_dir: str = SHM_DIR, jobs: Optional[Set[int]] = None,
-              limit: int = MAX_REMOVE) -> Dict[int, List[str]]:
-    """Every segment name in shm_dir, by job (only the jobs in `jobs` when
-    given), whatever the plugin listed or the Epilog read: what the node
-    Epilog and the node-side prune remove.  At most `limit` names in all
-    (the rest is left for the next pass)."""
+SCAN_CLOCK_EVERY = 256  # directory entries between two reads of the CPU clock
+
+
+def scan_names(shm_dir: str = SHM_DIR, jobs: Optional[Set[int]] = None,
+               limit: int = MAX_REMOVE, scan_max: Optional[int] = None,
+               cpu_until: Optional[float] = None
+               ) -> Tuple[Dict[int, List[str]], Optional[str]]:
+    """job_names(), and where and why the scan stopped before the
+    directory's end ("after N entries, its bound"; None when it got there
+    or found `limit` names): past scan_max entries looked at, or once
+    cpu_until (a time.process_time()) is reached.  Anyone can fill
+    shm_dir (some 1.2 us an entry), so the root node Epilog bounds its
+    scan by both."""
     out: Dict[int, List[str]] = {}
     n = 0
     try:
         dfd = safeio.open_dir(shm_dir, trusted={0}, shared=True)
     except OSError:
-        return out
+        return out, None
     try:
         # scandir streams (listdir would hold every name of a directory any
         # user can fill); by the descriptor's /proc path: Python 3.6 scans
         # no descriptor, and the path names the directory already checked
         with os.scandir(f"/proc/self/fd/{dfd}") as it:
-            for e in it:
+            for i, e in enumerate(it):
+                if scan_max is not None and i >= scan_max:
+                    return out, f"after {i} entries, its bound"
+                if cpu_until is not None and i % SCAN_CLOCK_EVERY == 0 and \
+                        time.process_time() >= cpu_until:
+                    return out, f"after {i} entries, its CPU budget spent"
                 m = SEG_RE.fullmatch(e.name)
                 if not m:
                     continue
@@ -425,7 +437,16 @@ def job_names(shm_dir: str = SHM_DIR, jobs: Optional[Set[int]] = None,
                     break
     finally:
         os.close(dfd)
-    return out
+    return out, None
+
+
+def job_names(shm_dir: str = SHM_DIR, jobs: Optional[Set[int]] = None,
+              limit: int = MAX_REMOVE) -> Dict[int, List[str]]:
+    """Every segment name in shm_dir, by job (only the jobs in `jobs` when
+    given), whatever the plugin listed or the Epilog read: what the node
+    Epilog and the node-side prune remove.  At most `limit` names in all
+    (the rest is left for the next pass)."""
+    return scan_names(shm_dir, jobs, limit)[0]
 
 
 def remove_segments(job_id: int, names: List[str], shm_dir: str = SHM_DIR) -> int:
@@ -453,7 +474,17 @@ def remove_segments(job_id: int, names: List[str], shm_dir: str = SHM_DIR) -> in
     return n
 
 
-def remove_job(job_id: int, shm_dir: str = SHM_DIR) -> int:
-    """Every segment of the job in shm_dir, read or not: the segments
-    past the Epilog's bounds would otherwise stay in tmpfs for ever."""
-    return remove_segments(job_id, job_names(shm_dir, {job_id}).get(job_id, []), shm_dir)
+def remove_job(job_id: int, shm_dir: str = SHM_DIR, known: Sequence[str] = (),
+               scan_max: Optional[int] = None, cpu_until: Optional[float] = None
+               ) -> Tuple[int, Optional[str]]:
+    """Every segment of the job in shm_dir, read or not (the segments past
+    the Epilog's bounds would otherwise stay in tmpfs for ever): the ones
+    known by name (the step records list them) first, without a scan,
+    then whatever a scan of shm_dir finds within scan_max entries and
+    cpu_until (scan_names).  (segments removed, why the scan stopped or
+    None)."""
+    n = remove_segments(job_id, list(known), shm_dir)
+    found, stopped = scan_names(shm_dir, {job_id}, scan_max=scan_max, cpu_until=cpu_until)
+    done = set(known)
+    n += remove_segments(job_id, [x for x in found.get(job_id, []) if x not in done], shm_dir)
+    return n, stopped

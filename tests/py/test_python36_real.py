@@ -37,7 +37,7 @@ SUITES = ["test_epilog", "test_epilog_summary", "test_epilog_sums", "test_epilog
           "test_root_trust", "test_slots", "test_metrics", "test_report", "test_report_html",
           "test_report_levers", "test_whatif", "test_calibrate", "test_carbon",
           "test_durations", "test_status", "test_report_cli", "test_delivery",
-          "test_report_types", "test_epilog_empty_records"]
+          "test_report_types", "test_epilog_shm_scan", "test_epilog_empty_records"]
 TIMEOUT_S = 900
 # One subcommand's line of the top-level --help: four spaces, its name.
 SUBCOMMAND_LINE = re.compile(r"^    ([a-z][a-z0-9-]*)(?:\s|$)")
