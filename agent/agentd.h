@@ -45,21 +45,44 @@
  * shorter than this is not worth lowering it for. */
 #define AGENTD_UNCORE_THRESHOLD_US UINT64_C(10000)
 
+/* Whom a root-started agent runs as when the plugin names nobody: an id
+ * in the range Debian reserves and never assigns (65000-65533), so that it
+ * owns no file and matches no site account. */
+#define AGENTD_UNNAMED_ID 65531u
+/* The largest file the agent may write (RLIMIT_FSIZE): the node Epilog
+ * refuses a bigger agent.json (node.py AGENT_MAX_BYTES). */
+#define AGENTD_FILE_MAX_BYTES (UINT64_C(1) << 20)
+
 /* harden.c.  The fence: where the agent may still change files once
  * hardened, each a directory (rights beneath it) or a file. */
 enum {
         AGENTD_FENCE_WRITE = 1,  /* write and truncate existing files (sysfs) */
         AGENTD_FENCE_REMOVE = 2, /* remove files (the segment it created) */
         AGENTD_FENCE_FILES = 4,  /* write, create, replace and remove files */
+        AGENTD_FENCE_READ = 8,   /* read files and list directories (with a uid drop,
+                                    reads are fenced too: /proc only) */
 };
 struct agentd_fence {
         const char *path;
         unsigned what;
 };
+/* Whom a root-started agent becomes before it reads anything the job
+ * writes: a uid and gid that are not 0 and own no file, no supplementary
+ * group, and a kernel-enforced bound on the size of any file it writes
+ * through the descriptors it keeps.  NULL: the agent never was root. */
+struct agentd_identity {
+        uid_t uid;
+        gid_t gid;
+        uint64_t file_max_bytes;
+};
+
 /* What hardening achieved, for the log and the record: 0 or a negative
  * errno each; landlock_abi 0 when the kernel has none. */
 struct agentd_hardening {
         int caps_rc, landlock_rc, seccomp_rc;
+        int uid_rc; /* the drop to the agent's own uid and gid: 0 or -errno */
+        uid_t uid;  /* what it runs as afterwards */
+        gid_t gid;
         int landlock_abi;
         char landlock[160]; /* "on", "absent", "disabled", or what failed */
 };
@@ -69,8 +92,12 @@ struct agentd_hardening {
  * the seccomp allow-list on every thread.  Returns spawn's non-zero result
  * (seccomp is then not installed), else 0: a failed hardening step is in
  * *out, never fatal. */
-int mpi_pstate_agentd_harden(const struct agentd_fence *fence, size_t n, int (*spawn)(void *),
-                             void *arg, struct agentd_hardening *out);
+int mpi_pstate_agentd_harden(const struct agentd_fence *fence, size_t n,
+                             const struct agentd_identity *who, int (*spawn)(void *), void *arg,
+                             struct agentd_hardening *out);
+/* The highest Landlock ABI the hardening uses (the kernel's when lower).
+ * Only the adversarial tests lower it, to play the kernels sites run. */
+extern int mpi_pstate_agentd_landlock_abi_max;
 
 struct agentd_opts {
         const char *shm;    /* segment path */
@@ -80,6 +107,8 @@ struct agentd_opts {
         uint32_t job, step; /* owner tag of the restore records */
         uid_t uid;          /* segment owner ((uid_t)-1: any when attaching) */
         gid_t gid;
+        uid_t run_uid; /* started as root: whom it runs as (AGENTD_UNNAMED_ID) */
+        gid_t run_gid;
         uint64_t threshold_us;
         uint64_t low_khz;             /* 0 = min, MPI_PSTATE_FREQ_EFFICIENT */
         const char *knee_file;        /* calibrate's knee_khz, for efficient */
@@ -128,6 +157,7 @@ struct agentd_domain {
         struct mpi_pstate_cpufreq_settings orig; /* as discovered, before any change */
         bool governor_changed;                   /* switched to userspace by the agent */
         int restore_rc; /* result of the restore at exit (1 restored, 0 none) */
+        int gov_fd;     /* scaling_governor, kept to switch back from userspace */
         bool per_core;  /* its CPUs are one core's threads (loop.c, hybrid ranks) */
         bool gone_logged;
 };
@@ -162,7 +192,8 @@ struct agentd_slot {
         _Atomic uint32_t dead_gen; /* set by the watcher thread */
         _Atomic bool dead_pending; /* the watcher saw an exit: read this slot now */
         bool dead;
-        uint64_t checked_ns; /* last kill(pid, 0) without a pidfd */
+        uint64_t checked_ns;  /* last look at /proc/<pid> without a pidfd */
+        uint64_t start_ticks; /* its /proc/<pid>/stat start time, without a pidfd */
 };
 
 struct agentd {
@@ -179,6 +210,7 @@ struct agentd {
         /* segment */
         struct mpi_pstate_segment seg;
         bool created, seg_lost;
+        uid_t rank_uid; /* the ranks' real uid: the segment's owner */
         struct agentd_slot *slots;
         struct mpi_pstate_agent_obs *obs;
         struct mpi_pstate_slot *copy; /* snapshot buffer */
@@ -216,6 +248,11 @@ struct agentd {
         struct mpi_pstate_hwmon *hwmon;
 
         struct agentd_hardening hard;
+        /* Root at setup: restore records were written (root's, never the
+         * agent's once it runs as run_uid), and its record files were made
+         * and kept open, to be filled in place at exit. */
+        bool records;
+        int rec_fd, sums_fd;
 
         /* liveness watcher */
         int epfd, stopfd;
@@ -263,7 +300,9 @@ int mpi_pstate_agentd_segment_open(struct agentd *a, char *err, size_t errlen);
 /* Starts the pidfd watcher thread (the agentd *, as a harden() spawn). */
 int mpi_pstate_agentd_watcher_start(void *agentd);
 
-int mpi_pstate_agentd_drop_caps(void);
+/* Empties the capability sets (and, with who, becomes who first: *uid_rc
+ * says how that went), then no_new_privs and not dumpable. */
+int mpi_pstate_agentd_drop_caps(const struct agentd_identity *who, int *uid_rc);
 int mpi_pstate_agentd_seccomp(void);
 int mpi_pstate_agentd_core_setup(struct agentd *a);
 int mpi_pstate_agentd_run(struct agentd *a, volatile sig_atomic_t *stop);
@@ -281,6 +320,9 @@ void mpi_pstate_agentd_uncore_finish(struct agentd *a);
 void mpi_pstate_agentd_uncore_free(struct agentd *a);
 
 /* record.c */
+/* Makes agent.json and sums.json empty beside --record and keeps them
+ * open (a->rec_fd, a->sums_fd), before the agent leaves root. */
+int mpi_pstate_agentd_record_files_open(struct agentd *a);
 int mpi_pstate_agentd_record_write(struct agentd *a);
 /* sums.json beside the record: the step's totals for a node Epilog that
  * does not detail it (docs/agent.md, section 10). */

@@ -1,36 +1,45 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* What the agent keeps of root once its setup is done: its uid 0 (the sysfs
- * files, restore records and its record are root's: plain owner access, no
- * capability), confined to writing those files, and nothing else.  In this
- * order, on the one thread there is (mpi_pstate_agentd_harden):
+/* What a root-started agent keeps once its setup is done: the descriptors
+ * root opened for it (its domains' sysfs files, the energy counters, the
+ * segment, its record files and log), and nothing else.  In this order, on
+ * the one thread there is (mpi_pstate_agentd_harden):
  *
- *   - every capability dropped from the effective, permitted, inheritable,
- *     ambient and bounding sets, and PR_SET_NO_NEW_PRIVS.  Capabilities are
- *     per thread: dropped before the pidfd watcher exists, it inherits the
- *     empty sets instead of racing to drop its own under the seccomp filter
- *     (which forbids capset);
+ *   - the bounding and ambient capability sets emptied (CAP_SETPCAP is
+ *     still there), then, for an agent started as root, RLIMIT_FSIZE (soft
+ *     and hard) set to the largest file it may write, no supplementary
+ *     group, and real, effective, saved and file-system uid and gid set to
+ *     an id that is not 0 and owns no file (agentd_identity); the kernel
+ *     checks sysfs permissions at open, so the kept descriptors work on.
+ *     Then every remaining capability dropped, not dumpable (another
+ *     agent of the same uid cannot ptrace it or read its memory), and
+ *     PR_SET_NO_NEW_PRIVS.  Capabilities are per thread: dropped before
+ *     the pidfd watcher exists, it inherits the empty sets;
  *   - Landlock: no write, creation, removal, rename, truncation, execution,
- *     device ioctl or TCP anywhere but beneath the fence the caller names
- *     (its domains' sysfs directories, its restore records, its record's
- *     directory); reads stay open (sysfs, /proc, the records).  Where the
- *     kernel has no Landlock the agent carries on and its record says so;
+ *     device ioctl or TCP anywhere but beneath the fence the caller names;
+ *     with a uid drop the fence names no write at all and reads are fenced
+ *     too, to /proc (its ranks' status).  Where the kernel has no Landlock
+ *     (or an older ABI: no truncation right before ABI 3) the uid is the
+ *     fence: nothing of root's can be read, truncated or created;
  *   - the caller's threads are created here, so that they inherit both;
  *   - a seccomp allow-list (raw BPF, no libseccomp) of the system calls the
  *     loop, the restore and the record need (strace of a run under load,
  *     a hostile rank and SIGTERM; docs/security.md), with kill() and
- *     tgkill() bound to the agent itself (kill(pid, 0), the liveness probe
- *     without pidfds, excepted), no socket() or connect() (syslog connects
- *     at open), no fchmod() or directory removal.  Anything else fails
- *     with EPERM instead of killing the agent: a process killed there
- *     would leave a core clocked down, an error return only loses that one
- *     call.
+ *     tgkill() bound to the agent itself (liveness is pidfds, or /proc:
+ *     never a signal to a process it does not own), no socket() or
+ *     connect() (syslog connects at open), no fchmod() or directory
+ *     removal.  Anything else fails with EPERM instead of killing the
+ *     agent: a process killed there would leave a core clocked down, an
+ *     error return only loses that one call.
  *
- * Setup (the segment owned by the user: CAP_DAC_OVERRIDE; SCHED_FIFO:
- * CAP_SYS_NICE; the restore records) happens before.  A failure here is
+ * Setup (the segment, SCHED_FIFO, affinity, the restore records, opening
+ * every file) happens before, as root.  A failed uid drop stops the agent
+ * (it never reads the job's memory as root); any other failure here is
  * logged and recorded and the agent carries on: hardening never costs a
  * measurement. */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
 #include <linux/audit.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
@@ -38,7 +47,9 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -53,20 +64,51 @@
 #define AUDIT_ARCH_SELF AUDIT_ARCH_PPC64LE
 #endif
 
-int mpi_pstate_agentd_drop_caps(void)
+int mpi_pstate_agentd_landlock_abi_max = INT_MAX;
+
+/* Becomes who, for good: a failure of any step, or a way back to uid 0
+ * afterwards, is an error. */
+static int become(const struct agentd_identity *who)
+{
+        const struct rlimit fsize = {(rlim_t)who->file_max_bytes, (rlim_t)who->file_max_bytes};
+        uid_t r, e, s;
+        gid_t rg, eg, sg;
+
+        if (who->uid == 0 || who->gid == 0 || who->uid == (uid_t)-1 || who->gid == (gid_t)-1)
+                return -EINVAL;
+        if (setrlimit(RLIMIT_FSIZE, &fsize) != 0 || setgroups(0, NULL) != 0 ||
+            setresgid(who->gid, who->gid, who->gid) != 0 ||
+            setresuid(who->uid, who->uid, who->uid) != 0)
+                return -errno;
+        if (getresuid(&r, &e, &s) != 0 || getresgid(&rg, &eg, &sg) != 0)
+                return -errno;
+        if (r != who->uid || e != who->uid || s != who->uid || rg != who->gid || eg != who->gid ||
+            sg != who->gid || (uid_t)setfsuid((uid_t)-1) != who->uid ||
+            (gid_t)setfsgid((gid_t)-1) != who->gid || getgroups(0, NULL) != 0)
+                return -EPERM;
+        if (setuid(0) == 0 || setgid(0) == 0)
+                return -EPERM;
+        return 0;
+}
+
+int mpi_pstate_agentd_drop_caps(const struct agentd_identity *who, int *uid_rc)
 {
         struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
         struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
         int rc = 0;
 
         /* The bounding set first: dropping it needs CAP_SETPCAP, which the
-         * capset below removes.  EINVAL: past the kernel's last capability. */
+         * uid change and the capset below remove.  EINVAL: past the
+         * kernel's last capability. */
         for (int c = 0; c < 64; c++)
                 if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL && !rc)
                         rc = -errno;
         prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        *uid_rc = who ? become(who) : 0;
         memset(d, 0, sizeof(d));
         if (syscall(SYS_capset, &h, d) != 0 && !rc)
+                rc = -errno;
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 && !rc)
                 rc = -errno;
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 && !rc)
                 rc = -errno;
@@ -85,6 +127,8 @@ int mpi_pstate_agentd_drop_caps(void)
 enum {
         LL_EXECUTE = 1 << 0,
         LL_WRITE_FILE = 1 << 1,
+        LL_READ_FILE = 1 << 2,
+        LL_READ_DIR = 1 << 3,
         LL_REMOVE_DIR = 1 << 4,
         LL_REMOVE_FILE = 1 << 5,
         LL_MAKE_CHAR = 1 << 6,
@@ -110,7 +154,7 @@ struct ll_path_beneath {
 
 /* Everything that changes the file system, by ABI version: what is not
  * handled cannot be denied. */
-static uint64_t ll_fs_handled(long abi)
+static uint64_t ll_fs_handled(long abi, bool reads)
 {
         uint64_t h = LL_EXECUTE | LL_WRITE_FILE | LL_REMOVE_DIR | LL_REMOVE_FILE | LL_MAKE_CHAR |
                      LL_MAKE_DIR | LL_MAKE_REG | LL_MAKE_SOCK | LL_MAKE_FIFO | LL_MAKE_BLOCK |
@@ -122,6 +166,8 @@ static uint64_t ll_fs_handled(long abi)
                 h |= LL_TRUNCATE;
         if (abi >= 5)
                 h |= LL_IOCTL_DEV;
+        if (reads)
+                h |= LL_READ_FILE | LL_READ_DIR;
         return h;
 }
 
@@ -135,6 +181,8 @@ static uint64_t ll_rights(unsigned what)
                 r |= LL_REMOVE_FILE;
         if (what & AGENTD_FENCE_FILES)
                 r |= LL_WRITE_FILE | LL_TRUNCATE | LL_MAKE_REG | LL_REMOVE_FILE;
+        if (what & AGENTD_FENCE_READ)
+                r |= LL_READ_FILE | LL_READ_DIR;
         return r;
 }
 
@@ -157,7 +205,7 @@ static int ll_add_path(int rs, const struct agentd_fence *f, uint64_t handled,
         } else {
                 /* A file takes only the rights on its content. */
                 if (!S_ISDIR(st.st_mode))
-                        pb.allowed_access &= LL_WRITE_FILE | LL_TRUNCATE;
+                        pb.allowed_access &= LL_WRITE_FILE | LL_TRUNCATE | LL_READ_FILE;
                 if (syscall(__NR_landlock_add_rule, rs, LL_RULE_PATH_BENEATH, &pb, 0) != 0)
                         rc = -errno;
         }
@@ -172,8 +220,16 @@ static int landlock(const struct agentd_fence *fence, size_t n, struct agentd_ha
 {
         struct ll_ruleset_attr attr = {0};
         long abi = syscall(__NR_landlock_create_ruleset, NULL, 0, LL_VERSION_FLAG);
+        bool reads = false;
         int rs = -1, rc = 0;
 
+        if (abi > mpi_pstate_agentd_landlock_abi_max) {
+                abi = mpi_pstate_agentd_landlock_abi_max;
+                if (abi <= 0) {
+                        errno = ENOSYS;
+                        abi = -1;
+                }
+        }
         if (abi < 0) {
                 /* ENOSYS: not built in; EOPNOTSUPP: not enabled at boot (lsm=) */
                 snprintf(out->landlock, sizeof(out->landlock), "%s",
@@ -181,7 +237,9 @@ static int landlock(const struct agentd_fence *fence, size_t n, struct agentd_ha
                 return -errno;
         }
         out->landlock_abi = (int)abi;
-        attr.handled_access_fs = ll_fs_handled(abi);
+        for (size_t i = 0; i < n; i++)
+                reads |= (fence[i].what & AGENTD_FENCE_READ) != 0;
+        attr.handled_access_fs = ll_fs_handled(abi, reads);
         if (abi >= 4)
                 attr.handled_access_net = LL_NET_TCP;
         if (abi >= 6)
@@ -300,23 +358,19 @@ int mpi_pstate_agentd_seccomp(void)
 {
         enum { NALLOWED = sizeof(allowed) / sizeof(allowed[0]) };
         const unsigned self = (unsigned)getpid();
-        /* After the allow-list, with nr loaded: kill(self, any) or
-         * kill(any, 0); tgkill(self, ...); unlinkat(..., 0) (files, never
-         * a directory).  The pid is the low word: the kernel's pid_t. */
+        /* After the allow-list, with nr loaded: kill(self, any),
+         * tgkill(self, ...), unlinkat(..., 0) (files, never a directory).
+         * The pid is the low word: the kernel's pid_t. */
         const struct sock_filter args[] = {
-            /*  0 */ JEQ(__NR_kill, 0, 4),
-            /*  1 */ LD(ARG_LO(0)),
-            /*  2 */ JEQ(self, 8, 0),
-            /*  3 */ LD(ARG_LO(1)),
-            /*  4 */ JEQ(0, 6, 7),
-            /*  5 */ JEQ(__NR_tgkill, 0, 2),
-            /*  6 */ LD(ARG_LO(0)),
-            /*  7 */ JEQ(self, 3, 4),
-            /*  8 */ JEQ(__NR_unlinkat, 0, 3),
-            /*  9 */ LD(ARG_LO(2)),
-            /* 10 */ JEQ(0, 0, 1),
-            /* 11 */ RET(SECCOMP_RET_ALLOW),
-            /* 12 */ RET(SECCOMP_RET_ERRNO | EPERM),
+            /* 0 */ JEQ(__NR_kill, 1, 0),
+            /* 1 */ JEQ(__NR_tgkill, 0, 2),
+            /* 2 */ LD(ARG_LO(0)),
+            /* 3 */ JEQ(self, 3, 4),
+            /* 4 */ JEQ(__NR_unlinkat, 0, 3),
+            /* 5 */ LD(ARG_LO(2)),
+            /* 6 */ JEQ(0, 0, 1),
+            /* 7 */ RET(SECCOMP_RET_ALLOW),
+            /* 8 */ RET(SECCOMP_RET_ERRNO | EPERM),
         };
         enum { HEAD = 4, NARGS = sizeof(args) / sizeof(args[0]) };
         struct sock_filter f[HEAD + 2 * NALLOWED + NARGS] = {
@@ -345,13 +399,18 @@ int mpi_pstate_agentd_seccomp(void)
 }
 #endif
 
-int mpi_pstate_agentd_harden(const struct agentd_fence *fence, size_t n, int (*spawn)(void *),
-                             void *arg, struct agentd_hardening *out)
+int mpi_pstate_agentd_harden(const struct agentd_fence *fence, size_t n,
+                             const struct agentd_identity *who, int (*spawn)(void *), void *arg,
+                             struct agentd_hardening *out)
 {
         int rc;
 
         memset(out, 0, sizeof(*out));
-        out->caps_rc = mpi_pstate_agentd_drop_caps();
+        out->caps_rc = mpi_pstate_agentd_drop_caps(who, &out->uid_rc);
+        out->uid = geteuid();
+        out->gid = getegid();
+        if (out->uid_rc)
+                return out->uid_rc;
         /* landlock() names its state in out->landlock; its errno is there too */
         out->landlock_rc = landlock(fence, n, out);
         rc = spawn ? spawn(arg) : 0;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agentd.h"
+#include "cpufreq_sysfs.h"
 #include "options.h"
 #include "parse.h"
 #include "safeio.h"
@@ -60,21 +61,57 @@ static void set_status(struct agentd_domain *d, enum agentd_dom_status st, const
  * is not root (outside Slurm, on a node where the user may write cpufreq)
  * keeps the original settings in memory instead, and nothing can restore
  * them if it is killed. */
-static bool memory_restore(void)
+static bool memory_restore(const struct agentd *a)
 {
-        return geteuid() != 0;
+        return !a->records;
 }
 
-/* Puts a domain back: from its record, or from memory when not root.
- * Returns 1 restored, 0 nothing to do, or a negative errno. */
+static int write_fd(int fd, const char *value)
+{
+        size_t len = strlen(value);
+        ssize_t n = pwrite(fd, value, len, 0);
+
+        return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+}
+
+/* What the agent changed, put back through its descriptors once it runs
+ * as its own uid: its lever up to the step's setting, and the governor
+ * it switched to userspace back.  The restore record (the original from
+ * before the step) stays for root, which applies it at the step's end. */
+static int put_back_fds(struct agentd_domain *d, char *err, size_t errlen)
+{
+        char gov[MPI_PSTATE_CPUFREQ_NAME_LEN + 2];
+        int rc = d->h.fd >= 0 ? mpi_pstate_cpufreq_domain_raise(&d->h) : 0;
+
+        if (rc) {
+                snprintf(err, errlen, "raising: %s", strerror(-rc));
+                return rc;
+        }
+        if (d->governor_changed && d->gov_fd >= 0) {
+                snprintf(gov, sizeof(gov), "%s\n", d->orig.governor);
+                rc = write_fd(d->gov_fd, gov);
+                if (rc) {
+                        snprintf(err, errlen, "scaling_governor=%s: %s", d->orig.governor,
+                                 strerror(-rc));
+                        return rc;
+                }
+        }
+        return 1;
+}
+
+/* Puts a domain back: from its record while root, through its
+ * descriptors once not, or from memory when never root.  Returns 1
+ * restored, 0 nothing to do, or a negative errno. */
 static int put_back(struct agentd *a, struct agentd_domain *d, char *err, size_t errlen)
 {
         struct mpi_pstate_restore_owner who = {a->o.job, a->o.step};
         int rc;
 
-        if (!memory_restore())
+        if (!memory_restore(a) && geteuid() == 0)
                 return mpi_pstate_restore_policy(a->o.runtime_dir, a->o.sysroot, d->name, &who, 0,
                                                  err, errlen);
+        if (!memory_restore(a))
+                return put_back_fds(d, err, errlen);
         rc = mpi_pstate_cpufreq_apply(&a->node->policies[d->policy], &d->orig, err, errlen);
         return rc ? rc : 1;
 }
@@ -171,6 +208,20 @@ static int prepare(struct agentd *a, struct agentd_domain *d,
                                                       d->high_khz, err, errlen);
 }
 
+/* The governor file, kept to switch back once the agent is not root. */
+static int open_governor(const struct mpi_pstate_cpufreq_policy *p, struct agentd_domain *d,
+                         char *err, size_t errlen)
+{
+        char path[MPI_PSTATE_CPUFREQ_PATH_LEN + 32];
+        int rc = mpi_pstate_cpufreq_join(path, sizeof(path), p->dir, "scaling_governor");
+
+        if (!rc && (d->gov_fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY)) < 0)
+                rc = -errno;
+        if (rc)
+                snprintf(err, errlen, "%s/scaling_governor: %s", d->name, strerror(-rc));
+        return rc;
+}
+
 /* Switches d to userspace for setspeed when the step runs another governor. */
 static int to_userspace(struct agentd *a, struct agentd_domain *d,
                         const struct mpi_pstate_cpufreq_policy *p, char *err, size_t errlen)
@@ -205,9 +256,9 @@ static void setup_one(struct agentd *a, struct agentd_domain *d)
                 return;
         }
         d->orig = p->cur;
-        rc = memory_restore() ? 0
-                              : mpi_pstate_restore_save_from(a->o.runtime_dir, p, &p->cur, &who,
-                                                             err, sizeof(err));
+        rc = memory_restore(a) ? 0
+                               : mpi_pstate_restore_save_from(a->o.runtime_dir, p, &p->cur, &who,
+                                                              err, sizeof(err));
         if (rc) {
                 set_status(d, rc == -EBUSY ? AGENTD_DOM_BUSY : AGENTD_DOM_ERROR,
                            err[0] ? err : strerror(-rc));
@@ -215,6 +266,8 @@ static void setup_one(struct agentd *a, struct agentd_domain *d)
         }
         d->saved = true;
         rc = to_userspace(a, d, p, err, sizeof(err));
+        if (!rc && d->governor_changed && !memory_restore(a))
+                rc = open_governor(p, d, err, sizeof(err));
         /* Read again only if the switch above changed them: otherwise the
          * discovery a moment ago is current, and a short step waits for
          * every sysfs read of this setup. */
@@ -286,6 +339,7 @@ static int find_domains(struct agentd *a)
                 d = &a->dom[a->ndom];
                 d->policy = (unsigned)pi;
                 d->h.fd = -1;
+                d->gov_fd = -1;
                 snprintf(d->name, sizeof(d->name), "%s", a->node->policies[pi].name);
                 d->related = a->node->policies[pi].related;
                 CPU_OR(&seen, &seen, &d->related);
@@ -338,11 +392,16 @@ void mpi_pstate_agentd_hw_finish(struct agentd *a)
                 struct agentd_domain *d = &a->dom[i];
                 char err[256] = "";
 
+                if (!d->saved) {
+                        mpi_pstate_cpufreq_domain_close(&d->h);
+                        continue;
+                }
+                d->restore_rc = put_back(a, d, err, sizeof(err));
                 /* A late raise through the kept fd must not undo the restore. */
                 mpi_pstate_cpufreq_domain_close(&d->h);
-                if (!d->saved)
-                        continue;
-                d->restore_rc = put_back(a, d, err, sizeof(err));
+                if (d->gov_fd >= 0)
+                        close(d->gov_fd);
+                d->gov_fd = -1;
                 if (d->restore_rc < 0) {
                         a->restore_failed++;
                         mpi_pstate_agentd_log(

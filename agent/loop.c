@@ -13,8 +13,12 @@
  *
  * Dead ranks: one pidfd per slot owner, watched by a thread blocked in
  * epoll_wait; when a process ends, the thread wakes the loop through the
- * futex.  Where pidfd_open is missing, kill(pid, 0) every 100 ms. */
+ * futex.  Where pidfd_open is missing, /proc/<pid>/stat every 100 ms.
+ * Only the step's own processes are watched (own_process): a slot that
+ * names any other pid is a gone rank, so the record says nothing about
+ * processes that are not the job's. */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <setjmp.h>
@@ -32,7 +36,7 @@
 
 #define NS_PER_S UINT64_C(1000000000)
 #define REFRESH_NS NS_PER_S               /* re-validate every slot's identity */
-#define KILL_CHECK_NS UINT64_C(100000000) /* liveness without pidfd */
+#define PROC_CHECK_NS UINT64_C(100000000) /* liveness without pidfd */
 /* A flood of wake-ups (a rank bumping the futex in a loop) is cut to at
  * most THROTTLE_WAKES early wake-ups per window; the rest of the window is
  * slept through.  A legitimate burst (a barrier releasing many clocked-down
@@ -240,11 +244,65 @@ static void watcher_stop(struct agentd *a)
         a->epfd = a->stopfd = -1;
 }
 
+/* The start time (clock ticks since boot) in a /proc/<pid>/stat text:
+ * field 22, counted after the command's closing parenthesis (the command
+ * is the process's to choose, parentheses included). */
+static int stat_start(const char *buf, uint64_t *start)
+{
+        const char *p = strrchr(buf, ')');
+        char *end;
+
+        if (!p)
+                return -EINVAL;
+        for (int field = 2; field < 22; field++) {
+                p = strchr(p + 1, ' ');
+                if (!p)
+                        return -EINVAL;
+        }
+        errno = 0;
+        *start = strtoull(p + 1, &end, 10);
+        return errno || end == p + 1 ? -EINVAL : 0;
+}
+
+/* True when pid is one of the step's own processes: its real uid is the
+ * job's (the segment's owner), and a Slurm cgroup it names is this job's.
+ * *start: its start time, which tells a pid reused later apart. */
+static bool own_process(const struct agentd *a, int32_t pid, uint64_t *start)
+{
+        char path[64], buf[4096], want[32];
+        const char *u;
+        uint64_t uid;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        if (mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0) < 0 ||
+            !(u = strstr(buf, "\nUid:\t")) || sscanf(u + 6, "%" SCNu64, &uid) != 1 ||
+            uid != (uint64_t)a->rank_uid)
+                return false;
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+        if (mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0) >= 0 &&
+            strstr(buf, "/job_")) {
+                int n = snprintf(want, sizeof(want), "/job_%u", a->o.job);
+                const char *j = buf;
+                bool mine = false;
+
+                while (!mine && (j = strstr(j, want)) != NULL) {
+                        mine = j[n] == '/' || j[n] == '\n' || j[n] == '\0';
+                        j += n;
+                }
+                if (!mine)
+                        return false;
+        }
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        return mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0) >= 0 &&
+               stat_start(buf, start) == 0;
+}
+
 /* Starts watching the process that now owns slot i. */
 static void slot_watch(struct agentd *a, unsigned i, int32_t pid)
 {
         struct agentd_slot *si = &a->slots[i];
         struct epoll_event ev;
+        uint64_t again = 0;
         int fd;
 
         if (si->pidfd >= 0)
@@ -254,7 +312,11 @@ static void slot_watch(struct agentd *a, unsigned i, int32_t pid)
         si->dead = false;
         si->pid = pid;
         si->checked_ns = 0;
-        if (pid <= 0 || !a->pidfd_ok)
+        if (pid <= 0 || !own_process(a, pid, &si->start_ticks)) {
+                si->dead = pid > 0; /* gone already, or not the step's */
+                return;
+        }
+        if (!a->pidfd_ok)
                 return;
         fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
         if (fd < 0) {
@@ -262,6 +324,13 @@ static void slot_watch(struct agentd *a, unsigned i, int32_t pid)
                         si->dead = true; /* gone already, or not a process */
                 else if (errno == ENOSYS)
                         a->pidfd_ok = false;
+                return;
+        }
+        /* The pid may have been reused between the look and the pidfd:
+         * the pidfd is the step's process only if it still is the same. */
+        if (!own_process(a, pid, &again) || again != si->start_ticks) {
+                close(fd);
+                si->dead = true;
                 return;
         }
         ev.events = EPOLLIN | EPOLLONESHOT;
@@ -284,9 +353,11 @@ static void liveness(struct agentd *a, unsigned i, uint64_t now)
         if (si->pidfd >= 0) {
                 if (atomic_load_explicit(&si->dead_gen, memory_order_acquire) == si->gen)
                         si->dead = true;
-        } else if (now - si->checked_ns >= KILL_CHECK_NS) {
+        } else if (now - si->checked_ns >= PROC_CHECK_NS) {
+                uint64_t start = 0;
+
                 si->checked_ns = now;
-                if (kill((pid_t)si->pid, 0) != 0 && errno == ESRCH)
+                if (!own_process(a, si->pid, &start) || start != si->start_ticks)
                         si->dead = true;
         }
         if (si->dead && !was) {
@@ -743,6 +814,9 @@ int mpi_pstate_agentd_segment_open(struct agentd *a, char *err, size_t errlen)
                 if (owner == (uid_t)-1)
                         owner = geteuid();
         }
+        /* Whose processes the ranks are: fixed now, before the agent
+         * leaves root. */
+        a->rank_uid = owner == (uid_t)-1 ? getuid() : owner;
         /* The creator's slot count when known: the user may rewrite the
          * header between the plugin's fchown and this mapping, and what we
          * allocate and record must not follow. */
@@ -935,8 +1009,8 @@ static void loop(struct agentd *a, volatile sig_atomic_t *stop)
                 }
                 budget_adjust(a, wake);
                 next = rapl_due(a, wake, next);
-                if (kill_checks && next > wake + KILL_CHECK_NS)
-                        next = wake + KILL_CHECK_NS;
+                if (kill_checks && next > wake + PROC_CHECK_NS)
+                        next = wake + PROC_CHECK_NS;
                 cpu_cap(a);
                 if (*stop)
                         return;

@@ -46,6 +46,8 @@ static const char usage_text[] =
     "  --cpus LIST            the step's CPUs (default: the agent's own affinity)\n"
     "  --job J --step S       owner of the restore records\n"
     "  --uid U --gid G        owner of the segment (checked when attaching)\n"
+    "  --run-uid U --run-gid G  started as root: whom the agent runs as once its\n"
+    "                         files are open (an unnamed id, 65531, by default)\n"
     "  --mechanism auto|max_freq|setspeed|epp\n"
     "  --allow-governor BOOL  may switch a policy to userspace for setspeed (yes)\n"
     "  --freq-min FREQ        the site's floor (freq_min): \"min\" is never below it\n"
@@ -76,6 +78,8 @@ enum {
         OPT_STEP,
         OPT_UID,
         OPT_GID,
+        OPT_RUN_UID,
+        OPT_RUN_GID,
         OPT_MECH,
         OPT_ALLOW_GOV,
         OPT_FREQ_MIN,
@@ -109,6 +113,8 @@ static const struct option longopts[] = {
     {"step", required_argument, NULL, OPT_STEP},
     {"uid", required_argument, NULL, OPT_UID},
     {"gid", required_argument, NULL, OPT_GID},
+    {"run-uid", required_argument, NULL, OPT_RUN_UID},
+    {"run-gid", required_argument, NULL, OPT_RUN_GID},
     {"mechanism", required_argument, NULL, OPT_MECH},
     {"allow-governor", required_argument, NULL, OPT_ALLOW_GOV},
     {"freq-min", required_argument, NULL, OPT_FREQ_MIN},
@@ -159,30 +165,6 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
         va_end(ap);
         fputs("\n(mpi-pstate-agent --help for the options)\n", stderr);
         return 2;
-}
-
-static int parse_id(const char *s, bool group, uint32_t *out)
-{
-        uint64_t v;
-
-        if (mpi_pstate_parse_u64(s, 0, UINT32_MAX - 1, &v) == 0) {
-                *out = (uint32_t)v;
-                return 0;
-        }
-        if (group) {
-                const struct group *g = getgrnam(s);
-
-                if (!g)
-                        return -EINVAL;
-                *out = g->gr_gid;
-        } else {
-                const struct passwd *p = getpwnam(s);
-
-                if (!p)
-                        return -EINVAL;
-                *out = p->pw_uid;
-        }
-        return 0;
 }
 
 static int set_option(struct cmdline *cl, int id, const char *value)
@@ -259,12 +241,23 @@ static int step_arg(int c, const char *arg, struct cmdline *cl, struct agentd_op
                 break;
         case OPT_UID:
         case OPT_GID:
-                if (parse_id(arg, c == OPT_GID, &id))
+                if (mpi_pstate_parse_id(arg, c == OPT_GID, &id, NULL) < 0)
                         return usage_error("unknown %s '%s'", c == OPT_GID ? "group" : "user", arg);
                 if (c == OPT_UID)
                         o->uid = id;
                 else
                         o->gid = id;
+                break;
+        case OPT_RUN_UID:
+        case OPT_RUN_GID:
+                if (mpi_pstate_parse_id(arg, c == OPT_RUN_GID, &id, NULL) < 0 || id == 0)
+                        return usage_error("--%s needs a %s other than root's, not '%s'",
+                                           c == OPT_RUN_GID ? "run-gid" : "run-uid",
+                                           c == OPT_RUN_GID ? "group" : "user", arg);
+                if (c == OPT_RUN_UID)
+                        o->run_uid = id;
+                else
+                        o->run_gid = id;
                 break;
         default:
                 return NOT_MINE;
@@ -501,6 +494,8 @@ static void install_signals(void)
         sigaction(SIGHUP, &sa, NULL);
         sa.sa_handler = SIG_IGN;
         sigaction(SIGPIPE, &sa, NULL);
+        /* Past RLIMIT_FSIZE a write fails with EFBIG instead. */
+        sigaction(SIGXFSZ, &sa, NULL);
 }
 
 /* Parent side of detaching: waits for the daemon's "ok" or its error, and
@@ -674,33 +669,72 @@ static void settle(struct agentd *a)
                                       strerror(errno));
 }
 
-/* Where the hardened agent may still change files: its domains' sysfs
- * directories (lower, raise, restore), the restore records (removed once
- * restored), its record's directory (created now: the fence needs it to
- * exist), and the segment's directory when it removes the segment it made. */
-static size_t fence(struct agentd *a, struct agentd_fence *f, size_t max, char *rec_dir,
-                    size_t rec_len, char *shm_dir, size_t shm_len)
+/* Where the hardened agent may still change files.  Started as root, it
+ * writes only through the descriptors root opened for it, and may read
+ * only /proc (its ranks' status).  Started as a user (mpi-pstate exec on
+ * a node where the user may write cpufreq): its domains' sysfs
+ * directories (lower, raise, restore from memory) and the segment's
+ * directory when it removes the segment it made. */
+static size_t fence(struct agentd *a, struct agentd_fence *f, size_t max, char *shm_dir,
+                    size_t shm_len)
 {
         size_t n = 0;
-        int fd;
 
-        for (unsigned i = 0; i < a->ndom && n + 3 < max; i++)
+        if (a->records) {
+                f[n++] = (struct agentd_fence){"/proc", AGENTD_FENCE_READ};
+                return n;
+        }
+        for (unsigned i = 0; i < a->ndom && n + 2 < max; i++)
                 if (a->dom[i].saved || a->dom[i].status == AGENTD_DOM_MANAGED)
                         f[n++] = (struct agentd_fence){a->node->policies[a->dom[i].policy].dir,
                                                        AGENTD_FENCE_WRITE};
-        for (unsigned i = 0; i < a->nudom && n + 3 < max; i++)
+        for (unsigned i = 0; i < a->nudom && n + 2 < max; i++)
                 if (a->udom[i].saved)
                         f[n++] = (struct agentd_fence){a->udom[i].d->dir, AGENTD_FENCE_WRITE};
-        f[n++] = (struct agentd_fence){a->o.runtime_dir, AGENTD_FENCE_FILES};
-        if (a->o.record && mpi_pstate_agentd_parent_dir(a->o.record, rec_dir, rec_len) == 0 &&
-            (fd = mpi_pstate_safeio_open_dir(rec_dir, 1, 0755)) >= 0) {
-                close(fd);
-                f[n++] = (struct agentd_fence){rec_dir, AGENTD_FENCE_FILES};
-        }
         if (a->created && !a->o.keep_shm &&
             mpi_pstate_agentd_parent_dir(a->o.shm, shm_dir, shm_len) == 0)
                 f[n++] = (struct agentd_fence){shm_dir, AGENTD_FENCE_REMOVE};
         return n;
+}
+
+/* A segment the agent made (--create without --keep-shm) is removed when
+ * the agent ends; once it runs as its own uid it may not remove the job
+ * user's file from /dev/shm, so a root process that reads nothing does:
+ * it holds only the read end of a pipe whose write end is the agent's,
+ * and on EOF (the agent is gone, however it ended) removes the name if it
+ * is still the segment's inode. */
+static void spawn_remover(const struct agentd *a)
+{
+        struct stat made;
+        int p[2];
+        pid_t pid;
+        char c;
+
+        if (!a->records || !a->created || a->o.keep_shm || stat(a->o.shm, &made) != 0 ||
+            pipe2(p, O_CLOEXEC) != 0)
+                return;
+        pid = fork();
+        if (pid == 0) {
+                struct stat now;
+
+                close(p[1]);
+                if (p[0] > 3)
+                        close_range(3, (unsigned)p[0] - 1, 0);
+                close_range((unsigned)p[0] + 1, ~0u, 0);
+                while (read(p[0], &c, 1) < 0 && errno == EINTR)
+                        ;
+                if (lstat(a->o.shm, &now) == 0 && now.st_dev == made.st_dev &&
+                    now.st_ino == made.st_ino)
+                        unlink(a->o.shm);
+                _exit(0);
+        }
+        close(p[0]);
+        if (pid < 0) {
+                close(p[1]);
+                mpi_pstate_agentd_log(LOG_WARNING, "no remover for %s: %s", a->o.shm,
+                                      strerror(errno));
+        }
+        /* p[1] stays open, unused, until the agent exits */
 }
 
 /* Scheduling and privileges for the loop, once setup is done; the liveness
@@ -708,9 +742,10 @@ static size_t fence(struct agentd *a, struct agentd_fence *f, size_t max, char *
  * when the watcher cannot start. */
 static int confine(struct agentd *a)
 {
-        struct agentd_fence f[MPI_PSTATE_AGENT_MAX_DOMAINS + MPI_PSTATE_UNCORE_MAX + 3];
-        char rec_dir[4096], shm_dir[4096];
+        struct agentd_fence f[MPI_PSTATE_AGENT_MAX_DOMAINS + MPI_PSTATE_UNCORE_MAX + 2];
+        const struct agentd_identity who = {a->o.run_uid, a->o.run_gid, AGENTD_FILE_MAX_BYTES};
         struct agentd_hardening *h = &a->hard;
+        char shm_dir[4096];
         size_t n;
         int rc;
 
@@ -723,12 +758,20 @@ static int confine(struct agentd *a)
                         mpi_pstate_agentd_log(LOG_WARNING, "SCHED_FIFO %d: %s", a->o.rt_prio,
                                               strerror(errno));
         }
-        /* Everything that needs a capability is done (the user's segment
-         * mapped, SCHED_FIFO set): the loop, the restore and the record need
-         * only the uid that owns their files, and only those files. */
-        n = fence(a, f, sizeof(f) / sizeof(f[0]), rec_dir, sizeof(rec_dir), shm_dir,
-                  sizeof(shm_dir));
-        rc = mpi_pstate_agentd_harden(f, n, mpi_pstate_agentd_watcher_start, a, h);
+        /* Everything that needs root is done (the user's segment mapped,
+         * SCHED_FIFO and affinity set, every file opened): the loop, the
+         * restore and the record need only the descriptors.  The time zone
+         * is read now, while /etc may still be read. */
+        tzset();
+        spawn_remover(a);
+        n = fence(a, f, sizeof(f) / sizeof(f[0]), shm_dir, sizeof(shm_dir));
+        rc = mpi_pstate_agentd_harden(f, n, a->records ? &who : NULL,
+                                      mpi_pstate_agentd_watcher_start, a, h);
+        if (h->uid_rc) {
+                mpi_pstate_agentd_log(LOG_ERR, "running as uid %u gid %u: %s: not started",
+                                      (unsigned)who.uid, (unsigned)who.gid, strerror(-h->uid_rc));
+                return h->uid_rc;
+        }
         if (h->caps_rc)
                 mpi_pstate_agentd_log(LOG_WARNING, "dropping capabilities: %s",
                                       strerror(-h->caps_rc));
@@ -757,6 +800,11 @@ static void finish(struct agentd *a, bool started)
                 if (rc)
                         mpi_pstate_agentd_log(LOG_ERR, "sums beside %s: %s", a->o.record,
                                               strerror(-rc));
+                if (a->rec_fd >= 0)
+                        close(a->rec_fd);
+                if (a->sums_fd >= 0)
+                        close(a->sums_fd);
+                a->rec_fd = a->sums_fd = -1;
                 mpi_pstate_agentd_log(LOG_INFO,
                                       "stopped (%s): %llu lowerings, %llu raises, %u domain(s) "
                                       "restored, %u failed",
@@ -773,7 +821,10 @@ static void finish(struct agentd *a, bool started)
  * err says which. */
 static int setup(struct agentd *a, char *err, size_t errlen)
 {
-        int rc = mpi_pstate_agentd_hw_setup(a);
+        int rc;
+
+        a->records = geteuid() == 0;
+        rc = mpi_pstate_agentd_hw_setup(a);
 
         if (!rc)
                 rc = mpi_pstate_agentd_core_setup(a);
@@ -787,9 +838,14 @@ static int setup(struct agentd *a, char *err, size_t errlen)
                 snprintf(err, errlen, "pidfile %s: %s", a->o.pidfile, strerror(-rc));
                 return rc;
         }
+        rc = mpi_pstate_agentd_record_files_open(a);
+        if (rc)
+                mpi_pstate_agentd_log(LOG_ERR, "record %s: %s", a->o.record, strerror(-rc));
         rc = confine(a);
         if (rc)
-                snprintf(err, errlen, "starting the liveness watcher: %s", strerror(-rc));
+                snprintf(err, errlen, "%s: %s",
+                         a->hard.uid_rc ? "leaving root" : "starting the liveness watcher",
+                         strerror(-rc));
         return rc;
 }
 
@@ -851,6 +907,7 @@ int main(int argc, char **argv)
         int rc, ready = -1;
 
         memset(&cl, 0, sizeof(cl));
+        agent.rec_fd = agent.sums_fd = -1;
         mpi_pstate_options_defaults(&cl.opt);
         cl.opt.mode = MPI_PSTATE_MODE_ON;
         /* The plugin's variables, if the agent inherited them, are defaults
@@ -861,6 +918,8 @@ int main(int argc, char **argv)
                 cl.opt.mode = MPI_PSTATE_MODE_ON;
         o->uid = (uid_t)-1;
         o->gid = (gid_t)-1;
+        o->run_uid = AGENTD_UNNAMED_ID;
+        o->run_gid = AGENTD_UNNAMED_ID;
         o->mech = MPI_PSTATE_CPUFREQ_MECH_AUTO;
         o->allow_governor = true;
         o->sysroot = "/sys";

@@ -450,29 +450,69 @@ static void put_hardening(struct mpi_pstate_json *b, const struct agentd_hardeni
         mpi_pstate_json_key(b, "landlock_abi");
         mpi_pstate_json_put(b, "%d", h->landlock_abi);
         mpi_pstate_json_member_str(b, "seccomp", h->seccomp_rc ? strerror(-h->seccomp_rc) : "on");
+        mpi_pstate_json_member_u64(b, "uid", h->uid);
+        mpi_pstate_json_member_u64(b, "gid", h->gid);
         mpi_pstate_json_close(b);
 }
 
-/* b into dir/name atomically, mode 0644; b freed.  No fsync: it is
- * written as the step ends, while slurmstepd waits, and nothing reads it
- * after a crash of the node (the node epilog that would never ran). */
-static int write_json(const char *dir, const char *name, struct mpi_pstate_json *b)
+/* b into the kept descriptor fd, from its start, the rest cut off; b
+ * freed.  Not atomic (the agent cannot create files once it runs as its
+ * own uid): nothing reads the file before the agent has exited, and a
+ * reader takes an empty file for a missing one and refuses a cut one.  No
+ * fsync: it is written as the step ends, while slurmstepd waits, and
+ * nothing reads it after a crash of the node (the node epilog that would
+ * never ran).  RLIMIT_FSIZE bounds what any write here can take of /run. */
+static int write_json(int fd, struct mpi_pstate_json *b)
 {
-        int dfd, rc = -ENOMEM;
+        size_t done = 0;
+        int rc = -ENOMEM;
 
         if (b->failed)
                 goto out;
-        dfd = mpi_pstate_safeio_open_dir(dir, 1, 0755);
-        if (dfd < 0) {
-                rc = dfd;
-                goto out;
+        rc = fd < 0 ? -EBADF : ftruncate(fd, 0) != 0 ? -errno : 0;
+        while (!rc && done < b->len) {
+                ssize_t n = pwrite(fd, b->p + done, b->len - done, (off_t)done);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        rc = n < 0 ? -errno : -EIO;
+                else
+                        done += (size_t)n;
         }
-        rc =
-            mpi_pstate_safeio_write_atomic(dfd, name, b->p, b->len, 0644, MPI_PSTATE_SAFEIO_NOSYNC);
-        close(dfd);
 out:
         free(b->p);
         return rc;
+}
+
+/* One of the record files, made empty (root's, mode 0644, in the record's
+ * directory, created if missing) and kept open for the exit. */
+static int open_one(int dfd, const char *name)
+{
+        int fd =
+            openat(dfd, name, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0644);
+
+        return fd < 0 ? -errno : fd;
+}
+
+int mpi_pstate_agentd_record_files_open(struct agentd *a)
+{
+        char dir[4096];
+        int dfd, rc;
+
+        a->rec_fd = a->sums_fd = -1;
+        if (!a->o.record)
+                return 0;
+        if (mpi_pstate_agentd_parent_dir(a->o.record, dir, sizeof(dir)) != 0)
+                return -EINVAL;
+        dfd = mpi_pstate_safeio_open_dir(dir, 1, 0755);
+        if (dfd < 0)
+                return dfd;
+        rc = a->rec_fd = open_one(dfd, strrchr(a->o.record, '/') + 1);
+        if (rc >= 0)
+                rc = a->sums_fd = open_one(dfd, "sums.json");
+        close(dfd);
+        return rc < 0 ? rc : 0;
 }
 
 /* What the agent was asked to do: its command line as it understood it. */
@@ -534,16 +574,11 @@ static void put_identity(struct mpi_pstate_json *b, const struct agentd *a, uint
 int mpi_pstate_agentd_record_write(struct agentd *a)
 {
         struct mpi_pstate_json b = {0};
-        char dir[4096];
-        const char *name;
         uint64_t elapsed =
             a->end_real_ns > a->start_real_ns ? a->end_real_ns - a->start_real_ns : 0;
 
         if (!a->o.record)
                 return 0;
-        if (mpi_pstate_agentd_parent_dir(a->o.record, dir, sizeof(dir)) != 0)
-                return -EINVAL;
-        name = strrchr(a->o.record, '/') + 1;
 
         mpi_pstate_json_open(&b, '{', "  ");
         put_identity(&b, a, elapsed);
@@ -562,7 +597,7 @@ int mpi_pstate_agentd_record_write(struct agentd *a)
         mpi_pstate_json_close(&b);
         mpi_pstate_json_close(&b);
         mpi_pstate_json_put(&b, "\n");
-        return write_json(dir, name, &b);
+        return write_json(a->rec_fd, &b);
 }
 
 /* The step's totals over its slots, read once more now that the ranks
@@ -611,12 +646,9 @@ int mpi_pstate_agentd_sums_write(struct agentd *a)
 {
         struct mpi_pstate_json b = {0};
         struct step_sums s = {0};
-        char dir[4096];
 
         if (!a->o.record || !a->seg.hdr || a->seg_lost)
                 return 0;
-        if (mpi_pstate_agentd_parent_dir(a->o.record, dir, sizeof(dir)) != 0)
-                return -EINVAL;
         sum_slots(a, &s);
         mpi_pstate_json_open(&b, '{', "  ");
         mpi_pstate_json_member_str(&b, "format", "mpi-pstate-sums");
@@ -642,5 +674,5 @@ int mpi_pstate_agentd_sums_write(struct agentd *a)
         mpi_pstate_json_member_bool(&b, "end", true);
         mpi_pstate_json_close(&b);
         mpi_pstate_json_put(&b, "\n");
-        return write_json(dir, "sums.json", &b);
+        return write_json(a->sums_fd, &b);
 }

@@ -34,18 +34,26 @@ static void record_name(const struct agentd_uncore *u, char *out, size_t len)
         snprintf(out, len, MPI_PSTATE_RESTORE_UNCORE_PREFIX "%s", u->d->name);
 }
 
-/* Puts a domain back: from its record (root), else from what discovery
- * read.  1 restored, or a negative errno. */
+/* Puts a domain back: from its record while root; once the agent runs as
+ * its own uid, its maximum up through the kept descriptor (the record
+ * stays for root, which applies it at the step's end); never root, from
+ * what discovery read.  1 restored, or a negative errno. */
 static int put_back(struct agentd *a, struct agentd_uncore *u, char *err, size_t errlen)
 {
         struct mpi_pstate_restore_owner who = {a->o.job, a->o.step};
         char name[64];
         int rc;
 
-        if (geteuid() == 0) {
+        if (a->records && geteuid() == 0) {
                 record_name(u, name, sizeof(name));
                 return mpi_pstate_restore_policy(a->o.runtime_dir, a->o.sysroot, name, &who, 0, err,
                                                  errlen);
+        }
+        if (a->records) {
+                rc = u->h.fd >= 0 ? mpi_pstate_uncore_raise(&u->h) : 0;
+                if (rc)
+                        snprintf(err, errlen, "raising: %s", strerror(-rc));
+                return rc ? rc : 1;
         }
         rc = mpi_pstate_uncore_apply(u->d->dir, u->d->min_khz, u->d->max_khz, err, errlen);
         return rc ? rc : 1;
@@ -84,7 +92,7 @@ static void setup_one(struct agentd *a, struct agentd_uncore *u)
                 set_status(u, AGENTD_DOM_PROFILE, "mode profile: the step owns it whole");
                 return;
         }
-        rc = geteuid() == 0
+        rc = a->records
                  ? mpi_pstate_restore_save_uncore(a->o.runtime_dir, d, &who, err, sizeof(err))
                  : 0;
         if (rc) {
@@ -261,10 +269,12 @@ void mpi_pstate_agentd_uncore_finish(struct agentd *a)
                 struct agentd_uncore *u = &a->udom[i];
                 char err[256] = "";
 
-                mpi_pstate_uncore_close(&u->h);
-                if (!u->saved)
+                if (!u->saved) {
+                        mpi_pstate_uncore_close(&u->h);
                         continue;
+                }
                 u->restore_rc = put_back(a, u, err, sizeof(err));
+                mpi_pstate_uncore_close(&u->h);
                 if (u->restore_rc < 0) {
                         a->restore_failed++;
                         mpi_pstate_agentd_log(LOG_ERR,

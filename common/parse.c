@@ -3,6 +3,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -277,4 +279,30 @@ int mpi_pstate_parse_bool(const char *s, bool *out)
                 }
         }
         return -EINVAL;
+}
+
+int mpi_pstate_parse_id(const char *s, bool group, uint32_t *id, uint32_t *primary)
+{
+        uint64_t v;
+
+        if (mpi_pstate_parse_u64(s, 0, UINT32_MAX - 1, &v) == 0) {
+                *id = (uint32_t)v;
+                return 1;
+        }
+        if (group) {
+                const struct group *g = getgrnam(s);
+
+                if (!g)
+                        return -EINVAL;
+                *id = g->gr_gid;
+                return 0;
+        }
+        const struct passwd *p = getpwnam(s);
+
+        if (!p)
+                return -EINVAL;
+        *id = p->pw_uid;
+        if (primary)
+                *primary = p->pw_gid;
+        return 0;
 }

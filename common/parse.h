@@ -41,4 +41,9 @@ int mpi_pstate_parse_carbon(const char *s);
 /* yes/no/true/false/on/off/1/0, case-insensitive; anything else is -EINVAL. */
 int mpi_pstate_parse_bool(const char *s, bool *out);
 
+/* A user (group: a group) as digits or as a name the node's database
+ * knows.  Returns 1 for digits, 0 for a name (a user's primary group then
+ * in *primary when not NULL), -EINVAL when unknown; *id untouched then. */
+int mpi_pstate_parse_id(const char *s, bool group, uint32_t *id, uint32_t *primary);
+
 #endif

@@ -57,7 +57,7 @@ static int push(char **argv, size_t max, size_t *argc, const char *flag, const c
 /* The agent's numeric arguments as text in buf; NULL for an optional one
  * the step does not give. */
 struct agent_numbers {
-        const char *job, *step, *uid, *gid, *floor, *nslots, *budget, *uthr;
+        const char *job, *step, *uid, *gid, *ruid, *rgid, *floor, *nslots, *budget, *uthr;
 };
 
 static int format_numbers(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
@@ -69,6 +69,9 @@ static int format_numbers(const struct mpi_pstate_agent_args *a, char *buf, size
         n->uid = n->step ? num(buf, buflen, used, (uint64_t)a->uid) : NULL;
         n->gid = n->uid ? num(buf, buflen, used, (uint64_t)a->gid) : NULL;
         if (!n->gid)
+                return -ENOSPC;
+        if (a->run_uid && (!(n->ruid = num(buf, buflen, used, (uint64_t)a->run_uid)) ||
+                           !(n->rgid = num(buf, buflen, used, (uint64_t)a->run_gid))))
                 return -ENOSPC;
         if (a->freq_min_khz && !(n->floor = num(buf, buflen, used, a->freq_min_khz)))
                 return -ENOSPC;
@@ -142,6 +145,8 @@ int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, s
             {"--sysroot", a->sysroot},
             {"--uncore", a->uncore ? "yes" : NULL},
             {"--uncore-threshold", n.uthr},
+            {"--run-uid", n.ruid},
+            {"--run-gid", n.rgid},
         };
         argv[argc++] = (char *)a->path;
         for (size_t i = 0; i < sizeof(head) / sizeof(head[0]) && !rc; i++)

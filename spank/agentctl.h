@@ -35,6 +35,8 @@ struct mpi_pstate_agent_args {
         uint32_t job, step;
         uid_t uid; /* the segment's owner, the job's user */
         gid_t gid;
+        uid_t run_uid; /* whom the agent runs as once its files are open */
+        gid_t run_gid;
         /* The step's options, the site's limits applied; every entry of
          * options.def reaches the agent as --<srun name> <canonical value>. */
         struct mpi_pstate_options opt;
@@ -45,9 +47,9 @@ struct mpi_pstate_agent_args {
         uint64_t uncore_threshold_us;
 };
 
-/* argv[0], 2 flags and 7 pairs before the options, a pair per option, 10
+/* argv[0], 2 flags and 7 pairs before the options, a pair per option, 12
  * pairs after them, the NULL; with room for two more pairs. */
-#define MPI_PSTATE_AGENT_MAX_ARGS (42 + 2 * MPI_PSTATE_OPT_COUNT)
+#define MPI_PSTATE_AGENT_MAX_ARGS (46 + 2 * MPI_PSTATE_OPT_COUNT)
 
 /* Pure: the agent's argv (NULL-terminated) into argv[max], the strings of
  * numbers formatted into buf.  Returns argc or -ENOSPC / -EINVAL. */

@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,6 +37,7 @@ enum value_kind {
         VAL_CARBON,           /* g CO2/kWh, site-wide and per partition: for the reports */
         VAL_CHECKED_DIR,      /* a runtime_dir-like path the Epilogs use: only checked */
         VAL_CHECKED_DURATION, /* a duration the Epilogs use, at least min: only checked */
+        VAL_AGENT_USER,       /* a user name, uid or uid:gid other than root's */
 };
 
 #define FIELD(f) offsetof(struct mpi_pstate_config, f), sizeof(((struct mpi_pstate_config *)0)->f)
@@ -79,6 +82,8 @@ static const struct key {
     /* the node Epilog's time for collect_dir per pass (epilog/mpi_pstate/delivery.py) */
     {"publish_timeout", VAL_CHECKED_DURATION, NO_FIELD, -1, 1000000,
      "a duration such as 10s, at least 1s"},
+    {"agent_user", VAL_AGENT_USER, NO_FIELD, -1, 0,
+     "a user name, uid or uid:gid known on the node, not root"},
     {"uncore", VAL_BOOL, FIELD(uncore), -1, 0, "yes or no"},
     /* below a millisecond the uncore's own latency is the wait */
     {"uncore_threshold", VAL_DURATION, FIELD(uncore_threshold_us), -1, 1000,
@@ -258,6 +263,52 @@ static int parse_duration_or_none(const char *v, uint64_t *us)
         return mpi_pstate_parse_duration_us(v, us);
 }
 
+/* USER[:GROUP]: a name's group is its primary one, a bare uid's the same
+ * number. */
+static int parse_agent_user(struct mpi_pstate_config *c, const char *v)
+{
+        char user[128];
+        const char *colon = strchr(v, ':');
+        size_t ulen = colon ? (size_t)(colon - v) : strlen(v);
+        uint32_t uid = 0, gid = 0;
+        int rc;
+
+        if (ulen == 0 || ulen >= sizeof(user))
+                return -EINVAL;
+        memcpy(user, v, ulen);
+        user[ulen] = '\0';
+        rc = mpi_pstate_parse_id(user, false, &uid, &gid);
+        if (rc < 0)
+                return rc;
+        if (rc == 1)
+                gid = uid;
+        if (colon && mpi_pstate_parse_id(colon + 1, true, &gid, NULL) < 0)
+                return -EINVAL;
+        if (uid == 0 || gid == 0)
+                return -EINVAL;
+        c->agent_uid = uid;
+        c->agent_gid = gid;
+        return 0;
+}
+
+void mpi_pstate_config_agent_ids(const struct mpi_pstate_config *c, uint32_t *uid, uint32_t *gid)
+{
+        const struct passwd *p;
+
+        if (c->agent_uid) {
+                *uid = c->agent_uid;
+                *gid = c->agent_gid;
+                return;
+        }
+        p = getpwnam(MPI_PSTATE_CONFIG_AGENT_USER);
+        if (p && p->pw_uid != 0 && p->pw_gid != 0) {
+                *uid = p->pw_uid;
+                *gid = p->pw_gid;
+                return;
+        }
+        *uid = *gid = MPI_PSTATE_CONFIG_AGENT_UNNAMED_ID;
+}
+
 /* Every typed parser above fills its output only on success, so a bad
  * value leaves the field as it was. */
 static int apply_key(struct mpi_pstate_config *c, const struct key *k, const char *v)
@@ -297,6 +348,8 @@ static int apply_key(struct mpi_pstate_config *c, const struct key *k, const cha
                 return parse_runtime_dir(v, dir, sizeof(dir));
         case VAL_CHECKED_DURATION:
                 return parse_duration_at_least(v, k->min, &u);
+        case VAL_AGENT_USER:
+                return parse_agent_user(c, v);
         default:
                 return -EINVAL;
         }

@@ -29,6 +29,10 @@
 #define MPI_PSTATE_CONFIG_UNCORE_THRESHOLD_US 10000
 /* The agent's own default (agent/main.c, --cpu-budget 0.5). */
 #define MPI_PSTATE_CONFIG_AGENT_BUDGET_PPM UINT64_C(5000)
+/* agent_user: the system user the packages declare, else the agent's own
+ * unnamed id (agent/agentd.h AGENTD_UNNAMED_ID). */
+#define MPI_PSTATE_CONFIG_AGENT_USER "mpi-pstate"
+#define MPI_PSTATE_CONFIG_AGENT_UNNAMED_ID 65531u
 
 struct mpi_pstate_config {
         /* default_<key>: what a job gets for an option it does not give. */
@@ -57,6 +61,10 @@ struct mpi_pstate_config {
         /* agent_cpu_budget: the node agent's CPU budget in millionths of a
          * core (--cpu-budget; 0: none). */
         uint64_t agent_budget_ppm;
+        /* agent_user: whom the agent runs as once root opened its files
+         * (a name, uid or uid:gid; never root).  0: not given, resolved per
+         * step (mpi_pstate_config_agent_ids). */
+        uint32_t agent_uid, agent_gid;
         /* uncore, uncore_threshold: may the agent lower the uncore of a
          * package a step owns whole, after every rank on it waited this long
          * (off until measured on the site's hardware: docs/levers.md). */
@@ -65,6 +73,10 @@ struct mpi_pstate_config {
         /* sysroot: where sysfs is mounted ("/sys"); a fake tree in tests. */
         char sysroot[MPI_PSTATE_CONFIG_PATH_MAX];
 };
+
+/* The agent's uid and gid: agent_user's, else the user "mpi-pstate" if
+ * the node knows it, else the unnamed id. */
+void mpi_pstate_config_agent_ids(const struct mpi_pstate_config *c, uint32_t *uid, uint32_t *gid);
 
 /* Receives one complete message ("mpi-pstate: plugstack.conf: ..."). */
 typedef void (*mpi_pstate_config_report_f)(void *ctx, const char *msg);

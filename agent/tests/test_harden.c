@@ -190,9 +190,9 @@ static void harden(void)
         };
 
         ck_assert_int_eq(pipe(go), 0);
-        ck_assert_int_eq(
-            mpi_pstate_agentd_harden(fence, sizeof(fence) / sizeof(fence[0]), spawn, NULL, &hard),
-            0);
+        ck_assert_int_eq(mpi_pstate_agentd_harden(fence, sizeof(fence) / sizeof(fence[0]), NULL,
+                                                  spawn, NULL, &hard),
+                         0);
 }
 
 static int hostile(pid_t foreign)
@@ -214,7 +214,7 @@ static int hostile(pid_t foreign)
         n += worked(kill(foreign, SIGTERM) == 0, "signalled a foreign process");
         n += worked(syscall(SYS_tgkill, foreign, foreign, SIGTERM) == 0,
                     "tgkill to a foreign process");
-        n += worked(kill(foreign, 0) != 0, "the liveness probe kill(pid, 0) fails");
+        n += worked(kill(foreign, 0) == 0, "kill(pid, 0) of a foreign process: a pid oracle");
         n += worked(socket(AF_INET, SOCK_STREAM, 0) >= 0, "opened a TCP socket");
         n += worked(socket(AF_UNIX, SOCK_STREAM, 0) >= 0, "opened a Unix socket");
         /* A working exec would end this child: with 1, counted as a failure. */

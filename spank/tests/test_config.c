@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The plugstack.conf argument parser and the limits it puts on options. */
 #include <check.h>
+#include <pwd.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +158,51 @@ START_TEST(new_keys_refuse_what_they_cannot_use)
         ck_assert_uint_eq(c.agent_budget_ppm, 5000);
         ck_assert_ptr_nonnull(strstr(r.msg[11], "for carbon_g_per_kwh: expected grams of CO2"));
         ck_assert_ptr_nonnull(strstr(r.msg[12], "\"prom\" for metrics_dir"));
+}
+END_TEST
+
+/* agent_user: names, uids and uid:gid; root, unknown names and junk are
+ * refused and the per-step default (the packages' user, else the unnamed
+ * id) stands. */
+START_TEST(agent_user_never_root)
+{
+        struct mpi_pstate_config c;
+        struct reports r;
+        char *bad[] = {"agent_user=0",
+                       "agent_user=root",
+                       "agent_user=1000:0",
+                       "agent_user=no-such-us",
+                       "agent_user=:100",
+                       "agent_user=12x",
+                       "agent_user=",
+                       "agent_user=100:nogroup-xyz",
+                       NULL};
+        char *good_num[] = {"agent_user=64000", NULL};
+        char *good_pair[] = {"agent_user=64000:64001", NULL};
+        char *good_name[] = {"agent_user=nobody", NULL};
+        uint32_t uid, gid;
+
+        ck_assert_int_eq(parse(&c, &r, bad), 8);
+        ck_assert_uint_eq(c.agent_uid, 0);
+        ck_assert_ptr_nonnull(strstr(r.msg[0], "for agent_user: expected a user name, uid or "
+                                               "uid:gid known on the node, not root"));
+        mpi_pstate_config_agent_ids(&c, &uid, &gid);
+        ck_assert_uint_ne(uid, 0);
+        ck_assert_uint_ne(gid, 0);
+        if (!getpwnam(MPI_PSTATE_CONFIG_AGENT_USER))
+                ck_assert_uint_eq(uid, MPI_PSTATE_CONFIG_AGENT_UNNAMED_ID);
+        ck_assert_int_eq(parse(&c, &r, good_num), 0);
+        mpi_pstate_config_agent_ids(&c, &uid, &gid);
+        ck_assert_uint_eq(uid, 64000);
+        ck_assert_uint_eq(gid, 64000);
+        ck_assert_int_eq(parse(&c, &r, good_pair), 0);
+        mpi_pstate_config_agent_ids(&c, &uid, &gid);
+        ck_assert_uint_eq(gid, 64001);
+        if (getpwnam("nobody")) {
+                ck_assert_int_eq(parse(&c, &r, good_name), 0);
+                mpi_pstate_config_agent_ids(&c, &uid, &gid);
+                ck_assert_uint_eq(uid, getpwnam("nobody")->pw_uid);
+        }
 }
 END_TEST
 
@@ -433,7 +479,7 @@ START_TEST(every_key_documented)
                 }
                 free(text);
         }
-        ck_assert_uint_eq(nkeys, 23);
+        ck_assert_uint_eq(nkeys, 24);
         ck_assert_ptr_null(mpi_pstate_config_key(nkeys));
 }
 END_TEST
@@ -447,6 +493,7 @@ static Suite *config_suite(void)
         tcase_add_test(tc, every_key_applies);
         tcase_add_test(tc, bad_keys_reported_and_ignored);
         tcase_add_test(tc, new_keys_refuse_what_they_cannot_use);
+        tcase_add_test(tc, agent_user_never_root);
         tcase_add_test(tc, hostile_values_do_not_leak_into_messages);
         tcase_add_test(tc, long_path_refused);
         tcase_add_test(tc, last_key_wins_and_none);

@@ -79,6 +79,12 @@ class AgentLevers(base.AgentCase):
         self.assertEqual(unc["package_00_die_00"]["restore"], "restored")
         self.assertEqual(t.uncore(0, "min_freq_khz"), 800000)
         self.assertEqual(t.snapshot(), before)
+        # the agent put back what it changed; its records, root's, wait for root
+        self.assertEqual(sorted(p.name for p in a.runtime.iterdir()),
+                         ["policy0", "policy1", "policy2", "policy3", "uncore-package_00_die_00",
+                          "uncore-package_01_die_00"])
+        self.assertIn("6 restored, 0 foreign, 0 failed", a.root_restore())
+        self.assertEqual(t.snapshot(), before)
         self.assertFalse(any(a.runtime.iterdir()))
 
     def test_uncore_never_touched_on_a_package_shared_with_others(self) -> None:

@@ -231,7 +231,7 @@ class CompilerAgrees(unittest.TestCase):
         out = subprocess.run([str(self.plugstack_tool())], capture_output=True, text=True,
                              check=True).stdout
         keys = [line[2:] for line in out.splitlines() if line.startswith("K ")]
-        self.assertEqual(len(keys), 23)
+        self.assertEqual(len(keys), 24)
         text = EXAMPLE.read_text()
         for k in keys:
             self.assertIn(f"#   {k}=", text)
