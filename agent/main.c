@@ -33,6 +33,11 @@
 #endif
 
 static volatile sig_atomic_t stop_flag;
+
+/* A test seam: the adversarial test links a program of the agent's own
+ * objects with a probe that defines this, run once the agent is confined
+ * and before its loop (tests/agent/probe.c).  The agent defines none. */
+extern void mpi_pstate_agentd_test_probe(struct agentd *a) __attribute__((weak));
 static struct agentd agent;
 
 static const char usage_text[] =
@@ -888,6 +893,8 @@ static int run_agent(struct agentd *a, int ready)
         }
         ready = -1;
         started = true;
+        if (mpi_pstate_agentd_test_probe)
+                mpi_pstate_agentd_test_probe(a);
         mpi_pstate_agentd_run(a, &stop_flag);
         goto finish;
 fail:

@@ -41,10 +41,19 @@ $(B)/tests/unit/test_harden: AGENT_UNIT_OBJS := $(B)/agent/harden.o -lpthread
 # many ranks that follows the slot protocol with the inline functions of
 # common/slot.h, and a fake-sysfs tree builder.
 AGENT_TEST_DIR := $(B)/tests/agent
-AGENT_HELPERS := $(patsubst tests/agent/%.c,$(AGENT_TEST_DIR)/%,$(wildcard tests/agent/*.c))
+AGENT_HELPERS := $(patsubst tests/agent/%.c,$(AGENT_TEST_DIR)/%,$(filter-out tests/agent/probe.c,$(wildcard tests/agent/*.c)))
 $(AGENT_TEST_DIR)/%: tests/agent/%.c $(AGENT_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -Icommon -Iagent -o $@ $< $(AGENT_LIB) $(COMMON_LIB) $(COMMON_LIBS) -lpthread $(TEST_LDFLAGS)
+
+# The adversarial test's agent: the daemon's own objects and a probe run
+# inside it once it is confined (tests/agent/probe.c).
+AGENT_PROBE := $(AGENT_TEST_DIR)/mpi-pstate-agent-probe
+$(AGENT_PROBE): tests/agent/probe.c $(AGENT_OBJS) $(AGENT_LIB) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -Iagent -pie $(LDFLAGS_COMMON) -o $@ $< $(AGENT_OBJS) $(AGENT_LIB) \
+	  $(COMMON_LIB) $(COMMON_LIBS) -lpthread
+AGENT_HELPERS += $(AGENT_PROBE)
 
 ALL_TARGETS += $(AGENT_BIN)
 CHECK_PREREQS += $(AGENT_HELPERS)

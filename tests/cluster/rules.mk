@@ -20,7 +20,7 @@ CHECK24_LOCK ?= /run/mpi-pstate-lab-24.lock
 CHECK24_SCALE_STEPS ?= 300
 CHECK24_TESTS ?= test_site_install test_never_drain test_cpufreq_slurm test_jobstats_coexist \
 	StepsBothFamilies test_governor_visible_during_the_job_and_restored test_two_nodes_mpich \
-	test_two_nodes_openmpi test_adversarial_root test_site_epilog
+	test_two_nodes_openmpi test_adversarial_root test_site_epilog test_privsep test_agent_privsep
 # with CHECK24_TESTS, the py phase runs the adversarial suites only (tests/run -P)
 CHECK24_PY_TESTS ?= test_root_trust test_epilog_adversarial
 CHECK24_ARGS = --phase unit,py,integration $(if $(strip $(CHECK24_TESTS)),$(addprefix -P ,$(CHECK24_PY_TESTS)) \
