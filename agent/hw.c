@@ -75,18 +75,15 @@ static int write_fd(int fd, const char *value)
 }
 
 /* What the agent changed, put back through its descriptors once it runs
- * as its own uid: its lever up to the step's setting, and the governor
- * it switched to userspace back.  The restore record (the original from
- * before the step) stays for root, which applies it at the step's end. */
+ * as its own uid: the loop has raised every domain before it returned,
+ * so what is left is the governor it switched to userspace.  The restore
+ * record (the original from before the step) stays for root, which
+ * applies it at the step's end. */
 static int put_back_fds(struct agentd_domain *d, char *err, size_t errlen)
 {
         char gov[MPI_PSTATE_CPUFREQ_NAME_LEN + 2];
-        int rc = d->h.fd >= 0 ? mpi_pstate_cpufreq_domain_raise(&d->h) : 0;
+        int rc;
 
-        if (rc) {
-                snprintf(err, errlen, "raising: %s", strerror(-rc));
-                return rc;
-        }
         if (d->governor_changed && d->gov_fd >= 0) {
                 snprintf(gov, sizeof(gov), "%s\n", d->orig.governor);
                 rc = write_fd(d->gov_fd, gov);

@@ -42,7 +42,7 @@ static struct agentd agent;
 
 static const char usage_text[] =
     "usage: mpi-pstate-agent --shm PATH [--create N] --job J --step S [options]\n"
-    "       mpi-pstate-agent --restore DIR [--job J [--step S]] [--sysroot DIR]\n"
+    "       mpi-pstate-agent --restore DIR [--job J [--step S]] [--cpus LIST] [--sysroot DIR]\n"
     "\n"
     "  --shm PATH             the step's shared-memory segment (created with --create)\n"
     "  --create N             create the segment with N slots, owned by --uid/--gid\n"
@@ -469,8 +469,8 @@ static int restore_mode(const struct cmdline *cl, const struct agentd_opts *o)
                 flags = MPI_PSTATE_RESTORE_ANY_OWNER;
         else if (!cl->have_step)
                 flags = MPI_PSTATE_RESTORE_ANY_STEP;
-        rc = mpi_pstate_restore_all(cl->restore_dir, o->sysroot, &who, flags, &sum, err,
-                                    sizeof(err));
+        rc = mpi_pstate_restore_all_within(cl->restore_dir, o->sysroot, &who, flags,
+                                           cl->have_cpus ? &o->cpus : NULL, &sum, err, sizeof(err));
         printf("mpi-pstate-agent: restore %s: %u restored, %u foreign, %u failed%s%s\n",
                cl->restore_dir, sum.restored, sum.foreign, sum.failed, rc ? ": " : "",
                rc ? (err[0] ? err : strerror(-rc)) : "");

@@ -49,12 +49,8 @@ static int put_back(struct agentd *a, struct agentd_uncore *u, char *err, size_t
                 return mpi_pstate_restore_policy(a->o.runtime_dir, a->o.sysroot, name, &who, 0, err,
                                                  errlen);
         }
-        if (a->records) {
-                rc = u->h.fd >= 0 ? mpi_pstate_uncore_raise(&u->h) : 0;
-                if (rc)
-                        snprintf(err, errlen, "raising: %s", strerror(-rc));
-                return rc ? rc : 1;
-        }
+        if (a->records)
+                return 1; /* raised with the rest (uncore_finish); the record is root's */
         rc = mpi_pstate_uncore_apply(u->d->dir, u->d->min_khz, u->d->max_khz, err, errlen);
         return rc ? rc : 1;
 }

@@ -590,11 +590,65 @@ out:
         return rc;
 }
 
+/* The CPUs a record's domain covers, as the kernel says (never the
+ * record): a policy's related_cpus, an uncore domain's package.  0, or a
+ * negative errno when the domain is not there or cannot be read. */
+static int domain_cpus(const char *sysroot, const char *name, struct mpi_pstate_uncore_node **un,
+                       cpu_set_t *out)
+{
+        char path[PATH_MAX], buf[4096];
+        size_t pre = strlen(MPI_PSTATE_RESTORE_UNCORE_PREFIX);
+        int rc;
+
+        if (strncmp(name, MPI_PSTATE_RESTORE_UNCORE_PREFIX, pre) == 0) {
+                if (!*un && (rc = mpi_pstate_uncore_discover(sysroot, un, NULL, 0)) != 0)
+                        return rc;
+                for (unsigned i = 0; i < (*un)->n; i++)
+                        if (strcmp((*un)->dom[i].name, name + pre) == 0) {
+                                *out = (*un)->dom[i].cpus;
+                                return 0;
+                        }
+                return -ENOENT;
+        }
+        if (strncmp(name, "policy", 6) == 0)
+                snprintf(path, sizeof(path), "%s/devices/system/cpu/cpufreq/%s/related_cpus",
+                         sysroot, name);
+        else
+                snprintf(path, sizeof(path), "%s/devices/system/cpu/%s/cpufreq/related_cpus",
+                         sysroot, name);
+        rc = mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0);
+        if (rc < 0)
+                return rc;
+        return mpi_pstate_cpufreq_parse_cpulist(buf, out) ? -EINVAL : 0;
+}
+
+/* A record applies only where every CPU of its domain is one of cpus. */
+static bool within(const char *sysroot, const char *name, const cpu_set_t *cpus,
+                   struct mpi_pstate_uncore_node **un)
+{
+        cpu_set_t d, both;
+
+        if (mpi_pstate_safeio_check_name(name, NAME_MAX) != 0 ||
+            domain_cpus(sysroot, name, un, &d) != 0 || CPU_COUNT(&d) == 0)
+                return false;
+        CPU_AND(&both, &d, cpus);
+        return CPU_EQUAL(&both, &d);
+}
+
 int mpi_pstate_restore_all(const char *dir, const char *sysroot,
                            const struct mpi_pstate_restore_owner *who, unsigned flags,
                            struct mpi_pstate_restore_summary *summary, char *err, size_t errlen)
 {
+        return mpi_pstate_restore_all_within(dir, sysroot, who, flags, NULL, summary, err, errlen);
+}
+
+int mpi_pstate_restore_all_within(const char *dir, const char *sysroot,
+                                  const struct mpi_pstate_restore_owner *who, unsigned flags,
+                                  const cpu_set_t *cpus, struct mpi_pstate_restore_summary *summary,
+                                  char *err, size_t errlen)
+{
         struct mpi_pstate_restore_summary s;
+        struct mpi_pstate_uncore_node *un = NULL;
         char(*names)[NAME_MAX + 1] = NULL;
         size_t n = 0;
         int dirfd = -1, rc = 0;
@@ -630,6 +684,11 @@ int mpi_pstate_restore_all(const char *dir, const char *sysroot,
                         unlinkat(dirfd, name, 0);
                         continue;
                 }
+                if (cpus && !within(sysroot, name, cpus, &un)) {
+                        /* not a domain of the CPUs root gave the step */
+                        s.foreign++;
+                        continue;
+                }
                 r = restore_at(dirfd, dir, sysroot, name, who, flags, &foreign, msg, sizeof(msg));
                 if (r == 1) {
                         s.restored++;
@@ -646,6 +705,7 @@ out:
         if (dirfd >= 0)
                 close(dirfd);
         free(names);
+        free(un);
         if (summary)
                 *summary = s;
         return rc;

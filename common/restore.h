@@ -110,4 +110,13 @@ int mpi_pstate_restore_all(const char *dir, const char *sysroot,
                            const struct mpi_pstate_restore_owner *who, unsigned flags,
                            struct mpi_pstate_restore_summary *summary, char *err, size_t errlen);
 
+/* restore_all(), applied only to records whose domain (its CPUs as the
+ * kernel gives them: related_cpus, an uncore domain's package) lies wholly
+ * within cpus: the CPUs root gave the step, not what a record says.  A
+ * record outside is left and counted foreign.  cpus NULL: no such check. */
+int mpi_pstate_restore_all_within(const char *dir, const char *sysroot,
+                                  const struct mpi_pstate_restore_owner *who, unsigned flags,
+                                  const cpu_set_t *cpus, struct mpi_pstate_restore_summary *summary,
+                                  char *err, size_t errlen);
+
 #endif

@@ -78,8 +78,11 @@ static int restore_domains(struct mpi_pstate_step_state *s, const struct mpi_pst
         char err[256] = "";
         int rc;
 
-        rc = mpi_pstate_restore_all(s->paths.restore, st->cfg->sysroot, &who, 0, sum, err,
-                                    sizeof(err));
+        /* Only the domains of the CPUs root gave the step, whatever a
+         * record names: the records are root's, and this keeps them so. */
+        rc = mpi_pstate_restore_all_within(s->paths.restore, st->cfg->sysroot, &who, 0,
+                                           CPU_COUNT(&s->cpus) ? &s->cpus : NULL, sum, err,
+                                           sizeof(err));
         if (rc)
                 mp_error("job %u step %u: restore: %u restored, %u failed: %s; the job epilog "
                          "retries",

@@ -141,7 +141,7 @@ class AdversarialRoot(unittest.TestCase):
             self.assertEqual(st["NoNewPrivs"].strip(), "1")
             self.assertEqual(st["Seccomp"].strip(), "2")  # filter mode
         td.sim(a.shm, "--slots", "2", "--threshold-us", "1000", "--seconds", "2", "--compute-us", "2000",
-               "--long-us", "5000", "--long-every", "2")
+               "--long-us", "5000", "--long-every", "2", user=PW)
         rec = a.stop()
         self.assertGreater(rec["agent"]["lowers"], 0, rec["agent"])
         self.assertEqual(rec["agent"]["lowers"], rec["agent"]["raises"])
@@ -163,7 +163,7 @@ class AdversarialRoot(unittest.TestCase):
         before = self.tree.snapshot()
         a = self.start(2, "--cpu-cap", "0.01")
         td.sim(a.shm, "--slots", "2", "--threshold-us", "1000", "--seconds", "3", "--compute-us", "2000",
-               "--long-us", "20000", "--long-every", "1")
+               "--long-us", "20000", "--long-every", "1", user=PW)
         rec = a.stop()
         self.assertEqual(rec["settings"]["cpu_cap_ppm"], 100)
         self.assertGreater(rec["agent"]["capped"], 0, rec["agent"])

@@ -157,8 +157,17 @@ def wait_for(pred, timeout: float = 5, what: str = "") -> float:
     raise AssertionError(f"timed out: {what}")
 
 
-def sim(shm: str, *args: str, timeout: float = 120) -> dict:
-    r = subprocess.run([str(SIM), "--shm", shm, *args], capture_output=True, text=True, timeout=timeout)
+def sim(shm: str, *args: str, timeout: float = 120, user: pwd.struct_passwd | None = None) -> dict:
+    """Simulated ranks; with user, as that user: the agent watches only the
+    processes of the segment's owner (its --uid)."""
+    def drop() -> None:
+        if user is not None:
+            os.setgroups([])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+
+    r = subprocess.run([str(SIM), "--shm", shm, *args], capture_output=True, text=True, timeout=timeout,
+                       preexec_fn=drop)
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads(r.stdout)
 

@@ -566,6 +566,45 @@ START_TEST(hostile_directory)
 }
 END_TEST
 
+/* A record names its owner in its own text; who may write the directory
+ * is root alone, but the step's end still applies a record only to the
+ * domains of the CPUs root gave the step: one naming this step for a CPU
+ * of another job (forged, or left by a bug) is left, and that job's
+ * settings stay. */
+START_TEST(step_end_applies_records_only_within_its_cpus)
+{
+        struct mpi_pstate_restore_summary sum;
+        cpu_set_t step;
+        char path[600];
+
+        ck_assert_int_eq(mpi_pstate_restore_save(dir, pol(0), &job42, err, sizeof(err)), 0);
+        /* policy1 is another job's, running at performance/3.0 GHz; a record
+         * with this step's name says powersave/1.2 GHz */
+        change(1, "powersave", 1200000, 1200000, 0);
+        ck_assert_int_eq(mpi_pstate_restore_save(dir, pol(1), &job42, err, sizeof(err)), 0);
+        change(1, "performance", 1200000, 3000000, 0);
+        change(0, "powersave", 1200000, 1800000, 0);
+        CPU_ZERO(&step);
+        CPU_SET(0, &step);
+        ck_assert_int_eq(
+            mpi_pstate_restore_all_within(dir, fs.root, &job42, 0, &step, &sum, err, sizeof(err)),
+            0);
+        ck_assert_uint_eq(sum.restored, 1);
+        ck_assert_uint_eq(sum.foreign, 1);
+        expect(0, "performance", 1200000, 3000000);
+        expect(1, "performance", 1200000, 3000000); /* untouched */
+        record_path("policy1", path, sizeof(path));
+        ck_assert_int_eq(access(path, F_OK), 0);
+        /* An empty set applies nothing; NULL is restore_all(). */
+        CPU_ZERO(&step);
+        ck_assert_int_eq(
+            mpi_pstate_restore_all_within(dir, fs.root, &job42, 0, &step, &sum, err, sizeof(err)),
+            0);
+        ck_assert_uint_eq(sum.restored, 0);
+        expect(1, "performance", 1200000, 3000000);
+}
+END_TEST
+
 START_TEST(backstop_restores_all_of_the_job)
 {
         const struct mpi_pstate_restore_owner step1 = {42, 1}, other = {7, 0};
@@ -787,6 +826,7 @@ static Suite *restore_suite(void)
         tcase_add_test(tc, restore_keeps_record_when_write_fails);
         tcase_add_test(tc, restore_drops_a_record_of_another_driver);
         tcase_add_test(tc, backstop_restores_all_of_the_job);
+        tcase_add_test(tc, step_end_applies_records_only_within_its_cpus);
         tcase_add_test(tc, shared_domain_one_record);
         suite_add_tcase(s, tc);
 
