@@ -49,9 +49,10 @@
  * in the range Debian reserves and never assigns (65000-65533), so that it
  * owns no file and matches no site account. */
 #define AGENTD_UNNAMED_ID 65531u
-/* The largest file the agent may write (RLIMIT_FSIZE): the node Epilog
- * refuses a bigger agent.json (node.py AGENT_MAX_BYTES). */
-#define AGENTD_FILE_MAX_BYTES (UINT64_C(1) << 20)
+/* The largest file the agent may write (RLIMIT_FSIZE): its log's cap and
+ * the reserve kept for errors past it (log.c); the node Epilog refuses an
+ * agent.json over 1 MiB (node.py AGENT_MAX_BYTES) whatever this allows. */
+#define AGENTD_FILE_MAX_BYTES ((UINT64_C(1) << 20) + (UINT64_C(64) << 10))
 
 /* harden.c.  The fence: where the agent may still change files once
  * hardened, each a directory (rights beneath it) or a file. */

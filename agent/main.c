@@ -723,8 +723,8 @@ static void spawn_remover(const struct agentd *a)
                 struct stat now;
 
                 close(p[1]);
-                if (p[0] > 3)
-                        close_range(3, (unsigned)p[0] - 1, 0);
+                /* the pipe alone: not even the standard descriptors */
+                close_range(0, (unsigned)p[0] - 1, 0);
                 close_range((unsigned)p[0] + 1, ~0u, 0);
                 while (read(p[0], &c, 1) < 0 && errno == EINTR)
                         ;

@@ -100,7 +100,7 @@ static void try_fill(struct agentd *a)
                (n = pwrite(a->rec_fd, chunk, sizeof(chunk), (off_t)done)) > 0)
                 done += (uint64_t)n;
         if (done > AGENTD_FILE_MAX_BYTES)
-                outcome(true, 0, "write past 1 MiB into", "its record");
+                outcome(true, 0, "write past RLIMIT_FSIZE into", "its record");
         else
                 mpi_pstate_agentd_log(LOG_WARNING,
                                       "probe: write 64 MiB into its record: refused (%s) after "
