@@ -53,6 +53,8 @@
  * the reserve kept for errors past it (log.c); the node Epilog refuses an
  * agent.json over 1 MiB (node.py AGENT_MAX_BYTES) whatever this allows. */
 #define AGENTD_FILE_MAX_BYTES ((UINT64_C(1) << 20) + (UINT64_C(64) << 10))
+/* ... and per slot, for the ranks of a large step in agent.json */
+#define AGENTD_FILE_SLOT_BYTES (UINT64_C(1) << 10)
 
 /* harden.c.  The fence: where the agent may still change files once
  * hardened, each a directory (rights beneath it) or a file. */
@@ -81,8 +83,9 @@ struct agentd_identity {
  * errno each; landlock_abi 0 when the kernel has none. */
 struct agentd_hardening {
         int caps_rc, landlock_rc, seccomp_rc;
-        int uid_rc; /* the drop to the agent's own uid and gid: 0 or -errno */
-        uid_t uid;  /* what it runs as afterwards */
+        int uid_rc;        /* the drop to the agent's own uid and gid: 0 or -errno */
+        uid_t uid;         /* what it runs as afterwards */
+        uint64_t file_max; /* RLIMIT_FSIZE set with the drop (0: none) */
         gid_t gid;
         int landlock_abi;
         char landlock[160]; /* "on", "absent", "disabled", or what failed */

@@ -409,6 +409,7 @@ int mpi_pstate_agentd_harden(const struct agentd_fence *fence, size_t n,
         out->caps_rc = mpi_pstate_agentd_drop_caps(who, &out->uid_rc);
         out->uid = geteuid();
         out->gid = getegid();
+        out->file_max = who && !out->uid_rc ? who->file_max_bytes : 0;
         if (out->uid_rc)
                 return out->uid_rc;
         /* landlock() names its state in out->landlock; its errno is there too */

@@ -81,9 +81,15 @@ static int write_fd(int fd, const char *value)
  * applies it at the step's end. */
 static int put_back_fds(struct agentd_domain *d, char *err, size_t errlen)
 {
-        char gov[MPI_PSTATE_CPUFREQ_NAME_LEN + 2];
+        char gov[MPI_PSTATE_CPUFREQ_NAME_LEN + 2], buf[64];
         int rc;
 
+        /* The policy's files gone under the kept descriptor: its driver was
+         * reset or replaced, and root drops the record unwritten. */
+        if (d->h.fd >= 0 && pread(d->h.fd, buf, sizeof(buf), 0) < 0 && errno == ENODEV) {
+                snprintf(err, errlen, "the policy's driver went away: %s", strerror(ENODEV));
+                return -ESTALE;
+        }
         if (d->governor_changed && d->gov_fd >= 0) {
                 snprintf(gov, sizeof(gov), "%s\n", d->orig.governor);
                 rc = write_fd(d->gov_fd, gov);

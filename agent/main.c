@@ -748,7 +748,9 @@ static void spawn_remover(const struct agentd *a)
 static int confine(struct agentd *a)
 {
         struct agentd_fence f[MPI_PSTATE_AGENT_MAX_DOMAINS + MPI_PSTATE_UNCORE_MAX + 2];
-        const struct agentd_identity who = {a->o.run_uid, a->o.run_gid, AGENTD_FILE_MAX_BYTES};
+        const struct agentd_identity who = {a->o.run_uid, a->o.run_gid,
+                                            AGENTD_FILE_MAX_BYTES +
+                                                (uint64_t)a->seg.nslots * AGENTD_FILE_SLOT_BYTES};
         struct agentd_hardening *h = &a->hard;
         char shm_dir[4096];
         size_t n;

@@ -213,7 +213,9 @@ int mpi_pstate_cpufreq_domain_prepare_from(struct mpi_pstate_cpufreq_domain *d,
         rc = mpi_pstate_cpufreq_join(path, sizeof(path), p->dir, file);
         if (rc)
                 return rc;
-        d->fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+        /* read too: an agent that is not root can tell a domain whose
+         * driver went away (ENODEV) without opening anything */
+        d->fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
         if (d->fd < 0) {
                 rc = -errno;
                 mpi_pstate_errmsg_set(err, errlen, "%s: %s", path, strerror(-rc));

@@ -64,13 +64,6 @@ static void stop_agent(struct mpi_pstate_step_state *s, const struct mpi_pstate_
         mpi_pstate_steptime_end(&s->time, MPI_PSTATE_STEPTIME_AGENT_STOP);
 }
 
-int mpi_pstate_step_task_exit(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st)
-{
-        if (++s->tasks_exited >= st->local_tasks)
-                stop_agent(s, st);
-        return 0;
-}
-
 static int restore_domains(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st,
                            struct mpi_pstate_restore_summary *sum)
 {
@@ -93,6 +86,21 @@ static int restore_domains(struct mpi_pstate_step_state *s, const struct mpi_pst
         return rc;
 }
 
+/* The last task gone: the agent stopped and, at once, root puts back
+ * every domain of the step from its records (the agent, not root, cannot),
+ * before slurmstepd resets its own --cpu-freq settings. */
+int mpi_pstate_step_task_exit(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st)
+{
+        if (++s->tasks_exited < st->local_tasks)
+                return 0;
+        stop_agent(s, st);
+        if (s->paths_ok && !s->restored_early) {
+                restore_domains(s, st, &s->early);
+                s->restored_early = true;
+        }
+        return 0;
+}
+
 int mpi_pstate_step_restore(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st)
 {
         struct mpi_pstate_restore_summary sum = {0};
@@ -102,6 +110,7 @@ int mpi_pstate_step_restore(struct mpi_pstate_step_state *s, const struct mpi_ps
         mpi_pstate_steptime_begin(&s->time);
         if (s->paths_ok) {
                 rc = restore_domains(s, st, &sum);
+                sum.restored += s->restored_early ? s->early.restored : 0;
                 mpi_pstate_steptime_end(&s->time, MPI_PSTATE_STEPTIME_RESTORE);
                 if (s->agent < 0)
                         s->agent = -s->agent;

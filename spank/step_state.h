@@ -19,6 +19,7 @@
 #include "cpufreq.h"
 #include "paths.h"
 #include "pinning.h"
+#include "restore.h"
 #include "policy.h"
 #include "restore.h"
 #include "step.h"
@@ -28,6 +29,10 @@
 #define MPI_PSTATE_STEP_AGENT_STOP_MS 5000
 
 struct mpi_pstate_step_state {
+        /* The restore as the last task ends (before Slurm resets its own
+         * --cpu-freq): what it put back, for the step's end record. */
+        bool restored_early;
+        struct mpi_pstate_restore_summary early;
         bool paths_ok;
         struct mpi_pstate_paths paths;
         char host[64];

@@ -99,7 +99,7 @@ static void try_fill(struct agentd *a)
         while (done < (UINT64_C(64) << 20) &&
                (n = pwrite(a->rec_fd, chunk, sizeof(chunk), (off_t)done)) > 0)
                 done += (uint64_t)n;
-        if (done > AGENTD_FILE_MAX_BYTES)
+        if (!a->hard.file_max || done > a->hard.file_max)
                 outcome(true, 0, "write past RLIMIT_FSIZE into", "its record");
         else
                 mpi_pstate_agentd_log(LOG_WARNING,

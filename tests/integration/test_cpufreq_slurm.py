@@ -141,9 +141,11 @@ class SlurmCpuFreq(tp.PluginCase):
         self.assert_nodes_restored((NODE,))
 
     def test_agent_killed_mpi_pstate_restores_after_slurm(self) -> None:
-        """The agent killed in the middle of the step: nothing of mpi-pstate
-        restores before Slurm's reset; the plugin's step-exit restore comes
-        after it, from the record made before Slurm's set, and both agree."""
+        """The agent killed in the middle of the step: root's restore from
+        the record made before Slurm's set runs as the last task ends, as it
+        does for a step whose agent lived, and Slurm's reset after it agrees
+        (the test's name is from when the agent restored and root came only
+        at the spank exit, after Slurm)."""
         wd = self.workdir("killed", ("imbalance.mpich",))
         script = (f"{tp.STATE_DUMP}\n{tp.MONO} start\n"
                   "srun --cpu-freq=1800000-2400000:ondemand --mpi-pstate --mpi=pmi2 ./wrap.sh ./imbalance.mpich 150 40\n"
@@ -169,9 +171,10 @@ class SlurmCpuFreq(tp.PluginCase):
         self.assertEqual(tp.records_of(job), [])
         for pol in ("policy0", "policy1"):
             mine = [(a, v) for p, a, v in w if p == pol]
-            # Slurm's reset alone brought 3.0/1.2 back; mpi-pstate's restore
-            # after it found the record's settings in place: nothing to write.
-            self.assertEqual(mine.count(("scaling_max_freq", "3000000")), 1, mine)
+            # mpi-pstate's restore from the record, root's, as the last task
+            # ended (the agent is not root and was dead anyway), then Slurm's
+            # reset to the same 3.0/1.2 and performance: the job ends as it began.
+            self.assertEqual(mine.count(("scaling_max_freq", "3000000")), 2, mine)
             self.assertEqual(mine[-3:], [("scaling_max_freq", "3000000"), ("scaling_min_freq", "1200000"),
                                          ("scaling_governor", "performance")], mine)
         self.assert_nodes_restored((NODE,))

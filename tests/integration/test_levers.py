@@ -201,7 +201,9 @@ class Levers(tp.PluginCase):
         self.assertFalse([ln for ln in after if "scaling_governor=" in ln
                           or "scaling_min_freq=" in ln], after)
         # through the old fds: refused, and once a policy at most
-        refused = [ln for ln in after if ln.endswith(" ENODEV")]
+        # (the agent's read of its lever at exit, which tells it the driver
+        # went away, is refused too: not a write)
+        refused = [ln for ln in after if ln.endswith(" ENODEV") and " read " not in ln]
         self.assertFalse([ln for ln in after if "scaling_max_freq=" in ln
                           and ln not in refused], after)
         self.assertLessEqual(len(refused), 2, refused)
