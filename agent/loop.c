@@ -264,9 +264,21 @@ static int stat_start(const char *buf, uint64_t *start)
         return errno || end == p + 1 ? -EINVAL : 0;
 }
 
+/* pid's start time, which tells a pid reused later apart; -errno when it
+ * is gone. */
+static int proc_start(int32_t pid, uint64_t *start)
+{
+        char path[64], buf[4096];
+        int rc;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        rc = mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0);
+        return rc < 0 ? rc : stat_start(buf, start);
+}
+
 /* True when pid is one of the step's own processes: its real uid is the
  * job's (the segment's owner), and a Slurm cgroup it names is this job's.
- * *start: its start time, which tells a pid reused later apart. */
+ * *start: its start time (proc_start). */
 static bool own_process(const struct agentd *a, int32_t pid, uint64_t *start)
 {
         char path[64], buf[4096], want[32];
@@ -292,9 +304,7 @@ static bool own_process(const struct agentd *a, int32_t pid, uint64_t *start)
                 if (!mine)
                         return false;
         }
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        return mpi_pstate_safeio_read_small(AT_FDCWD, path, buf, sizeof(buf), 0, 0) >= 0 &&
-               stat_start(buf, start) == 0;
+        return proc_start(pid, start) == 0;
 }
 
 /* Starts watching the process that now owns slot i. */
@@ -356,8 +366,10 @@ static void liveness(struct agentd *a, unsigned i, uint64_t now)
         } else if (now - si->checked_ns >= PROC_CHECK_NS) {
                 uint64_t start = 0;
 
+                /* watched only once it was found the step's: the same
+                 * process while its start time is */
                 si->checked_ns = now;
-                if (!own_process(a, si->pid, &start) || start != si->start_ticks)
+                if (proc_start(si->pid, &start) != 0 || start != si->start_ticks)
                         si->dead = true;
         }
         if (si->dead && !was) {

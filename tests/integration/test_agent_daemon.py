@@ -69,18 +69,20 @@ class Tree:
 
 
 class Agent:
-    def __init__(self, tree: Tree, nslots: int, *extra: str, cpus: str = "0-1", job: int = 4242):
+    def __init__(self, tree: Tree, nslots: int, *extra: str, cpus: str = "0-1", job: int = 4242,
+                 binary: Path = AGENT, env: dict[str, str] | None = None):
         self.tree, self.job = tree, job
         self.shm = str(tree.dir / "seg")
         self.record = tree.run / "agent.json"
         self.pidfile = tree.run / "agent.pid"
         self.log = tree.run / "agent.log"
         self.runtime = tree.run / str(job)
-        argv = [str(AGENT), "--shm", self.shm, "--create", str(nslots), "--cpus", cpus, "--job", str(job),
+        argv = [str(binary), "--shm", self.shm, "--create", str(nslots), "--cpus", cpus, "--job", str(job),
                 "--step", "0", "--sysroot", str(tree.sys), "--runtime-dir", str(self.runtime),
                 "--record", str(self.record), "--pidfile", str(self.pidfile), "--log", str(self.log), "-v",
                 *extra]
-        self.started = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        self.started = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                                      env={**os.environ, **(env or {})})
         self.pid = int(self.pidfile.read_text()) if self.started.returncode == 0 else 0
 
     def alive(self) -> bool:

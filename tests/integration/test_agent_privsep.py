@@ -52,25 +52,6 @@ def kernel_abi() -> int:
     return abi if abi > 0 else 0
 
 
-class ProbeAgent(base.Agent):
-    """base.Agent's command line, run by the probe binary with targets."""
-
-    def __init__(self, tree: base.Tree, env: dict[str, str], **kw) -> None:
-        real = base.AGENT
-        base.AGENT = PROBE  # the same argv, the probe's binary
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            super().__init__(tree, 1, "--threshold", "1ms", **kw)
-        finally:
-            base.AGENT = real
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-
 @unittest.skipIf(SKIP, SKIP or "")
 class ExploitedAgent(base.AgentCase):
 
@@ -95,7 +76,7 @@ class ExploitedAgent(base.AgentCase):
         env = {"MPI_PSTATE_PROBE_LANDLOCK_ABI": str(abi), "PROBE_SHADOW": "/etc/shadow",
                "PROBE_ROOT_FILE": str(root_file), "PROBE_CRON_DIR": str(cron),
                "PROBE_FOREIGN_RECORD": str(foreign_record), "PROBE_FOREIGN_PID": str(victim.pid)}
-        a = ProbeAgent(t, env, cpus="0")
+        a = base.Agent(t, 1, "--threshold", "1ms", cpus="0", binary=PROBE, env=env)
         self.agents.append(a)
         self.assertEqual(a.started.returncode, 0, a.started.stderr)
         base.wait_for(lambda: "worked" in a.log.read_text(), what="the probe's report")
