@@ -1,16 +1,26 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* mpi-pstate-agent: the node agent, one per job step per node, root.
+/* mpi-pstate-agent: the node agent, one per job step per node, started
+ * as root, run as its own user once its files are open.
  *
- *   main.c    command line, --restore, detaching, signals
- *   hw.c      cpufreq domains (save, mechanism, handle, restore) and RAPL
- *   loop.c    the segment, the slot scan, the pidfd watcher, the main loop
- *   record.c  the agent record (JSON, docs/agent.md)
- *   log.c     log file, syslog or stderr
- *   harden.c  capabilities, no_new_privs, Landlock, seccomp once set up
+ *   main.c      start, --restore, detaching, signals, set-up and finish
+ *   cmdline.c   the command line, from common/agent_args.def
+ *   confine.c   scheduling, the fence and the drop to the agent's own uid
+ *   harden.c    capabilities, no_new_privs, Landlock, seccomp
+ *   hw.c        cpufreq domains (save, mechanism, handle, restore) and RAPL
+ *   uncore.c    the uncore domains and their decision core
+ *   slots.c     the segment, slot copies, the observations of a scan
+ *   liveness.c  whether each slot's rank still lives (pidfds, /proc)
+ *   watcher.c   the thread that waits on the ranks' pidfds
+ *   coreops.c   the decision core's side effects (its ops table)
+ *   budget.c    the CPU budget, the announcement switch, the ceiling
+ *   loop.c      the loop: look, decide, sleep; the final pass
+ *   record.c    the agent record (JSON, docs/agent.md)
+ *   log.c       log file, syslog or stderr
  *
  * The decisions themselves live in agent/agent.c (pure, unit tested). */
 #ifndef MPI_PSTATE_AGENTD_H
 #define MPI_PSTATE_AGENTD_H
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -18,9 +28,11 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <syslog.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "cpufreq.h"
@@ -44,6 +56,8 @@
 /* Uncore control takes milliseconds (docs/levers.md): a whole-package wait
  * shorter than this is not worth lowering it for. */
 #define AGENTD_UNCORE_THRESHOLD_US UINT64_C(10000)
+/* Liveness without a pidfd: a rank's /proc start time this often. */
+#define AGENTD_PROC_CHECK_NS UINT64_C(100000000)
 
 /* Whom a root-started agent runs as when the plugin names nobody: an id
  * in the range Debian reserves and never assigns (65000-65533), so that it
@@ -147,6 +161,22 @@ enum agentd_dom_status {
         AGENTD_DOM_PROFILE,     /* mode profile: measured, never changed */
 };
 
+/* The status's word in logs and in the record (docs/agent.md). */
+static inline const char *mpi_pstate_agentd_dom_status_name(enum agentd_dom_status s)
+{
+        static const char *const names[] = {
+            [AGENTD_DOM_MANAGED] = "managed",
+            [AGENTD_DOM_OUTSIDE] = "outside",
+            [AGENTD_DOM_BUSY] = "busy",
+            [AGENTD_DOM_NO_RANGE] = "no_range",
+            [AGENTD_DOM_UNSUPPORTED] = "unsupported",
+            [AGENTD_DOM_ERROR] = "error",
+            [AGENTD_DOM_PROFILE] = "profile",
+        };
+
+        return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+}
+
 struct agentd_domain {
         unsigned policy; /* index in node->policies */
         char name[24];
@@ -200,14 +230,38 @@ struct agentd_slot {
         uint64_t start_ticks; /* its /proc/<pid>/stat start time, without a pidfd */
 };
 
+/* The CPU budget and the hard ceiling (budget.c): what they are set to,
+ * and what they measured. */
+struct agentd_budget {
+        uint64_t budget_ppm, cap_ppm; /* millionths of a core, 0 = none */
+        uint64_t scan_ns;             /* the scan interval the gap never goes below */
+        uint64_t gap_ns, gap_max_ns;  /* least time between two timer wake-ups */
+        uint64_t t0, cpu0, timers0, next_ns, adjusts;
+        uint64_t cpu_sum, timer_sum; /* over whole periods: CPU per timer wake-up */
+        uint64_t announce_offs;      /* times announcements were turned off (CPU) */
+        uint32_t announce_hold;      /* budget periods they stay off, doubled at each turn */
+        uint64_t announce_hold_until_ns;
+        uint64_t cap_t0, cap_cpu0, capped, capped_ns, capped_raises;
+        int64_t cap_credit; /* CPU ns left in the ceiling's bucket */
+};
+
+/* The liveness watcher (watcher.c): a thread blocked on the ranks'
+ * pidfds, which marks a slot dead and wakes the loop through hdr. */
+struct agentd_watch {
+        int epfd, stopfd;
+        pthread_t thread;
+        bool on, pidfd_ok;
+        struct agentd_slot *slots;
+        unsigned nslots;
+        struct mpi_pstate_seg_header *hdr;
+};
+
 struct agentd {
         struct agentd_opts o;
         char host[64];
         uint64_t start_mono_ns, start_real_ns, end_real_ns;
-        uint64_t thr_ns, scan_ns;    /* scan_ns: the shortest scan interval */
-        uint64_t gap_ns, gap_max_ns; /* least time between two timer wake-ups (budget) */
-        uint64_t budget_t0, budget_cpu0, budget_timers0, budget_next_ns, budget_adjusts;
-        uint64_t budget_cpu_sum, budget_timer_sum; /* over whole periods: CPU per timer wake-up */
+        uint64_t thr_ns, scan_ns; /* scan_ns: the shortest scan interval */
+        struct agentd_budget budget;
         uint64_t tsc_rate;
         struct mpi_pstate_clock_sample cal;
 
@@ -258,20 +312,11 @@ struct agentd {
         bool records;
         int rec_fd, sums_fd;
 
-        /* liveness watcher */
-        int epfd, stopfd;
-        pthread_t watcher;
-        bool watcher_on, pidfd_ok;
+        struct agentd_watch watch;
 
         /* the agent's own figures */
         uint64_t wakeups, woken, timeouts, eagain, throttled, full_scans;
-        uint64_t announced;     /* slots read because their rank announced a wait */
-        uint64_t announce_offs; /* times announcements were turned off (CPU) */
-        uint32_t announce_hold; /* budget periods they stay off, doubled at each turn */
-        uint64_t announce_hold_until_ns;
-        uint64_t cap_t0, cap_cpu0, capped, capped_ns,
-            capped_raises;                      /* the hard CPU ceiling (loop.c) */
-        int64_t cap_credit;                     /* CPU ns left in its bucket */
+        uint64_t announced;                     /* slots read because their rank announced a wait */
         uint64_t gone_t0, gone_n, gone_dropped; /* "is gone" lines per second */
         const char *exit_reason;
 };
@@ -285,30 +330,74 @@ static inline uint64_t mpi_pstate_agentd_mono_ns(void)
         return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
 }
 
+/* Bumps the segment's futex word inside the kernel (a truncated segment
+ * gives EFAULT there, not SIGBUS here) and wakes the loop.
+ * Async-signal-safe; the watcher thread calls it too. */
+static inline void mpi_pstate_agentd_wake(struct mpi_pstate_seg_header *hdr)
+{
+        if (hdr)
+                syscall(SYS_futex, &hdr->agent_futex, FUTEX_WAKE_OP, 1, (void *)0,
+                        &hdr->agent_futex, FUTEX_OP(FUTEX_OP_ADD, 1, FUTEX_OP_CMP_EQ, 0));
+}
+
 /* log.c */
 int mpi_pstate_agentd_log_open(const char *spec, bool foreground, int verbose);
 __attribute__((format(printf, 2, 3))) void mpi_pstate_agentd_log(int prio, const char *fmt, ...);
 unsigned mpi_pstate_agentd_log_errors(void);
 void mpi_pstate_agentd_log_tag(uint32_t job, uint32_t step);
 
-/* hw.c */
+/* hw.c (the uncore domains are set up and finished after it: uncore.c) */
 int mpi_pstate_agentd_hw_setup(struct agentd *a);
 void mpi_pstate_agentd_hw_finish(struct agentd *a);
 void mpi_pstate_agentd_rapl_open(struct agentd *a);
 void mpi_pstate_agentd_rapl_sample(struct agentd *a);
 void mpi_pstate_agentd_rapl_close(struct agentd *a);
-const char *mpi_pstate_agentd_dom_status_name(enum agentd_dom_status s);
 
-/* loop.c */
+/* slots.c */
 int mpi_pstate_agentd_segment_open(struct agentd *a, char *err, size_t errlen);
-/* Starts the pidfd watcher thread (the agentd *, as a harden() spawn). */
-int mpi_pstate_agentd_watcher_start(void *agentd);
+/* Re-reads slot i's identity from a validated copy of s. */
+void mpi_pstate_agentd_slot_refresh(struct agentd *a, unsigned i, const struct mpi_pstate_slot *s,
+                                    uint32_t state, int32_t pid, uint64_t now);
+/* The waits announced since the last pass, into a->ann. */
+void mpi_pstate_agentd_take_announced(struct agentd *a);
+/* Whether a rank announced a wait since mpi_pstate_agentd_take_announced(). */
+bool mpi_pstate_agentd_announce_pending(const struct agentd *a);
+/* Observes the waiting and announced slots, or every slot when full. */
+void mpi_pstate_agentd_scan(struct agentd *a, uint64_t now, bool full);
+/* Every slot was claimed and its rank is gone or has ended MPI. */
+bool mpi_pstate_agentd_all_done(const struct agentd *a);
 
+/* liveness.c */
+/* Starts following the process that now owns slot i. */
+void mpi_pstate_agentd_slot_watch(struct agentd *a, unsigned i, int32_t pid);
+/* Whether slot i's rank is gone now; its domains go up when it just went. */
+void mpi_pstate_agentd_liveness(struct agentd *a, unsigned i, uint64_t now);
+/* Some rank is followed without a pidfd: the loop must look every 100 ms. */
+bool mpi_pstate_agentd_need_pid_checks(const struct agentd *a);
+
+/* watcher.c.  _start is a harden() spawn: its argument is the struct agentd_watch. */
+int mpi_pstate_agentd_watcher_start(void *watch);
+bool mpi_pstate_agentd_watcher_add(struct agentd_watch *w, int pidfd, unsigned slot, uint32_t gen);
+void mpi_pstate_agentd_watcher_stop(struct agentd_watch *w);
+
+/* coreops.c */
+int mpi_pstate_agentd_core_setup(struct agentd *a);
+/* A rank's domains, for the cpufreq core and for the uncore. */
+void mpi_pstate_agentd_set_rank_domains(struct agentd *a, unsigned i, const uint64_t *mask);
+
+/* budget.c */
+void mpi_pstate_agentd_budget_adjust(struct agentd_budget *b, struct mpi_pstate_seg_header *hdr,
+                                     uint64_t now, uint64_t timeouts);
+/* 0, or the wall time to sleep that pays the CPU ceiling's debt back. */
+uint64_t mpi_pstate_agentd_cap_debt_ns(struct agentd_budget *b, uint64_t now);
+
+/* harden.c */
 /* Empties the capability sets (and, with who, becomes who first: *uid_rc
  * says how that went), then no_new_privs and not dumpable. */
 int mpi_pstate_agentd_drop_caps(const struct agentd_identity *who, int *uid_rc);
 int mpi_pstate_agentd_seccomp(void);
-int mpi_pstate_agentd_core_setup(struct agentd *a);
+
+/* loop.c */
 int mpi_pstate_agentd_run(struct agentd *a, volatile sig_atomic_t *stop);
 void mpi_pstate_agentd_teardown(struct agentd *a);
 void mpi_pstate_agentd_poke(struct agentd *a); /* async-signal-safe wake-up */

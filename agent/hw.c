@@ -28,21 +28,6 @@
 #define RAPL_MAX_POWER_MW UINT64_C(1000000)
 #define RAPL_MAX_INTERVAL_NS UINT64_C(60000000000)
 
-static const char *const status_names[] = {
-    [AGENTD_DOM_MANAGED] = "managed",
-    [AGENTD_DOM_OUTSIDE] = "outside",
-    [AGENTD_DOM_BUSY] = "busy",
-    [AGENTD_DOM_NO_RANGE] = "no_range",
-    [AGENTD_DOM_UNSUPPORTED] = "unsupported",
-    [AGENTD_DOM_ERROR] = "error",
-    [AGENTD_DOM_PROFILE] = "profile",
-};
-
-const char *mpi_pstate_agentd_dom_status_name(enum agentd_dom_status s)
-{
-        return (unsigned)s < sizeof(status_names) / sizeof(status_names[0]) ? status_names[s] : "?";
-}
-
 static bool subset(const cpu_set_t *a, const cpu_set_t *b)
 {
         cpu_set_t x;
@@ -385,7 +370,6 @@ int mpi_pstate_agentd_hw_setup(struct agentd *a)
                     d->status == AGENTD_DOM_MANAGED ? LOG_DEBUG : LOG_INFO, "%s: %s%s%s", d->name,
                     mpi_pstate_agentd_dom_status_name(d->status), d->why[0] ? ": " : "", d->why);
         }
-        mpi_pstate_agentd_uncore_setup(a);
         return 0;
 }
 
@@ -416,7 +400,6 @@ void mpi_pstate_agentd_hw_finish(struct agentd *a)
                         d->saved = false;
                 }
         }
-        mpi_pstate_agentd_uncore_finish(a);
 }
 
 /* No RAPL zone at all: hwmon energy counters or power meters, if any. */

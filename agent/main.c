@@ -663,6 +663,9 @@ static void settle(struct agentd *a)
         a->scan_ns = a->o.scan_us ? a->o.scan_us * 1000u
                                   : mpi_pstate_agent_scan_ns(a->thr_ns, AGENTD_SCAN_MIN_NS,
                                                              AGENTD_SCAN_MAX_NS);
+        a->budget.budget_ppm = a->o.budget_ppm;
+        a->budget.cap_ppm = a->o.cap_ppm;
+        a->budget.scan_ns = a->scan_ns;
         /* Deadlines are met to the nanosecond the kernel can, not within the
          * default 50 us of timer slack. */
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -773,7 +776,7 @@ static int confine(struct agentd *a)
         spawn_remover(a);
         n = fence(a, f, sizeof(f) / sizeof(f[0]), shm_dir, sizeof(shm_dir));
         rc = mpi_pstate_agentd_harden(f, n, a->records ? &who : NULL,
-                                      mpi_pstate_agentd_watcher_start, a, h);
+                                      mpi_pstate_agentd_watcher_start, &a->watch, h);
         if (h->uid_rc) {
                 mpi_pstate_agentd_log(LOG_ERR, "running as uid %u gid %u: %s: not started",
                                       (unsigned)who.uid, (unsigned)who.gid, strerror(-h->uid_rc));
@@ -798,6 +801,7 @@ static void finish(struct agentd *a, bool started)
 
         mpi_pstate_agentd_rapl_sample(a);
         mpi_pstate_agentd_hw_finish(a);
+        mpi_pstate_agentd_uncore_finish(a);
         a->end_real_ns = clock_ns(CLOCK_REALTIME);
         if (started) {
                 rc = mpi_pstate_agentd_record_write(a);
@@ -833,6 +837,8 @@ static int setup(struct agentd *a, char *err, size_t errlen)
         a->records = geteuid() == 0;
         rc = mpi_pstate_agentd_hw_setup(a);
 
+        if (!rc && a->node)
+                mpi_pstate_agentd_uncore_setup(a);
         if (!rc)
                 rc = mpi_pstate_agentd_core_setup(a);
         if (rc) {

@@ -377,25 +377,25 @@ static void put_agent_counters(struct mpi_pstate_json *b, const struct agentd *a
                 const char *key;
                 uint64_t v;
         } budget[] = {
-            {"budget_adjusts", a->budget_adjusts},
+            {"budget_adjusts", a->budget.adjusts},
             {"full_scans", a->full_scans},
-            {"capped", a->capped},
-            {"capped_ms", a->capped_ns / 1000000u},
-            {"capped_raises", a->capped_raises},
+            {"capped", a->budget.capped},
+            {"capped_ms", a->budget.capped_ns / 1000000u},
+            {"capped_raises", a->budget.capped_raises},
             {"announced", a->announced},
-            {"announce_offs", a->announce_offs},
+            {"announce_offs", a->budget.announce_offs},
         };
 
         for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
                 mpi_pstate_json_member_u64(b, counts[i].key, counts[i].v);
         mpi_pstate_json_key(b, "rt_prio");
         mpi_pstate_json_put(b, "%d", a->o.rt_prio);
-        mpi_pstate_json_member_u64(b, "timer_gap_final_us", a->gap_ns / 1000u);
-        mpi_pstate_json_member_u64(b, "timer_gap_max_us", a->gap_max_ns / 1000u);
+        mpi_pstate_json_member_u64(b, "timer_gap_final_us", a->budget.gap_ns / 1000u);
+        mpi_pstate_json_member_u64(b, "timer_gap_max_us", a->budget.gap_max_ns / 1000u);
         mpi_pstate_json_key(b, "timer_cpu_us");
         mpi_pstate_json_put(b, "%.1f",
-                            a->budget_timer_sum
-                                ? (double)a->budget_cpu_sum / (double)a->budget_timer_sum / 1e3
+                            a->budget.timer_sum
+                                ? (double)a->budget.cpu_sum / (double)a->budget.timer_sum / 1e3
                                 : 0.0);
         for (size_t i = 0; i < sizeof(budget) / sizeof(budget[0]); i++)
                 mpi_pstate_json_member_u64(b, budget[i].key, budget[i].v);
