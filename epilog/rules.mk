@@ -6,12 +6,11 @@
 # Installed layout:
 #   $(bindir)/mpi-pstate                          the command: the package's one entry script,
 #   $(bindir)/mpi-pstate-exec                     also installed as `mpi-pstate exec`
-#   $(libexecdir)/mpi-pstate/mpi-pstate-bench     and as `mpi-pstate bench`
 #   $(sbindir)/mpi-pstate-epilog                  node Epilog entry point
 #   $(sbindir)/mpi-pstate-epilog-slurmctld        EpilogSlurmctld entry point
 #   $(libexecdir)/mpi-pstate/mpi-pstate-dbcomment libslurm: SystemComment writer
 #   $(datadir)/mpi-pstate/python/mpi_pstate/      the package: epilogs, report, slot reader,
-#                                                 launcher (exec), evaluation (bench)
+#                                                 launcher (exec)
 #   $(mandir)/man1/mpi-pstate.1, man8/mpi-pstate-epilog.8
 #   $(systemdunitdir)/mpi-pstate-{flush,prune}.{service,timer}  installed, not enabled
 #   $(datadir)/mpi-pstate/mpi-pstate.cron         cron example (sites without systemd)
@@ -48,8 +47,11 @@ install-epilog: $(EPILOG_DBCOMMENT) $(EPILOG_UNITS) $(EPILOG_CRON)
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(libexecdir)/mpi-pstate \
 	  $(DESTDIR)$(EPILOG_PYDIR)/mpi_pstate $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man8
 	install -m 0755 $(EPILOG_DBCOMMENT) $(DESTDIR)$(libexecdir)/mpi-pstate/
+	# installed by earlier releases: the evaluation tool is the project's now (bench/eval/)
+	rm -f $(DESTDIR)$(libexecdir)/mpi-pstate/mpi-pstate-bench \
+	  $(DESTDIR)$(EPILOG_PYDIR)/mpi_pstate/bench.py
 	install -m 0644 $(EPILOG_PY) $(DESTDIR)$(EPILOG_PYDIR)/mpi_pstate/
-	for e in $(bindir)/mpi-pstate $(bindir)/mpi-pstate-exec $(libexecdir)/mpi-pstate/mpi-pstate-bench; do \
+	for e in $(bindir)/mpi-pstate $(bindir)/mpi-pstate-exec; do \
 	  $(EPILOG_SUBST) epilog/mpi-pstate > $(DESTDIR)$$e.tmp && chmod 0755 $(DESTDIR)$$e.tmp && \
 	  mv -f $(DESTDIR)$$e.tmp $(DESTDIR)$$e || exit 1; \
 	done
@@ -70,7 +72,7 @@ install-epilog: $(EPILOG_DBCOMMENT) $(EPILOG_UNITS) $(EPILOG_CRON)
 ALL_TARGETS += $(EPILOG_DBCOMMENT) $(EPILOG_UNITS) $(EPILOG_CRON)
 INSTALL_TARGETS += install-epilog
 UNINSTALL_FILES += $(bindir)/mpi-pstate $(bindir)/mpi-pstate-exec \
-	$(libexecdir)/mpi-pstate/mpi-pstate-bench $(sbindir)/mpi-pstate-epilog \
+	$(sbindir)/mpi-pstate-epilog \
 	$(sbindir)/mpi-pstate-epilog-slurmctld $(libexecdir)/mpi-pstate/mpi-pstate-dbcomment \
 	$(addprefix $(EPILOG_PYDIR)/mpi_pstate/,$(notdir $(EPILOG_PY))) \
 	$(mandir)/man1/mpi-pstate.1 $(mandir)/man8/mpi-pstate-epilog.8 \

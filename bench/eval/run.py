@@ -1,14 +1,14 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""The project's whole evaluation on one code: `mpi-pstate bench` run from
-this checkout, its result stamped with the checkout's commit.
+"""The project's whole evaluation on one code: the evaluation tool
+(bench/eval/evaluate.py, mpi-pstate-bench) run from this checkout, its
+result stamped with the checkout's commit.
 
-    bench/eval/run.py [mpi-pstate bench options] [-- COMMAND...]
+    bench/eval/run.py [options] [-- COMMAND...]
 
-Takes every option of `mpi-pstate bench` (docs/evaluation.md); the only
-difference is the `source` of its JSON and of its heading: the commit of
-this checkout (bench/checkout.py), which a site's installed `mpi-pstate
-bench` cannot know.  bench/eval/RESULTS.md says how it was run.
+Takes every option of the evaluation (docs/evaluation.md, `--help`); its
+JSON and its heading name the commit of this checkout (bench/checkout.py)
+as their `source`.  bench/eval/RESULTS.md says how it was run.
 """
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import List, Optional
 
 TOP = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(TOP / "epilog"), str(TOP / "bench")]
+sys.path[:0] = [str(TOP / "epilog"), str(TOP / "bench"), str(TOP / "bench" / "eval")]
 import checkout  # noqa: E402
-from mpi_pstate import bench  # noqa: E402
+import evaluate  # noqa: E402
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    return bench.main(argv, source=checkout.source_version(TOP))
+    return evaluate.main(argv, source=checkout.source_version(TOP))
 
 
 if __name__ == "__main__":

@@ -490,7 +490,8 @@ def run_core(a: argparse.Namespace, names: list[str], prog: str, wd: Path,
     ssp = thresholds(a.short_spread)
     run(f"imbalance 2x{a.ntasks}, spread 0.2-20 ms", f"./{prog} 300 2 10", ssp, a.reps)
     if a.hpcc_n and "core" in names:
-        from mpi_pstate import bench as ld
+        sys.path.insert(0, str(TOP / "bench" / "eval"))
+        import evaluate as ld  # the evaluation tool's hpcc input
         (wd / "hpccinf.txt").write_text(ld.hpccinf(ld.HPCC_TEMPLATE.read_text(), a.hpcc_n,
                                                    *ld.process_grid(2 * a.ntasks)))
         os.chown(wd / "hpccinf.txt", *lt_ids())

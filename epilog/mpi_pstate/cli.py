@@ -16,10 +16,10 @@ PROG = "mpi-pstate"
 tool_dirs = rootcli.tool_dirs
 
 
-# Subcommands with a command line of their own (modules of this package, also
-# installed under their own names, mpi-pstate-exec and mpi-pstate-bench):
+# Subcommands with a command line of their own (modules of this package; exec
+# is also installed under its own name, mpi-pstate-exec):
 # `mpi-pstate NAME ARGS` hands ARGS over unchanged (their --help included).
-DELEGATED = ("exec", "bench", "node-prune")
+DELEGATED = ("exec", "node-prune")
 
 
 def _common_dirs(p: argparse.ArgumentParser) -> None:
@@ -91,8 +91,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("exec", help="run a program with the preload library (mpi-pstate-exec)",
                    add_help=False)
-    sub.add_parser("bench", help="compare a workload with and without --mpi-pstate through Slurm "
-                   "(mpi-pstate-bench)", add_help=False)
     sub.add_parser("node-prune", help="remove what finished jobs left on this node, deliver "
                    "waiting node records (root; timer)", add_help=False)
     return ap
@@ -402,11 +400,8 @@ def cmd_delegate(sub: str, argv: List[str], paths: Dict[str, str]) -> int:
     if sub == "exec":
         from . import launcher
         return launcher.main(argv, paths)
-    if sub == "node-prune":
-        from . import nodeprune
-        return nodeprune.main(argv, paths)
-    from . import bench
-    return bench.main(argv)
+    from . import nodeprune
+    return nodeprune.main(argv, paths)
 
 
 def main(argv: Optional[Sequence[str]] = None, paths: Optional[Dict[str, str]] = None) -> int:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""mpi-pstate bench (epilog/mpi_pstate/bench.py) on the local cluster, as the test user, with
+"""The evaluation tool (bench/eval/evaluate.py) on the local cluster, as the test user, with
 the imbalanced demo program: two repetitions of without / --mpi-pstate at
 threshold 0 / at 2 ms.  Checks the interleaving, that the runs without the
 option have no record and no transitions (also straight from sacct), that
@@ -21,20 +21,21 @@ ITER, WORK_MS = 8, 25
 
 
 def bench_module() -> ModuleType:
-    if str(lt.TOP / "epilog") not in sys.path:
-        sys.path.insert(0, str(lt.TOP / "epilog"))
-    return importlib.import_module("mpi_pstate.bench")
+    for d in (lt.TOP / "epilog", lt.TOP / "bench" / "eval"):
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
+    return importlib.import_module("evaluate")
 
 
 class BenchEval(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
-        # The installed bench and report, as a user runs them: a checkout may
-        # be unreadable to users (a 0700 home directory).
+        # The checkout's evaluation tool (bench/eval/run.py, not installed)
+        # with the installed report, as a user runs them.
         inst = lt.installed()
         family, mpi = lt.srun_family()
         prog = lt.BUILD / "tests" / "mpi" / f"imbalance.{family}"
-        report, script = inst.cli, inst.libexec / "mpi-pstate-bench"
+        report, script = inst.cli, lt.TOP / "bench" / "eval" / "run.py"
         d = lt.workdir("bench-eval")
         exe = lt.give(prog, d)
         # timeout -s INT: the bench cancels its running job before it exits

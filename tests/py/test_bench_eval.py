@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""mpi-pstate bench (epilog/mpi_pstate/bench.py) without a cluster: its parsers (threshold
+"""The evaluation tool (bench/eval/evaluate.py) without a cluster: its parsers (threshold
 lists, hpccinf.txt, mountinfo), the
 interleaved plan, and whole runs of main() against a scripted fake Slurm
 that checks the submitted options and answers with canned records."""
@@ -26,9 +26,10 @@ TOP_EPILOG = TOP / "epilog"
 
 
 def load() -> ModuleType:
-    if str(TOP_EPILOG) not in sys.path:
-        sys.path.insert(0, str(TOP_EPILOG))
-    return importlib.import_module("mpi_pstate.bench")
+    for d in (TOP_EPILOG, TOP / "bench" / "eval"):
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
+    return importlib.import_module("evaluate")
 
 
 mb = load()
@@ -318,7 +319,7 @@ class WholeRun(unittest.TestCase):
         def fake_main(argv: List[str], source: Optional[str] = None) -> int:
             seen.update(argv=argv, source=source)
             return 0
-        with mock.patch.object(run.bench, "main", fake_main):
+        with mock.patch.object(run.evaluate, "main", fake_main):
             self.assertEqual(run.main(["--reps", "1"]), 0)
         self.assertEqual(seen, {"argv": ["--reps", "1"],
                                 "source": run.checkout.source_version(TOP)})

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """One duration grammar: common/parse.c's mpi_pstate_parse_duration_us is
 the reference, epilog/mpi_pstate/parse.py mirrors it, and every Python
-reader of a duration (the report, `mpi-pstate bench`, `mpi-pstate exec`)
+reader of a duration (the report, `mpi-pstate exec`, the evaluation tool
+bench/eval/evaluate.py)
 goes through that mirror.  tests/data/durations.txt holds the cases;
 tests/unit/test_parse.c runs them through C, this module through Python.
 The mode words `mpi-pstate exec` offers are common/options.def's."""
@@ -15,7 +16,11 @@ import unittest
 from typing import List, Optional, Tuple
 
 import test_epilog_fixtures as fx
-from mpi_pstate import bench, launcher, parse
+from mpi_pstate import launcher, parse
+
+if str(fx.TOP / "bench" / "eval") not in sys.path:
+    sys.path.insert(0, str(fx.TOP / "bench" / "eval"))
+import evaluate as bench  # noqa: E402  the evaluation tool (bench/eval/), not installed
 
 CASES = fx.TOP / "tests" / "data" / "durations.txt"
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable

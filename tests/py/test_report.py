@@ -368,8 +368,9 @@ class CommandLine(unittest.TestCase):
     def test_help_lists_every_subcommand(self) -> None:
         r = self.run_cli("--help")
         self.assertEqual(r.returncode, 0)
-        for sub in ("report", "backfill", "audit", "epilog", "epilog-slurmctld", "exec", "bench"):
+        for sub in ("report", "backfill", "audit", "epilog", "epilog-slurmctld", "exec"):
             self.assertIn(sub, r.stdout)
+        self.assertNotIn("bench", r.stdout)  # a project tool: bench/eval/run.py
         self.assertEqual(self.run_cli("frobnicate").returncode, 2)
         self.assertEqual(self.run_cli("report").returncode, 2)
 
@@ -408,9 +409,12 @@ class CommandLine(unittest.TestCase):
                         "share/mpi-pstate/python/mpi_pstate/cli.py",
                         "share/mpi-pstate/python/mpi_pstate/slot.py",
                         "share/mpi-pstate/python/mpi_pstate/launcher.py",
-                        "bin/mpi-pstate-exec", "libexec/mpi-pstate/mpi-pstate-bench",
+                        "bin/mpi-pstate-exec",
                         "share/man/man1/mpi-pstate.1", "share/man/man8/mpi-pstate-epilog.8"):
                 self.assertTrue((root / rel).exists(), rel)
+            # the evaluation tool is the project's (bench/eval/), not the product's
+            self.assertFalse((root / "libexec" / "mpi-pstate" / "mpi-pstate-bench").exists())
+            self.assertEqual(list(root.rglob("*bench*")), [])
             text = (root / "bin" / "mpi-pstate").read_text()
             self.assertIn('PYDIR = "/opt/mps/share/mpi-pstate/python"', text)
             self.assertIn("exec /opt/mps/bin/mpi-pstate epilog-slurmctld",
@@ -447,10 +451,13 @@ class CommandLine(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertTrue(r.stdout.startswith("usage: mpi-pstate-exec [options]"), r.stdout)
 
-    def test_bench_delegates_to_the_evaluation_tool(self) -> None:
-        r = self.run_cli("bench", "--help")
+    def test_the_evaluation_tool_runs_from_the_checkout(self) -> None:
+        self.assertEqual(self.run_cli("bench", "--help").returncode, 2)  # not a subcommand
+        r = subprocess.run(["/usr/bin/python3", str(fx.TOP / "bench" / "eval" / "run.py"),
+                            "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("usage: mpi-pstate-bench", r.stdout)
+        self.assertIn("usage: bench/eval/run.py", r.stdout)
         self.assertIn("--thresholds", r.stdout)
 
 

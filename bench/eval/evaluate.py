@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""mpi-pstate-bench (`mpi-pstate bench`): run a workload through Slurm with and without --mpi-pstate
-and print what it changed (docs/evaluation.md).
+"""mpi-pstate-bench, the project's evaluation tool (not installed): run a
+workload through Slurm with and without --mpi-pstate and print what it
+changed (docs/evaluation.md).  Run from a checkout, by any user who may
+submit jobs, through bench/eval/run.py (which stamps the result with the
+checkout's commit):
 
-    mpi-pstate-bench [options] [-- COMMAND...]
+    bench/eval/run.py [options] [-- COMMAND...]
 
 Without COMMAND the workload is hpcc (Debian's, linked to Open MPI) with a
 small problem size; with COMMAND, that command.  Either is started by the
@@ -42,12 +45,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import parse, summary
+from mpi_pstate import parse, summary
 
 PROG = "mpi-pstate-bench"
 FORMAT = "mpi-pstate-bench"
 VERSION = 1
 TOP = Path(__file__).resolve().parents[2]
+RUN = "bench/eval/run.py"  # how it is run, from the checkout's top
 HPCC_TEMPLATE = Path("/usr/share/doc/hpcc/examples/_hpccinf.txt")
 HPCC = "/usr/bin/hpcc"
 DEFAULT_THRESHOLDS = "0,100us,500us,2ms"
@@ -424,17 +428,15 @@ class Cluster:
 
 
 def find_report_cmd(given: Optional[str]) -> Optional[List[str]]:
-    """--report-cmd, else mpi-pstate from PATH, else the one of this
-    installation (<prefix>/libexec/mpi-pstate/ -> <prefix>/bin/), else the
-    source tree's."""
+    """--report-cmd, else mpi-pstate from PATH, else the checkout's."""
     if given:
         return shlex.split(given)
     exe = shutil.which("mpi-pstate")
     if exe:
         return [exe]
-    for c in (TOP / "bin" / "mpi-pstate", TOP / "epilog" / "mpi-pstate"):
-        if c.is_file() and os.access(c, os.X_OK):
-            return [str(c)]
+    c = TOP / "epilog" / "mpi-pstate"
+    if c.is_file() and os.access(c, os.X_OK):
+        return [str(c)]
     return None
 
 
@@ -873,7 +875,7 @@ def machine_of(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog=PROG, usage=f"{PROG} [options] [-- COMMAND...]",
+        prog=PROG, usage=f"{RUN} [options] [-- COMMAND...]",
         description="Run a workload through Slurm with and without --mpi-pstate, repetitions "
         "interleaved, and print walltime and energy deltas, MPI wait, time clocked down, "
         "transitions and a threshold sweep.  Without COMMAND: hpcc.")
@@ -1045,9 +1047,9 @@ def write_result(result: Dict[str, Any], a: argparse.Namespace) -> None:
 
 def main(argv: Optional[List[str]] = None, cluster: Optional[Cluster] = None,
          source: Optional[str] = None) -> int:
-    """source: what the caller knows of the code it measures (the project's
-    bench/eval/run.py gives its checkout's commit); an installed command
-    knows nothing of it, and the result's source stays null."""
+    """source: what the caller knows of the code it measures (bench/eval/run.py
+    gives its checkout's commit); without it the result's source stays
+    null."""
     a, command, thresholds, extra = parse_args(argv)
     workdir = Path(a.workdir or f"mpi-pstate-bench.{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     try:
