@@ -35,8 +35,11 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_args.h"
+#include "contract.h"
 #include "cpufreq.h"
 #include "energy.h"
+#include "options.h"
 #include "rapl.h"
 #include "restore.h"
 #include "slot.h"
@@ -51,18 +54,9 @@
  * of its ceiling, and again once it is back under half that
  * (epilog/mpi_pstate/whatif.py predicts with the same figure). */
 #define AGENTD_ANNOUNCE_OFF_PCT 75u
-/* calibrate writes the node's measured knee there (--low efficient) */
-#define AGENTD_KNEE_FILE "/var/lib/mpi-pstate/knee_khz"
-/* Uncore control takes milliseconds (docs/levers.md): a whole-package wait
- * shorter than this is not worth lowering it for. */
-#define AGENTD_UNCORE_THRESHOLD_US UINT64_C(10000)
 /* Liveness without a pidfd: a rank's /proc start time this often. */
 #define AGENTD_PROC_CHECK_NS UINT64_C(100000000)
 
-/* Whom a root-started agent runs as when the plugin names nobody: an id
- * in the range Debian reserves and never assigns (65000-65533), so that it
- * owns no file and matches no site account. */
-#define AGENTD_UNNAMED_ID 65531u
 /* The largest file the agent may write (RLIMIT_FSIZE): its log's cap and
  * the reserve kept for errors past it (log.c); the node Epilog refuses an
  * agent.json over 1 MiB (node.py AGENT_MAX_BYTES) whatever this allows. */
@@ -117,38 +111,21 @@ int mpi_pstate_agentd_harden(const struct agentd_fence *fence, size_t n,
  * Only the adversarial tests lower it, to play the kernels sites run. */
 extern int mpi_pstate_agentd_landlock_abi_max;
 
+/* The command line: every entry of common/agent_args.def under its field
+ * name and type (offsets in cmdline.c), then what the agent derives from
+ * it and from the job's options. */
 struct agentd_opts {
-        const char *shm;    /* segment path */
-        uint32_t create;    /* 0: attach; N: create N slots */
-        uint32_t nslots;    /* 0: the header's; N: the creator's figure, enforced */
-        cpu_set_t cpus;     /* the step's CPUs: never act outside them */
-        uint32_t job, step; /* owner tag of the restore records */
-        uid_t uid;          /* segment owner ((uid_t)-1: any when attaching) */
-        gid_t gid;
-        uid_t run_uid; /* started as root: whom it runs as (AGENTD_UNNAMED_ID) */
-        gid_t run_gid;
+#define MPI_PSTATE_AGENT_ARG(ID, flag, TYPE, field, def, arginfo, PASS, help)                      \
+        mpi_pstate_agent_arg_##TYPE field;
+#include "agent_args.def"
+        uint64_t given; /* bit MPI_PSTATE_AGENT_ARG_<ID>: on the command line */
+        cpu_set_t cpus; /* the step's CPUs (--cpus or its affinity): never act outside them */
         uint64_t threshold_us;
-        uint64_t low_khz;             /* 0 = min, MPI_PSTATE_FREQ_EFFICIENT */
-        const char *knee_file;        /* calibrate's knee_khz, for efficient */
-        bool uncore;                  /* may lower uncore domains the step owns */
-        uint64_t uncore_threshold_us; /* every rank of the domain waits that long first */
-        enum mpi_pstate_cpufreq_mech mech;
-        const char *job_governor; /* NULL: keep */
-        bool profile;             /* never change a frequency */
-        bool allow_governor;      /* may switch to userspace for setspeed */
-        uint64_t freq_min_khz;    /* admin floor for the low frequency, 0 = none */
-        uint64_t scan_us;         /* 0: derived from the threshold */
-        uint64_t budget_ppm;      /* CPU budget in millionths of a core, 0 = none */
-        uint64_t cap_ppm;         /* hard CPU ceiling (millionths of a core), 0 = none */
-        const char *runtime_dir;
-        const char *record;
-        const char *sysroot;
-        const char *node; /* name in the record, NULL: the short host name */
-        const char *log;  /* file, "syslog" or NULL (stderr in the foreground) */
-        const char *pidfile;
-        bool foreground, exit_when_done, keep_shm;
-        int rt_prio; /* SCHED_FIFO priority, 0 = normal scheduling */
-        int verbose;
+        uint64_t low_khz;                 /* 0 = min, MPI_PSTATE_FREQ_EFFICIENT */
+        const char *job_governor;         /* NULL: keep */
+        bool profile;                     /* never change a frequency */
+        struct mpi_pstate_options jobopt; /* the job's options (common/options.def) */
+        char runtime_buf[MPI_PSTATE_CONFIG_PATH_MAX + 16];
 };
 
 enum agentd_dom_status {
@@ -340,6 +317,17 @@ static inline void mpi_pstate_agentd_wake(struct mpi_pstate_seg_header *hdr)
                         &hdr->agent_futex, FUTEX_OP(FUTEX_OP_ADD, 1, FUTEX_OP_CMP_EQ, 0));
 }
 
+/* cmdline.c */
+/* Defaults, then the MPI_PSTATE_* variables, then argv into o; --help and
+ * --version print and exit.  0, or 2 after a message on stderr. */
+int mpi_pstate_agentd_cmdline_parse(int argc, char **argv, struct agentd_opts *o);
+/* What the agent derives from the command line: the step's CPUs, the
+ * job's settings, the default runtime directory.  0, or 2 after a message. */
+int mpi_pstate_agentd_cmdline_resolve(struct agentd_opts *o);
+/* Whether entry id (MPI_PSTATE_AGENT_ARG_<ID>) was on the command line. */
+bool mpi_pstate_agentd_given(const struct agentd_opts *o, int id);
+__attribute__((format(printf, 1, 2))) int mpi_pstate_agentd_usage_error(const char *fmt, ...);
+
 /* log.c */
 int mpi_pstate_agentd_log_open(const char *spec, bool foreground, int verbose);
 __attribute__((format(printf, 2, 3))) void mpi_pstate_agentd_log(int prio, const char *fmt, ...);
@@ -390,6 +378,11 @@ void mpi_pstate_agentd_budget_adjust(struct agentd_budget *b, struct mpi_pstate_
                                      uint64_t now, uint64_t timeouts);
 /* 0, or the wall time to sleep that pays the CPU ceiling's debt back. */
 uint64_t mpi_pstate_agentd_cap_debt_ns(struct agentd_budget *b, uint64_t now);
+
+/* confine.c: scheduling, the fence and the drop, once set up; the
+ * liveness watcher is started in between.  Fails when the drop or the
+ * watcher does. */
+int mpi_pstate_agentd_confine(struct agentd *a);
 
 /* harden.c */
 /* Empties the capability sets (and, with who, becomes who first: *uid_rc

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,72 +22,16 @@
 #include "errmsg.h"
 #include "safeio.h"
 
-/* Appends one formatted string into buf; NULL when it does not fit. */
-__attribute__((format(printf, 4, 5))) static char *str(char *buf, size_t buflen, size_t *used,
-                                                       const char *fmt, ...)
-{
-        char *s = buf + *used;
-        va_list ap;
-        int n;
-
-        va_start(ap, fmt);
-        n = vsnprintf(s, buflen - *used, fmt, ap);
-        va_end(ap);
-        if (n < 0 || (size_t)n >= buflen - *used)
-                return NULL;
-        *used += (size_t)n + 1;
-        return s;
-}
-
-static char *num(char *buf, size_t buflen, size_t *used, uint64_t v)
-{
-        return str(buf, buflen, used, "%llu", (unsigned long long)v);
-}
-
-/* Appends "flag value" (value NULL: the flag alone) to argv. */
-static int push(char **argv, size_t max, size_t *argc, const char *flag, const char *value)
-{
-        if (*argc + 1 + (value != NULL) >= max)
-                return -ENOSPC;
-        argv[(*argc)++] = (char *)flag;
-        if (value)
-                argv[(*argc)++] = (char *)value;
-        return 0;
-}
-
-/* The agent's numeric arguments as text in buf; NULL for an optional one
- * the step does not give. */
-struct agent_numbers {
-        const char *job, *step, *uid, *gid, *ruid, *rgid, *floor, *nslots, *budget, *uthr;
+static const size_t offsets[] = {
+#define MPI_PSTATE_AGENT_ARG(ID, flag, TYPE, field, def, arginfo, PASS, help)                      \
+        offsetof(struct mpi_pstate_agent_args, field),
+#include "agent_args.def"
 };
 
-static int format_numbers(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
-                          size_t *used, struct agent_numbers *n)
+void mpi_pstate_agentctl_args_init(struct mpi_pstate_agent_args *a)
 {
-        memset(n, 0, sizeof(*n));
-        n->job = num(buf, buflen, used, a->job);
-        n->step = n->job ? num(buf, buflen, used, a->step) : NULL;
-        n->uid = n->step ? num(buf, buflen, used, (uint64_t)a->uid) : NULL;
-        n->gid = n->uid ? num(buf, buflen, used, (uint64_t)a->gid) : NULL;
-        if (!n->gid)
-                return -ENOSPC;
-        if (a->run_uid && (!(n->ruid = num(buf, buflen, used, (uint64_t)a->run_uid)) ||
-                           !(n->rgid = num(buf, buflen, used, (uint64_t)a->run_gid))))
-                return -ENOSPC;
-        if (a->freq_min_khz && !(n->floor = num(buf, buflen, used, a->freq_min_khz)))
-                return -ENOSPC;
-        if (a->nslots && !(n->nslots = num(buf, buflen, used, a->nslots)))
-                return -ENOSPC;
-        /* percent with every digit a millionth needs: 5000 ppm is 0.5000 */
-        n->budget =
-            str(buf, buflen, used, "%llu.%04llu", (unsigned long long)(a->budget_ppm / 10000u),
-                (unsigned long long)(a->budget_ppm % 10000u));
-        if (!n->budget)
-                return -ENOSPC;
-        if (a->uncore && !(n->uthr = str(buf, buflen, used, "%lluus",
-                                         (unsigned long long)a->uncore_threshold_us)))
-                return -ENOSPC;
-        return 0;
+        memset(a, 0, sizeof(*a));
+        mpi_pstate_agent_args_defaults(a, offsets);
 }
 
 /* The job's options, one generic pair each: a new entry of options.def
@@ -94,9 +39,7 @@ static int format_numbers(const struct mpi_pstate_agent_args *a, char *buf, size
 static int push_options(const struct mpi_pstate_options *opt, char *buf, size_t buflen,
                         size_t *used, char **argv, size_t max, size_t *argc)
 {
-        int rc = 0;
-
-        for (int id = 0; !rc && id < MPI_PSTATE_OPT_COUNT; id++) {
+        for (int id = 0; id < MPI_PSTATE_OPT_COUNT; id++) {
                 char *flag = buf + *used, *value;
                 int n = snprintf(flag, buflen - *used, "--%s", mpi_pstate_options_info(id)->name);
 
@@ -108,55 +51,27 @@ static int push_options(const struct mpi_pstate_options *opt, char *buf, size_t 
                 if (n < 0)
                         return -ENOSPC;
                 *used += (size_t)n + 1;
-                rc = push(argv, max, argc, flag, value);
+                if (*argc + 2 >= max)
+                        return -ENOSPC;
+                argv[(*argc)++] = flag;
+                argv[(*argc)++] = value;
         }
-        return rc;
+        return 0;
 }
 
 int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
                              char **argv, size_t max)
 {
-        struct agent_numbers n;
         size_t used = 0, argc = 0;
         int rc;
 
-        if (!a || !a->path || !a->shm || !a->cpus || !a->mechanism || !a->restore_dir ||
-            !a->record || !buf || !argv || max == 0)
+        if (!a || !a->path || !buf || !argv || max < 2)
                 return -EINVAL;
-        rc = format_numbers(a, buf, buflen, &used, &n);
-        if (rc)
-                return rc;
-        /* --foreground: detached by us already, so the pid we record is the
-         * agent's.  --keep-shm: the segment is the plugin's and stays for the
-         * node epilog.  Optional pairs have a NULL value when absent. */
-        const char *const head[][2] = {
-            {"--foreground", NULL}, {"--keep-shm", NULL}, {"--shm", a->shm},
-            {"--nslots", n.nslots}, {"--uid", n.uid},     {"--gid", n.gid},
-            {"--cpus", a->cpus},    {"--job", n.job},     {"--step", n.step},
-        };
-        const char *const tail[][2] = {
-            {"--mechanism", a->mechanism},
-            {"--runtime-dir", a->restore_dir},
-            {"--record", a->record},
-            {"--freq-min", n.floor},
-            {"--cpu-budget", n.budget},
-            {"--allow-governor", a->no_governor_change ? "no" : NULL},
-            {"--log", a->log},
-            {"--sysroot", a->sysroot},
-            {"--uncore", a->uncore ? "yes" : NULL},
-            {"--uncore-threshold", n.uthr},
-            {"--run-uid", n.ruid},
-            {"--run-gid", n.rgid},
-        };
         argv[argc++] = (char *)a->path;
-        for (size_t i = 0; i < sizeof(head) / sizeof(head[0]) && !rc; i++)
-                if (i < 2 || head[i][1])
-                        rc = push(argv, max, &argc, head[i][0], head[i][1]);
+        rc = mpi_pstate_agent_args_write(a, offsets, MPI_PSTATE_AGENT_PASS_PLUGIN, buf, buflen,
+                                         &used, argv, max, &argc);
         if (!rc)
                 rc = push_options(&a->opt, buf, buflen, &used, argv, max, &argc);
-        for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]) && !rc; i++)
-                if (tail[i][1])
-                        rc = push(argv, max, &argc, tail[i][0], tail[i][1]);
         if (rc)
                 return rc;
         argv[argc] = NULL;
@@ -297,7 +212,7 @@ int mpi_pstate_agentctl_start(const struct mpi_pstate_agent_args *a, pid_t *out,
                               size_t errlen)
 {
         static char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", NULL};
-        char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[512];
+        char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[2048];
         int p[2] = {-1, -1}, status, rc;
         pid_t pid, agent = -1;
         ssize_t n;

@@ -20,39 +20,32 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "agent_args.h"
 #include "options.h"
 
+/* The agent's command line as the plugin holds it: the binary, the job's
+ * options (the site's limits applied; every entry of options.def reaches
+ * the agent as --<srun name> <canonical value>), and every entry of
+ * common/agent_args.def under its field name.  The plugin writes the
+ * entries whose PASS is ALWAYS, SET or PLUGIN (the latter two when not
+ * their default): a new entry reaches the agent with no code here. */
 struct mpi_pstate_agent_args {
-        const char *path;        /* the agent binary (plugstack key agent=) */
-        const char *shm;         /* the step's segment */
-        uint32_t nslots;         /* the slots the plugin made it with; 0: the header's */
-        const char *cpus;        /* the step's CPUs, list syntax */
-        const char *mechanism;   /* "auto", "max_freq", "setspeed" or "epp" */
-        const char *restore_dir; /* restore records (<runtime_dir>/restore) */
-        const char *record;      /* agent record, also what identifies the process */
-        const char *log;         /* the agent's log file */
-        const char *sysroot;     /* "/sys" */
-        uint32_t job, step;
-        uid_t uid; /* the segment's owner, the job's user */
-        gid_t gid;
-        uid_t run_uid; /* whom the agent runs as once its files are open */
-        gid_t run_gid;
-        /* The step's options, the site's limits applied; every entry of
-         * options.def reaches the agent as --<srun name> <canonical value>. */
+        const char *path; /* the agent binary (plugstack key agent=) */
         struct mpi_pstate_options opt;
-        uint64_t freq_min_khz;   /* the site's floor, 0: none */
-        uint64_t budget_ppm;     /* the agent's CPU budget (agent_cpu_budget=) */
-        bool no_governor_change; /* Slurm set the step: --allow-governor no */
-        bool uncore;             /* uncore=yes: --uncore yes */
-        uint64_t uncore_threshold_us;
+#define MPI_PSTATE_AGENT_ARG(ID, flag, TYPE, field, def, arginfo, PASS, help)                      \
+        mpi_pstate_agent_arg_##TYPE field;
+#include "agent_args.def"
 };
 
-/* argv[0], 2 flags and 7 pairs before the options, a pair per option, 12
- * pairs after them, the NULL; with room for two more pairs. */
-#define MPI_PSTATE_AGENT_MAX_ARGS (46 + 2 * MPI_PSTATE_OPT_COUNT)
+/* argv[0], a pair per entry of each table, the NULL. */
+#define MPI_PSTATE_AGENT_MAX_ARGS (2 + 2 * MPI_PSTATE_AGENT_ARG_COUNT + 2 * MPI_PSTATE_OPT_COUNT)
+
+/* Zero, then every entry's default from the table. */
+void mpi_pstate_agentctl_args_init(struct mpi_pstate_agent_args *a);
 
 /* Pure: the agent's argv (NULL-terminated) into argv[max], the strings of
- * numbers formatted into buf.  Returns argc or -ENOSPC / -EINVAL. */
+ * numbers formatted into buf.  Returns argc or -ENOSPC / -EINVAL (an
+ * ALWAYS entry, or path, missing). */
 int mpi_pstate_agentctl_argv(const struct mpi_pstate_agent_args *a, char *buf, size_t buflen,
                              char **argv, size_t max);
 

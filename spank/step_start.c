@@ -26,32 +26,37 @@ static const char *agent_path(const struct mpi_pstate_config *cfg)
 
 static void start_agent(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st)
 {
-        struct mpi_pstate_agent_args a = {
-            .path = agent_path(st->cfg),
-            .shm = s->paths.shm,
-            .nslots = s->shm_nslots,
-            .cpus = s->cpulist,
-            .mechanism = s->policy_ok && s->policy.set
-                             ? mpi_pstate_cpufreq_mech_name(s->policy.mech)
-                             : st->cfg->mechanism,
-            .restore_dir = s->paths.restore,
-            .record = s->paths.record,
-            .log = s->paths.log,
-            .sysroot = st->cfg->sysroot,
-            .job = st->job_id,
-            .step = st->step_id,
-            .uid = st->uid,
-            .gid = st->gid,
-            .opt = *st->opt,
-            .freq_min_khz = st->cfg->freq_min_khz,
-            .budget_ppm = st->cfg->agent_budget_ppm,
-            .no_governor_change = s->slurm_set,
-            .uncore = st->cfg->uncore,
-            .uncore_threshold_us = st->cfg->uncore_threshold_us,
-        };
+        struct mpi_pstate_agent_args a;
         char err[256] = "";
         int rc;
 
+        mpi_pstate_agentctl_args_init(&a);
+        a.path = agent_path(st->cfg);
+        a.opt = *st->opt;
+        /* --foreground: detached by us already, so the pid we record is the
+         * agent's.  --keep-shm: the segment is the plugin's and stays for
+         * the node epilog. */
+        a.foreground = a.keep_shm = true;
+        a.shm = s->paths.shm;
+        a.nslots = s->shm_nslots;
+        a.cpulist = s->cpulist;
+        if (s->policy_ok && s->policy.set)
+                a.mech = s->policy.mech;
+        else if (mpi_pstate_cpufreq_mech_parse(st->cfg->mechanism, &a.mech) != 0)
+                a.mech = MPI_PSTATE_CPUFREQ_MECH_AUTO;
+        a.runtime_dir = s->paths.restore;
+        a.record = s->paths.record;
+        a.log = s->paths.log;
+        a.sysroot = st->cfg->sysroot;
+        a.job = st->job_id;
+        a.step = st->step_id;
+        a.uid = st->uid;
+        a.gid = st->gid;
+        a.freq_min_khz = st->cfg->freq_min_khz;
+        a.budget_ppm = st->cfg->agent_budget_ppm;
+        a.allow_governor = !s->slurm_set;
+        a.uncore = st->cfg->uncore;
+        a.uncore_threshold_us = st->cfg->uncore_threshold_us;
         mpi_pstate_config_agent_ids(st->cfg, &a.run_uid, &a.run_gid);
         /* Slurm set the step's frequencies: its governor stands, ours is kept. */
         if (s->slurm_set)

@@ -44,12 +44,16 @@ static int show(void *ctx, const char *name, const char *value)
 
 int main(void)
 {
-        struct mpi_pstate_agent_args a = {.path = "/agent", .shm = "/dev/shm/x", .cpus = "0",
-                                          .mechanism = "auto", .restore_dir = "/r",
-                                          .record = "/r/agent.json"};
-        char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[1024];
+        struct mpi_pstate_agent_args a;
+        char *argv[MPI_PSTATE_AGENT_MAX_ARGS], buf[2048];
         int n;
 
+        mpi_pstate_agentctl_args_init(&a);
+        a.path = "/agent";
+        a.shm = "/dev/shm/x";
+        a.cpulist = "0";
+        a.runtime_dir = "/r";
+        a.record = "/r/agent.json";
         mpi_pstate_options_defaults(&a.opt);
         a.opt.mode = MPI_PSTATE_MODE_ON;
         if (mpi_pstate_options_to_env(&a.opt, show, NULL) != 0)
