@@ -129,6 +129,13 @@ static void key_domain_ranks(struct mpi_pstate_json *b, const struct agentd *a, 
         mpi_pstate_json_close(b);
 }
 
+/* A domain's restore at exit in the record (docs/agent.md): the result of
+ * put_back() (hw.c) or of the uncore's restore. */
+static const char *restore_word(int rc)
+{
+        return rc == -ESTALE ? "stale" : rc < 0 ? "failed" : rc == 1 ? "restored" : "none";
+}
+
 static void put_domain(struct mpi_pstate_json *b, const struct agentd *a, unsigned d)
 {
         const struct agentd_domain *dm = &a->dom[d];
@@ -154,11 +161,7 @@ static void put_domain(struct mpi_pstate_json *b, const struct agentd *a, unsign
         mpi_pstate_json_member_u64(b, "write_errors", cd->write_errors);
         mpi_pstate_json_member_bool(b, "disabled", cd->disabled);
         mpi_pstate_json_member_bool(b, "gone", cd->gone);
-        mpi_pstate_json_member_str(b, "restore",
-                                   dm->restore_rc == -ESTALE ? "stale"
-                                   : dm->restore_rc < 0      ? "failed"
-                                   : dm->restore_rc == 1     ? "restored"
-                                                             : "none");
+        mpi_pstate_json_member_str(b, "restore", restore_word(dm->restore_rc));
         mpi_pstate_json_close(b);
 }
 
@@ -181,10 +184,7 @@ static void put_uncore(struct mpi_pstate_json *b, const struct agentd *a, unsign
         key_secs(b, "down_s", cd ? cd->down_ns : 0);
         mpi_pstate_json_member_u64(b, "aborted", cd ? cd->aborted : 0);
         mpi_pstate_json_member_u64(b, "write_errors", cd ? cd->write_errors : 0);
-        mpi_pstate_json_member_str(b, "restore",
-                                   du->restore_rc < 0    ? "failed"
-                                   : du->restore_rc == 1 ? "restored"
-                                                         : "none");
+        mpi_pstate_json_member_str(b, "restore", restore_word(du->restore_rc));
         mpi_pstate_json_close(b);
 }
 

@@ -42,6 +42,9 @@ struct mpi_pstate_restore_record {
  * 0 or -EINVAL, leaving *out untouched on failure. */
 int mpi_pstate_restore_format(const struct mpi_pstate_restore_record *r, char *buf, size_t len);
 int mpi_pstate_restore_parse(const char *text, struct mpi_pstate_restore_record *out);
+/* "policy<N>" or "cpu<N>", N up to 7 digits: the only record names that
+ * become paths. */
+bool mpi_pstate_restore_valid_name(const char *s);
 
 /* Records the current settings of p in dir (created if missing) before the
  * caller changes anything.  Atomic (temporary file, fsync, rename without
