@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The node agent's decision core (agent.h): per wake-up, which domains go
+ * down or up and what that cost.  Pure: side effects go through the ops
+ * table the daemon (coreops.c) and the unit tests implement. */
 #include "agent.h"
 
 #include <errno.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* Energy without RAPL zones: hwmon energy counters or power meters
+ * (energy.h), found, read and accumulated for the agent record. */
 #include "energy.h"
 
 #include <dirent.h>

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* RAPL energy counters (rapl.h): the package and DRAM zones of the
+ * step's sockets, one kept descriptor each, sampled often enough that no
+ * wrap is missed, accumulated in 64 bits. */
 #include "rapl.h"
 
 #include <dirent.h>

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* Starting and stopping the node agent from slurmstepd (agentctl.h): its
+ * command line from common/agent_args.def, a detached start, a stop
+ * through a pidfd, the pidfile, and the trust check of its binary. */
 #include "agentctl.h"
 
 #include <errno.h>
