@@ -108,10 +108,14 @@ $(B)/common:
 	mkdir -p $@
 ALL_TARGETS += $(COMMON_LIB)
 
-# ---- tests/unit: every tests/unit/test_*.c is one Check suite binary
-UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
-UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/unit/%)
-$(B)/tests/unit/%: tests/unit/%.c $(COMMON_LIB) | $(B)/tests/unit
+# ---- tests/unit: the Check suites, one directory a component (common/,
+# spank/, agent/, preload/; the shared helpers check_main.h, fakesys.h and
+# shortcuts.h beside them), every one built to $(B)/tests/unit/<name>.  Each
+# tests/unit/common/test_*.c is one suite of the common archive; the other
+# components' suites are built by their own rules.mk.
+UNIT_SRCS := $(sort $(wildcard tests/unit/common/test_*.c))
+UNIT_BINS := $(UNIT_SRCS:tests/unit/common/%.c=$(B)/tests/unit/%)
+$(B)/tests/unit/%: tests/unit/common/%.c $(COMMON_LIB) | $(B)/tests/unit
 	$(CC) $(TEST_CFLAGS) -Icommon -I$(B)/gen -Itests/unit $(HWLOC_CFLAGS) $(CHECK_CFLAGS) \
 	  -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ $< $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS) $(TEST_LDFLAGS)
 $(B)/tests/unit:

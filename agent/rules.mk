@@ -2,7 +2,7 @@
 # agent/: the node agent mpi-pstate-agent (one per job step per node, root),
 # started by the SPANK plugin or by mpi-pstate-exec.  Its pure parts (the
 # decision core agent.c, the energy meters rapl.c and energy.c) form the
-# agent's archive, which the daemon, its unit tests (agent/tests/), the
+# agent's archive, which the daemon, its unit tests (tests/unit/agent/), the
 # rank simulator of tests/agent/ and bench/agent link; the programs of
 # tests/agent/ drive it in the integration tests and benchmarks.
 AGENT_CORE_SRCS := agent/agent.c agent/energy.c agent/rapl.c
@@ -26,8 +26,8 @@ $(AGENT_BIN): $(AGENT_OBJS) $(AGENT_LIB) $(COMMON_LIB)
 	$(CC) -pie $(LDFLAGS_COMMON) -o $@ $(AGENT_OBJS) $(AGENT_LIB) $(COMMON_LIB) $(COMMON_LIBS) -lpthread
 
 # The archive's unit tests, on fake sysfs trees (tests/unit/fakesys.h).
-AGENT_UNIT_BINS := $(patsubst agent/tests/%.c,$(B)/tests/unit/%,$(wildcard agent/tests/test_*.c))
-$(AGENT_UNIT_BINS): $(B)/tests/unit/%: agent/tests/%.c $(AGENT_LIB) $(COMMON_LIB)
+AGENT_UNIT_BINS := $(patsubst tests/unit/agent/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/agent/test_*.c))
+$(AGENT_UNIT_BINS): $(B)/tests/unit/%: tests/unit/agent/%.c $(AGENT_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -Icommon -Iagent -I$(B)/gen -Itests/unit $(CHECK_CFLAGS) \
 	  -DTEST_DATA_DIR='"$(CURDIR)/tests/data"' -o $@ $< $(AGENT_UNIT_OBJS) $(AGENT_LIB) $(COMMON_LIB) \

@@ -39,10 +39,10 @@ $(PRELOAD_FRONT): preload/front.c $(PRELOAD_GEN)/front.S $(PRELOAD_GEN)/front_sy
 $(B)/preload/config.o $(B)/preload/profile.o: $(B)/preload/%.o: preload/%.c | $(B)/preload
 	$(CC) $(PRELOAD_CFLAGS) -c -o $@ $<
 
-# The profile writer's Check suites (preload/tests/): MPI-free, linked with
+# The profile writer's Check suites (tests/unit/preload/): MPI-free, linked with
 # the writer's own object and the common archive, built beside the others.
-PRELOAD_UNIT_BINS := $(patsubst preload/tests/%.c,$(B)/tests/unit/%,$(wildcard preload/tests/test_*.c))
-$(PRELOAD_UNIT_BINS): $(B)/tests/unit/%: preload/tests/%.c $(B)/preload/profile.o $(COMMON_LIB)
+PRELOAD_UNIT_BINS := $(patsubst tests/unit/preload/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/preload/test_*.c))
+$(PRELOAD_UNIT_BINS): $(B)/tests/unit/%: tests/unit/preload/%.c $(B)/preload/profile.o $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -Icommon -Ipreload -Itests/unit $(CHECK_CFLAGS) -o $@ $< \
 	  $(B)/preload/profile.o $(COMMON_LIB) $(CHECK_LIBS) $(COMMON_LIBS) $(TEST_LDFLAGS)

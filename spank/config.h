@@ -10,7 +10,7 @@
  * remote init would fail jobs or drain nodes over a typo: a bad or unknown key
  * is reported and ignored, and the setting keeps its default.  The keys and
  * their defaults are documented in man/mpi_pstate.8.in and docs/admin.md
- * (spank/tests/test_config.c checks that both name every key). */
+ * (tests/unit/spank/test_config.c checks that both name every key). */
 #ifndef MPI_PSTATE_CONFIG_H
 #define MPI_PSTATE_CONFIG_H
 #include <stdbool.h>
@@ -122,7 +122,7 @@ enum mpi_pstate_limit mpi_pstate_config_limit(const struct mpi_pstate_config *c,
                                               size_t notelen);
 
 /* The accepted keys, in documentation order; NULL past the end.  The plugin
- * does not need it: spank/tests/test_config.c and tests/py/test_options_gen.py
+ * does not need it: tests/unit/spank/test_config.c and tests/py/test_options_gen.py
  * list the keys through it to check that each one is documented. */
 const char *mpi_pstate_config_key(size_t i);
 

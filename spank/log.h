@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The plugin's only way to log: every message starts with "mpi-pstate: ".
  * These map to the logging functions slurmd, slurmstepd, srun and sbatch
- * export to plugins, so spank/tests/spank_stub.c can replace them all.
+ * export to plugins, so tests/unit/spank/spank_stub.c can replace them all.
  *
  * Where the output goes depends on the context (measured on Slurm 22.05):
  * in sbatch/salloc/srun, error and info reach the user's terminal; in

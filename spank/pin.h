@@ -121,7 +121,7 @@ int mpi_pstate_pin_topology_load(hwloc_topology_t *topo, const char *xml);
 
 /* PU OS indices -> logical indices of every core holding at least one of them.
  * -ERANGE if a PU is not in the topology.  The plugin does not need it (it
- * only goes from Slurm's cores to CPUs): spank/tests/test_pin.c calls it to
+ * only goes from Slurm's cores to CPUs): tests/unit/spank/test_pin.c calls it to
  * check that a computed placement covers exactly cores_per_task cores and that
  * mpi_pstate_pin_cores_to_cpus() round-trips. */
 int mpi_pstate_pin_cpus_to_cores(hwloc_topology_t topo, hwloc_const_bitmap_t cpus,

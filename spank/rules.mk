@@ -75,14 +75,14 @@ spank-check-exports: $(SPANK_SO)
 CHECK_PREREQS += spank-check-exports
 .PHONY: spank-check-exports
 
-# The plugin's hooks against a stub libslurm (spank/tests/spank_stub.c).
+# The plugin's hooks against a stub libslurm (tests/unit/spank/spank_stub.c).
 # Two sources in one compile: -MMD keeps only the last one's headers, so the
 # first one's are named.
-$(SPANK_TEST): spank/tests/test_plugin.c spank/tests/spank_stub.c spank/tests/spank_stub.h tests/unit/fakesys.h tests/unit/check_main.h \
+$(SPANK_TEST): tests/unit/spank/test_plugin.c tests/unit/spank/spank_stub.c tests/unit/spank/spank_stub.h tests/unit/fakesys.h tests/unit/check_main.h \
 		$(SPANK_OBJS) $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -Icommon -Ispank -Ispank/tests -Itests/unit $(CHECK_CFLAGS) \
-	  -o $@ spank/tests/test_plugin.c spank/tests/spank_stub.c $(SPANK_OBJS) $(COMMON_LIB) \
+	$(CC) $(TEST_CFLAGS) -Icommon -Ispank -Itests/unit/spank -Itests/unit $(CHECK_CFLAGS) \
+	  -o $@ tests/unit/spank/test_plugin.c tests/unit/spank/spank_stub.c $(SPANK_OBJS) $(COMMON_LIB) \
 	  $(CHECK_LIBS) $(COMMON_LIBS) $(TEST_LDFLAGS)
 UNIT_BINS += $(SPANK_TEST)
 
@@ -111,12 +111,12 @@ $(SPANK_LIB): $(SPANK_MOD_OBJS)
 SPANK_UNIT_BINS := $(B)/tests/unit/test_spank_modules $(B)/tests/unit/test_pin \
 	$(B)/tests/unit/test_freqlimits $(B)/tests/unit/test_container $(B)/tests/unit/test_cgroup \
 	$(B)/tests/unit/test_config
-$(B)/tests/unit/test_config: spank/tests/test_config.c
-$(B)/tests/unit/test_spank_modules: spank/tests/test_modules.c
-$(B)/tests/unit/test_container: spank/tests/test_container.c
-$(B)/tests/unit/test_cgroup: spank/tests/test_cgroup.c
-$(B)/tests/unit/test_pin: spank/tests/test_pin.c
-$(B)/tests/unit/test_freqlimits: spank/tests/test_freqlimits.c
+$(B)/tests/unit/test_config: tests/unit/spank/test_config.c
+$(B)/tests/unit/test_spank_modules: tests/unit/spank/test_modules.c
+$(B)/tests/unit/test_container: tests/unit/spank/test_container.c
+$(B)/tests/unit/test_cgroup: tests/unit/spank/test_cgroup.c
+$(B)/tests/unit/test_pin: tests/unit/spank/test_pin.c
+$(B)/tests/unit/test_freqlimits: tests/unit/spank/test_freqlimits.c
 $(SPANK_UNIT_BINS): $(SPANK_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -Icommon -Ispank -I$(B)/gen -Itests/unit $(HWLOC_CFLAGS) \

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The one main() of every Check suite binary (tests/unit, spank/tests): a
+/* The one main() of every Check suite binary (tests/unit/<component>/): a
  * suite file builds its Suite and returns mpi_pstate_check_main(suite, fork)
  * from a one-line main(), after whatever its process needs first. */
 #ifndef MPI_PSTATE_CHECK_MAIN_H
