@@ -26,6 +26,7 @@ from typing import Any
 TOP = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(TOP / "epilog"))
 from mpi_pstate import audit, collect, ctld, config, noderec, summary  # noqa: E402
+from mpi_pstate import layout  # noqa: E402
 
 FUNCS = ["MPI_Barrier", "MPI_Allreduce", "MPI_Waitall", "MPI_Recv", "MPI_Send", "MPI_Bcast"]
 
@@ -110,7 +111,7 @@ def merge_once(cdir: Path, job: int, names: list[str]) -> tuple[float, int, int]
     ctld.write_detail(cfg, job, detail, trusted)
     dt = time.perf_counter() - t0
     assert not bad and detail["state"] == "complete", bad
-    return dt, len(text.encode()), (cdir / str(job) / collect.JOB_FILE).stat().st_size
+    return dt, len(text.encode()), (cdir / str(job) / layout.JOB_FILE).stat().st_size
 
 
 def fresh_process(cdir: Path, job: int, nodes: int) -> float:

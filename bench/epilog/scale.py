@@ -28,6 +28,7 @@ sys.path.insert(0, str(HERE / "tests" / "py"))
 sys.path.insert(0, str(HERE / "epilog"))
 import test_epilog_fixtures as fx  # noqa: E402
 from mpi_pstate import collect, config, log, noderec, slurm, spool, summary  # noqa: E402
+from mpi_pstate import layout  # noqa: E402
 
 
 def merge() -> dict:
@@ -58,7 +59,7 @@ def queue() -> dict:
     with tempfile.TemporaryDirectory() as d:
         os.chmod(d, 0o755)
         coll = Path(d) / "records"
-        q = coll / spool.QUEUE / spool.LATE
+        q = coll / layout.QUEUE_DIR / layout.LATE_DIR
         q.mkdir(parents=True)
         os.chmod(q.parent, 0o700)
         now = time.time()

@@ -44,14 +44,15 @@ from typing import Any, Iterator, NamedTuple, Optional, Sequence
 TOP = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(TOP / "tests" / "integration"), str(TOP / "epilog")]
 import labtools as lt  # noqa: E402
-from mpi_pstate import calibrate as cal  # noqa: E402
+
+from mpi_pstate import layout  # noqa: E402
 from mpi_pstate import summary as summ  # noqa: E402
 from mpi_pstate import whatif  # noqa: E402
 
-MODEL = whatif.DEFAULT_MODEL
+MODEL = layout.DEFAULT_MODEL
 # calibrate writes the knee beside the model; the agent's --low efficient
 # reads it there (the default model path's directory)
-KNEE = Path(MODEL).parent / cal.KNEE_FILE
+KNEE = Path(MODEL).parent / layout.KNEE_FILE
 
 
 class Lever(NamedTuple):

@@ -40,7 +40,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from . import config, node, noderec, parse, powermodel, safeio
+from . import config, layout, node, noderec, parse, powermodel, safeio
 
 PROG = "mpi-pstate calibrate"
 # sysfs is the kernel's, but a file under sysroot is never reached through a symlink
@@ -55,8 +55,6 @@ GRID_KHZ = 100000
 # within the noise) counts as least: the knee is the lowest such one, since
 # below the knee a waiting core saves power and a working one no energy.
 KNEE_TOLERANCE = 0.01
-KNEE_FILE = "knee_khz"  # beside the model
-AGENT_KNEE_FILE = "/var/lib/mpi-pstate/knee_khz"  # agent/agentd.h AGENTD_KNEE_FILE
 UNCORE_DIR = "devices/system/cpu/intel_uncore_frequency"
 
 
@@ -473,7 +471,7 @@ def busy(runtime: str) -> List[str]:
     (the plugin removes the pidfile when it stops the agent).  A directory
     that cannot be trusted or read counts as busy: calibrate cannot tell."""
     out: List[str] = []
-    for sub in ("restore", "steps"):
+    for sub in (layout.RESTORE_DIR, layout.STEPS_DIR):
         d = os.path.join(runtime, sub)
         try:
             fd = safeio.open_dir(d, trusted={0})
@@ -484,20 +482,20 @@ def busy(runtime: str) -> List[str]:
             continue
         try:
             names = safeio.list_dir(fd)
-            if sub == "restore":
+            if sub == layout.RESTORE_DIR:
                 if names:
                     out.append(f"restore records in {d} ({', '.join(names[:8])}"
                                + (" ..." if len(names) > 8 else "") + "): a job holds cores "
                                "clocked down, or its agent died before putting them back")
                 continue
             for n in names:
-                m = node.STEP_DIR_RE.fullmatch(n)
+                m = layout.STEP_DIR_RE.fullmatch(n)
                 if m:
                     pid = _agent_pid(fd, n)
                     if pid != 0:
                         out.append(f"job {m.group(1)} step {m.group(2)} has a running agent"
                                    + (f" (pid {pid})" if pid > 0 else
-                                      f" ({d}/{n}/agent.pid cannot be read)"))
+                                      f" ({d}/{n}/{layout.AGENT_PID} cannot be read)"))
         finally:
             os.close(fd)
     return out
@@ -744,7 +742,7 @@ def knee_value(model: Dict[str, Any]) -> int:
 def store(model: Dict[str, Any], path: str) -> str:
     """Written as the node Epilog will read it: in a directory of root's (or
     the caller's) that nobody else may change, created if missing; the knee
-    beside it, one decimal kHz number (KNEE_FILE: what the agent reads for
+    beside it, one decimal kHz number (layout.KNEE_FILE: what the agent reads for
     --low efficient, a file of root's not writable by others).  Returns the
     knee file's path."""
     d = os.path.dirname(os.path.abspath(path))
@@ -752,10 +750,10 @@ def store(model: Dict[str, Any], path: str) -> str:
     try:
         safeio.write_atomic(dfd, os.path.basename(path),
                             (json.dumps(model, indent=1) + "\n").encode(), mode=0o644)
-        safeio.write_atomic(dfd, KNEE_FILE, f"{knee_value(model)}\n".encode(), mode=0o644)
+        safeio.write_atomic(dfd, layout.KNEE_FILE, f"{knee_value(model)}\n".encode(), mode=0o644)
     finally:
         os.close(dfd)
-    return os.path.join(d, KNEE_FILE)
+    return os.path.join(d, layout.KNEE_FILE)
 
 
 def text(m: Dict[str, Any]) -> str:
@@ -828,6 +826,6 @@ def run(a: Any) -> int:
         return 1
     sys.stdout.write(json.dumps(m, indent=1) + "\n" if a.json else text(m))
     print(f"model stored in {path}, knee in {knee}"
-          + ("" if knee == AGENT_KNEE_FILE else
-             f" (the agent reads {AGENT_KNEE_FILE}: give it --knee-file {knee})"))
+          + ("" if knee == layout.AGENT_KNEE_FILE else
+             f" (the agent reads {layout.AGENT_KNEE_FILE}: give it --knee-file {knee})"))
     return 0

@@ -7,8 +7,8 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from . import (VERSION, audit, calibrate, carbon, collect, config, ctld, htmlpage, log, node,
-               parse, plugincheck, report, rootcli, safeio, slurm, summary, whatif)
+from . import (VERSION, audit, calibrate, carbon, collect, config, ctld, htmlpage, layout, log,
+               node, parse, plugincheck, powermodel, report, rootcli, safeio, slurm, summary)
 
 PROG = "mpi-pstate"
 
@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("calibrate", help="measure this node's power model for `report "
                        "--what-if` (root, on an idle node)")
     p.add_argument("--model", metavar="PATH", help="where to store it (default "
-                   f"${whatif.MODEL_ENV}, else {whatif.DEFAULT_MODEL}; '-': print, store nothing)")
+                   f"${powermodel.MODEL_ENV}, else {layout.DEFAULT_MODEL}; '-': print, store "
+                   "nothing)")
     p.add_argument("--cpu", type=int, help="CPU to measure on (default: the last one allowed)")
     p.add_argument("--seconds", type=float, default=2.0, help="per point (default 2)")
     p.add_argument("--reps", type=int, default=2, help="repetitions of every point (default 2)")
@@ -103,7 +104,7 @@ def job_detail(jfd: int, jid: int, r: slurm.SacctJob, trusted: Set[int]
     nothing of an earlier job of the same id (the flusher's uid/time check)."""
     accept = ctld.accept_row(r)
     detail = collect.read_job_detail(jfd, trusted)
-    st = safeio.entry_stat(jfd, collect.JOB_FILE)
+    st = safeio.entry_stat(jfd, layout.JOB_FILE)
     start = r.start_epoch()
     if detail is not None and st is not None and start is not None and st.st_mtime < start:
         detail = None
@@ -173,7 +174,7 @@ def load_rows(rows: Sequence[slurm.SacctJob], cfg: config.Config) -> List[Dict[s
                 detail.get("state") in ("complete", "partial") and "summary" in detail:
             ds, dbad = summary.read(detail["summary"])
             if dbad:
-                j["problem"] = f"the summary in the job's detail ({collect.JOB_FILE}) is " \
+                j["problem"] = f"the summary in the job's detail ({layout.JOB_FILE}) is " \
                     f"unreadable: {dbad}"
         if s is not None:
             j["status"], j["summary"] = "ok", s

@@ -20,9 +20,8 @@ import os
 import stat
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
-from . import noderec, parse, safeio
+from . import layout, noderec, parse, safeio
 
-JOB_FILE = "job.json"
 JOB_MAX_BYTES = 64 << 20
 # What one job's node records may cost the controller in all, whatever the
 # number of nodes (each is already at most noderec.MAX_BYTES and MAX_RANKS):
@@ -39,7 +38,7 @@ JOB_MAX_RANKS = 65536
 
 
 def node_file(node: str) -> str:
-    return f"node.{parse.safe_name(node)}.json"
+    return layout.node_record_name(parse.safe_name(node))
 
 
 def open_collect(path: str, trusted: Set[int], create_mode: Optional[int] = None) -> int:
@@ -124,8 +123,9 @@ def job_dir(collect_dir: str, job: int, trusted: Set[int]) -> Iterator[Optional[
 def present_nodes(jfd: int) -> Set[str]:
     out = set()
     for n in os.listdir(jfd):
-        if n.startswith("node.") and n.endswith(".json") and not n.startswith(".tmp."):
-            out.add(n[5:-5])
+        node = layout.node_of_record_name(n)
+        if node is not None and not n.startswith(".tmp."):
+            out.add(node)
     return out
 
 
@@ -186,7 +186,7 @@ def sum_past(rec: Dict[str, Any], keep: int) -> None:
 
 def read_job_detail(jfd: int, trusted: Optional[Set[int]]) -> Optional[Dict[str, Any]]:
     try:
-        data = safeio.read_file(jfd, JOB_FILE, JOB_MAX_BYTES, owners=trusted)
+        data = safeio.read_file(jfd, layout.JOB_FILE, JOB_MAX_BYTES, owners=trusted)
         obj = noderec.decode(data)
     except (OSError, ValueError, UnicodeDecodeError):
         return None

@@ -10,10 +10,8 @@ import re
 import struct
 from typing import Dict, List, Optional, Tuple
 
-from . import parse, plugincheck, safeio
+from . import layout, parse, plugincheck, safeio
 
-COLLECT_DIR = "/var/spool/mpi-pstate/records"
-RUNTIME_DIR = "/run/mpi-pstate"
 PATH_MAX = 256  # MPI_PSTATE_CONFIG_PATH_MAX, terminator included
 CONF_MAX_BYTES = 1 << 20
 # Our plugstack line is found by what the plugin file is, not by its name:
@@ -32,8 +30,8 @@ PUBLISH_TIMEOUT_MIN_US = 1000000  # publish_timeout= below a second is refused (
 class Config:
     """Plain class, not a dataclass: the epilogs run on Python 3.6."""
 
-    def __init__(self, collect_dir: str = COLLECT_DIR, runtime_dir: str = RUNTIME_DIR,
-                 slurm_user: str = "root", slurm_conf: str = "/etc/slurm/slurm.conf",
+    def __init__(self, collect_dir: str = layout.COLLECT_DIR,
+                 runtime_dir: str = layout.RUNTIME_DIR, slurm_user: str = "root", slurm_conf: str = "/etc/slurm/slurm.conf",
                  agent: Optional[str] = None, plugstack: Optional[str] = None,
                  plugin: Optional[str] = None, problems: Optional[List[str]] = None) -> None:
         self.collect_dir = collect_dir

@@ -22,7 +22,7 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import collect, config, log, metrics, noderec, parse, safeio, slurm, summary
+from . import collect, config, layout, log, metrics, noderec, parse, safeio, slurm, summary
 
 
 class Deadline:
@@ -103,7 +103,7 @@ def write_detail(cfg: config.Config, job: int, detail: Dict[str, Any], trusted: 
         jfd = collect.open_job_dir(cfd, job, trusted, create=True, private=cfg.private_jobs)
         assert jfd is not None
         try:
-            safeio.write_atomic(jfd, collect.JOB_FILE, noderec.encode(detail), mode=0o644)
+            safeio.write_atomic(jfd, layout.JOB_FILE, noderec.encode(detail), mode=0o644)
         finally:
             os.close(jfd)
     finally:
@@ -186,7 +186,7 @@ def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: List[str],
     try:
         write_detail(cfg, job, detail, trusted)
     except OSError as e:
-        log.error(f"cannot write {cfg.collect_dir}/{job}/{collect.JOB_FILE}: {e}")
+        log.error(f"cannot write {cfg.collect_dir}/{job}/{layout.JOB_FILE}: {e}")
     result = write_comment(db, job, text, ours, dl, cluster, array)
     lvl = log.info if result == "written" else log.error
     lvl(f"job {job}: summary {result} ({len(ours)} bytes): {summary.line(detail['summary'])}")

@@ -16,10 +16,9 @@ import os
 import time
 from typing import Any, Dict, List, Optional
 
-from . import log, metrics, parse, safeio
+from . import layout, log, metrics, parse, safeio
 
 VERSION = 1
-FAILURES_FILE = "restore-failures.json"  # in runtime_dir, root's, 0600
 FAILURES_MAX_BYTES = 4096
 ERROR_MAX = 512  # characters of the last error kept and shown
 LOCK_TRIES = 50  # 20 ms each: the Epilog waits at most 1 s for another one's count
@@ -42,7 +41,7 @@ def count_of(v: Any) -> Optional[int]:
 
 
 def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dict[str, Any]:
-    """The restore failures since boot: FAILURES_FILE's count (the node
+    """The restore failures since boot: layout.FAILURES_FILE's count (the node
     Epilog's, with the last error and what --ack acknowledged) or
     metrics.json's (written only where metrics_dir= is set), the larger
     where both are of this boot.  A file of an earlier boot counts 0.
@@ -59,8 +58,8 @@ def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dic
         return out
     counts = []  # type: List[int]
     try:
-        for name, key in ((FAILURES_FILE, "count"),
-                          (metrics.NODE_STATE, "restore_failures")):
+        for name, key in ((layout.FAILURES_FILE, "count"),
+                          (layout.NODE_STATE_FILE, "restore_failures")):
             try:
                 obj = load_json(rfd, name)
             except (OSError, ValueError) as e:
@@ -79,7 +78,7 @@ def read_failures(runtime: str, boot: Optional[int], problems: List[str]) -> Dic
             if not counts or n > counts[0]:
                 out["source"] = name
             counts.append(n)
-            if name == FAILURES_FILE:
+            if name == layout.FAILURES_FILE:
                 out["acknowledged"] = min(n, count_of(obj.get("acked")) or 0)
                 last = obj.get("last") if isinstance(obj.get("last"), dict) else {}
                 out["last_job"] = count_of(last.get("job"))
@@ -129,9 +128,9 @@ def _lock(rfd: int) -> None:
 
 
 def _current(rfd: int, boot: Optional[int]) -> Dict[str, Any]:
-    """FAILURES_FILE's object of this boot, else an empty one."""
+    """layout.FAILURES_FILE's object of this boot, else an empty one."""
     try:
-        old = load_json(rfd, FAILURES_FILE) or {}
+        old = load_json(rfd, layout.FAILURES_FILE) or {}
     except (OSError, ValueError):
         old = {}  # a file root cannot trust is replaced, not added to
     return old if old.get("boot") == boot else {}
@@ -139,7 +138,7 @@ def _current(rfd: int, boot: Optional[int]) -> Dict[str, Any]:
 
 def note_failures(runtime: str, job: int, count: int, error: Optional[str],
                   now: Optional[float] = None) -> None:
-    """Adds count restore failures of job to FAILURES_FILE, with the last
+    """Adds count restore failures of job to layout.FAILURES_FILE, with the last
     error; a file of an earlier boot starts again at 0.  Raises OSError
     (runtime_dir refused or not writable)."""
     if count <= 0:
@@ -153,7 +152,7 @@ def note_failures(runtime: str, job: int, count: int, error: Optional[str],
                "acked": count_of(old.get("acked")) or 0,
                "last": {"job": job, "time": round(time.time() if now is None else now, 3),
                         "error": parse.printable(error, ERROR_MAX) if error else None}}
-        safeio.write_atomic(rfd, FAILURES_FILE, json.dumps(obj).encode(), mode=0o600)
+        safeio.write_atomic(rfd, layout.FAILURES_FILE, json.dumps(obj).encode(), mode=0o600)
     finally:
         os.close(rfd)  # releases the lock
 
@@ -169,7 +168,7 @@ def acknowledge(runtime: str, count: int) -> None:
         obj = _current(rfd, boot)
         n = max(count, count_of(obj.get("count")) or 0)  # metrics.json's count, or more since
         obj.update(version=VERSION, boot=boot, count=n, acked=min(count, n))
-        safeio.write_atomic(rfd, FAILURES_FILE, json.dumps(obj).encode(), mode=0o600)
+        safeio.write_atomic(rfd, layout.FAILURES_FILE, json.dumps(obj).encode(), mode=0o600)
     finally:
         os.close(rfd)
 
@@ -182,7 +181,7 @@ def note_epilog(runtime: str, job: int, count: int, restore: Dict[str, Any],
     try:
         note_failures(runtime, job, count, epilog_error(restore, problems))
     except (OSError, ValueError) as e:
-        log.warning(f"restore failures not counted in {runtime}/{FAILURES_FILE}: {e}")
+        log.warning(f"restore failures not counted in {runtime}/{layout.FAILURES_FILE}: {e}")
 
 
 

@@ -31,7 +31,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 
-from . import parse, safeio
+from . import layout, parse, safeio
 
 # The installation's directories and the entry script's own ("here"), from
 # the entry script (epilog/mpi-pstate): set by main().
@@ -197,10 +197,10 @@ def build_env(a: argparse.Namespace, front: str, base: Dict[str, str]) -> Dict[s
 
 
 def summary(directory: str) -> int:
-    files = sorted(glob.glob(os.path.join(directory, "rank-*.json")),
-                   key=lambda p: int(re.findall(r"rank-(-?\d+)\.json$", p)[0]))
+    files = sorted(glob.glob(os.path.join(directory, layout.RANK_PROFILE_GLOB)),
+                   key=lambda p: int(layout.RANK_PROFILE_RE.findall(p)[0]))
     if not files:
-        print(f"{PROG[0]}: no rank-*.json in {directory}", file=sys.stderr)
+        print(f"{PROG[0]}: no {layout.RANK_PROFILE_GLOB} in {directory}", file=sys.stderr)
         return 1
     print(f"{'rank':>5} {'host':<12} {'state':<10} {'wall_s':>10} {'mpi_s':>10} {'mpi%':>6} "
           f"{'calls':>9} {'long':>6}  top function")

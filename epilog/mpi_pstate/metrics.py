@@ -26,14 +26,10 @@ import stat
 import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import carbon, config, safeio
+from . import carbon, config, layout, safeio
 
 KEEP_S = 3600.0
 MAX_JOBS = 2000
-JOB_FILE_RE = re.compile(r"mpi_pstate_job_([0-9]{1,10})\.prom")
-QUEUE_FILE = "mpi_pstate_queue.prom"
-NODE_FILE = "mpi_pstate_node.prom"
-NODE_STATE = "metrics.json"  # in runtime_dir: the node's counters since boot
 LABEL_MAX = 128
 
 JOB_LABELS = ("jobid", "user", "account", "partition")
@@ -164,7 +160,7 @@ def write_job(cfg: config.Config, job: int, s: Dict[str, Any], labels: Dict[str,
     fd = open_dir(cfg, {cfg.slurm_uid, os.geteuid()})
     try:
         text = job_text(job, s, labels, cfg.carbon, now)
-        safeio.write_atomic(fd, f"mpi_pstate_job_{job}.prom", text.encode(), mode=0o644)
+        safeio.write_atomic(fd, layout.job_metrics_file(job), text.encode(), mode=0o644)
         prune_jobs(fd, now)
     finally:
         os.close(fd)
@@ -175,7 +171,7 @@ def prune_jobs(fd: int, now: float, keep_s: float = KEEP_S, max_jobs: int = MAX_
     max_jobs, and temporaries a dead writer left.  Returns how many went."""
     files = []
     for n in os.listdir(fd):
-        if JOB_FILE_RE.fullmatch(n):
+        if layout.JOB_METRICS_RE.fullmatch(n):
             st = safeio.entry_stat(fd, n)
             if st is not None and stat.S_ISREG(st.st_mode):
                 files.append((st.st_mtime, n))
@@ -210,7 +206,7 @@ def queue_text(queued: Sequence[float], now: float) -> str:
 def write_queue(cfg: config.Config, queued: Sequence[float], now: Optional[float] = None) -> None:
     fd = open_dir(cfg, {cfg.slurm_uid, os.geteuid()})
     try:
-        safeio.write_atomic(fd, QUEUE_FILE, queue_text(queued, time.time() if now is None
+        safeio.write_atomic(fd, layout.QUEUE_METRICS_FILE, queue_text(queued, time.time() if now is None
                                                        else now).encode(), mode=0o644)
     finally:
         os.close(fd)
@@ -265,7 +261,7 @@ def node_failures(runtime: str, add: int = 0) -> int:
     except OSError:
         return add
     try:
-        raw = _read_small(rfd, NODE_STATE, 4096)
+        raw = _read_small(rfd, layout.NODE_STATE_FILE, 4096)
         try:
             st = json.loads(raw.decode()) if raw else {}
         except ValueError:
@@ -274,7 +270,7 @@ def node_failures(runtime: str, add: int = 0) -> int:
         n = n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 0
         if add:
             n += add
-            safeio.write_atomic(rfd, NODE_STATE, json.dumps(
+            safeio.write_atomic(rfd, layout.NODE_STATE_FILE, json.dumps(
                 {"boot": boot, "restore_failures": n}).encode(), mode=0o600)
         return n
     finally:
@@ -305,7 +301,7 @@ def write_node(cfg: config.Config, runtime: str, agents: int, down: int, records
                      time.time() if now is None else now)
     fd = open_dir(cfg, {0})
     try:
-        safeio.write_atomic(fd, NODE_FILE, text.encode(), mode=0o644)
+        safeio.write_atomic(fd, layout.NODE_METRICS_FILE, text.encode(), mode=0o644)
     finally:
         os.close(fd)
     return text

@@ -14,8 +14,8 @@ import socket
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import (audit, collect, config, delivery, failcount, log, metrics, noderec, parse,
-               pending, powermodel, safeio, slots, slurm)
+from . import (audit, collect, config, delivery, failcount, layout, log, metrics, noderec,
+               parse, pending, powermodel, safeio, slots, slurm)
 
 AGENT_MAX_BYTES = 1 << 20
 SUMS_MAX_BYTES = 4 << 10
@@ -147,14 +147,6 @@ def stop_leftover_agents(agent: str, job: int, proc: str = "/proc") -> List[str]
     return done
 
 
-STEP_DIR_RE = re.compile(r"([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)")
-STEP_FILES = ("agent.json", "plugin.json")
-# The agent's records: root creates them empty before the agent drops its
-# privileges, and the agent fills them through the open descriptor at its
-# exit, so an empty one is an agent that never wrote it: read as missing.
-AGENT_RECORDS = ("agent.json", "sums.json")
-# what the plugin and the agent leave in a step directory (spank/paths.h)
-STEP_KNOWN_FILES = STEP_FILES + ("sums.json", "agent.log", "agent.pid")
 # agent.log is removed with its step directory: its errors (a restore that
 # failed, a domain given up) go into the record's problems first.  Bounded
 # because a 1000-step sweep has 1000 logs: the last LOG_TAIL_BYTES of each,
@@ -169,7 +161,7 @@ def job_step_dirs(sfd: int, job: int) -> List[Tuple[str, str]]:
     """(step, directory name) of this job's step directories, in step order."""
     dirs = []
     for n in os.listdir(sfd):
-        m = STEP_DIR_RE.fullmatch(n)
+        m = layout.STEP_DIR_RE.fullmatch(n)
         if m and int(m.group(1)) == job:
             dirs.append((m.group(2), n))
     dirs.sort(key=lambda d: (not d[0].isdigit(), int(d[0]) if d[0].isdigit() else 0, d[0]))
@@ -184,9 +176,9 @@ def remove_step_dirs(runtime: str, job: int) -> Tuple[int, List[str]]:
     problems: List[str] = []
     n = 0
     try:
-        sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
+        sfd = safeio.open_dir(os.path.join(runtime, layout.STEPS_DIR), trusted={0})
     except OSError as e:
-        return 0, [] if e.errno == errno.ENOENT else [f"{runtime}/steps: {e.strerror}"]
+        return 0, [] if e.errno == errno.ENOENT else [f"{os.path.join(runtime, layout.STEPS_DIR)}: {e.strerror}"]
     try:
         for _, d in job_step_dirs(sfd, job):
             # The usual directory goes in 6 system calls (a 10,000-step job:
@@ -195,7 +187,7 @@ def remove_step_dirs(runtime: str, job: int) -> Tuple[int, List[str]]:
             try:
                 st = os.stat(d, dir_fd=sfd, follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode) and st.st_uid == 0:
-                    for f in STEP_KNOWN_FILES:
+                    for f in layout.STEP_KNOWN_FILES:
                         try:
                             os.unlink(f"{d}/{f}", dir_fd=sfd)
                         except FileNotFoundError:
@@ -236,7 +228,7 @@ def restore_records(runtime: str) -> Optional[int]:
     """How many records <runtime>/restore holds (the agent and the plugin
     remove theirs once restored); None when it cannot tell."""
     try:
-        return sum(1 for n in os.listdir(os.path.join(runtime, "restore"))
+        return sum(1 for n in os.listdir(os.path.join(runtime, layout.RESTORE_DIR))
                    if not n.startswith("."))
     except FileNotFoundError:
         return 0
@@ -373,7 +365,7 @@ def agent_log_errors(dfd: int, budget: List[int]) -> List[str]:
     if budget[0] <= 0:
         return []
     try:
-        fd = os.open("agent.log", safeio.O_READ, dir_fd=dfd)
+        fd = os.open(layout.AGENT_LOG, safeio.O_READ, dir_fd=dfd)
     except OSError:
         return []
     try:
@@ -400,11 +392,11 @@ def scan_steps(runtime: str, job: int, node: str, scan: StepScan) -> None:
     step order: <runtime>/steps/<job>.<step>/{agent,plugin}.json, root-owned
     (spank/paths.h; docs/agent.md)."""
     try:
-        sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
+        sfd = safeio.open_dir(os.path.join(runtime, layout.STEPS_DIR), trusted={0})
     except FileNotFoundError:
         return
     except OSError as e:
-        scan.problems.append(f"{runtime}/steps: {e.strerror}")
+        scan.problems.append(f"{os.path.join(runtime, layout.STEPS_DIR)}: {e.strerror}")
         return
     log_budget = [LOG_BUDGET_BYTES]
     try:
@@ -427,10 +419,10 @@ def scan_steps(runtime: str, job: int, node: str, scan: StepScan) -> None:
 
 def read_step_file(dfd: int, fname: str, max_bytes: int) -> bytes:
     """A root-owned file of a step directory (safeio.read_file); an empty
-    agent record (AGENT_RECORDS) raises FileNotFoundError, as a missing
+    agent record (layout.AGENT_RECORDS) raises FileNotFoundError, as a missing
     one does, so that every reader takes it for one."""
     data = safeio.read_file(dfd, fname, max_bytes, owners={0})
-    if not data and fname in AGENT_RECORDS:
+    if not data and fname in layout.AGENT_RECORDS:
         raise FileNotFoundError(errno.ENOENT, "empty: not written by the agent", fname)
     return data
 
@@ -448,10 +440,10 @@ def step_dir(sfd: int, n: str, step: str, node: str, problems: List[str],
         if st.st_uid != 0 or st.st_mode & 0o022:
             problems.append(f"step directory {n}: not root's, ignored")
             return None
-        for fname in STEP_FILES:
+        for fname in layout.STEP_RECORDS:
             try:
                 data = read_step_file(dfd, fname, AGENT_MAX_BYTES)
-                if fname == "agent.json":
+                if fname == layout.AGENT_JSON:
                     info["agent"] = noderec.parse_agent(data, node, default_step=step)
                 else:
                     info["plugin"] = noderec.parse_plugin(data, node)
@@ -475,11 +467,11 @@ def read_sums(dfd: int, n: str, node: str, problems: List[str]) -> Optional[Dict
     (an agent killed, or from before sums; an empty one: created, never
     written), or with one not of this node."""
     try:
-        return noderec.parse_sums(read_step_file(dfd, "sums.json", SUMS_MAX_BYTES), node)
+        return noderec.parse_sums(read_step_file(dfd, layout.SUMS_JSON, SUMS_MAX_BYTES), node)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, UnicodeDecodeError) as e:
-        problems.append(f"{n}/sums.json: {getattr(e, 'strerror', None) or e}")
+        problems.append(f"{n}/{layout.SUMS_JSON}: {getattr(e, 'strerror', None) or e}")
         return None
 
 
@@ -511,7 +503,7 @@ def plugin_ran(runtime: str, job: int) -> bool:
     for).  Without one the Epilog writes nothing: a job the plugin was off
     for costs the node and collect_dir nothing."""
     try:
-        sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
+        sfd = safeio.open_dir(os.path.join(runtime, layout.STEPS_DIR), trusted={0})
     except OSError:
         return False
     try:
@@ -541,7 +533,7 @@ def _restore(agent: Optional[str], runtime: str, job: int, refused: List[str]
              ) -> Dict[str, Any]:
     """The restore backstop, when a restore record is left, and its log."""
     if restore_pending(runtime):
-        restore = backstop(agent, os.path.join(runtime, "restore"), job, refused)
+        restore = backstop(agent, os.path.join(runtime, layout.RESTORE_DIR), job, refused)
     else:
         restore = {"status": "ok", "why": "nothing to restore"}
     if restore["status"] == "failed":
@@ -687,7 +679,7 @@ PID_LIMIT = 1 << 22  # the kernel's PID_MAX_LIMIT
 def agent_pid(dfd: int) -> int:
     """The pid in a step directory's agent.pid (root's, bounded); ValueError
     when it holds none, FileNotFoundError when no agent was started."""
-    raw = safeio.read_file(dfd, "agent.pid", AGENT_PID_MAX_BYTES, owners={0}).strip()
+    raw = safeio.read_file(dfd, layout.AGENT_PID, AGENT_PID_MAX_BYTES, owners={0}).strip()
     if not (raw.isdigit() and len(raw) < 11 and 0 < int(raw) < PID_LIMIT):
         raise ValueError("agent.pid holds no process id")
     return int(raw)
@@ -715,11 +707,11 @@ def live_step_domains(runtime: str, agent_alive: Callable[[int], bool]
     n = 0
     doms = []  # type: List[Dict[str, Any]]
     try:
-        sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
+        sfd = safeio.open_dir(os.path.join(runtime, layout.STEPS_DIR), trusted={0})
     except OSError:
         return n, doms
     try:
-        for name in sorted(x for x in os.listdir(sfd) if STEP_DIR_RE.fullmatch(x))[
+        for name in sorted(x for x in os.listdir(sfd) if layout.STEP_DIR_RE.fullmatch(x))[
                 :MAX_LIVE_STEPS]:
             try:
                 dfd = os.open(name, safeio.O_DIR, dir_fd=sfd)
@@ -731,7 +723,7 @@ def live_step_domains(runtime: str, agent_alive: Callable[[int], bool]
                 if not agent_alive(agent_pid(dfd)):
                     continue
                 n += 1
-                rec = json.loads(safeio.read_file(dfd, "plugin.json", PLUGIN_JSON_MAX,
+                rec = json.loads(safeio.read_file(dfd, layout.PLUGIN_JSON, PLUGIN_JSON_MAX,
                                                   owners={0}).decode())
                 listed = rec.get("domains") if isinstance(rec, dict) else None
                 doms += [d for d in listed if isinstance(d, dict)] \

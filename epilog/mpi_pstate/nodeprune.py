@@ -23,16 +23,11 @@ import re
 import time
 from typing import Dict, List, Optional, Sequence, Set
 
-from . import config, delivery, log, node, pending, safeio, slots, slurm
+from . import config, delivery, layout, log, node, pending, safeio, slots, slurm
 
 PROG = "mpi-pstate node-prune"
 MIN_AGE_S = 600.0
 PASS_S = 120.0  # one pass's time for collect_dir (delivery.Share)
-CGROUP_ROOT = "/sys/fs/cgroup"
-# job_<id> directories of slurmstepd (cgroup v2: <name>slurmstepd.scope,
-# one per slurmd; v1: <controller>/slurm[_<node>]/uid_<uid>/)
-CGROUP_GLOBS = ("system.slice/*slurmstepd.scope/job_*", "*/slurm*/uid_*/job_*")
-_JOB_CG = re.compile(r"job_([0-9]{1,10})")
 _SQUEUE_LINE = re.compile(r"([0-9]{1,10}) ([A-Z_]{1,32})")
 
 
@@ -47,8 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds a job's files must be unchanged (default %(default)s)")
     p.add_argument("--dry-run", action="store_true", help="say what would be removed")
     p.add_argument("--quiet", action="store_true", help="syslog only, nothing on stderr")
-    p.add_argument("--shm-dir", default=slots.SHM_DIR, help=argparse.SUPPRESS)
-    p.add_argument("--cgroup-root", default=CGROUP_ROOT, help=argparse.SUPPRESS)
+    p.add_argument("--shm-dir", default=layout.SHM_DIR, help=argparse.SUPPRESS)
+    p.add_argument("--cgroup-root", default=layout.CGROUP_ROOT, help=argparse.SUPPRESS)
     return p
 
 
@@ -70,9 +65,9 @@ def live_jobs() -> Set[int]:
 
 def cgroup_jobs(root: str) -> Set[int]:
     out = set()
-    for g in CGROUP_GLOBS:
+    for g in layout.CGROUP_GLOBS:
         for p in glob.glob(os.path.join(root, g)):
-            m = _JOB_CG.fullmatch(os.path.basename(p))
+            m = layout.CGROUP_JOB_RE.fullmatch(os.path.basename(p))
             if m:
                 out.add(int(m.group(1)))
     return out
@@ -82,12 +77,12 @@ def step_dir_jobs(runtime: str) -> Dict[int, List[str]]:
     """job -> its step directory names under <runtime>/steps."""
     out: Dict[int, List[str]] = {}
     try:
-        sfd = safeio.open_dir(os.path.join(runtime, "steps"), trusted={0})
+        sfd = safeio.open_dir(os.path.join(runtime, layout.STEPS_DIR), trusted={0})
     except OSError:
         return out
     try:
         for n in os.listdir(sfd):
-            m = node.STEP_DIR_RE.fullmatch(n)
+            m = layout.STEP_DIR_RE.fullmatch(n)
             if m:
                 out.setdefault(int(m.group(1)), []).append(n)
     finally:
@@ -119,7 +114,7 @@ def prune(runtime: str, shm_dir: str, cgroup_root: str, min_age: float, now: flo
     done: Dict[int, int] = {}
     for job in sorted(cands - keep):
         changed = max(newest(shm_dir, segs.get(job, [])),
-                      newest(os.path.join(runtime, "steps"), dirs.get(job, [])))
+                      newest(os.path.join(runtime, layout.STEPS_DIR), dirs.get(job, [])))
         if now - changed < min_age:
             continue
         if dry_run:

@@ -8,6 +8,8 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import layout
+
 FORMAT = "mpi-pstate-node"
 VERSION = 1
 # Bounds of one node record (docs/security.md, "Epilog side"): build()
@@ -438,7 +440,7 @@ def parse_agent(data: bytes, node: str, default_step: Optional[str] = None
         return None
     step = default_step if default_step is not None else obj.get("step")
     if not isinstance(step, (int, str)) or isinstance(step, bool) or \
-            not re.fullmatch(r"[0-9]{1,10}|batch|extern|interactive", str(step)):
+            not layout.STEP_NAME_RE.fullmatch(str(step)):
         raise ValueError("no valid step")
     return {"step": str(step), "energy": agent_energy(obj.get("energy")),
             "ranks": agent_ranks(obj.get("ranks")), "record": bounded(obj)}
@@ -503,8 +505,6 @@ def bounded(obj: Dict[str, Any]) -> Dict[str, Any]:
     return {"truncated": {"bytes": len(text)}}
 
 
-_SEG_NAME = re.compile(r"mpi-pstate\.[0-9]{1,10}\.([0-9]{1,10}|batch|extern|interactive)"
-                       r"(?:\.[0-9a-f]{16})?")
 MAX_PLUGIN_SLOTS = 16384  # the plugin's own cap (MPI_PSTATE_SEG_MAX_SLOTS)
 
 
@@ -525,8 +525,8 @@ def plugin_segments(obj: Any, step: str, problems: List[str]) -> List[Dict[str, 
         shm = obj.get("shm")
         if isinstance(shm, str) and shm:
             name = shm.rsplit("/", 1)[-1]
-            m = _SEG_NAME.fullmatch(name)
-            if m and m.group(1) == step:
+            m = layout.SEGMENT_RE.fullmatch(name)
+            if m and m.group(2) == step:
                 out.append({"step": step, "name": name, "dev": None, "ino": None,
                             "nslots": None, "bytes": None})
             else:
@@ -541,12 +541,12 @@ def plugin_segments(obj: Any, step: str, problems: List[str]) -> List[Dict[str, 
         if not isinstance(e, dict):
             continue
         name = e.get("name")
-        m = _SEG_NAME.fullmatch(name) if isinstance(name, str) else None
+        m = layout.SEGMENT_RE.fullmatch(name) if isinstance(name, str) else None
         dev, ino = _uint(e.get("dev"), (1 << 64) - 1), _uint(e.get("ino"), (1 << 64) - 1)
         nslots = _uint(e.get("nslots"), MAX_PLUGIN_SLOTS)
         nbytes = _uint(e.get("bytes"), 4096 + MAX_PLUGIN_SLOTS * 16384)
-        if not m or m.group(1) != step or dev is None or ino is None or not nslots or \
-                nbytes is None or e.get("dir", "/dev/shm") != "/dev/shm":
+        if not m or m.group(2) != step or dev is None or ino is None or not nslots or \
+                nbytes is None or e.get("dir", layout.SHM_DIR) != layout.SHM_DIR:
             problems.append(f"step {step}: plugin.json has a bad segment entry")
             continue
         out.append({"step": step, "name": name, "dev": dev, "ino": ino, "nslots": nslots,
@@ -578,7 +578,7 @@ def _finite(v: Any) -> bool:
 
 
 _TYPES = {k: frozenset(t) for k, t in RANK_FIELDS.items()}  # exact: bool is not an int here
-_STEP_OK = re.compile(r"[0-9]{1,10}|batch|extern|interactive").fullmatch
+_STEP_OK = layout.STEP_NAME_RE.fullmatch
 _FN_OK = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}").fullmatch
 _LIMIT = 1e19
 

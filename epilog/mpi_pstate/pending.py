@@ -13,22 +13,18 @@ The record is whole (noderec.build() bounded it), so the job's segments
 and step directories can go once it is here."""
 import errno
 import os
-import re
 from typing import Callable, List
 
-from . import noderec, parse, safeio
+from . import layout, noderec, parse, safeio
 
-DIR = "pending"
 MAX_FILES = 4096  # records waiting on one node; past it the Epilog keeps the segments
 DELIVER_PER_PASS = 64  # a pass stops there (and at the first failure): bounded Epilog time
-# <job>.<node>.json: what deliver() takes, and `mpi-pstate status` lists
-NAME = re.compile(r"([0-9]{1,10})\.([A-Za-z0-9][A-Za-z0-9._-]{0,63})\.json")
 
 Publish = Callable[[int, str, bytes], None]
 
 
 def _open(runtime: str, create: bool) -> int:
-    return safeio.open_dir(os.path.join(runtime, DIR), trusted={0},
+    return safeio.open_dir(os.path.join(runtime, layout.PENDING_DIR), trusted={0},
                            create_mode=0o700 if create else None)
 
 
@@ -36,16 +32,17 @@ def keep(runtime: str, job: int, node: str, data: bytes) -> None:
     """Stores the record; OSError when it cannot (then nothing is stored)."""
     dfd = _open(runtime, True)
     try:
-        name = f"{job}.{parse.safe_name(node)}.json"
+        name = layout.pending_name(job, parse.safe_name(node))
         if name not in os.listdir(dfd) and count(dfd) >= MAX_FILES:
-            raise OSError(errno.ENOSPC, f"{MAX_FILES} records already wait in {runtime}/{DIR}")
+            raise OSError(errno.ENOSPC, f"{MAX_FILES} records already wait in "
+                          f"{runtime}/{layout.PENDING_DIR}")
         safeio.write_atomic(dfd, name, data, mode=0o600)
     finally:
         os.close(dfd)
 
 
 def count(dfd: int) -> int:
-    return sum(1 for n in os.listdir(dfd) if NAME.fullmatch(n))
+    return sum(1 for n in os.listdir(dfd) if layout.PENDING_RE.fullmatch(n))
 
 
 def deliver(runtime: str, publish: Publish, limit: int = DELIVER_PER_PASS) -> List[str]:
@@ -56,17 +53,18 @@ def deliver(runtime: str, publish: Publish, limit: int = DELIVER_PER_PASS) -> Li
     try:
         dfd = _open(runtime, False)
     except OSError as e:
-        return [] if e.errno == errno.ENOENT else [f"{runtime}/{DIR}: {e.strerror}"]
+        return [] if e.errno == errno.ENOENT else \
+            [f"{runtime}/{layout.PENDING_DIR}: {e.strerror}"]
     try:
         safeio.remove_stale_tmp(dfd)
         names = sorted((int(m.group(1)), m.group(2), n) for n in os.listdir(dfd)
-                       for m in [NAME.fullmatch(n)] if m)
+                       for m in [layout.PENDING_RE.fullmatch(n)] if m)
         for job, node, n in names[:limit]:
             try:
                 data = safeio.read_file(dfd, n, noderec.MAX_BYTES + 1, owners={0})
                 publish(job, node, data)
             except OSError as e:
-                problems.append(f"{DIR}/{n} not delivered: {e.strerror or e}")
+                problems.append(f"{layout.PENDING_DIR}/{n} not delivered: {e.strerror or e}")
                 break
             os.unlink(n, dir_fd=dfd)
     finally:
@@ -81,6 +79,6 @@ def waiting(runtime: str) -> List[str]:
     except OSError:
         return []
     try:
-        return sorted(n for n in os.listdir(dfd) if NAME.fullmatch(n))
+        return sorted(n for n in os.listdir(dfd) if layout.PENDING_RE.fullmatch(n))
     finally:
         os.close(dfd)

@@ -10,11 +10,10 @@ import os
 import re
 from typing import Any, Dict, List, Optional
 
-from . import noderec, parse, safeio
+from . import layout, noderec, parse, safeio
 
 MODEL_FORMAT = "mpi-pstate-model"
 MODEL_VERSION = 1
-DEFAULT_MODEL = "/var/lib/mpi-pstate/model.json"
 MODEL_ENV = "MPI_PSTATE_MODEL"
 MODEL_MAX_BYTES = 1 << 20
 # The agent's reaction after a threshold passes and after a rank leaves a
@@ -150,8 +149,8 @@ def _uncore(u: Any) -> Dict[str, Any]:
 
 def model_path(path: Optional[str] = None, privileged: Optional[bool] = None) -> str:
     """path, else $MPI_PSTATE_MODEL (a user's command; root and SlurmUser
-    only from a source checkout: safeio.env_override), else DEFAULT_MODEL."""
-    return path or safeio.env_override(MODEL_ENV, privileged) or DEFAULT_MODEL
+    only from a source checkout: safeio.env_override), else layout.DEFAULT_MODEL."""
+    return path or safeio.env_override(MODEL_ENV, privileged) or layout.DEFAULT_MODEL
 
 
 def load_model(path: Optional[str] = None, privileged: Optional[bool] = None) -> Dict[str, Any]:

@@ -14,7 +14,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 from xml.sax.saxutils import escape
 
-from . import carbon, parse, safeio
+from . import carbon, layout, parse, powermodel, safeio
 from . import summary as summ
 from . import whatif
 
@@ -658,7 +658,7 @@ def add_what_if_args(p: argparse.ArgumentParser) -> None:
                    "a core to predict for (default: the one the job ran with; the site's "
                    "agent_cpu_budget, docs/admin.md)")
     g.add_argument("--model", metavar="PATH", help="node power model for nodes whose record has "
-                   f"none (default ${whatif.MODEL_ENV}, else {whatif.DEFAULT_MODEL})")
+                   f"none (default ${powermodel.MODEL_ENV}, else {layout.DEFAULT_MODEL})")
     g.add_argument("--totals", choices=TOTALS_BY, help="sums per user, account or partition "
                    "of the jobs selected by --user, --account, --partition, --since, --until "
                    "and --state: jobs, energy, energy saved, clocked-down time")
@@ -743,9 +743,9 @@ def list_options(a: argparse.Namespace) -> Optional[Dict[str, Any]]:
 
 def _load_model(path: Optional[str]) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     try:
-        return whatif.load_model(path), None
+        return powermodel.load_model(path), None
     except FileNotFoundError:
-        return None, f"no model file {whatif.model_path(path)}"
+        return None, f"no model file {powermodel.model_path(path)}"
     except (OSError, ValueError) as e:
         return None, str(e)
 

@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from . import config, log, node, safeio, slurm, spool, status
+from . import config, layout, log, node, safeio, slurm, spool, status
 
 COMMANDS = ("epilog", "epilog-slurmctld", "flush", "prune", "node-metrics", "status")
 PROG = "mpi-pstate"
@@ -26,7 +26,7 @@ def add_parsers(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("epilog", help="node Epilog (root): restore backstop, node record")
     _dirs(p)
     p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
-    p.add_argument("--shm-dir", default="/dev/shm", help=argparse.SUPPRESS)
+    p.add_argument("--shm-dir", default=layout.SHM_DIR, help=argparse.SUPPRESS)
     p.add_argument("--keep-segments", action="store_true",
                    help="leave the job's shared-memory segments and step directories in place")
     p.add_argument("--quiet", action="store_true", help="syslog only, nothing on stderr")

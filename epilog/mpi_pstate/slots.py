@@ -18,17 +18,10 @@ import stat
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from . import safeio
+from . import layout, safeio
 
 from . import slot as slotlib
 
-SHM_DIR = "/dev/shm"
-# The plugin names a segment mpi-pstate.J.S.R, R 16 random hex digits
-# (spank/, its step record names it): a name nobody else can guess and squat.
-# An mpi-pstate before it made mpi-pstate.J.S: still accepted, but only
-# when its root-owned step record names it.
-SEG_RE = re.compile(r"mpi-pstate\.([0-9]{1,10})\.([0-9]{1,10}|batch|extern|interactive)"
-                    r"(?:\.[0-9a-f]{16})?")
 MAX_SEGMENTS = 64  # segments per job and node we read (one per step); more are reported
 MAX_SEG_SLOTS = 4096  # slots of a version 1 step record's segment (no nslots given)
 MAX_NODE_RANKS = 16384  # slots read per job and node, all steps together (plugin's cap)
@@ -304,7 +297,7 @@ def read_listed(dirfd: int, seg: Dict[str, Any], uid: int, budget: List[int],
 
 
 def job_segments(job_id: int, owner_uid: int, listed: List[Dict[str, Any]],
-                 shm_dir: str = SHM_DIR, budget: Optional[List[int]] = None,
+                 shm_dir: str = layout.SHM_DIR, budget: Optional[List[int]] = None,
                  agent: Optional[Dict[int, Dict[str, Any]]] = None,
                  cpu_until: Optional[float] = None,
                  keep: Optional[Callable[[Dict[str, Any]], Any]] = None
@@ -358,7 +351,7 @@ def skip_reason(seg: Dict[str, Any], job_id: int, names: List[str], budget: List
     that is not one of the job's step (or one already read: names), or the
     node's slot allowance (budget[0]) spent."""
     n, step = seg["name"], seg["step"]
-    m = SEG_RE.fullmatch(n)
+    m = layout.SEGMENT_RE.fullmatch(n)
     if not m or int(m.group(1)) != job_id or m.group(2) != step or n in names:
         return f"segment {noderec_clip(n)}: not a name of job {job_id} step {step}"
     if budget[0] <= 0:
@@ -398,7 +391,7 @@ def noderec_clip(text: str) -> str:
 SCAN_CLOCK_EVERY = 256  # directory entries between two reads of the CPU clock
 
 
-def scan_names(shm_dir: str = SHM_DIR, jobs: Optional[Set[int]] = None,
+def scan_names(shm_dir: str = layout.SHM_DIR, jobs: Optional[Set[int]] = None,
                limit: int = MAX_REMOVE, scan_max: Optional[int] = None,
                cpu_until: Optional[float] = None
                ) -> Tuple[Dict[int, List[str]], Optional[str]]:
@@ -425,7 +418,7 @@ def scan_names(shm_dir: str = SHM_DIR, jobs: Optional[Set[int]] = None,
                 if cpu_until is not None and i % SCAN_CLOCK_EVERY == 0 and \
                         time.process_time() >= cpu_until:
                     return out, f"after {i} entries, its CPU budget spent"
-                m = SEG_RE.fullmatch(e.name)
+                m = layout.SEGMENT_RE.fullmatch(e.name)
                 if not m:
                     continue
                 job = int(m.group(1))
@@ -440,7 +433,7 @@ def scan_names(shm_dir: str = SHM_DIR, jobs: Optional[Set[int]] = None,
     return out, None
 
 
-def job_names(shm_dir: str = SHM_DIR, jobs: Optional[Set[int]] = None,
+def job_names(shm_dir: str = layout.SHM_DIR, jobs: Optional[Set[int]] = None,
               limit: int = MAX_REMOVE) -> Dict[int, List[str]]:
     """Every segment name in shm_dir, by job (only the jobs in `jobs` when
     given), whatever the plugin listed or the Epilog read: what the node
@@ -449,7 +442,7 @@ def job_names(shm_dir: str = SHM_DIR, jobs: Optional[Set[int]] = None,
     return scan_names(shm_dir, jobs, limit)[0]
 
 
-def remove_segments(job_id: int, names: List[str], shm_dir: str = SHM_DIR) -> int:
+def remove_segments(job_id: int, names: List[str], shm_dir: str = layout.SHM_DIR) -> int:
     """Unlinks the job's segments (unlink never follows a symlink; only
     names of this job's pattern are touched)."""
     n = 0
@@ -459,7 +452,7 @@ def remove_segments(job_id: int, names: List[str], shm_dir: str = SHM_DIR) -> in
         return 0
     try:
         for name in names:
-            m = SEG_RE.fullmatch(name)
+            m = layout.SEGMENT_RE.fullmatch(name)
             st = safeio.entry_stat(dfd, name)
             if not m or int(m.group(1)) != job_id or st is None or \
                     not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
@@ -474,7 +467,7 @@ def remove_segments(job_id: int, names: List[str], shm_dir: str = SHM_DIR) -> in
     return n
 
 
-def remove_job(job_id: int, shm_dir: str = SHM_DIR, known: Sequence[str] = (),
+def remove_job(job_id: int, shm_dir: str = layout.SHM_DIR, known: Sequence[str] = (),
                scan_max: Optional[int] = None, cpu_until: Optional[float] = None
                ) -> Tuple[int, Optional[str]]:
     """Every segment of the job in shm_dir, read or not (the segments past

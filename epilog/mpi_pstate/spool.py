@@ -30,14 +30,12 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import collect, config, ctld, log, metrics, noderec, parse, safeio, slurm
+from . import collect, config, ctld, layout, log, metrics, noderec, parse, safeio, slurm
 
-QUEUE = ".queue"
 QUEUE_FORMAT = "mpi-pstate-queue"
 ENTRY_MAX_BYTES = 1 << 20
 MAX_ENTRIES = 100000  # queued jobs read per pass (all of any real queue)
 PER_USER_PASS = 1000  # queued jobs of one user processed per pass
-LATE = "late"
 LATE_PER_PASS = 200  # late jobs checked per pass, those checked longest ago first
 WAIT_RECORDS_S = 30.0  # node records awaited before a summary without them
 STALE_TMP_S = 86400.0  # a temporary file older than this has no writer left
@@ -64,14 +62,14 @@ def open_queue(cfg: config.Config, trusted: Set[int], create: bool = False) -> O
     """The queue directory, checked as ours and closed to others."""
     cfd = collect.open_collect(cfg.collect_dir, trusted)
     try:
-        fd = open_subdir(cfd, QUEUE, create)
+        fd = open_subdir(cfd, layout.QUEUE_DIR, create)
         if fd is None:
             return None
         st = os.fstat(fd)
         if st.st_uid not in trusted or st.st_mode & 0o077:
             os.close(fd)
-            raise safeio.UnsafeFile(errno.EPERM, f"{cfg.collect_dir}/{QUEUE}: not ours or "
-                                    "open to others")
+            raise safeio.UnsafeFile(errno.EPERM, f"{cfg.collect_dir}/{layout.QUEUE_DIR}: "
+                                    "not ours or open to others")
         return fd
     finally:
         os.close(cfd)
@@ -102,7 +100,7 @@ def expects_records(env: Dict[str, str]) -> bool:
 
 
 def enqueue(qfd: int, entry: Dict[str, Any]) -> None:
-    safeio.write_atomic(qfd, f"{entry['job']}.json", noderec.encode(entry), mode=0o600)
+    safeio.write_atomic(qfd, layout.queue_name(entry['job']), noderec.encode(entry), mode=0o600)
 
 
 def read_entry(qfd: int, name: str) -> Dict[str, Any]:
@@ -112,7 +110,7 @@ def read_entry(qfd: int, name: str) -> Dict[str, Any]:
             obj.get("version") != 1:
         raise ValueError("not a queue entry")
     job = obj.get("job")
-    if type(job) is not int or name != f"{job}.json":
+    if type(job) is not int or name != layout.queue_name(job):
         raise ValueError("bad job")
     nodes = obj.get("nodes")
     if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
@@ -134,7 +132,7 @@ def read_entry(qfd: int, name: str) -> Dict[str, Any]:
 
 
 def _names(dfd: int) -> List[str]:
-    return [n for n in os.listdir(dfd) if n.endswith(".json") and n[0].isdigit()]
+    return [n for n in os.listdir(dfd) if n.endswith(layout.RECORD_SUFFIX) and n[0].isdigit()]
 
 
 def _read_all(dfd: int, names: List[str]) -> Tuple[List[Dict[str, Any]], List[str]]:
@@ -174,15 +172,16 @@ def entries(qfd: int) -> Tuple[List[Dict[str, Any]], List[str]]:
 
 
 def drop(qfd: int, job: int) -> None:
-    for d in (None, LATE):
+    for d in (None, layout.LATE_DIR):
         try:
-            os.unlink(f"{job}.json" if d is None else f"{d}/{job}.json", dir_fd=qfd)
+            os.unlink(layout.queue_name(job) if d is None else f"{d}/{layout.queue_name(job)}",
+                      dir_fd=qfd)
         except (FileNotFoundError, NotADirectoryError):
             pass
 
 
 def open_late(qfd: int, create: bool = False) -> Optional[int]:
-    return open_subdir(qfd, LATE, create)
+    return open_subdir(qfd, layout.LATE_DIR, create)
 
 
 def late_entries(lfd: int, limit: int = LATE_PER_PASS
@@ -207,7 +206,7 @@ def to_late(qfd: int, e: Dict[str, Any]) -> None:
     finally:
         os.close(lfd)
     try:
-        os.unlink(f"{e['job']}.json", dir_fd=qfd)
+        os.unlink(layout.queue_name(e['job']), dir_fd=qfd)
     except FileNotFoundError:
         pass
 
@@ -342,7 +341,7 @@ def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, e
             if lfd is not None:
                 les, lbad = late_entries(lfd)
                 es += les
-                bad += [f"{LATE}/{n}" for n in lbad]
+                bad += [f"{layout.LATE_DIR}/{n}" for n in lbad]
             for n in bad:
                 log.warning(f"queue entry {n} is not valid: removed")
                 try:
@@ -396,7 +395,7 @@ def _pass(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int,
                 left.add(e["job"])
             elif lfd is not None:
                 try:  # checked now: the others' turn next pass
-                    os.utime(f"{e['job']}.json", dir_fd=lfd)
+                    os.utime(layout.queue_name(e['job']), dir_fd=lfd)
                 except OSError:
                     pass
         if not keep:
@@ -451,8 +450,8 @@ def prune(cfg: config.Config, trusted: Set[int], keep_days: float, now: float,
                     safeio.remove_stale_tmp(dfd, STALE_TMP_S)
                 for n in os.listdir(dfd) if dfd is not None else []:
                     st = safeio.entry_stat(dfd, n)
-                    if n.endswith(".json") and st is not None and st.st_mtime < limit and \
-                            not dry_run:
+                    if n.endswith(layout.RECORD_SUFFIX) and st is not None and \
+                            st.st_mtime < limit and not dry_run:
                         os.unlink(n, dir_fd=dfd)
         finally:
             if lfd is not None:

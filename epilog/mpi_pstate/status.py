@@ -15,7 +15,7 @@ traceback.
 
 The restore failures since boot are kept by the node Epilog in
 <runtime>/restore-failures.json (failcount.py: note_epilog() writes it,
-read_failures() reads it): metrics.json (metrics.NODE_STATE) counts them
+read_failures() reads it): metrics.json (layout.NODE_STATE_FILE) counts them
 only where metrics_dir= is set, and keeps no error.
 
 Exit status: 0 all well; 1 something needs the admin (a restore failure
@@ -36,7 +36,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
-from . import config, failcount, log, metrics, node, nodeprune, pending, safeio, slurm
+from . import config, failcount, layout, log, metrics, node, nodeprune, safeio, slurm
 from .parse import printable
 
 FORMAT = "mpi-pstate-status"
@@ -47,8 +47,6 @@ TEXT_LINES = 64  # lines a section of the text output lists (--json lists all)
 NAME_MAX = 80  # characters of a planted name shown
 # Slurm's special step ids (slurm.h), as spank/paths.c names them
 STEP_NAMES = {0xFFFFFFFB: "batch", 0xFFFFFFFC: "extern", 0xFFFFFFFA: "interactive"}
-# common/restore.c's names: policy<N> (cpu<N> of old releases), uncore-<domain>
-RECORD_NAME_RE = re.compile(r"(?:policy|cpu)[0-9]{1,7}|uncore-package_[0-9]{2,4}_die_[0-9]{2,4}")
 _U32 = re.compile(r"0|[1-9][0-9]{0,9}")
 
 EXIT_OK, EXIT_ATTENTION, EXIT_UNKNOWN = 0, 1, 2
@@ -147,7 +145,7 @@ def parse_record(text: str) -> Tuple[str, int, int]:
 
 def restore_records(runtime: str, problems: List[str]) -> List[Dict[str, Any]]:
     """The records in <runtime>/restore: name, kind, job, step, problem."""
-    dfd = _open_sub(runtime, "restore", problems)
+    dfd = _open_sub(runtime, layout.RESTORE_DIR, problems)
     if dfd is None:
         return []
     out = []
@@ -156,7 +154,7 @@ def restore_records(runtime: str, problems: List[str]) -> List[Dict[str, Any]]:
             rec = {"name": printable(n), "kind": None, "job": None, "step": None,
                    "job_running": None, "problem": None}  # type: Dict[str, Any]
             try:
-                if not RECORD_NAME_RE.fullmatch(n):
+                if not layout.RESTORE_RECORD_RE.fullmatch(n):
                     raise ValueError("not a restore record's name")
                 data = safeio.read_file(dfd, n, RECORD_MAX_BYTES, owners={0})
                 rec["kind"], rec["job"], step = parse_record(data.decode("ascii"))
@@ -175,13 +173,13 @@ def restore_records(runtime: str, problems: List[str]) -> List[Dict[str, Any]]:
 # ---- node records waiting in <runtime>/pending
 
 def pending_records(runtime: str, problems: List[str]) -> List[Dict[str, Any]]:
-    dfd = _open_sub(runtime, pending.DIR, problems)
+    dfd = _open_sub(runtime, layout.PENDING_DIR, problems)
     if dfd is None:
         return []
     out = []
     try:
-        for n in _entries(dfd, pending.DIR + "/", problems):
-            m = pending.NAME.fullmatch(n)
+        for n in _entries(dfd, layout.PENDING_DIR + "/", problems):
+            m = layout.PENDING_RE.fullmatch(n)
             if not m:
                 continue  # pending.deliver() does not look at it either
             rec = {"name": n, "job": int(m.group(1)), "node": m.group(2), "bytes": None,
@@ -197,7 +195,7 @@ def pending_records(runtime: str, problems: List[str]) -> List[Dict[str, Any]]:
                 rec["bytes"], rec["mtime"] = st.st_size, round(st.st_mtime, 3)
             out.append(rec)
     except OSError as e:
-        problems.append(f"{pending.DIR}/: {_why(e)}")
+        problems.append(f"{layout.PENDING_DIR}/: {_why(e)}")
     finally:
         os.close(dfd)
     return out
@@ -221,13 +219,13 @@ def steps(runtime: str, alive: AgentAlive, problems: List[str]) -> List[Dict[str
     """The step directories <runtime>/steps/<job>.<step>/ (what
     node.live_step_domains() counts): job, step, the agent's pid from its
     agent.pid, whether that pid is the agent running now."""
-    sfd = _open_sub(runtime, "steps", problems)
+    sfd = _open_sub(runtime, layout.STEPS_DIR, problems)
     if sfd is None:
         return []
     out = []
     try:
         for n in _entries(sfd, "steps/", problems):
-            m = node.STEP_DIR_RE.fullmatch(n)
+            m = layout.STEP_DIR_RE.fullmatch(n)
             if not m:
                 continue
             st = {"job": int(m.group(1)), "step": m.group(2), "pid": None, "alive": None,
@@ -252,8 +250,8 @@ def steps(runtime: str, alive: AgentAlive, problems: List[str]) -> List[Dict[str
             except FileNotFoundError:
                 st["alive"] = False  # no agent started for the step (mode off, profile)
             except (OSError, ValueError) as e:
-                problems.append(f"steps/{printable(n)}/agent.pid: "
-                                f"{_why(e, 'agent.pid') if isinstance(e, OSError) else e}")
+                problems.append(f"{layout.STEPS_DIR}/{printable(n)}/{layout.AGENT_PID}: "
+                                f"{_why(e, layout.AGENT_PID) if isinstance(e, OSError) else e}")
             finally:
                 os.close(dfd)
     except OSError as e:
@@ -407,8 +405,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object (mpi-pstate-epilog(8))")
     p.add_argument("--ack", action="store_true", help="the restore failures counted so far "
                    "are dealt with: only later ones make the exit status 1 (writes "
-                   f"<runtime_dir>/{failcount.FAILURES_FILE})")
-    p.add_argument("--cgroup-root", default=nodeprune.CGROUP_ROOT, help=argparse.SUPPRESS)
+                   f"<runtime_dir>/{layout.FAILURES_FILE})")
+    p.add_argument("--cgroup-root", default=layout.CGROUP_ROOT, help=argparse.SUPPRESS)
     p.add_argument("--proc", default="/proc", help=argparse.SUPPRESS)
 
 

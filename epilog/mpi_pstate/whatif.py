@@ -25,10 +25,7 @@ lever")."""
 import math
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
-# The model file's names: the prediction uses them, and the report and the
-# command line's help read them through this module.
-from .powermodel import (DEFAULT_MODEL, MODEL_ENV, ModelError, high_khz, load_model,  # noqa: F401
-                         low_khz, model_path, power_at, uncore_step_w, validate_model)
+from .powermodel import ModelError, high_khz, low_khz, power_at, validate_model
 
 BUCKETS = 64
 POWER_SIGMAS = 2.0  # lo/hi of a power difference: +-2 standard errors

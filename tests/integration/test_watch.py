@@ -21,10 +21,11 @@ from typing import Any
 import labtools as lt
 import test_accounting as ta
 import test_faults as ft
-from mpi_pstate import whatif
+
+from mpi_pstate import layout
 
 PROM = "http://127.0.0.1:16990"
-MODEL = whatif.DEFAULT_MODEL
+MODEL = layout.DEFAULT_MODEL
 ON = "--mpi-pstate=on --mpi-pstate-threshold=1ms"
 DASHBOARD = Path(__file__).resolve().parents[2] / "watch" / "grafana-dashboard.json"
 # Grafana's variables as a dashboard of every user and partition over the

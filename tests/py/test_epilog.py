@@ -22,6 +22,7 @@ from unittest import mock
 
 import test_epilog_fixtures as fx
 from mpi_pstate import audit, config, log, node, noderec, parse, pending, plugincheck, safeio, slots
+from mpi_pstate import layout
 
 slotlib = fx.slotlib
 NOBODY = 65534
@@ -190,7 +191,7 @@ class Config(Tmp):
             Path("/bin/true").read_bytes() + b"\0mpi_pstate\0mpi-pstate-threshold\0")
         sc = self.conf(f"optional {lib}/spank_mpi_pstate_lookalike.so collect_dir=/wrong\n"
                        f"optional site-power-v2.so collect_dir=/srv/right")
-        self.assertEqual(config.load(sc).collect_dir, config.COLLECT_DIR)  # relative: not in dirs
+        self.assertEqual(config.load(sc).collect_dir, layout.COLLECT_DIR)  # relative: not in dirs
         with open(sc, "a") as f:
             f.write(f"PluginDir=/nonexistent:{lib}\n")
         c = config.load(sc)
@@ -217,10 +218,10 @@ class Config(Tmp):
     def test_bad_values_keep_defaults(self) -> None:
         sc = self.conf("optional spank_mpi_pstate.so collect_dir=relative runtime_dir=/a/../b")
         c = config.load(sc)
-        self.assertEqual((c.collect_dir, c.runtime_dir), (config.COLLECT_DIR, config.RUNTIME_DIR))
+        self.assertEqual((c.collect_dir, c.runtime_dir), (layout.COLLECT_DIR, layout.RUNTIME_DIR))
         self.assertEqual(len(c.problems), 2)
         c = config.load(str(self.tmp / "missing.conf"))
-        self.assertEqual((c.collect_dir, c.slurm_user), (config.COLLECT_DIR, "root"))
+        self.assertEqual((c.collect_dir, c.slurm_user), (layout.COLLECT_DIR, "root"))
         for bad in ("/a b", "/a//b", "x", "/" + "a" * 300):
             with self.assertRaises(ValueError):
                 config.check_dir_path(bad)

@@ -22,6 +22,7 @@ from unittest import mock
 
 import test_epilog_fixtures as fx
 from mpi_pstate import collect, config, log, noderec, slots, slurm, spool, summary
+from mpi_pstate import layout
 
 TOP = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("bench_epilog_attack",
@@ -310,7 +311,7 @@ class FlushUnderFaults(unittest.TestCase):
 
     def queued(self) -> list:
         """Queue entries left, late ones included."""
-        q = self.collect / spool.QUEUE
+        q = self.collect / layout.QUEUE_DIR
         return sorted([p.name for p in q.glob("*.json")] +
                       [f"late/{p.name}" for p in q.glob("late/*.json")])
 
@@ -380,7 +381,7 @@ class FlushUnderFaults(unittest.TestCase):
         self.db_up = False
         tally = self.flush()
         self.assertEqual(tally, {"database unreachable": 1})  # one try, then the pass stops
-        self.assertEqual(len(os.listdir(self.collect / spool.QUEUE)), 51)  # 50 + .lock
+        self.assertEqual(len(os.listdir(self.collect / layout.QUEUE_DIR)), 51)  # 50 + .lock
         self.db_up = True
         tally = self.flush()
         self.assertEqual(tally, {"written": 50})
@@ -466,12 +467,12 @@ class FlushUnderFaults(unittest.TestCase):
         `sbatch -N2 --wrap 'srun -N1 true'` makes them): another user's job,
         queued after them all, is written in the next flush pass."""
         now = time.time()
-        q = self.collect / spool.QUEUE
-        (q / spool.LATE).mkdir(parents=True, mode=0o700)
+        q = self.collect / layout.QUEUE_DIR
+        (q / layout.LATE_DIR).mkdir(parents=True, mode=0o700)
         os.chmod(q, 0o700)
         for j in range(1, 10001):  # written partial once: "seen" names the nodes then
             e = spool.entry_of(j, ["n1", "n2"], 1000, None, now - 600, seen=[])
-            (q / spool.LATE / f"{j}.json").write_bytes(noderec.encode(e))
+            (q / layout.LATE_DIR / f"{j}.json").write_bytes(noderec.encode(e))
         self.publish(20000, "n1", now, uid=2000)
         self.queue(20000, ["n1"], now, uid=2000)
         tally = self.flush()

@@ -20,6 +20,7 @@ from unittest import mock
 
 import test_epilog_fixtures as fx
 from mpi_pstate import collect, config, ctld, log, noderec, parse, slurm, spool, summary
+from mpi_pstate import layout
 
 BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", fx.TOP / "build"))
 DBCOMMENT = BUILD / "epilog" / "mpi-pstate-dbcomment"
@@ -366,7 +367,7 @@ class EpilogSlurmctld(Fakes):
         self.assertEqual((s["state"], s["job_state"], s["ranks"]), ("complete", "CANCELLED", 2))
         self.assertEqual((s["wall_s"], s["wall_src"]), (15.0, "sacct"))  # Elapsed 00:00:15
         self.assertEqual(self.db["admin"], JOBSTATS)
-        detail = json.loads((self.collect / "21" / collect.JOB_FILE).read_text())
+        detail = json.loads((self.collect / "21" / layout.JOB_FILE).read_text())
         self.assertEqual((detail["format"], len(detail["ranks"])), ("mpi-pstate-job", 2))
         self.assertIn("summary written", self.err.getvalue())
 
@@ -394,13 +395,13 @@ class EpilogSlurmctld(Fakes):
         self.run_ctld(26, nodelist="n1", wait=0.1, flush_for=0.5,
                       extra_env={"SPANK_MPI_PSTATE_MODE": "on"})
         self.assertEqual(self.writes, [])
-        late = self.collect / spool.QUEUE / spool.LATE / "26.json"
+        late = self.collect / layout.QUEUE_DIR / layout.LATE_DIR / "26.json"
         self.assertTrue(late.exists(), self.err.getvalue())
         self.publish(26, "n1", fx.node_record(26, "n1", [fx.rank("n1", 0)]))
         self.run_ctld(27, nodelist="n1", wait=0.1, flush_for=0.5)  # the next job's flusher
         s, _ = summary.find(self.writes[0])
         self.assertEqual((s["state"], s["ranks"]), ("complete", 1), s)
-        self.assertFalse((self.collect / spool.QUEUE / "27.json").exists())  # dropped: no tool
+        self.assertFalse((self.collect / layout.QUEUE_DIR / "27.json").exists())  # dropped: no tool
 
     def test_hostile_records_are_refused_not_followed(self) -> None:
         self.publish(24, "n1", fx.node_record(24, "n1", [fx.rank("n1", 0)]))

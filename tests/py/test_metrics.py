@@ -18,6 +18,7 @@ from unittest import mock
 import test_epilog_fixtures as fx
 import test_epilog_summary as tes
 from mpi_pstate import config, metrics, node
+from mpi_pstate import layout
 
 SUMMARY = {"state": "complete", "job_state": "COMPLETED", "mpi_share": 0.42,
            "down_share": 0.3, "wall_s": 12.0, "mpi_s": 10.1, "wait_s": 8.0, "down_s": 7.5,
@@ -158,7 +159,7 @@ class Files(unittest.TestCase):
         self.cfg.metrics_dir = str(self.top / "%h")
         with mock.patch.object(config, "short_host", lambda: "n7"):
             metrics.write_queue(self.cfg, [1.0], 2.0)
-        self.assertEqual(os.listdir(self.top / "n7"), [metrics.QUEUE_FILE])
+        self.assertEqual(os.listdir(self.top / "n7"), [layout.QUEUE_METRICS_FILE])
 
 
 class NodeGauges(unittest.TestCase):
@@ -202,7 +203,7 @@ class NodeGauges(unittest.TestCase):
     def test_gauges(self) -> None:
         text = node.node_gauges(self.cfg, str(self.runtime), str(self.sysroot),
                                   node.agent_checker(str(self.agent)), now=5.0)
-        got = samples((self.out / metrics.NODE_FILE).read_text())
+        got = samples((self.out / layout.NODE_METRICS_FILE).read_text())
         self.assertEqual(got, samples(text))
         self.assertEqual(got["mpi_pstate_node_agents_running"], "1")
         self.assertEqual(got["mpi_pstate_node_domains_down"], "1")
@@ -242,7 +243,7 @@ class Flusher(tes.Fakes):
         got = samples((prom / "mpi_pstate_job_21.prom").read_text())
         lab = '{jobid="21",user="alice",account="phys",partition="debug"}'
         self.assertEqual(got[f"mpi_pstate_job_ranks{lab}"], "2")
-        self.assertEqual(samples((prom / metrics.QUEUE_FILE).read_text())
+        self.assertEqual(samples((prom / layout.QUEUE_METRICS_FILE).read_text())
                          ["mpi_pstate_summaries_queued"], "0")
 
     def test_a_refused_directory_costs_the_summary_nothing(self) -> None:

@@ -26,6 +26,7 @@ from unittest import mock
 import test_epilog
 import test_epilog_fixtures as fx
 from mpi_pstate import calibrate, config, launcher, log, powermodel, rootcli, safeio
+from mpi_pstate import layout
 
 
 def _bench_checkout() -> Any:
@@ -188,7 +189,7 @@ class ReadTrusted(Tmp):
         for victim in (plug, conf):
             os.chown(victim, NOBODY, -1)
             c = config.load(str(conf))
-            self.assertEqual(c.runtime_dir, config.RUNTIME_DIR)
+            self.assertEqual(c.runtime_dir, layout.RUNTIME_DIR)
             self.assertTrue(any(f"{victim.name}: owned by uid 65534" in p for p in c.problems),
                             c.problems)
             os.chown(victim, 0, -1)
@@ -237,7 +238,7 @@ class EnvOverrides(Tmp):
         with mock.patch.dict(os.environ, env), \
                 mock.patch.object(safeio, "dev_tree", return_value=False):
             self.assertIsNone(safeio.env_override("MPI_PSTATE_AGENT", privileged=True))
-            self.assertEqual(powermodel.model_path(privileged=True), powermodel.DEFAULT_MODEL)
+            self.assertEqual(powermodel.model_path(privileged=True), layout.DEFAULT_MODEL)
             # a user's own `mpi-pstate report --what-if` still takes it
             self.assertEqual(powermodel.model_path(privileged=False), "/x/m.json")
             dirs = rootcli.tool_dirs({"libexecdir": "/usr/libexec", "sbindir": "/usr/sbin"})
@@ -263,7 +264,7 @@ class EnvOverrides(Tmp):
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            universal_newlines=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.split(), ["False", "None", powermodel.DEFAULT_MODEL, "False"])
+        self.assertEqual(r.stdout.split(), ["False", "None", layout.DEFAULT_MODEL, "False"])
 
 
 @unittest.skipUnless(os.geteuid() == 0, "root's rules: run as root, as the Epilog is")

@@ -26,6 +26,7 @@ from unittest import mock
 
 import test_epilog_fixtures as fx
 from mpi_pstate import failcount, log, metrics, status
+from mpi_pstate import layout
 
 TOP = Path(__file__).resolve().parents[2]
 CLI = TOP / "epilog" / "mpi-pstate"
@@ -206,13 +207,13 @@ class Status(unittest.TestCase):
         failcount.note_epilog(str(self.runtime), 4251, 2, {"status": "ok"}, [
             "step 0 agent: nothing", "step 1 agent: policy7: restore failed: Input/output error "
             "(the record stays for the backstop)\nATTENTION: forged"])
-        st = (self.runtime / failcount.FAILURES_FILE).stat()
+        st = (self.runtime / layout.FAILURES_FILE).stat()
         self.assertEqual((st.st_uid, st.st_mode & 0o777), (0, 0o600))
         rc, s = self.status_json()
         self.assertEqual(rc, 1)
         f = s["restore_failures"]
         self.assertEqual((f["since_boot"], f["source"], f["last_job"]),
-                         (3, failcount.FAILURES_FILE, 4251))
+                         (3, layout.FAILURES_FILE, 4251))
         self.assertEqual(f["last_error"], "step 1 agent: policy7: restore failed: Input/output "
                          "error (the record stays for the backstop)\\nATTENTION: forged")
         self.assertIsInstance(f["last_time"], float)
@@ -247,12 +248,12 @@ class Status(unittest.TestCase):
         self.dir("")
         metrics.node_failures(str(self.runtime), 2)
         self.assertEqual(self.run_status("--ack")[0], 0)
-        self.assertEqual(json.loads((self.runtime / failcount.FAILURES_FILE).read_text())["acked"],
+        self.assertEqual(json.loads((self.runtime / layout.FAILURES_FILE).read_text())["acked"],
                          2)
         metrics.node_failures(str(self.runtime), 1)
         rc, s = self.status_json()
         self.assertEqual((rc, s["restore_failures"]["since_boot"],
-                          s["restore_failures"]["source"]), (1, 3, metrics.NODE_STATE))
+                          s["restore_failures"]["source"]), (1, 3, layout.NODE_STATE_FILE))
 
     def test_the_backstop_message_is_the_error_kept(self) -> None:
         self.assertEqual(failcount.epilog_error({"status": "failed", "message": "policy3: EIO"},
@@ -269,7 +270,7 @@ class Status(unittest.TestCase):
         rc, s = self.status_json()
         self.assertEqual(rc, 1)
         self.assertEqual((s["restore_failures"]["since_boot"], s["restore_failures"]["source"],
-                          s["restore_failures"]["last_error"]), (2, metrics.NODE_STATE, None))
+                          s["restore_failures"]["last_error"]), (2, layout.NODE_STATE_FILE, None))
 
     def test_counting_never_fails_the_epilog(self) -> None:
         (self.tmp / "elsewhere").mkdir()

@@ -108,29 +108,29 @@ class Bounds(unittest.TestCase):
 
 class Model(unittest.TestCase):
     def test_strict(self) -> None:
-        m = whatif.validate_model(MODEL)
+        m = powermodel.validate_model(MODEL)
         self.assertEqual([p["khz"] for p in m["points"]], [1200000, 3000000])
-        self.assertAlmostEqual(whatif.power_at(m, 2100000, "poll_w"), 51.7)
+        self.assertAlmostEqual(powermodel.power_at(m, 2100000, "poll_w"), 51.7)
         for bad, why in (({"version": 2}, "version 2"), ({"format": "x"}, "not an mpi"),
                          ({"idle_w": float("nan")}, "idle_w"), ({"idle_w": True}, "idle_w"),
                          ({"points": MODEL["points"][:1]}, "points"),
                          ({"points": [MODEL["points"][0]] * 2}, "same frequency")):
             with self.assertRaisesRegex(ValueError, why):
-                whatif.validate_model(dict(MODEL, **bad))
+                powermodel.validate_model(dict(MODEL, **bad))
 
     def test_load_refuses_non_json_constants(self) -> None:
         with tempfile.TemporaryDirectory() as td:
             p = Path(td) / "m.json"
             p.write_text(json.dumps(MODEL).replace('"idle_w": 43.0', '"idle_w": NaN'))
             with self.assertRaisesRegex(ValueError, "not JSON"):
-                whatif.load_model(str(p))
+                powermodel.load_model(str(p))
             p.write_text(json.dumps(MODEL))
-            self.assertEqual(whatif.load_model(str(p))["path"], str(p))
+            self.assertEqual(powermodel.load_model(str(p))["path"], str(p))
 
 
 class Predict(unittest.TestCase):
     def setUp(self) -> None:
-        self.m = whatif.validate_model(MODEL)
+        self.m = powermodel.validate_model(MODEL)
         w = [50_000_000] * 40 + [20_000] * 40
         self.d = imbalanced({"n1": [[20_000] * 80], "n2": [w]})
 
@@ -273,7 +273,7 @@ class Predict(unittest.TestCase):
         # scans every 10 ms (0.2 %) are over the aim: scans every
         # 20 / (0.004 - 0.00267) = 15 ms
         self.assertEqual(whatif.predict(self.d, self.m, 10000)["agent_gap_us"], 0.0)
-        m2 = whatif.validate_model(dict(MODEL, transition=dict(MODEL["transition"],
+        m2 = powermodel.validate_model(dict(MODEL, transition=dict(MODEL["transition"],
                                                                 pair_cpu_us=200.0)))
         self.assertAlmostEqual(whatif.predict(self.d, m2, 10000)["agent_gap_us"], 15000, delta=10)
         # another budget than the run's: none, or one that affords the scans
@@ -346,13 +346,13 @@ KNEE_MODEL = dict(MODEL, idle_w=13.0, knee_khz=1800000, uncore=UNCORE, points=[
 
 class ModelLevers(unittest.TestCase):
     def test_optional_knee_and_uncore_are_strict(self) -> None:
-        m = whatif.validate_model(KNEE_MODEL)
+        m = powermodel.validate_model(KNEE_MODEL)
         self.assertEqual(m["knee_khz"], 1800000)
         self.assertEqual(m["uncore"]["domains"][1], {"name": "package_01_die_00",
                                                      "cpus": [2, 3]})
-        self.assertEqual(whatif.uncore_step_w(m), 5.0)
-        self.assertNotIn("knee_khz", whatif.validate_model(MODEL))  # version 1 as it was
-        self.assertIsNone(whatif.uncore_step_w(whatif.validate_model(MODEL)))
+        self.assertEqual(powermodel.uncore_step_w(m), 5.0)
+        self.assertNotIn("knee_khz", powermodel.validate_model(MODEL))  # version 1 as it was
+        self.assertIsNone(powermodel.uncore_step_w(powermodel.validate_model(MODEL)))
         u = KNEE_MODEL["uncore"]
         for bad, why in (({"knee_khz": 900000}, "knee_khz"), ({"knee_khz": 1.8e6}, "knee_khz"),
                          ({"knee_khz": True}, "knee_khz"), ({"uncore": []}, "uncore is not"),
@@ -372,7 +372,7 @@ class ModelLevers(unittest.TestCase):
                                                        "cpus": str(i)} for i in range(65)])},
                           "at most 64")):
             with self.assertRaisesRegex(ValueError, why):
-                whatif.validate_model(dict(KNEE_MODEL, **bad))
+                powermodel.validate_model(dict(KNEE_MODEL, **bad))
 
 
 def on_cpu(r: Dict[str, Any], cpu: int) -> Dict[str, Any]:
@@ -385,7 +385,7 @@ class Levers(unittest.TestCase):
     uncore sweep: the formulas of docs/evaluation.md, "Each lever"."""
 
     def setUp(self) -> None:
-        self.m = whatif.validate_model(KNEE_MODEL)
+        self.m = powermodel.validate_model(KNEE_MODEL)
 
     def detail(self, per_cpu: Dict[int, List[int]]) -> Dict[str, Any]:
         ranks = [dict(on_cpu(waiting_rank("n1", k, w), c), node="n1")
@@ -424,11 +424,11 @@ class Levers(unittest.TestCase):
         self.assertAlmostEqual(-e["time_added_s"][1], 40 * 1050e-6 * 0.2, places=4)
         self.assertIn("not in the records", e["note"])
         # a knee at the lowest frequency: nothing to gain or lose
-        flat = whatif.validate_model(dict(KNEE_MODEL, knee_khz=1200000))
+        flat = powermodel.validate_model(dict(KNEE_MODEL, knee_khz=1200000))
         e0 = whatif.predict(self.detail({0: [50_000_000] * 40}), flat, 500)["levers"]["efficient"]
         self.assertEqual(e0["saved_j"][0], 0.0)
         # no knee in the model: said, not guessed
-        nk = whatif.validate_model(MODEL)
+        nk = powermodel.validate_model(MODEL)
         e1 = whatif.predict(self.detail({0: [50_000_000] * 40}), nk, 500)["levers"]["efficient"]
         self.assertFalse(e1["predicted"])
         self.assertIn("no knee in the model of n1", e1["why"])
@@ -436,7 +436,7 @@ class Levers(unittest.TestCase):
     def test_efficient_pays_where_work_is_done_low(self) -> None:
         # many short lowered waits on the critical path with a node that draws
         # a lot: the time the knee gives back outweighs its dearer waits
-        heavy = whatif.validate_model(dict(KNEE_MODEL, idle_w=400.0, points=[
+        heavy = powermodel.validate_model(dict(KNEE_MODEL, idle_w=400.0, points=[
             dict(p, busy_w=p["busy_w"] + 387, poll_w=p["poll_w"] + 387)
             for p in KNEE_MODEL["points"]]))
         d = self.detail({0: [1_000_000] * 2000, 1: [1_000_000] * 2000})
@@ -492,7 +492,7 @@ class Levers(unittest.TestCase):
         d["nodes"]["n1"]["steps"][0]["agent"]["uncore"][1]["status"] = "profile"
         self.assertEqual(whatif.predict(d, self.m, 500)["levers"]["uncore"]["packages"], 1)
         d["nodes"]["n1"]["steps"][0]["agent"]["uncore"][1]["status"] = "managed"
-        nu = whatif.validate_model({k: v for k, v in KNEE_MODEL.items() if k != "uncore"})
+        nu = powermodel.validate_model({k: v for k, v in KNEE_MODEL.items() if k != "uncore"})
         u = whatif.predict(d, nu, 500)["levers"]["uncore"]
         self.assertFalse(u["predicted"])
         self.assertIn("no uncore sweep in the model of n1", u["why"])
@@ -515,14 +515,14 @@ class Levers(unittest.TestCase):
             p = Path(td) / "model.json"
             p.write_text(json.dumps(raw))
             rec = json.loads(json.dumps(powermodel.model_for_record(str(p))))
-        m = whatif.validate_model(raw)
-        self.assertEqual(whatif.validate_model(rec), m)
+        m = powermodel.validate_model(raw)
+        self.assertEqual(powermodel.validate_model(rec), m)
         self.assertEqual((m["write_us"], m["pair_cpu_us"], len(m["uncore"]["domains"])),
                          (271.8, 154.9, 2))
         # figures a model leaves out come back as the same defaults
         for other in (MODEL, dict(raw, transition={"write_us": 50.0})):
-            v = whatif.validate_model(other)
-            self.assertEqual(whatif.validate_model(powermodel.file_form(v)), v)
+            v = powermodel.validate_model(other)
+            self.assertEqual(powermodel.validate_model(powermodel.file_form(v)), v)
         d = self.detail({0: [50_000_000] * 40, 1: [50_000_000] * 40})
         from_file = whatif.predict(d, m, 500)
         d["nodes"] = {"n1": {"settings": {"power_model": rec}}}
@@ -540,7 +540,7 @@ class Levers(unittest.TestCase):
         self.assertIn("uncore past 10ms", t)
         self.assertNotIn("not: uncore", t)
         t = whatif.text(whatif.predict(self.detail({0: [50_000_000] * 40}),
-                                       whatif.validate_model(MODEL), 500))
+                                       powermodel.validate_model(MODEL), 500))
         self.assertIn("efficient: not predicted (no knee", t)
         self.assertIn("uncore: not predicted (no uncore sweep", t)
 
@@ -605,7 +605,7 @@ class Calibrate(unittest.TestCase):
             model = Path(td) / "var" / "model.json"
             rc, out, err = self.run_cal(self.args(root, model))
             self.assertEqual(rc, 0, err)
-            m = whatif.load_model(str(model))
+            m = powermodel.load_model(str(model))
             # --points 2, and the knee's candidates: this driver lists no
             # frequencies, so a grid of calibrate.KNEE_POINTS over its range
             self.assertEqual((m["method"], m["meter"], len(m["points"])),
