@@ -187,7 +187,13 @@ def agent_py(entries: list[dict[str, object]], options: list[Option]) -> str:
               "JOB_OPTIONS = ("]
     for o in options:
         lines.append(f"    ({o.name!r}, {o.key!r}, {o.TYPE!r}, {o.default!r}, {o.env!r}),")
-    lines += [")  # type: Tuple[Tuple[str, str, str, str, str], ...]", ""]
+    lines += [")  # type: Tuple[Tuple[str, str, str, str, str], ...]", "", "",
+              "def agent_default(flag: str) -> Optional[str]:",
+              '    """The agent\'s default for --flag, as written (None: none)."""',
+              "    return {a[0]: a[2] for a in AGENT_ARGS}[flag]", "", "",
+              "def job_default(key: str) -> str:",
+              '    """The built-in default of the job\'s option with that short key."""',
+              "    return {o[1]: o[3] for o in JOB_OPTIONS}[key]", ""]
     return "\n".join(lines)
 
 

@@ -84,3 +84,13 @@ JOB_OPTIONS = (
     ('mpi-pstate-governor', 'governor', 'GOVERNOR', 'keep', 'MPI_PSTATE_GOVERNOR'),
     ('mpi-pstate-bind', 'bind', 'BIND', 'cores', 'MPI_PSTATE_BIND'),
 )  # type: Tuple[Tuple[str, str, str, str, str], ...]
+
+
+def agent_default(flag: str) -> Optional[str]:
+    """The agent's default for --flag, as written (None: none)."""
+    return {a[0]: a[2] for a in AGENT_ARGS}[flag]
+
+
+def job_default(key: str) -> str:
+    """The built-in default of the job's option with that short key."""
+    return {o[1]: o[3] for o in JOB_OPTIONS}[key]
