@@ -149,6 +149,15 @@ void mpi_pstate_agent_args_defaults(void *base, const size_t *offsets)
                                           (char *)base + offsets[id]);
 }
 
+int mpi_pstate_agent_args_default_of(int id, void *field)
+{
+        const struct mpi_pstate_agent_arg_info *in = mpi_pstate_agent_args_info(id);
+
+        if (!in || !in->def)
+                return -ENOENT;
+        return parse_value(in->type, in->def, field);
+}
+
 int mpi_pstate_agent_args_parse(void *base, const size_t *offsets, int id, const char *value,
                                 uint64_t *given, char *err, size_t errlen)
 {

@@ -99,6 +99,11 @@ bool mpi_pstate_agent_args_has_value(int id);
  * they are: zero in a zeroed struct). */
 void mpi_pstate_agent_args_defaults(void *base, const size_t *offsets);
 
+/* Entry id's default (the table's text, parsed) into field, which has the
+ * entry's C type: for a setting the plugin keeps itself (its config's
+ * defaults are the agent's).  -ENOENT when the entry has none. */
+int mpi_pstate_agent_args_default_of(int id, void *field);
+
 /* Parses value for entry id into base (COUNT: adds one, FLAG and ACTION:
  * true), and marks it given (*given, bit id).  0, or -EINVAL with a
  * message that names the option in err. */

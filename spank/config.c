@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "config.h"
+#include "agent_args.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -114,8 +115,9 @@ void mpi_pstate_config_defaults(struct mpi_pstate_config *c)
         snprintf(c->runtime_dir, sizeof(c->runtime_dir), "%s", MPI_PSTATE_CONFIG_RUNTIME_DIR);
         snprintf(c->mechanism, sizeof(c->mechanism), "auto");
         snprintf(c->sysroot, sizeof(c->sysroot), "%s", MPI_PSTATE_CONFIG_SYSROOT);
-        c->agent_budget_ppm = MPI_PSTATE_CONFIG_AGENT_BUDGET_PPM;
-        c->uncore_threshold_us = MPI_PSTATE_CONFIG_UNCORE_THRESHOLD_US;
+        (void)mpi_pstate_agent_args_default_of(MPI_PSTATE_AGENT_ARG_BUDGET, &c->agent_budget_ppm);
+        (void)mpi_pstate_agent_args_default_of(MPI_PSTATE_AGENT_ARG_UNCORE_THR,
+                                               &c->uncore_threshold_us);
 }
 
 __attribute__((format(printf, 3, 4))) static void report_f(mpi_pstate_config_report_f report,
@@ -306,7 +308,8 @@ void mpi_pstate_config_agent_ids(const struct mpi_pstate_config *c, uint32_t *ui
                 *gid = p->pw_gid;
                 return;
         }
-        *uid = *gid = MPI_PSTATE_CONFIG_AGENT_UNNAMED_ID;
+        (void)mpi_pstate_agent_args_default_of(MPI_PSTATE_AGENT_ARG_RUN_UID, uid);
+        (void)mpi_pstate_agent_args_default_of(MPI_PSTATE_AGENT_ARG_RUN_GID, gid);
 }
 
 /* Every typed parser above fills its output only on success, so a bad

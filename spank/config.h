@@ -25,14 +25,10 @@
 
 /* No limit on the threshold: the largest duration parse.h accepts (a day). */
 #define MPI_PSTATE_CONFIG_THRESHOLD_MAX UINT64_C(86400000000)
-/* The agent's own default (agent/agentd.h, --uncore-threshold). */
-#define MPI_PSTATE_CONFIG_UNCORE_THRESHOLD_US 10000
-/* The agent's own default (agent/main.c, --cpu-budget 0.5). */
-#define MPI_PSTATE_CONFIG_AGENT_BUDGET_PPM UINT64_C(5000)
 /* agent_user: the system user the packages declare, else the agent's own
- * unnamed id (agent/agentd.h AGENTD_UNNAMED_ID). */
+ * unnamed id (--run-uid's default, common/agent_args.def).  The defaults of
+ * agent_cpu_budget= and uncore_threshold= are the agent's too, from there. */
 #define MPI_PSTATE_CONFIG_AGENT_USER "mpi-pstate"
-#define MPI_PSTATE_CONFIG_AGENT_UNNAMED_ID 65531u
 
 struct mpi_pstate_config {
         /* default_<key>: what a job gets for an option it does not give. */
