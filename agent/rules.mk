@@ -3,8 +3,8 @@
 # started by the SPANK plugin or by mpi-pstate-exec.  Its pure parts (the
 # decision core agent.c, the energy meters rapl.c and energy.c) form the
 # agent's archive, which the daemon, its unit tests (tests/unit/agent/), the
-# rank simulator of tests/agent/ and bench/agent link; the programs of
-# tests/agent/ drive it in the integration tests and benchmarks.
+# rank simulator of tests/programs/agent/ and bench/agent link; the programs of
+# tests/programs/agent/ drive it in the integration tests and benchmarks.
 AGENT_CORE_SRCS := agent/agent.c agent/energy.c agent/rapl.c
 AGENT_CORE_OBJS := $(AGENT_CORE_SRCS:%.c=$(B)/%.o)
 AGENT_LIB := $(B)/libmpi-pstate-agent.a
@@ -41,15 +41,15 @@ $(B)/tests/unit/test_harden: AGENT_UNIT_OBJS := $(B)/agent/harden.o -lpthread
 # many ranks that follows the slot protocol with the inline functions of
 # common/slot.h, and a fake-sysfs tree builder.
 AGENT_TEST_DIR := $(B)/tests/agent
-AGENT_HELPERS := $(patsubst tests/agent/%.c,$(AGENT_TEST_DIR)/%,$(filter-out tests/agent/probe.c,$(wildcard tests/agent/*.c)))
-$(AGENT_TEST_DIR)/%: tests/agent/%.c $(AGENT_LIB) $(COMMON_LIB)
+AGENT_HELPERS := $(patsubst tests/programs/agent/%.c,$(AGENT_TEST_DIR)/%,$(filter-out tests/programs/agent/probe.c,$(wildcard tests/programs/agent/*.c)))
+$(AGENT_TEST_DIR)/%: tests/programs/agent/%.c $(AGENT_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -Icommon -Iagent -o $@ $< $(AGENT_LIB) $(COMMON_LIB) $(COMMON_LIBS) -lpthread $(TEST_LDFLAGS)
 
 # The adversarial test's agent: the daemon's own objects and a probe run
-# inside it once it is confined (tests/agent/probe.c).
+# inside it once it is confined (tests/programs/agent/probe.c).
 AGENT_PROBE := $(AGENT_TEST_DIR)/mpi-pstate-agent-probe
-$(AGENT_PROBE): tests/agent/probe.c $(AGENT_OBJS) $(AGENT_LIB) $(COMMON_LIB)
+$(AGENT_PROBE): tests/programs/agent/probe.c $(AGENT_OBJS) $(AGENT_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -Iagent -pie $(LDFLAGS_COMMON) -o $@ $< $(AGENT_OBJS) $(AGENT_LIB) \
 	  $(COMMON_LIB) $(COMMON_LIBS) -lpthread
@@ -71,7 +71,7 @@ agent-helpers: $(AGENT_HELPERS)
 # The MPI program of the agent's integration tests, one binary per MPI family.
 AGENT_MPI_FAMILIES := $(foreach m,openmpi mpich,$(if $(shell command -v mpicc.$(m)),$(m)))
 AGENT_MPI_BINS := $(foreach m,$(AGENT_MPI_FAMILIES),$(AGENT_TEST_DIR)/mpi_phases.$(m))
-$(AGENT_TEST_DIR)/mpi_phases.%: tests/agent/mpi/mpi_phases.c
+$(AGENT_TEST_DIR)/mpi_phases.%: tests/programs/agent/mpi/mpi_phases.c
 	@mkdir -p $(@D)
 	mpicc.$* -O2 -Wall -Wextra -Werror -o $@ $<
 CHECK_PREREQS += $(AGENT_MPI_BINS)

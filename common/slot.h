@@ -333,7 +333,7 @@ int mpi_pstate_slot_attach_private(const char *path, struct mpi_pstate_attach *a
 
 /* Unmaps what mpi_pstate_slot_attach* mapped (the slot keeps its data).  The
  * library never calls it (a rank keeps its slot mapped until it exits); the
- * tests and tests/agent/simranks.c, which attach many times, do. */
+ * tests and tests/programs/agent/simranks.c, which attach many times, do. */
 void mpi_pstate_slot_detach(struct mpi_pstate_attach *a);
 
 /* Fills the identity of a claimed slot and the function names (nfuncs

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # ---- preload/: the PMPI preload library (front + one backend per MPI ABI),
-# the mpi-pstate-exec launcher, and the MPI test programs of tests/preload/.
+# the mpi-pstate-exec launcher, and the MPI test programs of tests/programs/preload/.
 #
 # Generated sources go to $(B)/gen/preload; an MPI family whose pkg-config
 # module is missing is skipped (its backend is simply not built).
@@ -81,45 +81,45 @@ PRELOAD_TEST_BINS := $(foreach a,$(PRELOAD_ABIS),$(foreach p,$(PRELOAD_TEST_PROG
 	$(B)/tests/preload/libpmpi_tool.$(a).so $(B)/tests/preload/libpmpi_tool_chain.$(a).so)
 
 define PRELOAD_TEST_RULES
-$(B)/tests/preload/c_calls.$(1): tests/preload/c_calls.c tests/preload/rank_lines.h | $(B)/tests/preload
+$(B)/tests/preload/c_calls.$(1): tests/programs/preload/c_calls.c tests/programs/preload/rank_lines.h | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -o $$@ $$<
-$(B)/tests/preload/mt_calls.$(1): tests/preload/mt_calls.c | $(B)/tests/preload
+$(B)/tests/preload/mt_calls.$(1): tests/programs/preload/mt_calls.c | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -pthread -o $$@ $$<
-$(B)/tests/preload/wait_calls.$(1): tests/preload/wait_calls.c | $(B)/tests/preload
+$(B)/tests/preload/wait_calls.$(1): tests/programs/preload/wait_calls.c | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Werror -o $$@ $$<
-$(B)/tests/preload/c_large_calls.$(1): tests/preload/c_large_calls.c tests/preload/rank_lines.h | $(B)/tests/preload
+$(B)/tests/preload/c_large_calls.$(1): tests/programs/preload/c_large_calls.c tests/programs/preload/rank_lines.h | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Werror -o $$@ $$<
 # mpif.h has no interfaces: gfortran >= 10 needs to be told that choice
 # buffers of different types are fine.
-$(B)/tests/preload/f77_calls.$(1): tests/preload/f77_calls.f90 | $(B)/tests/preload
+$(B)/tests/preload/f77_calls.$(1): tests/programs/preload/f77_calls.f90 | $(B)/tests/preload
 	$(PRELOAD_MPIF90_$(1)) -O1 -g -w -fallow-argument-mismatch -J $(B)/tests/preload -o $$@ $$<
-$(B)/tests/preload/f90_calls.$(1): tests/preload/f90_calls.f90 | $(B)/tests/preload
+$(B)/tests/preload/f90_calls.$(1): tests/programs/preload/f90_calls.f90 | $(B)/tests/preload
 	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload -o $$@ $$<
-$(B)/tests/preload/f08_calls.$(1): tests/preload/f08_calls.f90 | $(B)/tests/preload
+$(B)/tests/preload/f08_calls.$(1): tests/programs/preload/f08_calls.f90 | $(B)/tests/preload
 	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload -o $$@ $$<
 # The large-count calls only where this mpi_f08 has the large-count procedures
 # (the probe compiles); elsewhere the program prints SKIP.
-$(B)/tests/preload/f08_large_calls.$(1): tests/preload/f08_large_calls.F90 tests/preload/f08_large_probe.f90 | $(B)/tests/preload
-	if $(PRELOAD_MPIF90_$(1)) -fsyntax-only -J $(B)/tests/preload tests/preload/f08_large_probe.f90 2>/dev/null; \
+$(B)/tests/preload/f08_large_calls.$(1): tests/programs/preload/f08_large_calls.F90 tests/programs/preload/f08_large_probe.f90 | $(B)/tests/preload
+	if $(PRELOAD_MPIF90_$(1)) -fsyntax-only -J $(B)/tests/preload tests/programs/preload/f08_large_probe.f90 2>/dev/null; \
 	then large=-DMPI_PSTATE_F08_LARGE; else large=; fi; \
 	$(PRELOAD_MPIF90_$(1)) -O1 -g $$$$large -J $(B)/tests/preload -o $$@ $$<
 # A PMPI tool (MPI_X counting, then PMPI_X), as a preloadable library and
 # linked into the programs: the tool-stacking tests (test_preload_pmpi.py).
-$(B)/tests/preload/libpmpi_tool.$(1).so: tests/preload/pmpi_tool.c | $(B)/tests/preload
+$(B)/tests/preload/libpmpi_tool.$(1).so: tests/programs/preload/pmpi_tool.c | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Wextra -Werror -fPIC -shared -o $$@ $$<
-$(B)/tests/preload/libpmpi_tool_chain.$(1).so: tests/preload/pmpi_tool.c | $(B)/tests/preload
+$(B)/tests/preload/libpmpi_tool_chain.$(1).so: tests/programs/preload/pmpi_tool.c | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Wextra -Werror -DTOOL_CHAIN -fPIC -shared -o $$@ $$< -ldl
-$(B)/tests/preload/pmpi_tool.$(1).o: tests/preload/pmpi_tool.c | $(B)/tests/preload
+$(B)/tests/preload/pmpi_tool.$(1).o: tests/programs/preload/pmpi_tool.c | $(B)/tests/preload
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -Wextra -Werror -c -o $$@ $$<
-$(B)/tests/preload/c_calls_tool.$(1): tests/preload/c_calls.c tests/preload/rank_lines.h $(B)/tests/preload/pmpi_tool.$(1).o
+$(B)/tests/preload/c_calls_tool.$(1): tests/programs/preload/c_calls.c tests/programs/preload/rank_lines.h $(B)/tests/preload/pmpi_tool.$(1).o
 	$(PRELOAD_MPICC_$(1)) -O1 -g -Wall -o $$@ $$< $(B)/tests/preload/pmpi_tool.$(1).o
-$(B)/tests/preload/f77_calls_tool.$(1): tests/preload/f77_calls.f90 $(B)/tests/preload/pmpi_tool.$(1).o
+$(B)/tests/preload/f77_calls_tool.$(1): tests/programs/preload/f77_calls.f90 $(B)/tests/preload/pmpi_tool.$(1).o
 	mkdir -p $(B)/tests/preload/tool.$(1)
 	$(PRELOAD_MPIF90_$(1)) -O1 -g -w -fallow-argument-mismatch -J $(B)/tests/preload/tool.$(1) -o $$@ $$< $(B)/tests/preload/pmpi_tool.$(1).o
-$(B)/tests/preload/f90_calls_tool.$(1): tests/preload/f90_calls.f90 $(B)/tests/preload/pmpi_tool.$(1).o
+$(B)/tests/preload/f90_calls_tool.$(1): tests/programs/preload/f90_calls.f90 $(B)/tests/preload/pmpi_tool.$(1).o
 	mkdir -p $(B)/tests/preload/tool.$(1)
 	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload/tool.$(1) -o $$@ $$< $(B)/tests/preload/pmpi_tool.$(1).o
-$(B)/tests/preload/f08_calls_tool.$(1): tests/preload/f08_calls.f90 $(B)/tests/preload/pmpi_tool.$(1).o
+$(B)/tests/preload/f08_calls_tool.$(1): tests/programs/preload/f08_calls.f90 $(B)/tests/preload/pmpi_tool.$(1).o
 	mkdir -p $(B)/tests/preload/tool.$(1)
 	$(PRELOAD_MPIF90_$(1)) -O1 -g -J $(B)/tests/preload/tool.$(1) -o $$@ $$< $(B)/tests/preload/pmpi_tool.$(1).o
 $(B)/bench/preload/hotpath.$(1): bench/preload/hotpath.c | $(B)/bench/preload

@@ -53,7 +53,7 @@ debroot-stop:
 # CHECK26_TESTS="NAME ..." runs only those integration tests (tests/run -K).
 B26 ?= build-26
 # gcc 15 reads Open MPI 6's MPI_UNWEIGHTED (a sentinel pointer) as an empty
-# array and warns (-Wstringop-overread) on tests/preload/c_large_calls.c's
+# array and warns (-Wstringop-overread) on tests/programs/preload/c_large_calls.c's
 # MPI_Dist_graph_create_adjacent, built with -Werror: not a fault of the
 # program, silenced for that release's test programs only.
 CHECK26_MPICC_ompi ?= mpicc.openmpi -Wno-stringop-overread

@@ -7,7 +7,7 @@
  * Needs exactly 2 ranks; both ranks make the same calls (the roles of the
  * point-to-point pairs alternate), function k of the list moving k MPI_INTs,
  * so that tests/py/test_preload.py can check every call and every byte
- * count (preload_helpers.large_expected).  tests/preload/f08_large_calls.F90
+ * count (preload_helpers.large_expected).  tests/programs/preload/f08_large_calls.F90
  * makes the same calls through use mpi_f08.  An MPI older than 4.0 has no
  * large-count functions: the program then prints "SKIP ..." and exits 0. */
 #include <mpi.h>
