@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* Task pinning, the plugin's glue (pinning.h): from what Slurm says of a
+ * step (its cores, tasks, CPUs per task, the user's --cpu-bind) to one
+ * placement request per task (placement.h), answered as the cpu_set_t the
+ * task is bound to (spank/step_task.c binds it). */
 #include "pinning.h"
 
 #include <errno.h>
@@ -7,15 +11,15 @@
 
 #include <hwloc/glibc-sched.h>
 
-/* The bind words are the pin modes, value for value (spank/pin.h). */
-static enum mpi_pstate_pin_mode mode_of(enum mpi_pstate_bind bind)
+/* The bind words are the pin modes, value for value (spank/placement.h). */
+static enum mpi_pstate_placement_mode mode_of(enum mpi_pstate_bind bind)
 {
-        return (unsigned)bind < MPI_PSTATE_BIND_COUNT ? (enum mpi_pstate_pin_mode)bind
-                                                      : MPI_PSTATE_PIN_CORES;
+        return (unsigned)bind < MPI_PSTATE_BIND_COUNT ? (enum mpi_pstate_placement_mode)bind
+                                                      : MPI_PSTATE_PLACEMENT_CORES;
 }
 
 /* Slurm counts --cpus-per-task in CPUs, which are hardware threads when the
- * node has SMT; pin.h counts cores (docs/pinning.md). */
+ * node has SMT; placement.h counts cores (docs/pinning.md). */
 static unsigned threads_per_core(hwloc_topology_t topo)
 {
         hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, 0);
@@ -58,10 +62,10 @@ bool mpi_pstate_pinning_ours(enum mpi_pstate_mode mode, const char *cpu_bind_typ
 }
 
 /* Once per step, in slurmstepd, before any task starts: the whole machine,
- * as slurmd numbers it (spank/pin.h). */
+ * as slurmd numbers it (spank/placement.h). */
 int mpi_pstate_pinning_load(hwloc_topology_t *topo)
 {
-        return mpi_pstate_pin_topology_load(topo, NULL);
+        return mpi_pstate_placement_topology_load(topo, NULL);
 }
 
 int mpi_pstate_pinning_init(struct mpi_pstate_pinning *p, hwloc_topology_t topo, const char *cores,
@@ -80,7 +84,7 @@ int mpi_pstate_pinning_init(struct mpi_pstate_pinning *p, hwloc_topology_t topo,
                 snprintf(err, errlen, "no topology");
                 goto fail;
         }
-        rc = mpi_pstate_pin_cpulist_parse(cores ? cores : "", p->cores);
+        rc = mpi_pstate_placement_cpulist_parse(cores ? cores : "", p->cores);
         if (rc == 0 && hwloc_bitmap_iszero(p->cores))
                 rc = -EINVAL;
         if (rc) {
@@ -88,7 +92,8 @@ int mpi_pstate_pinning_init(struct mpi_pstate_pinning *p, hwloc_topology_t topo,
                          cores ? cores : "");
                 goto fail;
         }
-        rc = mpi_pstate_pin_cores_to_cpus(topo, p->cores, MPI_PSTATE_PIN_SMT_ALL, p->cpus);
+        rc = mpi_pstate_placement_cores_to_cpus(topo, p->cores, MPI_PSTATE_PLACEMENT_SMT_ALL,
+                                                p->cpus);
         if (rc) {
                 snprintf(err, errlen, "allocated cores \"%.64s\" are not all on this node", cores);
                 goto fail;
@@ -97,9 +102,9 @@ int mpi_pstate_pinning_init(struct mpi_pstate_pinning *p, hwloc_topology_t topo,
         p->ntasks = ntasks ? ntasks : 1;
         p->cores_per_task = cpus_per_task ? (cpus_per_task + tpc - 1) / tpc : 1;
         if (daemon)
-                p->mode = MPI_PSTATE_PIN_NONE;
+                p->mode = MPI_PSTATE_PLACEMENT_NONE;
         else if (user_bound)
-                p->mode = MPI_PSTATE_PIN_USER;
+                p->mode = MPI_PSTATE_PLACEMENT_USER;
         else
                 p->mode = mode_of(bind);
         return 0;
@@ -121,12 +126,12 @@ void mpi_pstate_pinning_fini(struct mpi_pstate_pinning *p)
 
 int mpi_pstate_pinning_task(const struct mpi_pstate_pinning *p, unsigned task,
                             const cpu_set_t *current, cpu_set_t *out,
-                            struct mpi_pstate_pin_info *info, char *err, size_t errlen)
+                            struct mpi_pstate_placement_info *info, char *err, size_t errlen)
 {
         hwloc_bitmap_t set = hwloc_bitmap_alloc(), user = NULL;
-        struct mpi_pstate_pin_req req = {
+        struct mpi_pstate_placement_req req = {
             .mode = p->mode,
-            .smt = MPI_PSTATE_PIN_SMT_ALL,
+            .smt = MPI_PSTATE_PLACEMENT_SMT_ALL,
             .alloc_cores = p->cores,
             .ntasks = p->ntasks,
             .task = task,
@@ -138,7 +143,7 @@ int mpi_pstate_pinning_task(const struct mpi_pstate_pinning *p, unsigned task,
                 rc = -ENOMEM;
                 goto out;
         }
-        if (p->mode == MPI_PSTATE_PIN_USER) {
+        if (p->mode == MPI_PSTATE_PLACEMENT_USER) {
                 user = hwloc_bitmap_alloc();
                 if (!user || !current) {
                         rc = user ? -EINVAL : -ENOMEM;
@@ -147,7 +152,7 @@ int mpi_pstate_pinning_task(const struct mpi_pstate_pinning *p, unsigned task,
                 hwloc_cpuset_from_glibc_sched_affinity(p->topo, user, current, sizeof(*current));
                 req.user_cpus = user;
         }
-        rc = mpi_pstate_pin_compute(p->topo, &req, set, info, err, errlen);
+        rc = mpi_pstate_placement_compute(p->topo, &req, set, info, err, errlen);
         if (rc)
                 goto out;
         CPU_ZERO(out);

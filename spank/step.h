@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* One step on one node, from the hooks of the SPANK front door (spank/mpi_pstate.c):
- * pinning (spank/pinning.h over spank/pin.h), the per-step cpufreq policy
+ * pinning (spank/pinning.h over spank/placement.h), the per-step cpufreq policy
  * and its restore (spank/policy.h over common/cpufreq.h and
  * common/restore.h), the slot segment (common/slot.h), the preload library
  * (LD_PRELOAD, spank/launch.h) and the node agent (spank/agentctl.h).  Each

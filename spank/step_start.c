@@ -14,7 +14,7 @@
 #include "agentctl.h"
 #include "cgroup.h"
 #include "log.h"
-#include "pin.h"
+#include "placement.h"
 #include "spank_paths.h" /* generated: MPI_PSTATE_DEFAULT_AGENT */
 #include "steprec.h"
 #include "step_state.h"
@@ -128,7 +128,7 @@ static void policy_set(struct mpi_pstate_step_state *s, const struct mpi_pstate_
 
 /* Whether the job was allocated every core of this node: its cores here
  * as the credential slurmctld signed names them (S_JOB_ALLOC_CORES),
- * against the cores of the topology slurmd numbers them by (spank/pin.h).
+ * against the cores of the topology slurmd numbers them by (spank/placement.h).
  * Outside an OverSubscribe partition no other job then holds one of them.
  * The step's environment (SLURM_JOB_CPUS_PER_NODE, SLURM_CPUS_ON_NODE) is
  * never asked: the user sets it. */
@@ -144,11 +144,11 @@ static bool job_has_every_core(const struct mpi_pstate_step_state *s,
             !cores)
                 return false;
         n = hwloc_get_nbobjs_by_type(s->pin.topo, HWLOC_OBJ_CORE);
-        if (n <= 0) /* no core objects: Slurm counts the PUs (spank/pin.c) */
+        if (n <= 0) /* no core objects: Slurm counts the PUs (spank/placement.c) */
                 n = hwloc_get_nbobjs_by_type(s->pin.topo, HWLOC_OBJ_PU);
         job = hwloc_bitmap_alloc();
         all = hwloc_bitmap_alloc();
-        if (job && all && n > 0 && mpi_pstate_pin_cpulist_parse(cores, job) == 0 &&
+        if (job && all && n > 0 && mpi_pstate_placement_cpulist_parse(cores, job) == 0 &&
             hwloc_bitmap_set_range(all, 0, n - 1) == 0)
                 every = hwloc_bitmap_isincluded(all, job);
         hwloc_bitmap_free(job);

@@ -18,7 +18,7 @@
 
 int mpi_pstate_step_pin_task(struct mpi_pstate_step_state *s, const struct mpi_pstate_step *st)
 {
-        struct mpi_pstate_pin_info info;
+        struct mpi_pstate_placement_info info;
         char err[256] = "";
         int rc;
 
@@ -31,7 +31,7 @@ int mpi_pstate_step_pin_task(struct mpi_pstate_step_state *s, const struct mpi_p
                          st->task_id, err);
                 return rc;
         }
-        if (info.flags & MPI_PSTATE_PIN_F_OVERSUBSCRIBED && st->task_id == 0)
+        if (info.flags & MPI_PSTATE_PLACEMENT_F_OVERSUBSCRIBED && st->task_id == 0)
                 mp_info("job %u step %u: %u tasks share %u slot(s): cores are oversubscribed",
                         st->job_id, st->step_id, s->pin.ntasks, info.slots);
         if (sched_setaffinity(0, sizeof(s->task_set), &s->task_set) != 0)

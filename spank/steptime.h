@@ -2,7 +2,7 @@
 /* Where the plugin's per-step time goes: a monotonic stopwatch split into
  * the phases of a step's start (slurm_spank_init_post_opt and the first
  * task_post_fork, which hold up the launch of every task) and of its end (task_exit and exit, which
- * hold up the step's completion).  step_record.c logs both splits at debug level, one line each
+ * hold up the step's completion).  step_shared.c logs both splits at debug level, one line each
  * ("step start (ms): topology=1.234 ..."); bench/step/ reads them. Always on: a phase costs one
  * clock_gettime (vDSO, tens of ns), nothing next to the milliseconds being measured, and the line
  * is only formatted when a step starts or ends. */

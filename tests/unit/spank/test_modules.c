@@ -992,7 +992,7 @@ END_TEST
 START_TEST(pinning_user_mask)
 {
         struct mpi_pstate_pinning p;
-        struct mpi_pstate_pin_info info;
+        struct mpi_pstate_placement_info info;
         cpu_set_t cur, s;
         char err[256];
 
@@ -1000,13 +1000,13 @@ START_TEST(pinning_user_mask)
                                                  MPI_PSTATE_BIND_SCATTER, true, false, err,
                                                  sizeof(err)),
                          0);
-        ck_assert_int_eq(p.mode, MPI_PSTATE_PIN_USER);
+        ck_assert_int_eq(p.mode, MPI_PSTATE_PLACEMENT_USER);
         CPU_ZERO(&cur);
         CPU_SET(3, &cur);
         CPU_SET(9, &cur);
         ck_assert_int_eq(mpi_pstate_pinning_task(&p, 0, &cur, &s, &info, err, sizeof(err)), 0);
         expect_cpus(&s, "3");
-        ck_assert(info.flags & MPI_PSTATE_PIN_F_MASK_TRIMMED);
+        ck_assert(info.flags & MPI_PSTATE_PLACEMENT_F_MASK_TRIMMED);
         CPU_ZERO(&cur);
         CPU_SET(9, &cur);
         ck_assert_int_eq(mpi_pstate_pinning_task(&p, 0, &cur, &s, &info, err, sizeof(err)),

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Golden placements for common/pin.c.  Topologies (tests/data/topo/):
+/* Golden placements for spank/placement.c.  Topologies (tests/data/topo/):
  *   2s-snc2-smt.xml    pack:2 numa:2 core:8 pu:2, Intel-style PU numbering:
  *                      core c holds PUs c and c+32; NUMA n holds cores 8n..8n+7
  *   2s-snc2-nosmt.xml  pack:2 numa:2 core:8 pu:1, core c = PU c
@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pin.h"
+#include "placement.h"
 #include "check_main.h"
 
 #define SNC_SMT "2s-snc2-smt.xml"
@@ -24,11 +24,11 @@
 #define EIGHT "8s.xml"
 #define VM "1s2c-vm.xml"
 
-#define NUMA MPI_PSTATE_PIN_LEVEL_NUMA
-#define PKG MPI_PSTATE_PIN_LEVEL_PACKAGE
-#define NODE MPI_PSTATE_PIN_LEVEL_MACHINE
-#define OVER MPI_PSTATE_PIN_F_OVERSUBSCRIBED
-#define TRIM MPI_PSTATE_PIN_F_MASK_TRIMMED
+#define NUMA MPI_PSTATE_PLACEMENT_LEVEL_NUMA
+#define PKG MPI_PSTATE_PLACEMENT_LEVEL_PACKAGE
+#define NODE MPI_PSTATE_PLACEMENT_LEVEL_MACHINE
+#define OVER MPI_PSTATE_PLACEMENT_F_OVERSUBSCRIBED
+#define TRIM MPI_PSTATE_PLACEMENT_F_MASK_TRIMMED
 
 /* spec: an XML file under tests/data/topo, "syn:<hwloc synthetic>", or
  * "this" for the machine the test runs on. */
@@ -52,13 +52,13 @@ static hwloc_bitmap_t list(const char *s)
 {
         hwloc_bitmap_t b = hwloc_bitmap_alloc();
         ck_assert_ptr_nonnull(b);
-        ck_assert_msg(mpi_pstate_pin_cpulist_parse(s, b) == 0, "bad list in test: %s", s);
+        ck_assert_msg(mpi_pstate_placement_cpulist_parse(s, b) == 0, "bad list in test: %s", s);
         return b;
 }
 
 static const char *fmt(hwloc_const_bitmap_t b, char *buf, size_t len)
 {
-        ck_assert_int_eq(mpi_pstate_pin_cpulist_format(b, buf, len), 0);
+        ck_assert_int_eq(mpi_pstate_placement_cpulist_format(b, buf, len), 0);
         return buf;
 }
 
@@ -66,8 +66,8 @@ static const char *fmt(hwloc_const_bitmap_t b, char *buf, size_t len)
 
 struct golden {
         const char *topo;
-        enum mpi_pstate_pin_mode mode;
-        enum mpi_pstate_pin_smt smt;
+        enum mpi_pstate_placement_mode mode;
+        enum mpi_pstate_placement_smt smt;
         const char *alloc; /* core list, NULL = whole node */
         unsigned ntasks, cpt;
         const char *expect; /* cpu list of task 0 | task 1 | ... */
@@ -76,19 +76,20 @@ struct golden {
         unsigned slots;
 };
 
-#define ONE MPI_PSTATE_PIN_SMT_ONE
-#define ALL MPI_PSTATE_PIN_SMT_ALL
+#define ONE MPI_PSTATE_PLACEMENT_SMT_ONE
+#define ALL MPI_PSTATE_PLACEMENT_SMT_ALL
 /* The mode's word in test messages: options.def's, or "user". */
-static const char *mode_word(enum mpi_pstate_pin_mode m)
+static const char *mode_word(enum mpi_pstate_placement_mode m)
 {
-        return m == MPI_PSTATE_PIN_USER ? "user"
-                                        : mpi_pstate_options_bind_word((enum mpi_pstate_bind)m);
+        return m == MPI_PSTATE_PLACEMENT_USER
+                   ? "user"
+                   : mpi_pstate_options_bind_word((enum mpi_pstate_bind)m);
 }
 
-#define M_NONE MPI_PSTATE_PIN_NONE
-#define M_CORES MPI_PSTATE_PIN_CORES
-#define M_COMPACT MPI_PSTATE_PIN_COMPACT
-#define M_SCATTER MPI_PSTATE_PIN_SCATTER
+#define M_NONE MPI_PSTATE_PLACEMENT_NONE
+#define M_CORES MPI_PSTATE_PLACEMENT_CORES
+#define M_COMPACT MPI_PSTATE_PLACEMENT_COMPACT
+#define M_SCATTER MPI_PSTATE_PLACEMENT_SCATTER
 
 static const struct golden golden[] = {
     /* 0: cores, one PU per core: task i = core i = PU i */
@@ -176,11 +177,11 @@ START_TEST(golden_placements)
         size_t len = 0;
 
         for (unsigned t = 0; t < g->ntasks; t++) {
-                struct mpi_pstate_pin_req req = {g->mode, g->smt, alloc, g->ntasks,
-                                                 t,       g->cpt, NULL};
-                struct mpi_pstate_pin_info info = {99, 99, 99};
+                struct mpi_pstate_placement_req req = {g->mode, g->smt, alloc, g->ntasks,
+                                                       t,       g->cpt, NULL};
+                struct mpi_pstate_placement_info info = {99, 99, 99};
                 err[0] = '\0';
-                int rc = mpi_pstate_pin_compute(topo, &req, out, &info, err, sizeof(err));
+                int rc = mpi_pstate_placement_compute(topo, &req, out, &info, err, sizeof(err));
                 ck_assert_msg(rc == 0, "case %d task %u: rc %d (%s)", _i, t, rc, err);
                 ck_assert_msg(info.flags == g->flags, "case %d task %u: flags %u, want %u", _i, t,
                               info.flags, g->flags);
@@ -212,11 +213,12 @@ START_TEST(scatter_closed_form)
 
         for (unsigned ntasks = 1; ntasks <= 70; ntasks++)
                 for (unsigned t = 0; t < ntasks; t++) {
-                        struct mpi_pstate_pin_req req = {M_SCATTER, ALL, NULL, ntasks, t, 1, NULL};
-                        struct mpi_pstate_pin_info info;
+                        struct mpi_pstate_placement_req req = {M_SCATTER, ALL, NULL, ntasks,
+                                                               t,         1,   NULL};
+                        struct mpi_pstate_placement_info info;
                         unsigned r = t % 32, core = base[r % 4] + r / 4;
-                        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &req, out, &info, NULL, 0),
-                                         0);
+                        ck_assert_int_eq(
+                            mpi_pstate_placement_compute(topo, &req, out, &info, NULL, 0), 0);
                         ck_assert_int_eq(hwloc_bitmap_weight(out), 2);
                         ck_assert_msg(hwloc_bitmap_isset(out, core) &&
                                           hwloc_bitmap_isset(out, core + 32),
@@ -237,20 +239,20 @@ static void check_invariants(const char *spec, const char *alloc_s)
         hwloc_bitmap_t alloc = list(alloc_s), allowed = hwloc_bitmap_alloc();
         hwloc_bitmap_t seen = hwloc_bitmap_alloc(), out = hwloc_bitmap_alloc();
         hwloc_bitmap_t cores = hwloc_bitmap_alloc();
-        const enum mpi_pstate_pin_mode modes[] = {M_CORES, M_COMPACT, M_SCATTER};
+        const enum mpi_pstate_placement_mode modes[] = {M_CORES, M_COMPACT, M_SCATTER};
         unsigned n = (unsigned)hwloc_bitmap_weight(alloc);
 
-        ck_assert_int_eq(mpi_pstate_pin_cores_to_cpus(topo, alloc, ALL, allowed), 0);
+        ck_assert_int_eq(mpi_pstate_placement_cores_to_cpus(topo, alloc, ALL, allowed), 0);
         for (unsigned m = 0; m < 3; m++)
                 for (unsigned cpt = 1; cpt <= 5; cpt++)
                         for (unsigned ntasks = 1; ntasks * cpt <= n; ntasks++) {
                                 hwloc_bitmap_zero(seen);
                                 for (unsigned t = 0; t < ntasks; t++) {
-                                        struct mpi_pstate_pin_req req = {
+                                        struct mpi_pstate_placement_req req = {
                                             modes[m], ALL, alloc, ntasks, t, cpt, NULL};
-                                        struct mpi_pstate_pin_info info;
-                                        int rc =
-                                            mpi_pstate_pin_compute(topo, &req, out, &info, NULL, 0);
+                                        struct mpi_pstate_placement_info info;
+                                        int rc = mpi_pstate_placement_compute(topo, &req, out,
+                                                                              &info, NULL, 0);
                                         ck_assert_int_eq(rc, 0);
                                         if (info.flags & OVER)
                                                 continue;
@@ -260,7 +262,8 @@ static void check_invariants(const char *spec, const char *alloc_s)
                                                       m, cpt, ntasks);
                                         hwloc_bitmap_or(seen, seen, out);
                                         ck_assert_int_eq(
-                                            mpi_pstate_pin_cpus_to_cores(topo, out, cores), 0);
+                                            mpi_pstate_placement_cpus_to_cores(topo, out, cores),
+                                            0);
                                         ck_assert_int_eq(hwloc_bitmap_weight(cores), (int)cpt);
                                         if (info.level == NODE)
                                                 continue;
@@ -303,8 +306,10 @@ START_TEST(scatter_equal_share)
         for (unsigned ntasks = 1; ntasks <= 16; ntasks++) {
                 unsigned per[4] = {0};
                 for (unsigned t = 0; t < ntasks; t++) {
-                        struct mpi_pstate_pin_req req = {M_SCATTER, ONE, NULL, ntasks, t, 2, NULL};
-                        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &req, out, NULL, NULL, 0), 0);
+                        struct mpi_pstate_placement_req req = {M_SCATTER, ONE, NULL, ntasks,
+                                                               t,         2,   NULL};
+                        ck_assert_int_eq(
+                            mpi_pstate_placement_compute(topo, &req, out, NULL, NULL, 0), 0);
                         per[hwloc_bitmap_first(out) / 8]++;
                 }
                 for (unsigned d = 0; d < 4; d++)
@@ -327,9 +332,9 @@ START_TEST(this_machine)
                 ncores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
         ck_assert_int_gt(ncores, 0);
         for (unsigned t = 0; t < (unsigned)ncores; t++) {
-                struct mpi_pstate_pin_req req = {M_COMPACT, ONE, NULL, (unsigned)ncores,
-                                                 t,         1,   NULL};
-                ck_assert_int_eq(mpi_pstate_pin_compute(topo, &req, out, NULL, NULL, 0), 0);
+                struct mpi_pstate_placement_req req = {M_COMPACT, ONE, NULL, (unsigned)ncores,
+                                                       t,         1,   NULL};
+                ck_assert_int_eq(mpi_pstate_placement_compute(topo, &req, out, NULL, NULL, 0), 0);
                 ck_assert_int_eq(hwloc_bitmap_weight(out), 1);
                 ck_assert(hwloc_bitmap_isincluded(out, hwloc_topology_get_complete_cpuset(topo)));
                 ck_assert(!hwloc_bitmap_intersects(out, seen));
@@ -347,7 +352,7 @@ END_TEST
 static const char *map_cores(hwloc_topology_t topo, const char *cores, char *buf, size_t len)
 {
         hwloc_bitmap_t c = list(cores), out = hwloc_bitmap_alloc();
-        int rc = mpi_pstate_pin_cores_to_cpus(topo, c, ALL, out);
+        int rc = mpi_pstate_placement_cores_to_cpus(topo, c, ALL, out);
 
         if (rc == 0)
                 fmt(out, buf, len);
@@ -389,15 +394,15 @@ START_TEST(restricted_cpuset_xml)
         close(fd);
         free(text);
 
-        ck_assert_int_eq(mpi_pstate_pin_topology_load(&topo, path), 0);
+        ck_assert_int_eq(mpi_pstate_placement_topology_load(&topo, path), 0);
         ck_assert_int_eq(hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE), 32);
         ck_assert_str_eq(map_cores(topo, "1-2", buf, sizeof(buf)), "1-2");
         ck_assert_str_eq(map_cores(topo, "31", buf, sizeof(buf)), "31");
         {
-                struct mpi_pstate_pin_req req = {M_CORES, ONE, list("1-4"), 2, 1, 2, NULL};
+                struct mpi_pstate_placement_req req = {M_CORES, ONE, list("1-4"), 2, 1, 2, NULL};
                 hwloc_bitmap_t out = hwloc_bitmap_alloc();
 
-                ck_assert_int_eq(mpi_pstate_pin_compute(topo, &req, out, NULL, NULL, 0), 0);
+                ck_assert_int_eq(mpi_pstate_placement_compute(topo, &req, out, NULL, NULL, 0), 0);
                 ck_assert_str_eq(fmt(out, buf, sizeof(buf)), "3-4");
                 hwloc_bitmap_free(out);
                 hwloc_bitmap_free((hwloc_bitmap_t)req.alloc_cores);
@@ -442,7 +447,7 @@ static int child_in_cpuset(const char *dir, int last_core, int last_pu)
         snprintf(pid, sizeof(pid), "%d", (int)getpid());
         if (put(dir, "tasks", pid))
                 return 10;
-        if (mpi_pstate_pin_topology_load(&topo, NULL))
+        if (mpi_pstate_placement_topology_load(&topo, NULL))
                 return 11;
         snprintf(core, sizeof(core), "%d", last_core);
         snprintf(want, sizeof(want), "%d", last_pu);
@@ -510,7 +515,7 @@ START_TEST(user_mask)
 {
         hwloc_topology_t topo = load_topo(SNC_SMT);
         hwloc_bitmap_t alloc = list("0-3"), out = hwloc_bitmap_alloc(), keep = list("7");
-        struct mpi_pstate_pin_info info;
+        struct mpi_pstate_placement_info info;
         char buf[128], err[256] = "";
         struct {
                 const char *mask, *want;
@@ -524,9 +529,10 @@ START_TEST(user_mask)
 
         for (unsigned i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
                 hwloc_bitmap_t mask = list(ok[i].mask);
-                struct mpi_pstate_pin_req req = {MPI_PSTATE_PIN_USER, ONE, alloc, 4, 3, 1, mask};
-                ck_assert_int_eq(mpi_pstate_pin_compute(topo, &req, out, &info, err, sizeof(err)),
-                                 0);
+                struct mpi_pstate_placement_req req = {
+                    MPI_PSTATE_PLACEMENT_USER, ONE, alloc, 4, 3, 1, mask};
+                ck_assert_int_eq(
+                    mpi_pstate_placement_compute(topo, &req, out, &info, err, sizeof(err)), 0);
                 ck_assert_str_eq(fmt(out, buf, sizeof(buf)), ok[i].want);
                 ck_assert_uint_eq(info.flags, ok[i].flags);
                 hwloc_bitmap_free(mask);
@@ -534,18 +540,19 @@ START_TEST(user_mask)
 
         /* Disjoint from the allocation: an error naming both sets, out untouched. */
         hwloc_bitmap_t far = list("4-7,36");
-        struct mpi_pstate_pin_req req = {MPI_PSTATE_PIN_USER, ONE, alloc, 1, 0, 1, far};
+        struct mpi_pstate_placement_req req = {MPI_PSTATE_PLACEMENT_USER, ONE, alloc, 1, 0, 1, far};
         hwloc_bitmap_copy(out, keep);
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &req, out, &info, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &req, out, &info, err, sizeof(err)),
+                         -EINVAL);
         ck_assert_msg(strstr(err, "4-7,36") && strstr(err, "0-3,32-35"), "message: %s", err);
         ck_assert(hwloc_bitmap_isequal(out, keep));
 
         /* A mask belongs to user mode and user mode needs one. */
         req.mode = M_CORES;
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &req, out, NULL, NULL, 0), -EINVAL);
-        req.mode = MPI_PSTATE_PIN_USER;
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &req, out, NULL, NULL, 0), -EINVAL);
+        req.mode = MPI_PSTATE_PLACEMENT_USER;
         req.user_cpus = NULL;
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &req, out, NULL, NULL, 0), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &req, out, NULL, NULL, 0), -EINVAL);
 
         hwloc_bitmap_free(far);
         hwloc_bitmap_free(keep);
@@ -563,42 +570,51 @@ START_TEST(bad_requests)
         hwloc_bitmap_t out = list("5"), alloc = list("0-3"), big = list("32"),
                        empty = hwloc_bitmap_alloc(), inf = hwloc_bitmap_alloc(),
                        huge = hwloc_bitmap_alloc();
-        struct mpi_pstate_pin_req ok = {M_CORES, ONE, alloc, 4, 0, 1, NULL}, r;
+        struct mpi_pstate_placement_req ok = {M_CORES, ONE, alloc, 4, 0, 1, NULL}, r;
         char err[256];
 
         hwloc_bitmap_fill(inf);
-        hwloc_bitmap_set(huge, MPI_PSTATE_PIN_MAX_INDEX + 1);
-        ck_assert_int_eq(mpi_pstate_pin_compute(NULL, &ok, out, NULL, NULL, 0), -EINVAL);
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, NULL, out, NULL, NULL, 0), -EINVAL);
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &ok, NULL, NULL, NULL, 0), -EINVAL);
+        hwloc_bitmap_set(huge, MPI_PSTATE_PLACEMENT_MAX_INDEX + 1);
+        ck_assert_int_eq(mpi_pstate_placement_compute(NULL, &ok, out, NULL, NULL, 0), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, NULL, out, NULL, NULL, 0), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &ok, NULL, NULL, NULL, 0), -EINVAL);
 
         r = ok, r.ntasks = 0;
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &r, out, NULL, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &r, out, NULL, err, sizeof(err)),
+                         -EINVAL);
         r = ok, r.task = 4;
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &r, out, NULL, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &r, out, NULL, err, sizeof(err)),
+                         -EINVAL);
         ck_assert_str_eq(err, "task 4 out of range: 4 local tasks");
-        r = ok, r.mode = (enum mpi_pstate_pin_mode)99;
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &r, out, NULL, err, sizeof(err)), -EINVAL);
-        r = ok, r.smt = (enum mpi_pstate_pin_smt)7;
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &r, out, NULL, err, sizeof(err)), -EINVAL);
-        r = ok, r.cores_per_task = MPI_PSTATE_PIN_MAX_INDEX + 2;
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &r, out, NULL, err, sizeof(err)), -ERANGE);
+        r = ok, r.mode = (enum mpi_pstate_placement_mode)99;
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &r, out, NULL, err, sizeof(err)),
+                         -EINVAL);
+        r = ok, r.smt = (enum mpi_pstate_placement_smt)7;
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &r, out, NULL, err, sizeof(err)),
+                         -EINVAL);
+        r = ok, r.cores_per_task = MPI_PSTATE_PLACEMENT_MAX_INDEX + 2;
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &r, out, NULL, err, sizeof(err)),
+                         -ERANGE);
         /* Core 32 on a 32-core node: Slurm and the topology disagree. */
         r = ok, r.alloc_cores = big;
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &r, out, NULL, err, sizeof(err)), -ERANGE);
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &r, out, NULL, err, sizeof(err)),
+                         -ERANGE);
         ck_assert_str_eq(err, "allocated core 32 is not on this node (32 cores)");
         r = ok, r.alloc_cores = empty;
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &r, out, NULL, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &r, out, NULL, err, sizeof(err)),
+                         -EINVAL);
         ck_assert_str_eq(err, "empty core allocation");
         r = ok, r.alloc_cores = inf;
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &r, out, NULL, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &r, out, NULL, err, sizeof(err)),
+                         -EINVAL);
         r = ok, r.alloc_cores = huge;
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &r, out, NULL, err, sizeof(err)), -ERANGE);
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &r, out, NULL, err, sizeof(err)),
+                         -ERANGE);
         /* A one-byte error buffer is still terminated, NULL is allowed. */
         r = ok, r.task = 9;
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &r, out, NULL, err, 1), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &r, out, NULL, err, 1), -EINVAL);
         ck_assert_str_eq(err, "");
-        ck_assert_int_eq(mpi_pstate_pin_compute(topo, &r, out, NULL, NULL, 99), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_compute(topo, &r, out, NULL, NULL, 99), -EINVAL);
 
         /* No failure above touched the output. */
         ck_assert_int_eq(hwloc_bitmap_weight(out), 1);
@@ -622,26 +638,27 @@ START_TEST(converters)
         hwloc_bitmap_t cores = list("0,16,31"), out = hwloc_bitmap_alloc(), back = list("9");
         char buf[128];
 
-        ck_assert_int_eq(mpi_pstate_pin_cores_to_cpus(topo, cores, ONE, out), 0);
+        ck_assert_int_eq(mpi_pstate_placement_cores_to_cpus(topo, cores, ONE, out), 0);
         ck_assert_str_eq(fmt(out, buf, sizeof(buf)), "0,16,31");
-        ck_assert_int_eq(mpi_pstate_pin_cores_to_cpus(topo, cores, ALL, out), 0);
+        ck_assert_int_eq(mpi_pstate_placement_cores_to_cpus(topo, cores, ALL, out), 0);
         ck_assert_str_eq(fmt(out, buf, sizeof(buf)), "0,16,31-32,48,63");
         /* Either hyperthread names the same core; the round trip is exact. */
-        ck_assert_int_eq(mpi_pstate_pin_cpus_to_cores(topo, out, back), 0);
+        ck_assert_int_eq(mpi_pstate_placement_cpus_to_cores(topo, out, back), 0);
         ck_assert(hwloc_bitmap_isequal(back, cores));
         hwloc_bitmap_t ht = list("33,1,40");
-        ck_assert_int_eq(mpi_pstate_pin_cpus_to_cores(topo, ht, back), 0);
+        ck_assert_int_eq(mpi_pstate_placement_cpus_to_cores(topo, ht, back), 0);
         ck_assert_str_eq(fmt(back, buf, sizeof(buf)), "1,8");
 
         /* Out of the machine: -ERANGE and outputs kept. */
         hwloc_bitmap_t c32 = list("3,32"), p64 = list("64");
-        ck_assert_int_eq(mpi_pstate_pin_cores_to_cpus(topo, c32, ONE, out), -ERANGE);
+        ck_assert_int_eq(mpi_pstate_placement_cores_to_cpus(topo, c32, ONE, out), -ERANGE);
         ck_assert_str_eq(fmt(out, buf, sizeof(buf)), "0,16,31-32,48,63");
-        ck_assert_int_eq(mpi_pstate_pin_cpus_to_cores(topo, p64, back), -ERANGE);
+        ck_assert_int_eq(mpi_pstate_placement_cpus_to_cores(topo, p64, back), -ERANGE);
         ck_assert_str_eq(fmt(back, buf, sizeof(buf)), "1,8");
-        ck_assert_int_eq(mpi_pstate_pin_cores_to_cpus(topo, c32, (enum mpi_pstate_pin_smt)5, out),
-                         -EINVAL);
-        ck_assert_int_eq(mpi_pstate_pin_cpus_to_cores(NULL, p64, back), -EINVAL);
+        ck_assert_int_eq(
+            mpi_pstate_placement_cores_to_cpus(topo, c32, (enum mpi_pstate_placement_smt)5, out),
+            -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_cpus_to_cores(NULL, p64, back), -EINVAL);
 
         hwloc_bitmap_free(p64);
         hwloc_bitmap_free(c32);
@@ -690,7 +707,7 @@ START_TEST(cpulist_parse_table)
 {
         hwloc_bitmap_t b = list("42");
         char buf[64];
-        int rc = mpi_pstate_pin_cpulist_parse(lists[_i].in, b);
+        int rc = mpi_pstate_placement_cpulist_parse(lists[_i].in, b);
 
         ck_assert_msg(rc == lists[_i].rc, "\"%s\": rc %d, want %d", lists[_i].in, rc, lists[_i].rc);
         if (rc == 0)
@@ -706,15 +723,15 @@ START_TEST(cpulist_format_edges)
         hwloc_bitmap_t b = list("0-3,8,100-200"), inf = hwloc_bitmap_alloc();
         char buf[16];
 
-        ck_assert_int_eq(mpi_pstate_pin_cpulist_format(b, buf, 14), 0);
+        ck_assert_int_eq(mpi_pstate_placement_cpulist_format(b, buf, 14), 0);
         ck_assert_str_eq(buf, "0-3,8,100-200");
-        ck_assert_int_eq(mpi_pstate_pin_cpulist_format(b, buf, 13), -ENOSPC);
+        ck_assert_int_eq(mpi_pstate_placement_cpulist_format(b, buf, 13), -ENOSPC);
         ck_assert_str_eq(buf, "");
         hwloc_bitmap_fill(inf);
-        ck_assert_int_eq(mpi_pstate_pin_cpulist_format(inf, buf, sizeof(buf)), -EINVAL);
-        ck_assert_int_eq(mpi_pstate_pin_cpulist_format(b, buf, 0), -EINVAL);
-        ck_assert_int_eq(mpi_pstate_pin_cpulist_format(NULL, buf, sizeof(buf)), -EINVAL);
-        ck_assert_int_eq(mpi_pstate_pin_cpulist_parse(NULL, b), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_cpulist_format(inf, buf, sizeof(buf)), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_cpulist_format(b, buf, 0), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_cpulist_format(NULL, buf, sizeof(buf)), -EINVAL);
+        ck_assert_int_eq(mpi_pstate_placement_cpulist_parse(NULL, b), -EINVAL);
         hwloc_bitmap_free(inf);
         hwloc_bitmap_free(b);
 }
@@ -726,9 +743,9 @@ START_TEST(modes_are_the_bind_words)
         ck_assert_int_eq(M_CORES, MPI_PSTATE_BIND_CORES);
         ck_assert_int_eq(M_COMPACT, MPI_PSTATE_BIND_COMPACT);
         ck_assert_int_eq(M_SCATTER, MPI_PSTATE_BIND_SCATTER);
-        ck_assert_int_eq(MPI_PSTATE_PIN_USER, MPI_PSTATE_BIND_COUNT);
+        ck_assert_int_eq(MPI_PSTATE_PLACEMENT_USER, MPI_PSTATE_BIND_COUNT);
         ck_assert_str_eq(mode_word(M_COMPACT), "compact");
-        ck_assert_str_eq(mode_word(MPI_PSTATE_PIN_USER), "user");
+        ck_assert_str_eq(mode_word(MPI_PSTATE_PLACEMENT_USER), "user");
 }
 END_TEST
 

@@ -18,7 +18,7 @@
 #include <slurm/slurm.h>
 
 #include "fakesys.h"
-#include "pin.h"
+#include "placement.h"
 #include "spank_stub.h"
 #include "check_main.h"
 
@@ -428,13 +428,13 @@ static void no_cgroups(void)
         ck_assert(!exists(path));
 }
 
-/* The number of cores Slurm counts on this node (spank/pin.h). */
+/* The number of cores Slurm counts on this node (spank/placement.h). */
 static int node_cores(void)
 {
         hwloc_topology_t topo;
         int n;
 
-        ck_assert_int_eq(mpi_pstate_pin_topology_load(&topo, NULL), 0);
+        ck_assert_int_eq(mpi_pstate_placement_topology_load(&topo, NULL), 0);
         n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
         if (n <= 0)
                 n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "pin.h"
+/* Task placement, computed (placement.h): the cpuset of each local task of a
+ * step from the hwloc topology, the allocated cores and the bind mode, as a
+ * pure function; nothing here binds a process.  Also the strict cpulist
+ * parser and formatter and the topology load that numbers cores as slurmd
+ * does. */
+#include "placement.h"
 #include "errmsg.h"
 
 #include <errno.h>
@@ -12,8 +17,8 @@
 
 #include "parse.h"
 
-#define NMODES (MPI_PSTATE_PIN_USER + 1u)
-#define NSMT (MPI_PSTATE_PIN_SMT_ALL + 1u)
+#define NMODES (MPI_PSTATE_PLACEMENT_USER + 1u)
+#define NSMT (MPI_PSTATE_PLACEMENT_SMT_ALL + 1u)
 
 /* Slurm counts a PU as a core when the machine reports no cores; do the same
  * so that core indices keep meaning what slurmd meant. */
@@ -28,17 +33,17 @@ static int check_bounded(hwloc_const_bitmap_t set)
 {
         if (hwloc_bitmap_weight(set) < 0)
                 return -EINVAL;
-        if (hwloc_bitmap_last(set) > (int)MPI_PSTATE_PIN_MAX_INDEX)
+        if (hwloc_bitmap_last(set) > (int)MPI_PSTATE_PLACEMENT_MAX_INDEX)
                 return -ERANGE;
         return 0;
 }
 
-static int add_core_cpus(hwloc_topology_t topo, hwloc_obj_t core, enum mpi_pstate_pin_smt smt,
+static int add_core_cpus(hwloc_topology_t topo, hwloc_obj_t core, enum mpi_pstate_placement_smt smt,
                          hwloc_bitmap_t out)
 {
         hwloc_obj_t pu;
 
-        if (smt == MPI_PSTATE_PIN_SMT_ALL || core->type == HWLOC_OBJ_PU)
+        if (smt == MPI_PSTATE_PLACEMENT_SMT_ALL || core->type == HWLOC_OBJ_PU)
                 return hwloc_bitmap_or(out, out, core->cpuset) < 0 ? -ENOMEM : 0;
         /* Logical order, not the lowest OS index: the first hardware thread is
          * the one Slurm and the kernel's sibling lists name first. */
@@ -51,11 +56,11 @@ static int add_core_cpus(hwloc_topology_t topo, hwloc_obj_t core, enum mpi_pstat
 /* One index of a bounded set mapped into the output set (-ERANGE when the
  * topology has no such object). */
 typedef int (*map_one_fn)(hwloc_topology_t topo, hwloc_obj_type_t core, unsigned i,
-                          enum mpi_pstate_pin_smt smt, hwloc_bitmap_t out);
+                          enum mpi_pstate_placement_smt smt, hwloc_bitmap_t out);
 
 /* The output is written only when every index mapped. */
-static int map_set(hwloc_topology_t topo, hwloc_const_bitmap_t in, enum mpi_pstate_pin_smt smt,
-                   map_one_fn one, hwloc_bitmap_t out)
+static int map_set(hwloc_topology_t topo, hwloc_const_bitmap_t in,
+                   enum mpi_pstate_placement_smt smt, map_one_fn one, hwloc_bitmap_t out)
 {
         hwloc_bitmap_t tmp;
         hwloc_obj_type_t type;
@@ -82,7 +87,7 @@ out:
 }
 
 static int core_cpus(hwloc_topology_t topo, hwloc_obj_type_t type, unsigned i,
-                     enum mpi_pstate_pin_smt smt, hwloc_bitmap_t out)
+                     enum mpi_pstate_placement_smt smt, hwloc_bitmap_t out)
 {
         hwloc_obj_t core = hwloc_get_obj_by_type(topo, type, i);
 
@@ -90,7 +95,7 @@ static int core_cpus(hwloc_topology_t topo, hwloc_obj_type_t type, unsigned i,
 }
 
 static int cpu_core(hwloc_topology_t topo, hwloc_obj_type_t type, unsigned i,
-                    enum mpi_pstate_pin_smt smt, hwloc_bitmap_t out)
+                    enum mpi_pstate_placement_smt smt, hwloc_bitmap_t out)
 {
         hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(topo, i);
         hwloc_obj_t core = NULL;
@@ -103,20 +108,20 @@ static int cpu_core(hwloc_topology_t topo, hwloc_obj_type_t type, unsigned i,
         return hwloc_bitmap_set(out, core->logical_index) < 0 ? -ENOMEM : 0;
 }
 
-int mpi_pstate_pin_cores_to_cpus(hwloc_topology_t topo, hwloc_const_bitmap_t cores,
-                                 enum mpi_pstate_pin_smt smt, hwloc_bitmap_t cpus)
+int mpi_pstate_placement_cores_to_cpus(hwloc_topology_t topo, hwloc_const_bitmap_t cores,
+                                       enum mpi_pstate_placement_smt smt, hwloc_bitmap_t cpus)
 {
         if (!topo || !cores || !cpus || (unsigned)smt >= NSMT)
                 return -EINVAL;
         return map_set(topo, cores, smt, core_cpus, cpus);
 }
 
-int mpi_pstate_pin_cpus_to_cores(hwloc_topology_t topo, hwloc_const_bitmap_t cpus,
-                                 hwloc_bitmap_t cores)
+int mpi_pstate_placement_cpus_to_cores(hwloc_topology_t topo, hwloc_const_bitmap_t cpus,
+                                       hwloc_bitmap_t cores)
 {
         if (!topo || !cpus || !cores)
                 return -EINVAL;
-        return map_set(topo, cpus, MPI_PSTATE_PIN_SMT_ALL, cpu_core, cores);
+        return map_set(topo, cpus, MPI_PSTATE_PLACEMENT_SMT_ALL, cpu_core, cores);
 }
 
 /* ---- topology ----------------------------------------------------------- */
@@ -139,7 +144,7 @@ static void skip_components(hwloc_topology_t topo)
 #endif
 }
 
-int mpi_pstate_pin_topology_load(hwloc_topology_t *topo, const char *xml)
+int mpi_pstate_placement_topology_load(hwloc_topology_t *topo, const char *xml)
 {
         static const hwloc_obj_type_t keep[] = {HWLOC_OBJ_PACKAGE, HWLOC_OBJ_CORE};
         int rc = -ENOMEM;
@@ -202,16 +207,16 @@ static void layout_free(struct layout *l)
         memset(l, 0, sizeof(*l));
 }
 
-static void level_keys(const struct core_ent *c, enum mpi_pstate_pin_level level, unsigned *a,
+static void level_keys(const struct core_ent *c, enum mpi_pstate_placement_level level, unsigned *a,
                        unsigned *b, unsigned *pk)
 {
-        *a = level == MPI_PSTATE_PIN_LEVEL_MACHINE ? 0 : c->pkg;
-        *b = level == MPI_PSTATE_PIN_LEVEL_NUMA ? c->numa : 0;
+        *a = level == MPI_PSTATE_PLACEMENT_LEVEL_MACHINE ? 0 : c->pkg;
+        *b = level == MPI_PSTATE_PLACEMENT_LEVEL_NUMA ? c->numa : 0;
         *pk = *a;
 }
 
 static int layout_build(struct layout *l, const struct core_ent *cores, unsigned n,
-                        enum mpi_pstate_pin_level level, unsigned cpt)
+                        enum mpi_pstate_placement_level level, unsigned cpt)
 {
         unsigned *group_of, *ka, *kb, *kp, *size;
         unsigned k, g;
@@ -347,7 +352,7 @@ static int collect_cores(hwloc_topology_t topo, hwloc_const_bitmap_t alloc, stru
         return 0;
 }
 
-static int check_req(const struct mpi_pstate_pin_req *req, char *err, size_t errlen)
+static int check_req(const struct mpi_pstate_placement_req *req, char *err, size_t errlen)
 {
         if ((unsigned)req->mode >= NMODES) {
                 mpi_pstate_errmsg_set(err, errlen, "unknown pinning mode %d", (int)req->mode);
@@ -362,12 +367,12 @@ static int check_req(const struct mpi_pstate_pin_req *req, char *err, size_t err
                                       req->task, req->ntasks);
                 return -EINVAL;
         }
-        if (req->cores_per_task > MPI_PSTATE_PIN_MAX_INDEX + 1) {
+        if (req->cores_per_task > MPI_PSTATE_PLACEMENT_MAX_INDEX + 1) {
                 mpi_pstate_errmsg_set(err, errlen, "%u cores per task is beyond any node",
                                       req->cores_per_task);
                 return -ERANGE;
         }
-        if ((req->mode == MPI_PSTATE_PIN_USER) != (req->user_cpus != NULL)) {
+        if ((req->mode == MPI_PSTATE_PLACEMENT_USER) != (req->user_cpus != NULL)) {
                 mpi_pstate_errmsg_set(err, errlen,
                                       "a user CPU mask goes with mode user and only with it");
                 return -EINVAL;
@@ -377,7 +382,7 @@ static int check_req(const struct mpi_pstate_pin_req *req, char *err, size_t err
 
 /* The allocated cores as a bitmap of core indexes: the request's, or every
  * core of the node. */
-static int alloc_cores(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
+static int alloc_cores(hwloc_topology_t topo, const struct mpi_pstate_placement_req *req,
                        hwloc_bitmap_t all, char *err, size_t errlen)
 {
         int w;
@@ -398,9 +403,9 @@ static int alloc_cores(hwloc_topology_t topo, const struct mpi_pstate_pin_req *r
 
 /* Modes none and user: every CPU of the allocation, narrowed to the user's
  * mask for user. */
-static int pin_unplaced(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
+static int pin_unplaced(hwloc_topology_t topo, const struct mpi_pstate_placement_req *req,
                         hwloc_const_bitmap_t all, const struct core_ent *cores, unsigned n,
-                        hwloc_bitmap_t res, struct mpi_pstate_pin_info *inf, char *err,
+                        hwloc_bitmap_t res, struct mpi_pstate_placement_info *inf, char *err,
                         size_t errlen)
 {
         char ubuf[96], abuf[96];
@@ -408,21 +413,22 @@ static int pin_unplaced(hwloc_topology_t topo, const struct mpi_pstate_pin_req *
         int rc = 0;
 
         for (unsigned k = 0; k < n && !rc; k++)
-                rc = add_core_cpus(topo, cores[k].obj, MPI_PSTATE_PIN_SMT_ALL, res);
-        if (rc || req->mode == MPI_PSTATE_PIN_NONE)
+                rc = add_core_cpus(topo, cores[k].obj, MPI_PSTATE_PLACEMENT_SMT_ALL, res);
+        if (rc || req->mode == MPI_PSTATE_PLACEMENT_NONE)
                 return rc;
         if (!hwloc_bitmap_isincluded(req->user_cpus, res))
-                inf->flags |= MPI_PSTATE_PIN_F_MASK_TRIMMED;
+                inf->flags |= MPI_PSTATE_PLACEMENT_F_MASK_TRIMMED;
         if (hwloc_bitmap_and(res, res, req->user_cpus) < 0)
                 return -ENOMEM;
         if (!hwloc_bitmap_iszero(res))
                 return 0;
         tmp = hwloc_bitmap_alloc();
-        if (!tmp || mpi_pstate_pin_cores_to_cpus(topo, all, MPI_PSTATE_PIN_SMT_ALL, tmp) != 0 ||
-            mpi_pstate_pin_cpulist_format(tmp, abuf, sizeof(abuf)) != 0)
+        if (!tmp ||
+            mpi_pstate_placement_cores_to_cpus(topo, all, MPI_PSTATE_PLACEMENT_SMT_ALL, tmp) != 0 ||
+            mpi_pstate_placement_cpulist_format(tmp, abuf, sizeof(abuf)) != 0)
                 snprintf(abuf, sizeof(abuf), "(long list)");
         hwloc_bitmap_free(tmp);
-        if (mpi_pstate_pin_cpulist_format(req->user_cpus, ubuf, sizeof(ubuf)))
+        if (mpi_pstate_placement_cpulist_format(req->user_cpus, ubuf, sizeof(ubuf)))
                 snprintf(ubuf, sizeof(ubuf), "(long list)");
         mpi_pstate_errmsg_set(err, errlen,
                               "task %u: user CPU mask %s has no CPU in the allocation %s",
@@ -434,25 +440,25 @@ static int pin_unplaced(hwloc_topology_t topo, const struct mpi_pstate_pin_req *
  * compact/scatter: the finest level whose slots hold every task; failing
  * that, the level with the most slots (finest on a tie) so that
  * oversubscription is as light as it can be. */
-static int pin_placed(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
+static int pin_placed(hwloc_topology_t topo, const struct mpi_pstate_placement_req *req,
                       const struct core_ent *cores, unsigned n, unsigned cpt, hwloc_bitmap_t res,
-                      struct mpi_pstate_pin_info *inf)
+                      struct mpi_pstate_placement_info *inf)
 {
         struct layout best = {0}, cur = {0};
         unsigned k, g, j, t;
         int rc = 0;
 
-        for (int lv = req->mode == MPI_PSTATE_PIN_CORES ? MPI_PSTATE_PIN_LEVEL_MACHINE
-                                                        : MPI_PSTATE_PIN_LEVEL_NUMA;
-             lv <= MPI_PSTATE_PIN_LEVEL_MACHINE; lv++) {
-                rc = layout_build(&cur, cores, n, (enum mpi_pstate_pin_level)lv, cpt);
+        for (int lv = req->mode == MPI_PSTATE_PLACEMENT_CORES ? MPI_PSTATE_PLACEMENT_LEVEL_MACHINE
+                                                              : MPI_PSTATE_PLACEMENT_LEVEL_NUMA;
+             lv <= MPI_PSTATE_PLACEMENT_LEVEL_MACHINE; lv++) {
+                rc = layout_build(&cur, cores, n, (enum mpi_pstate_placement_level)lv, cpt);
                 if (rc)
                         goto out;
                 if (!best.buf || cur.slots > best.slots) {
                         layout_free(&best);
                         best = cur;
                         memset(&cur, 0, sizeof(cur));
-                        inf->level = (enum mpi_pstate_pin_level)lv;
+                        inf->level = (enum mpi_pstate_placement_level)lv;
                 } else {
                         layout_free(&cur);
                 }
@@ -461,7 +467,7 @@ static int pin_placed(hwloc_topology_t topo, const struct mpi_pstate_pin_req *re
         }
         inf->slots = best.slots;
         if (best.slots < req->ntasks)
-                inf->flags |= MPI_PSTATE_PIN_F_OVERSUBSCRIBED;
+                inf->flags |= MPI_PSTATE_PLACEMENT_F_OVERSUBSCRIBED;
         if (best.slots == 0) {
                 /* A task wider than the whole allocation: give it everything. */
                 for (k = 0; k < n && !rc; k++)
@@ -469,7 +475,7 @@ static int pin_placed(hwloc_topology_t topo, const struct mpi_pstate_pin_req *re
                 goto out;
         }
         t = req->task % best.slots;
-        if (req->mode == MPI_PSTATE_PIN_SCATTER)
+        if (req->mode == MPI_PSTATE_PLACEMENT_SCATTER)
                 slot_scatter(&best, t, &g, &j);
         else
                 slot_sequential(&best, t, &g, &j);
@@ -482,11 +488,11 @@ out:
         return rc;
 }
 
-int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate_pin_req *req,
-                           hwloc_bitmap_t out, struct mpi_pstate_pin_info *info, char *err,
-                           size_t errlen)
+int mpi_pstate_placement_compute(hwloc_topology_t topo, const struct mpi_pstate_placement_req *req,
+                                 hwloc_bitmap_t out, struct mpi_pstate_placement_info *info,
+                                 char *err, size_t errlen)
 {
-        struct mpi_pstate_pin_info inf = {0, MPI_PSTATE_PIN_LEVEL_MACHINE, 1};
+        struct mpi_pstate_placement_info inf = {0, MPI_PSTATE_PLACEMENT_LEVEL_MACHINE, 1};
         hwloc_bitmap_t all = NULL, res = NULL;
         struct core_ent *cores = NULL;
         unsigned n;
@@ -515,7 +521,7 @@ int mpi_pstate_pin_compute(hwloc_topology_t topo, const struct mpi_pstate_pin_re
         rc = cores ? collect_cores(topo, all, cores, n, err, errlen) : -ENOMEM;
         if (rc)
                 goto out;
-        if (req->mode == MPI_PSTATE_PIN_NONE || req->mode == MPI_PSTATE_PIN_USER)
+        if (req->mode == MPI_PSTATE_PLACEMENT_NONE || req->mode == MPI_PSTATE_PLACEMENT_USER)
                 rc = pin_unplaced(topo, req, all, cores, n, res, &inf, err, errlen);
         else
                 rc = pin_placed(topo, req, cores, n, req->cores_per_task ? req->cores_per_task : 1,
@@ -553,14 +559,14 @@ static int parse_index(const char **pp, uint64_t *v)
         if (len == 0)
                 return -EINVAL;
         num[len] = '\0';
-        rc = mpi_pstate_parse_u64(num, 0, MPI_PSTATE_PIN_MAX_INDEX, v);
+        rc = mpi_pstate_parse_u64(num, 0, MPI_PSTATE_PLACEMENT_MAX_INDEX, v);
         if (rc)
                 return rc;
         *pp = p + len;
         return 0;
 }
 
-int mpi_pstate_pin_cpulist_parse(const char *s, hwloc_bitmap_t out)
+int mpi_pstate_placement_cpulist_parse(const char *s, hwloc_bitmap_t out)
 {
         hwloc_bitmap_t tmp = NULL;
         const char *p = s;
@@ -609,7 +615,7 @@ out:
         return rc;
 }
 
-int mpi_pstate_pin_cpulist_format(hwloc_const_bitmap_t set, char *buf, size_t len)
+int mpi_pstate_placement_cpulist_format(hwloc_const_bitmap_t set, char *buf, size_t len)
 {
         int n;
 

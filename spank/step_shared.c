@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* What more than one phase of a step writes or reads: the node's paths of
- * the step, its record plugin.json and its timing line. */
+/* The step phases' shared part (spank/step.h): what more than one phase of
+ * a step writes or reads, the node's paths of the step, its record
+ * plugin.json (formatted by spank/steprec.c, written here) and its timing
+ * line. */
 #include "step.h"
 
 #include <stdbool.h>
