@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "env.h"
 #include "hooks.h"
 #include "mpi_pstate_fn.h"
 #include "profile.h"
@@ -133,7 +133,7 @@ uint64_t mpi_pstate_hook_init_begin(void)
                 return mpi_pstate_rt.slot ? mp_now() : 0;
         st.configured = 1;
         mpi_pstate_rt.saw_init = 1;
-        if (mpi_pstate_pconf_load(&st.conf) != 0) {
+        if (mpi_pstate_env_load(&st.conf) != 0) {
                 st.disabled = 1;
                 return 0;
         }

@@ -36,7 +36,7 @@ $(PRELOAD_FRONT): preload/front.c $(PRELOAD_GEN)/front.S $(PRELOAD_GEN)/front_sy
 	$(CC) $(PRELOAD_CFLAGS) -shared -o $@ preload/front.c $(PRELOAD_GEN)/front.S $(LDFLAGS_COMMON) -ldl -lpthread
 
 # MPI-free backend parts, compiled once.
-$(B)/preload/config.o $(B)/preload/profile.o: $(B)/preload/%.o: preload/%.c | $(B)/preload
+$(B)/preload/env.o $(B)/preload/profile.o: $(B)/preload/%.o: preload/%.c | $(B)/preload
 	$(CC) $(PRELOAD_CFLAGS) -c -o $@ $<
 
 # The profile writer's Check suites (tests/unit/preload/): MPI-free, linked with
@@ -58,8 +58,8 @@ $(B)/preload/$(1)/hooks.o: preload/hooks.c $(PRELOAD_GEN)/mpi_pstate_fn.h | $(B)
 	$(CC) $(PRELOAD_CFLAGS) $(call PRELOAD_MPI_CFLAGS,$(1)) -c -o $$@ $$<
 $(B)/preload/$(1)/wrappers.o: $(PRELOAD_GEN)/wrappers.c $(PRELOAD_GEN_FILES) | $(B)/preload/$(1)
 	$(CC) $(PRELOAD_CFLAGS) $(call PRELOAD_MPI_CFLAGS,$(1)) -c -o $$@ $$<
-$(B)/preload/libmpi-pstate-$(1).so: $(B)/preload/$(1)/hooks.o $(B)/preload/$(1)/wrappers.o $(B)/preload/config.o $(B)/preload/profile.o $(COMMON_LIB) preload/backend.map
-	$(CC) -shared -o $$@ $(B)/preload/$(1)/hooks.o $(B)/preload/$(1)/wrappers.o $(B)/preload/config.o $(B)/preload/profile.o $(COMMON_LIB) $(LDFLAGS_COMMON) -Wl,--version-script=preload/backend.map
+$(B)/preload/libmpi-pstate-$(1).so: $(B)/preload/$(1)/hooks.o $(B)/preload/$(1)/wrappers.o $(B)/preload/env.o $(B)/preload/profile.o $(COMMON_LIB) preload/backend.map
+	$(CC) -shared -o $$@ $(B)/preload/$(1)/hooks.o $(B)/preload/$(1)/wrappers.o $(B)/preload/env.o $(B)/preload/profile.o $(COMMON_LIB) $(LDFLAGS_COMMON) -Wl,--version-script=preload/backend.map
 endef
 $(foreach a,$(PRELOAD_ABIS),$(eval $(call PRELOAD_BACKEND_RULES,$(a))))
 

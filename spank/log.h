@@ -18,7 +18,7 @@
 #define mp_verbose(...) slurm_verbose(MP_PREFIX __VA_ARGS__)
 #define mp_debug(...) slurm_debug(MP_PREFIX __VA_ARGS__)
 
-/* Messages built elsewhere (common/options.c, spank/config.c) already
+/* Messages built elsewhere (common/options.c, spank/plugstack.c) already
  * carry the prefix. */
 #define mp_error_msg(msg) slurm_error("%s", (msg))
 #define mp_info_msg(msg) slurm_info("%s", (msg))

@@ -5,7 +5,7 @@
  * switches on spank_context() and either validates and stores user options
  * (sbatch, salloc, srun) or calls the step's work in spank/step.h (slurmstepd
  * and the job prolog/epilog).  Options come from common/options.def, admin
- * keys and limits from spank/config.h.
+ * keys and limits from spank/plugstack.h.
  *
  * Return values follow spank(8)'s error table: only the option callbacks in
  * local and allocator context may fail (that refuses a bad submission);
@@ -22,7 +22,7 @@
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 
-#include "config.h"
+#include "plugstack.h"
 #include "log.h"
 #include "options.h"
 #include "slurmfreq.h"
@@ -126,7 +126,7 @@ static void slurm_settings(void)
                 if (rc != -EINVAL)
                         return;
         }
-        mpi_pstate_config_slurm(&cfg, sf.governors, sf.def_set, report_config, NULL);
+        mpi_pstate_plugstack_slurm(&cfg, sf.governors, sf.def_set, report_config, NULL);
 }
 
 /* Idempotent: slurm_spank_init (or a job_script hook) does it with the
@@ -135,8 +135,8 @@ static void setup(int ac, char **av)
 {
         if (ready)
                 return;
-        mpi_pstate_config_defaults(&cfg);
-        mpi_pstate_config_parse(&cfg, ac, av, report_config, NULL);
+        mpi_pstate_plugstack_defaults(&cfg);
+        mpi_pstate_plugstack_parse(&cfg, ac, av, report_config, NULL);
         slurm_settings();
         opt = cfg.defaults;
         fill_spank_options();
@@ -170,7 +170,7 @@ static int opt_cb(int val, const char *optarg, int remote)
                 mp_error_msg(msg);
                 return remote ? 0 : -1;
         }
-        switch (mpi_pstate_config_limit(&cfg, &opt, val, msg, sizeof(msg))) {
+        switch (mpi_pstate_plugstack_limit(&cfg, &opt, val, msg, sizeof(msg))) {
         case MPI_PSTATE_LIMIT_OK:
                 return 0;
         case MPI_PSTATE_LIMIT_ADJUSTED:
@@ -198,7 +198,7 @@ static void options_from_getopt(spank_t sp)
                         mp_verbose_msg(msg);
                         continue;
                 }
-                if (mpi_pstate_config_limit(&cfg, &opt, id, msg, sizeof(msg)) !=
+                if (mpi_pstate_plugstack_limit(&cfg, &opt, id, msg, sizeof(msg)) !=
                     MPI_PSTATE_LIMIT_OK)
                         mp_verbose_msg(msg);
         }

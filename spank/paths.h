@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "plugstack.h"
 
 #define MPI_PSTATE_PATHS_SHM_DIR "/dev/shm"
 #define MPI_PSTATE_PATHS_LEN (MPI_PSTATE_CONFIG_PATH_MAX + 64)

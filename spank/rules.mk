@@ -5,7 +5,7 @@ SPANK_SRCS := spank/mpi_pstate.c spank/step_prepare.c spank/step_start.c spank/s
 	spank/step_exit.c spank/step_job.c spank/step_shared.c spank/agentctl.c spank/launch.c spank/paths.c \
 	spank/placement.c spank/slurmfreq.c \
 	spank/pinning.c spank/policy.c spank/steprec.c spank/steptime.c spank/container.c \
-	spank/cgroup.c spank/config.c
+	spank/cgroup.c spank/plugstack.c
 SPANK_OBJS := $(SPANK_SRCS:%.c=$(B)/%.o)
 SPANK_SO := $(B)/spank/spank_mpi_pstate.so
 SPANK_MAN := $(B)/man/mpi_pstate.8
@@ -100,7 +100,7 @@ UNINSTALL_FILES += $(SLURM_PLUGINDIR)/spank_mpi_pstate.so $(mandir)/man8/mpi_pst
 .PHONY: install-spank
 
 # The Slurm-free modules of the plugin (paths, launch, agentctl, steprec,
-# policy, pinning, placement, slurmfreq, config): the plugin's archive, which its unit
+# policy, pinning, placement, slurmfreq, plugstack): the plugin's archive, which its unit
 # tests link, on fake sysfs trees and hwloc XML topologies.
 # The step's phases (spank/step_*.c) call Slurm's spank_* API: plugin only.
 SPANK_MOD_OBJS := $(filter-out $(B)/spank/mpi_pstate.o $(B)/spank/step_%.o,$(SPANK_OBJS))

@@ -19,7 +19,7 @@
 
 #include <slurm/spank.h>
 
-#include "config.h"
+#include "plugstack.h"
 #include "options.h"
 
 /* What the hooks know about the step they run for, gathered once per hook

@@ -57,7 +57,7 @@ static void start_agent(struct mpi_pstate_step_state *s, const struct mpi_pstate
         a.allow_governor = !s->slurm_set;
         a.uncore = st->cfg->uncore;
         a.uncore_threshold_us = st->cfg->uncore_threshold_us;
-        mpi_pstate_config_agent_ids(st->cfg, &a.run_uid, &a.run_gid);
+        mpi_pstate_plugstack_agent_ids(st->cfg, &a.run_uid, &a.run_gid);
         /* Slurm set the step's frequencies: its governor stands, ours is kept. */
         if (s->slurm_set)
                 a.opt.governor = MPI_PSTATE_GOVERNOR_KEEP;

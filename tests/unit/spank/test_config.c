@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "plugstack.h"
 #include "check_main.h"
 
 struct reports {
@@ -32,8 +32,8 @@ static int parse(struct mpi_pstate_config *c, struct reports *r, char **argv)
         while (argv[argc])
                 argc++;
         memset(r, 0, sizeof(*r));
-        mpi_pstate_config_defaults(c);
-        return mpi_pstate_config_parse(c, argc, argv, collect, r);
+        mpi_pstate_plugstack_defaults(c);
+        return mpi_pstate_plugstack_parse(c, argc, argv, collect, r);
 }
 
 START_TEST(builtin_defaults)
@@ -59,7 +59,7 @@ START_TEST(builtin_defaults)
         ck_assert_str_eq(c.mechanism, "auto");
         ck_assert_str_eq(c.sysroot, "/sys");
         ck_assert_uint_eq(c.agent_budget_ppm, 5000);
-        ck_assert_int_eq(mpi_pstate_config_parse(&c, 0, NULL, NULL, NULL), 0);
+        ck_assert_int_eq(mpi_pstate_plugstack_parse(&c, 0, NULL, NULL, NULL), 0);
 }
 END_TEST
 
@@ -186,21 +186,21 @@ START_TEST(agent_user_never_root)
         ck_assert_uint_eq(c.agent_uid, 0);
         ck_assert_ptr_nonnull(strstr(r.msg[0], "for agent_user: expected a user name, uid or "
                                                "uid:gid known on the node, not root"));
-        mpi_pstate_config_agent_ids(&c, &uid, &gid);
+        mpi_pstate_plugstack_agent_ids(&c, &uid, &gid);
         ck_assert_uint_ne(uid, 0);
         ck_assert_uint_ne(gid, 0);
         if (!getpwnam(MPI_PSTATE_CONFIG_AGENT_USER))
                 ck_assert_uint_eq(uid, 65531u); /* --run-uid's default */
         ck_assert_int_eq(parse(&c, &r, good_num), 0);
-        mpi_pstate_config_agent_ids(&c, &uid, &gid);
+        mpi_pstate_plugstack_agent_ids(&c, &uid, &gid);
         ck_assert_uint_eq(uid, 64000);
         ck_assert_uint_eq(gid, 64000);
         ck_assert_int_eq(parse(&c, &r, good_pair), 0);
-        mpi_pstate_config_agent_ids(&c, &uid, &gid);
+        mpi_pstate_plugstack_agent_ids(&c, &uid, &gid);
         ck_assert_uint_eq(gid, 64001);
         if (getpwnam("nobody")) {
                 ck_assert_int_eq(parse(&c, &r, good_name), 0);
-                mpi_pstate_config_agent_ids(&c, &uid, &gid);
+                mpi_pstate_plugstack_agent_ids(&c, &uid, &gid);
                 ck_assert_uint_eq(uid, getpwnam("nobody")->pw_uid);
         }
 }
@@ -372,59 +372,62 @@ START_TEST(limit_user_values)
         o = c.defaults;
 
         ck_assert_int_eq(
-            mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_THRESHOLD, note, sizeof(note)),
+            mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_THRESHOLD, note, sizeof(note)),
             MPI_PSTATE_LIMIT_OK);
         o.threshold_us = 20;
         ck_assert_int_eq(
-            mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_THRESHOLD, note, sizeof(note)),
+            mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_THRESHOLD, note, sizeof(note)),
             MPI_PSTATE_LIMIT_ADJUSTED);
         ck_assert_uint_eq(o.threshold_us, 100);
         ck_assert_str_eq(note, "mpi-pstate: threshold 20us is below the site's minimum "
                                "(threshold_min): using 100us");
         o.threshold_us = 50000;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_THRESHOLD, NULL, 0),
+        ck_assert_int_eq(mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_THRESHOLD, NULL, 0),
                          MPI_PSTATE_LIMIT_ADJUSTED);
         ck_assert_uint_eq(o.threshold_us, 10000);
 
         o.low_khz = 800000;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_LOW, note, sizeof(note)),
+        ck_assert_int_eq(mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_LOW, note, sizeof(note)),
                          MPI_PSTATE_LIMIT_ADJUSTED);
         ck_assert_uint_eq(o.low_khz, 1200000);
         o.low_khz = 3000000;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_LOW, note, sizeof(note)),
+        ck_assert_int_eq(mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_LOW, note, sizeof(note)),
                          MPI_PSTATE_LIMIT_ADJUSTED);
         ck_assert_uint_eq(o.low_khz, 2400000);
         o.low_khz = MPI_PSTATE_FREQ_MIN;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_LOW, note, sizeof(note)),
+        ck_assert_int_eq(mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_LOW, note, sizeof(note)),
                          MPI_PSTATE_LIMIT_OK);
         ck_assert_uint_eq(o.low_khz, MPI_PSTATE_FREQ_MIN);
 
         o.governor = MPI_PSTATE_GOVERNOR_POWERSAVE;
         ck_assert_int_eq(
-            mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
+            mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
             MPI_PSTATE_LIMIT_REFUSED);
         ck_assert_str_eq(note, "mpi-pstate: governor powersave is not allowed on this cluster "
                                "(allowed_governors: keep,performance,schedutil)");
         ck_assert_int_eq(o.governor, MPI_PSTATE_GOVERNOR_SCHEDUTIL); /* the site default */
         o.governor = MPI_PSTATE_GOVERNOR_KEEP;
         ck_assert_int_eq(
-            mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
+            mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
             MPI_PSTATE_LIMIT_OK);
         o.governor = (enum mpi_pstate_governor)40;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, NULL, 0),
+        ck_assert_int_eq(mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, NULL, 0),
                          MPI_PSTATE_LIMIT_REFUSED);
 
         o.mode = MPI_PSTATE_MODE_OFF;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_MODE, note, sizeof(note)),
-                         MPI_PSTATE_LIMIT_ADJUSTED);
+        ck_assert_int_eq(
+            mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_MODE, note, sizeof(note)),
+            MPI_PSTATE_LIMIT_ADJUSTED);
         ck_assert_int_eq(o.mode, MPI_PSTATE_MODE_PROFILE);
         ck_assert_ptr_nonnull(strstr(note, "allow_off=no"));
         o.mode = MPI_PSTATE_MODE_ON;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_MODE, note, sizeof(note)),
-                         MPI_PSTATE_LIMIT_OK);
+        ck_assert_int_eq(
+            mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_MODE, note, sizeof(note)),
+            MPI_PSTATE_LIMIT_OK);
         o.bind = MPI_PSTATE_BIND_NONE;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_BIND, note, sizeof(note)),
-                         MPI_PSTATE_LIMIT_OK);
+        ck_assert_int_eq(
+            mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_BIND, note, sizeof(note)),
+            MPI_PSTATE_LIMIT_OK);
 }
 END_TEST
 
@@ -433,10 +436,10 @@ START_TEST(allow_off_default_yes)
         struct mpi_pstate_config c;
         struct mpi_pstate_options o;
 
-        mpi_pstate_config_defaults(&c);
+        mpi_pstate_plugstack_defaults(&c);
         o = c.defaults;
         o.mode = MPI_PSTATE_MODE_OFF;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_MODE, NULL, 0),
+        ck_assert_int_eq(mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_MODE, NULL, 0),
                          MPI_PSTATE_LIMIT_OK);
         ck_assert_int_eq(o.mode, MPI_PSTATE_MODE_OFF);
 }
@@ -467,9 +470,9 @@ START_TEST(every_key_documented)
         for (size_t d = 0; d < 2; d++) {
                 char *text = slurp(docs[d]);
                 ck_assert_msg(text != NULL, "cannot read %s", docs[d]);
-                for (size_t i = 0; mpi_pstate_config_key(i); i++) {
+                for (size_t i = 0; mpi_pstate_plugstack_key(i); i++) {
                         char man_key[96], md_key[96];
-                        const char *k = mpi_pstate_config_key(i);
+                        const char *k = mpi_pstate_plugstack_key(i);
                         /* The entry heading of the key: ".BI key= value" in roff, "`key=" in md. */
                         snprintf(man_key, sizeof(man_key), ".BI %s= ", k);
                         snprintf(md_key, sizeof(md_key), "`%s=", k);
@@ -480,7 +483,7 @@ START_TEST(every_key_documented)
                 free(text);
         }
         ck_assert_uint_eq(nkeys, 24);
-        ck_assert_ptr_null(mpi_pstate_config_key(nkeys));
+        ck_assert_ptr_null(mpi_pstate_plugstack_key(nkeys));
 }
 END_TEST
 

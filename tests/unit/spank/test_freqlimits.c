@@ -3,14 +3,14 @@
  * agent's high and low from the settings the step's cores were set to
  * (mpi_pstate_cpufreq_step_range), Slurm's CpuFreqDef/CpuFreqGovernors read
  * from slurm.conf text (common/slurmfreq.h), and allowed_governors as a
- * narrowing of CpuFreqGovernors (mpi_pstate_config_slurm). */
+ * narrowing of CpuFreqGovernors (mpi_pstate_plugstack_slurm). */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "plugstack.h"
 #include "cpufreq.h"
 #include "fakesys.h"
 #include "slurmfreq.h"
@@ -192,47 +192,47 @@ START_TEST(allowed_governors_narrow_slurms)
         char *args[] = {"allowed_governors=performance,powersave", "default_governor=powersave"};
         char note[512];
 
-        mpi_pstate_config_defaults(&c);
-        ck_assert_int_eq(mpi_pstate_config_parse(&c, 2, args, NULL, NULL), 0);
+        mpi_pstate_plugstack_defaults(&c);
+        ck_assert_int_eq(mpi_pstate_plugstack_parse(&c, 2, args, NULL, NULL), 0);
         ck_assert_int_eq(c.defaults.governor, MPI_PSTATE_GOVERNOR_POWERSAVE);
         reports = 0;
         /* Slurm's default list has no powersave: the site default falls back to keep. */
-        ck_assert_int_eq(mpi_pstate_config_slurm(&c,
-                                                 GOV(ONDEMAND) | GOV(PERFORMANCE) | GOV(USERSPACE),
-                                                 true, count_report, NULL),
-                         1);
+        ck_assert_int_eq(
+            mpi_pstate_plugstack_slurm(&c, GOV(ONDEMAND) | GOV(PERFORMANCE) | GOV(USERSPACE), true,
+                                       count_report, NULL),
+            1);
         ck_assert_int_eq(reports, 1);
         ck_assert(c.slurm_freq_def);
         ck_assert_int_eq(c.defaults.governor, MPI_PSTATE_GOVERNOR_KEEP);
         o = c.defaults;
         o.governor = MPI_PSTATE_GOVERNOR_PERFORMANCE;
         ck_assert_int_eq(
-            mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
+            mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
             MPI_PSTATE_LIMIT_OK);
         o.governor = MPI_PSTATE_GOVERNOR_ONDEMAND; /* Slurm's, not the admin's */
         ck_assert_int_eq(
-            mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
+            mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
             MPI_PSTATE_LIMIT_REFUSED);
         ck_assert_msg(
             strstr(note, "CpuFreqGovernors narrowed by allowed_governors: keep,performance"), "%s",
             note);
         o.governor = MPI_PSTATE_GOVERNOR_POWERSAVE; /* the admin's, not Slurm's */
         ck_assert_int_eq(
-            mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
+            mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
             MPI_PSTATE_LIMIT_REFUSED);
         o.governor = MPI_PSTATE_GOVERNOR_KEEP;
         ck_assert_int_eq(
-            mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
+            mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)),
             MPI_PSTATE_LIMIT_OK);
         /* Without allowed_governors, CpuFreqGovernors alone decides. */
-        mpi_pstate_config_defaults(&c);
-        ck_assert_int_eq(mpi_pstate_config_slurm(&c, GOV(ONDEMAND), false, NULL, NULL), 0);
+        mpi_pstate_plugstack_defaults(&c);
+        ck_assert_int_eq(mpi_pstate_plugstack_slurm(&c, GOV(ONDEMAND), false, NULL, NULL), 0);
         o = c.defaults;
         o.governor = MPI_PSTATE_GOVERNOR_ONDEMAND;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, NULL, 0),
+        ck_assert_int_eq(mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, NULL, 0),
                          MPI_PSTATE_LIMIT_OK);
         o.governor = MPI_PSTATE_GOVERNOR_SCHEDUTIL;
-        ck_assert_int_eq(mpi_pstate_config_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, NULL, 0),
+        ck_assert_int_eq(mpi_pstate_plugstack_limit(&c, &o, MPI_PSTATE_OPT_GOVERNOR, NULL, 0),
                          MPI_PSTATE_LIMIT_REFUSED);
 }
 END_TEST

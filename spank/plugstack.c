@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "config.h"
+/* The plugstack.conf options of the plugin, parsed (plugstack.h): the key
+ * table, each key's strict parse and default, the admin's limits applied to
+ * a user's options, and Slurm's own governor settings taken in.  A bad key is
+ * reported through the caller's callback, never an error. */
+#include "plugstack.h"
 #include "agent_args.h"
 
 #include <errno.h>
@@ -95,12 +99,12 @@ static const struct key {
 
 static const char *const mechanisms[] = {"auto", "max_freq", "setspeed", "epp"};
 
-const char *mpi_pstate_config_key(size_t i)
+const char *mpi_pstate_plugstack_key(size_t i)
 {
         return i < NKEYS ? keys[i].name : NULL;
 }
 
-void mpi_pstate_config_defaults(struct mpi_pstate_config *c)
+void mpi_pstate_plugstack_defaults(struct mpi_pstate_config *c)
 {
         memset(c, 0, sizeof(*c));
         mpi_pstate_options_defaults(&c->defaults);
@@ -120,7 +124,7 @@ void mpi_pstate_config_defaults(struct mpi_pstate_config *c)
                                                &c->uncore_threshold_us);
 }
 
-__attribute__((format(printf, 3, 4))) static void report_f(mpi_pstate_config_report_f report,
+__attribute__((format(printf, 3, 4))) static void report_f(mpi_pstate_plugstack_report_f report,
                                                            void *ctx, const char *fmt, ...)
 {
         char msg[512];
@@ -293,7 +297,7 @@ static int parse_agent_user(struct mpi_pstate_config *c, const char *v)
         return 0;
 }
 
-void mpi_pstate_config_agent_ids(const struct mpi_pstate_config *c, uint32_t *uid, uint32_t *gid)
+void mpi_pstate_plugstack_agent_ids(const struct mpi_pstate_config *c, uint32_t *uid, uint32_t *gid)
 {
         const struct passwd *p;
 
@@ -362,7 +366,7 @@ static int apply_key(struct mpi_pstate_config *c, const struct key *k, const cha
 }
 
 static int parse_word(struct mpi_pstate_config *c, const char *word,
-                      mpi_pstate_config_report_f report, void *ctx)
+                      mpi_pstate_plugstack_report_f report, void *ctx)
 {
         const char *eq = strchr(word, '=');
         char name[VALUE_SHOWN + 1], value[VALUE_SHOWN + 1], expect[160];
@@ -397,7 +401,7 @@ static int parse_word(struct mpi_pstate_config *c, const char *word,
 }
 
 /* Keys that only make sense together: undo both when they contradict. */
-static int check_pairs(struct mpi_pstate_config *c, mpi_pstate_config_report_f report, void *ctx)
+static int check_pairs(struct mpi_pstate_config *c, mpi_pstate_plugstack_report_f report, void *ctx)
 {
         int problems = 0;
 
@@ -425,7 +429,8 @@ static int check_pairs(struct mpi_pstate_config *c, mpi_pstate_config_report_f r
 
 /* The site's own defaults must obey the site's limits; mode is exempt
  * because allow_off limits what users ask for, not the default. */
-static int limit_defaults(struct mpi_pstate_config *c, mpi_pstate_config_report_f report, void *ctx)
+static int limit_defaults(struct mpi_pstate_config *c, mpi_pstate_plugstack_report_f report,
+                          void *ctx)
 {
         int problems = 0;
 
@@ -437,7 +442,7 @@ static int limit_defaults(struct mpi_pstate_config *c, mpi_pstate_config_report_
                 if (id == MPI_PSTATE_OPT_MODE)
                         continue;
                 note[0] = '\0';
-                r = mpi_pstate_config_limit(c, &c->defaults, id, note, sizeof(note));
+                r = mpi_pstate_plugstack_limit(c, &c->defaults, id, note, sizeof(note));
                 if (r == MPI_PSTATE_LIMIT_OK)
                         continue;
                 if (r == MPI_PSTATE_LIMIT_REFUSED)
@@ -449,8 +454,8 @@ static int limit_defaults(struct mpi_pstate_config *c, mpi_pstate_config_report_
         return problems;
 }
 
-int mpi_pstate_config_parse(struct mpi_pstate_config *c, int argc, char *const argv[],
-                            mpi_pstate_config_report_f report, void *ctx)
+int mpi_pstate_plugstack_parse(struct mpi_pstate_config *c, int argc, char *const argv[],
+                               mpi_pstate_plugstack_report_f report, void *ctx)
 {
         int problems = 0;
 
@@ -524,24 +529,24 @@ static uint32_t allowed_governors(const struct mpi_pstate_config *c)
         return (c->governors & c->slurm_governors) | GOV_BIT(MPI_PSTATE_GOVERNOR_KEEP);
 }
 
-int mpi_pstate_config_slurm(struct mpi_pstate_config *c, uint32_t slurm_governors,
-                            bool slurm_freq_def, mpi_pstate_config_report_f report, void *ctx)
+int mpi_pstate_plugstack_slurm(struct mpi_pstate_config *c, uint32_t slurm_governors,
+                               bool slurm_freq_def, mpi_pstate_plugstack_report_f report, void *ctx)
 {
         char note[512];
 
         c->slurm_governors = slurm_governors & ALL_GOVERNORS;
         c->slurm_freq_def = slurm_freq_def;
-        if (mpi_pstate_config_limit(c, &c->defaults, MPI_PSTATE_OPT_GOVERNOR, note, sizeof(note)) ==
-            MPI_PSTATE_LIMIT_OK)
+        if (mpi_pstate_plugstack_limit(c, &c->defaults, MPI_PSTATE_OPT_GOVERNOR, note,
+                                       sizeof(note)) == MPI_PSTATE_LIMIT_OK)
                 return 0;
         c->defaults.governor = MPI_PSTATE_GOVERNOR_KEEP;
         report_f(report, ctx, "%s (default_governor: using keep)", note);
         return 1;
 }
 
-enum mpi_pstate_limit mpi_pstate_config_limit(const struct mpi_pstate_config *c,
-                                              struct mpi_pstate_options *o, int id, char *note,
-                                              size_t notelen)
+enum mpi_pstate_limit mpi_pstate_plugstack_limit(const struct mpi_pstate_config *c,
+                                                 struct mpi_pstate_options *o, int id, char *note,
+                                                 size_t notelen)
 {
         char list[160], word[32];
 

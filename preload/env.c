@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "config.h"
+/* The preload library's environment, read (env.h): each MPI_PSTATE_*
+ * variable it takes parsed strictly into struct mpi_pstate_pconf, the first
+ * problem kept as one line for the caller to print. */
+#include "env.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -31,7 +34,7 @@ static int copy_path(struct mpi_pstate_pconf *c, const char *var, char *dst, siz
         return 0;
 }
 
-int mpi_pstate_pconf_load(struct mpi_pstate_pconf *c)
+int mpi_pstate_env_load(struct mpi_pstate_pconf *c)
 {
         static const char *const local_vars[] = {MPI_PSTATE_LOCAL_RANK_VARS};
         const char *v;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The preload library's configuration: every MPI_PSTATE_* variable of
- * common/contract.h it reads, parsed once at MPI_Init.  Pure: no MPI. */
-#ifndef MPI_PSTATE_PRELOAD_CONFIG_H
-#define MPI_PSTATE_PRELOAD_CONFIG_H
+/* The preload library's environment: its configuration, every MPI_PSTATE_*
+ * variable of common/contract.h it reads, parsed once at MPI_Init.  Pure:
+ * no MPI. */
+#ifndef MPI_PSTATE_PRELOAD_ENV_H
+#define MPI_PSTATE_PRELOAD_ENV_H
 #include <limits.h>
 #include <stdint.h>
 
@@ -22,6 +23,6 @@ struct mpi_pstate_pconf {
 
 /* Reads the environment.  Returns 0, or a negative errno with c->err set;
  * on error the caller passes every call through. */
-int mpi_pstate_pconf_load(struct mpi_pstate_pconf *c);
+int mpi_pstate_env_load(struct mpi_pstate_pconf *c);
 
 #endif
