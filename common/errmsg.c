@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The one error message writer (errmsg.h): printf into a caller's
+ * (err, errlen) buffer. */
 #include "errmsg.h"
 
 #include <stdarg.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The one JSON text writer of the C components (json.h): escaping, CPU
+ * lists, objects and arrays, into a growing or a fixed buffer. */
 #include "json.h"
 
 #include <inttypes.h>

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The user options of mpi-pstate (options.h): the table of
+ * common/options.def expanded into the parser, the formatters and the
+ * environment contract every component reads. */
 #include "options.h"
 
 #include <errno.h>
@@ -246,7 +249,7 @@ void mpi_pstate_options_defaults(struct mpi_pstate_options *o)
         memset(o, 0, sizeof(*o));
         /* The built-in defaults are table strings parsed like user input, so
          * the documented default and the effective one are the same text;
-         * tests/unit/test_options.c proves every one of them parses. */
+         * tests/unit/common/test_options.c proves every one of them parses. */
         for (size_t i = 0; i < NOPTIONS; i++)
                 (void)set_value(o, i, options[i].info.def, true, NULL, 0);
 }

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The strict parsers (parse.h): frequencies, durations, words, percentages,
+ * carbon intensity, booleans and user or group ids, shared by the plugin,
+ * the agent and the preload library. */
 #include "parse.h"
 
 #include <ctype.h>

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* Small-file IO for root code (safeio.h): reads, attribute writes, atomic
+ * replacements and directory opens that never follow a link a user may have
+ * planted. */
 #include "safeio.h"
 
 #include <errno.h>

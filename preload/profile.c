@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The preload library's profile writer (profile.h): a rank's profile files,
+ * rank-<R>.json and rank-<R>.csv, written from its slot at the end of its
+ * run; no MPI. */
 #include "profile.h"
 
 #include <errno.h>

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The step's cgroup read (cgroup.h): its cpuset found from one of its
+ * processes, the other running jobs' cgroups beside it, and the decision of
+ * which of the step's CPUs the plugin may manage and which it leaves alone. */
 #include "cgroup.h"
 
 #include <dirent.h>

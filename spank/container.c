@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* Container detection (container.h): whether the preload library is in the
+ * root a task will run in, from an OCI bundle's config.json (read in one
+ * bounded pass), Apptainer's environment or the task's own root. */
 #include "container.h"
 
 #include <errno.h>

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* How a step's ranks are reached (launch.h): the LD_PRELOAD value a task
+ * gets, the user's entries kept, and whether the task is an MPI launcher's
+ * daemon rather than a rank. */
 #include "launch.h"
 
 #include <errno.h>

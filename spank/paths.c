@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The node paths of a step (paths.h): the host name, the %h expansion of
+ * runtime_dir, the step's directory and name, and the segment's unguessable
+ * name under /dev/shm. */
 #include "paths.h"
 
 #include <errno.h>

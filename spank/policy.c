@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The per-step cpufreq policy (policy.h): each frequency domain of the
+ * step's CPUs classified, saved into a restore record and set to the step's
+ * governor and range, or left alone when shared or busy. */
 #include "policy.h"
 
 #include <errno.h>

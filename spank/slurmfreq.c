@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* Slurm's own CPU frequency settings (slurmfreq.h): CpuFreqDef and
+ * CpuFreqGovernors read from slurm.conf text, without libslurm. */
 #include "slurmfreq.h"
 
 #include <ctype.h>

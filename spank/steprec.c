@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The step record's format (steprec.h): plugin.json, what the plugin did
+ * for one step on one node, formatted as JSON; writing it is
+ * spank/step_shared.c's. */
 #include "steprec.h"
 
 #include <errno.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The plugin's per-step stopwatch (steptime.h): the time of each phase of
+ * a step's start and end, and the one debug line that gives it. */
 #include "steptime.h"
 
 #include <errno.h>

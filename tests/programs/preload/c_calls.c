@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Calls every family the preload library wraps and prints, per rank, how
- * many times it called each function:
+/* A test program in C that calls every family the preload library wraps
+ * and prints, per rank, how many times it called each function:
  *   COUNTS <rank> {"MPI_Send": 1, ...}
  * tests/py/test_preload.py compares that with the rank's profile: exactly
  * one event per call.  Needs exactly 2 ranks.  Options:

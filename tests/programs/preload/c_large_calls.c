@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Calls every MPI-4 large-count function the preload library wraps
- * (MPI_X_c, the blocking calls with counts) and prints, per rank, how many
- * times it called each MPI function:
+/* A test program that calls every MPI-4 large-count function the preload
+ * library wraps (MPI_X_c, the blocking calls with counts) and prints, per
+ * rank, how many times it called each MPI function:
  *   COUNTS <rank> {"MPI_Send_c": 2, ...}
  *   LARGE OK <rank>           (the results it checked were right)
  * Needs exactly 2 ranks; both ranks make the same calls (the roles of the

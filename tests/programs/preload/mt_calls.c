@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* MPI_THREAD_MULTIPLE: THREADS threads call MPI at the same time, each on
- * its own communicator, ITERS times each.  No count may be lost:
+/* A test program of MPI_THREAD_MULTIPLE: THREADS threads call MPI at the
+ * same time, each on its own communicator, ITERS times each.  No count may be lost:
  *   COUNTS <rank> {"MPI_Init_thread": 1, "MPI_Sendrecv": THREADS*ITERS, ...}
  * Prints "SKIP" when the MPI does not provide MPI_THREAD_MULTIPLE. */
 #include <mpi.h>

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The strict parsers of common/parse.c: integers, frequencies, durations,
+ * words, percentages, carbon intensity and booleans, the durations and
+ * carbon cases read from tests/data/ as the Python suites read them. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The slot segment of common/slot_segment.c and common/slot.c: creating,
+ * mapping and attaching (hostile files, take-over, SIGKILL, a full
+ * /dev/shm), the snapshot's validation, the wait protocol and its futex,
+ * the clock, the totals, wait prediction and the MPI library's wait mode. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+/* The stub libslurm of the plugin's unit tests (spank_stub.h): the spank_*
+ * calls a SPANK plugin makes, answered from the test's state and recorded. */
 #include "spank_stub.h"
 
 #include <stdarg.h>

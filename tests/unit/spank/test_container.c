@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A container bundle's config.json is the user's, read by root in
+/* The container detection of spank/container.c against what the user
+ * controls.  A container bundle's config.json is the user's, read by root in
  * slurmstepd: spank/container.c reads it in one pass with bounded nesting
  * and size (a 256 KiB file of nested "path" keys, on a 64 KiB stack), as
  * strict JSON (keys inside strings are text, not keys), and never reads, nor
