@@ -415,8 +415,11 @@ def main(argv: list[str]) -> int:
         with open(args.agent_def, encoding="utf-8") as f:
             agent_entries = parse_agent_def(f.read())
         stale = 0
-        for path, kind in targets(args.man, args.md, args.agent_man, args.agent_md) + \
-                [(args.agent_py, "py")]:
+        # Another table than the tree's (a test's copy) never rewrites the
+        # tree's Python table unless told where to write.
+        py = [] if args.deffile != DEF_FILE and args.agent_py == AGENT_PY_FILE else \
+            [(args.agent_py, "py")]
+        for path, kind in targets(args.man, args.md, args.agent_man, args.agent_md) + py:
             try:
                 with open(path, encoding="utf-8") as f:
                     old = f.read()
