@@ -27,7 +27,7 @@ static volatile sig_atomic_t stop_flag;
 
 /* A test seam: the adversarial test links a program of the agent's own
  * objects with a probe that defines this, run once the agent is confined
- * and before its loop (tests/agent/probe.c).  The agent defines none. */
+ * and before its loop (tests/programs/agent/probe.c).  The agent defines none. */
 extern void mpi_pstate_agentd_test_probe(struct agentd *a) __attribute__((weak));
 static struct agentd agent;
 

@@ -5,7 +5,7 @@
  * (MPI_PSTATE_MODE, _THRESHOLD, _LOW, _GOVERNOR, _BIND) are the env column
  * of common/options.def, which parses them; the front library, which reads
  * the mode before it can load anything, names it below too, and
- * tests/unit/test_slot_contract.c checks the two agree.  Every name here is
+ * tests/unit/common/test_slot_contract.c checks the two agree.  Every name here is
  * documented in mpi-pstate-preload(7), ENVIRONMENT
  * (tests/py/test_preload_slot.py checks that).  Values are read once, when
  * MPI is initialised; a bad value makes the library print one message
@@ -32,7 +32,7 @@
         "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",                         \
             MPI_PSTATE_ENV_LOCAL_RANK, "SLURM_LOCALID"
 
-/* The plugin's runtime_dir default (spank/config.h) is also the agent's
+/* The plugin's runtime_dir default (spank/plugstack.h) is also the agent's
  * when no --runtime-dir is given, so both read it from here.  The length
  * bounds a path either of them copies: fixed so that the admin's settings
  * struct can be copied and stays small, and far above any sane spool path. */

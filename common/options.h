@@ -90,7 +90,7 @@ const char *mpi_pstate_options_governor_word(enum mpi_pstate_governor g);
 const char *mpi_pstate_options_bind_word(enum mpi_pstate_bind b);
 
 /* Built-in defaults of options.def; the admin's default_<key> keys are
- * applied on top by mpi_pstate_config (spank/config.h). */
+ * applied on top by the plugin (spank/plugstack.h). */
 void mpi_pstate_options_defaults(struct mpi_pstate_options *o);
 
 /* True when an option argument means "given without a value": NULL, "" and

@@ -21,7 +21,7 @@ PRELOAD_TARGETS := $(PRELOAD_FRONT) $(PRELOAD_BACKENDS) $(PRELOAD_EXEC)
 
 # The generator rewrites only the files whose text changed (so that an edit
 # rebuilds only what it reaches); the stamp records that it ran.
-$(PRELOAD_GEN)/.stamp: preload/mpi_functions.def preload/gen_wrappers.py
+$(PRELOAD_GEN)/.stamp: preload/mpi_functions.def preload/gen_wrappers.py preload/wrapper_table.py
 	$(PYTHON) preload/gen_wrappers.py --def preload/mpi_functions.def --out $(PRELOAD_GEN)
 	touch $@
 $(PRELOAD_GEN_FILES): $(PRELOAD_GEN)/.stamp ;

@@ -4,10 +4,10 @@
 # without Slurm through bench/step/hooks (the unit tests' stub libslurm) and
 # splits the time per phase.  `make step-bench` builds and runs the latter.
 STEP_BENCH_HOOKS := $(B)/bench/step/hooks
-$(STEP_BENCH_HOOKS): bench/step/hooks.c spank/tests/spank_stub.c spank/tests/spank_stub.h
+$(STEP_BENCH_HOOKS): bench/step/hooks.c tests/unit/spank/spank_stub.c tests/unit/spank/spank_stub.h
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -Ispank/tests -rdynamic -o $@ \
-	  bench/step/hooks.c spank/tests/spank_stub.c -ldl $(TEST_LDFLAGS)
+	$(CC) $(TEST_CFLAGS) -Itests/unit/spank -rdynamic -o $@ \
+	  bench/step/hooks.c tests/unit/spank/spank_stub.c -ldl $(TEST_LDFLAGS)
 
 step-bench: $(STEP_BENCH_HOOKS) $(SPANK_SO) $(AGENT_BIN) $(PRELOAD_TARGETS)
 	$(PYTHON) bench/step/phases.py --build $(B)
