@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional, Set, Tuple
 
-from mpi_pstate import safeio
+from mpi_pstate.core import safeio
 
 GIT_MAX_BYTES = 1 << 20
 HEX_RE = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")

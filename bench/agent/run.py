@@ -49,7 +49,7 @@ from pathlib import Path
 TOP = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(TOP / "epilog"), str(TOP / "bench")]
 import machine as bm  # noqa: E402
-from mpi_pstate import slot as ms  # noqa: E402
+from mpi_pstate.core import segment as ms  # noqa: E402
 
 
 def qtile(log2: list[list[int]], q: float) -> float:

@@ -152,7 +152,7 @@ def many_steps(tmp: Path, steps: int, per_step: int, slot: bytes, sums: bool = T
     with the sums.json each agent writes as its step ends (without: the
     agents were killed before, the Epilog reads every segment itself)."""
     runtime, shm = tmp / "run", tmp / "shm"
-    from mpi_pstate import noderec
+    from mpi_pstate.core import noderecord
     for s in range(steps):
         seg = shm / f"mpi-pstate.{JOB}.{s}.{s:016x}"
         filled_segment(seg, per_step, slot)
@@ -160,7 +160,7 @@ def many_steps(tmp: Path, steps: int, per_step: int, slot: bytes, sums: bool = T
         ranks = agent_json(runtime, str(s), per_step)
         if sums:
             fx.sums_json(runtime / "steps" / f"{JOB}.{s}", JOB, str(s), seg,
-                         noderec.agent_ranks(ranks), joules=11.0)
+                         noderecord.agent_ranks(ranks), joules=11.0)
 
 
 def honest_slot(tmp: Path) -> bytes:
@@ -259,7 +259,11 @@ def run_one(tree: Path, kind: str, names: int, slots: int) -> Dict[str, Any]:
 MERGE = """
 import os, sys, time
 sys.path.insert(0, sys.argv[1] + "/epilog"); sys.path.insert(0, sys.argv[1] + "/preload")
-from mpi_pstate import collect, summary
+try:
+    from mpi_pstate.core import collect
+    from mpi_pstate.model import summary
+except ImportError:  # a tree of the flat layout of earlier releases (--before)
+    from mpi_pstate import collect, summary
 jfd = os.open(sys.argv[2], os.O_RDONLY | os.O_DIRECTORY)
 recs, bad = collect.read_node_records(jfd, 4242, ["n1"], {0})
 d = summary.merge(4242, ["n1"], recs, bad, "COMPLETED", "0:0")

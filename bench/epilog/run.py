@@ -25,8 +25,9 @@ from typing import Any
 
 TOP = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(TOP / "epilog"))
-from mpi_pstate import audit, collect, ctld, config, noderec, summary  # noqa: E402
-from mpi_pstate import layout  # noqa: E402
+from mpi_pstate.core import audit, layout, noderecord, siteconf  # noqa: E402
+from mpi_pstate.model import summary  # noqa: E402
+from mpi_pstate.site import ctld  # noqa: E402
 
 FUNCS = ["MPI_Barrier", "MPI_Allreduce", "MPI_Waitall", "MPI_Recv", "MPI_Send", "MPI_Bcast"]
 
@@ -89,20 +90,20 @@ def make_records(cdir: Path, job: int, nodes: int, per: int, settings: dict[str,
              "energy": {"status": "ok", "package_j": 1.0e6, "dram_j": 1.0e5, "sockets": []}}
     for i, n in enumerate(names):
         ranks = node_ranks(i, per, rnd)
-        a = noderec.parse_agent(json.dumps(agent).encode(), n, "0")
-        rec = noderec.build(job, n, 1000, settings=settings,
-                            steps=[{"step": "0", "segment": f"mpi-pstate.{job}.0", "slots": per,
+        a = noderecord.parse_agent(json.dumps(agent).encode(), n, "0")
+        rec = noderecord.build(job, n, 1000, settings=settings,
+                               steps=[{"step": "0", "segment": f"mpi-pstate.{job}.0", "slots": per,
                                     "ranks": ranks}],
                             infos=[{"step": "0", "agent": a, "plugin": None}],
                             restore={"status": "ok"}, problems=[], written=time.time())
-        (jd / f"node.{n}.json").write_bytes(noderec.encode(rec))
+        (jd / f"node.{n}.json").write_bytes(noderecord.encode(rec))
     return names
 
 
 def merge_once(cdir: Path, job: int, names: list[str]) -> tuple[float, int, int]:
     """The controller's work after the wait; returns seconds, summary bytes,
     job.json bytes."""
-    cfg = config.Config(collect_dir=str(cdir))
+    cfg = siteconf.Config(collect_dir=str(cdir))
     trusted = {0, os.geteuid()}
     t0 = time.perf_counter()
     recs, bad, _ = ctld.load_records(cfg, job, names, trusted)
@@ -117,8 +118,9 @@ def merge_once(cdir: Path, job: int, names: list[str]) -> tuple[float, int, int]
 def fresh_process(cdir: Path, job: int, nodes: int) -> float:
     """The same in a new interpreter: start, imports and all."""
     code = (f"import sys; sys.path.insert(0, {str(TOP / 'epilog')!r}); import os\n"
-            "from mpi_pstate import ctld, config, summary\n"
-            f"cfg = config.Config(collect_dir={str(cdir)!r}); t = {{0, os.geteuid()}}\n"
+            "from mpi_pstate.core import siteconf\nfrom mpi_pstate.model import summary\n"
+            "from mpi_pstate.site import ctld\n"
+            f"cfg = siteconf.Config(collect_dir={str(cdir)!r}); t = {{0, os.geteuid()}}\n"
             f"names = ['node%04d' % i for i in range({nodes})]\n"
             f"recs, bad, _ = ctld.load_records(cfg, {job}, names, t)\n"
             f"d = summary.merge({job}, names, recs, bad, 'COMPLETED', '0:0')\n"

@@ -27,15 +27,16 @@ HERE = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(HERE / "tests" / "py"))
 sys.path.insert(0, str(HERE / "epilog"))
 import test_epilog_fixtures as fx  # noqa: E402
-from mpi_pstate import collect, config, log, noderec, slurm, spool, summary  # noqa: E402
-from mpi_pstate import layout  # noqa: E402
+from mpi_pstate.core import collect, layout, log, noderecord, siteconf, slurm  # noqa: E402
+from mpi_pstate.model import summary  # noqa: E402
+from mpi_pstate.site import spool  # noqa: E402
 
 
 def merge() -> dict:
     nodes = [f"n{i:02d}" for i in range(64)]
     one = fx.rank("n00", 0)
-    data = noderec.encode(fx.node_record(77, "n00", [dict(one, rank=k, local=k)
-                                                     for k in range(4096)]))
+    data = noderecord.encode(fx.node_record(77, "n00", [dict(one, rank=k, local=k)
+                                                        for k in range(4096)]))
     with tempfile.TemporaryDirectory() as d:
         os.chmod(d, 0o755)
         for n in nodes:
@@ -48,7 +49,7 @@ def merge() -> dict:
         finally:
             os.close(fd)
         det = summary.merge(77, nodes, recs, bad, "COMPLETED", "0:0", None, 100.0)
-        text = noderec.encode(det)
+        text = noderecord.encode(det)
         cpu = time.process_time() - t0
     return {"cpu_s": round(cpu, 2), "rank_steps": det["summary"]["rank_steps"],
             "detail_ranks": len(det["ranks"]), "record_bytes": len(data),
@@ -65,15 +66,15 @@ def queue() -> dict:
         now = time.time()
         for j in range(1, 10001):
             e = spool.entry_of(j, ["n1", "n2"], 1000, None, now - 600, seen=[])
-            (q / f"{j}.json").write_bytes(noderec.encode(e))
+            (q / f"{j}.json").write_bytes(noderecord.encode(e))
         rec = fx.node_record(20000, "n1", [fx.rank("n1", 0)])
         rec["uid"] = 2000
         (coll / "20000").mkdir()
-        (coll / "20000" / "node.n1.json").write_bytes(noderec.encode(rec))
-        (q.parent / "20000.json").write_bytes(noderec.encode(
+        (coll / "20000" / "node.n1.json").write_bytes(noderecord.encode(rec))
+        (q.parent / "20000.json").write_bytes(noderecord.encode(
             spool.entry_of(20000, ["n1"], 2000, None, now)))
         written = {}
-        cfg = config.Config(collect_dir=str(coll))
+        cfg = siteconf.Config(collect_dir=str(coll))
         row = slurm.SacctJob("20000", "20000", "COMPLETED", "0:0", "00:00:05", "n1", "")
         t0 = time.process_time()
         with mock.patch.object(slurm, "sacct_one", lambda job, timeout=30: row._replace(

@@ -45,7 +45,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from mpi_pstate import parse, summary
+from mpi_pstate.core import parse
+from mpi_pstate.model import summary
 
 PROG = "mpi-pstate-bench"
 FORMAT = "mpi-pstate-bench"
@@ -79,7 +80,7 @@ ENV_KEYS = ("SLURM_CPU_BIND",)
 # (the launcher, or one a self-launching COMMAND starts), so the baseline
 # and the on runs are bound by the same task plugin in the same way.
 # Pinning the baseline "like mpi-pstate" instead would need the cores Slurm
-# allocates, known only inside the job, and a second copy of spank/pin.c's
+# allocates, known only inside the job, and a second copy of spank/placement.c's
 # rules.  Slurm's binding to cores still gives each rank a core of its own,
 # the core the agent clocks down while the rank waits.  A --cpu-bind in
 # --launcher wins over the variable, in every run alike.

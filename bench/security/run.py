@@ -5,7 +5,7 @@
     bench/security/run.py --build build [--before DIR] [--seconds 10]
 
 Needs root, no cluster (the fake sysfs of tests/agent/mkfakesys.py, as
-bench/agent/).  The hostile rank is tests/agent/hostile.c:
+bench/agent/).  The hostile rank is tests/programs/agent/hostile.c:
 
   attack CPU   4096 slots (the most a plugin segment holds on a 4096-CPU
                node; 16384 is the format's cap) whose pid and state the rank

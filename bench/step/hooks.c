@@ -8,7 +8,7 @@
  * The plugin is dlopen()ed as slurmstepd does, so one binary drives any
  * build of it (bench/step/phases.py runs a baseline and a candidate build
  * interleaved); the libslurm it calls is the unit tests' stub
- * (spank/tests/spank_stub.c), exported from this executable (-rdynamic).
+ * (tests/unit/spank/spank_stub.c), exported from this executable (-rdynamic).
  * The sequence is slurmstepd's for one step on one node: init and the
  * option callback, init_post_opt, then per task a forked child, held until
  * the parent has run task_post_fork for it (slurmstepd's order: the first

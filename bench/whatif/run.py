@@ -45,9 +45,9 @@ TOP = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(TOP / "tests" / "integration"), str(TOP / "epilog")]
 import labtools as lt  # noqa: E402
 
-from mpi_pstate import layout  # noqa: E402
-from mpi_pstate import summary as summ  # noqa: E402
-from mpi_pstate import whatif  # noqa: E402
+from mpi_pstate.core import layout  # noqa: E402
+from mpi_pstate.model import summary as summ  # noqa: E402
+from mpi_pstate.model import whatif  # noqa: E402
 
 MODEL = layout.DEFAULT_MODEL
 # calibrate writes the knee beside the model; the agent's --low efficient
@@ -391,7 +391,7 @@ def reanalyse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     model's: taken from the on runs of the first repetition of each
     workload, applied to the predictions of every repetition (the first
     one included, so the table keeps its runs)."""
-    from mpi_pstate import whatif as wi
+    from mpi_pstate.model import whatif as wi
     late: dict[str, list[float]] = {}
     for r in rows:
         x = agent_lateness_us(r["on"]["job"]) if r["rep"] == 0 else None

@@ -1,21 +1,33 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""mpi-pstate epilog tooling and the `mpi-pstate` command (Python stdlib only).
+"""mpi-pstate's Python side (standard library only; every module runs on
+Python 3.6): the node Epilog and the controller's EpilogSlurmctld, the
+timers, and the `mpi-pstate` command.  One subpackage per role, named by
+who runs its modules:
 
-Modules:
-  parse      strict parsers (the rules of common/parse.h)
-  safeio     hostile-safe reading and atomic writing for root code
-  config     collect_dir/runtime_dir from the plugin's plugstack line, SlurmUser
-  audit      node settings that decide a job's speed (also `mpi-pstate audit`)
-  slots      per-rank figures from the shared-memory segments (preload's reader)
-  noderec    the node record (node Epilog) and its validation
-  summary    merging node records, the bounded accounting summary
-  slurm      sacct/scontrol/dbcomment wrappers (argument lists, never a shell)
-  report     text, JSON, CSV and SVG output of `mpi-pstate report`
-  whatif     `report --what-if`: predicted saving from wait histograms and the node model
-  calibrate  `mpi-pstate calibrate`: the node power model (RAPL + cpufreq)
-  log        syslog + stderr
-  cli        the subcommands
+  core/   shared pure pieces every role imports: parsers, hostile-safe file
+          access, the runtime layout, the site configuration, Slurm's
+          commands, the formats of the segment, the node record and the
+          accounting summary, the node settings
+  model/  the node power model and what it predicts: `mpi-pstate
+          calibrate`, `report --what-if`, the saving priced after the fact
+          and grams of CO2
+  site/   what Slurm, cron and systemd run as root or SlurmUser: the node
+          Epilog, `node-prune`, `node-metrics` and `status` on a node; the
+          EpilogSlurmctld, `flush` and `prune` on the controller
+  user/   what users (and admins at a shell) run: `mpi-pstate report` in
+          every form, `backfill`, `audit`, `calibrate`'s command line, and
+          `mpi-pstate exec`
 
-Record formats: docs/records.md.
-"""
+A subpackage imports only its own modules and those of the roles below it:
+core < model < site < user (agent_args, generated from the C side's
+tables, sits with core); tests/py/test_import_graph.py holds that, and that
+no module imports itself through others.  The entry script
+(epilog/mpi-pstate) sends what Slurm, cron and systemd run to site/entry.py
+(node-prune to site/node_prune.py) and `exec` to user/launcher.py, so that
+neither loads the report.  Each module's docstring says what it is and who
+runs it; the list: docs/CONTRIBUTING.md ("Layout"); the record formats:
+docs/records.md."""
 VERSION = "0.1.0"
+# The role subpackages, lowest first (an upgrade replaces their files:
+# site/spool.py's flusher watches them).
+SUBPACKAGES = ("core", "model", "site", "user")

@@ -31,7 +31,8 @@ import labtools as lt
 import upstream
 
 sys.path.insert(0, str(lt.TOP / "epilog"))
-from mpi_pstate import config, slurm, summary  # noqa: E402
+from mpi_pstate.core import siteconf, slurm  # noqa: E402
+from mpi_pstate.model import summary  # noqa: E402
 
 INST = lt.installed()
 CLI, SLOTPY, FRONT = INST.cli, INST.pydir, INST.front
@@ -97,7 +98,7 @@ def sha(path: str) -> str:
 
 
 class Accounting(unittest.TestCase):
-    cfg: config.Config
+    cfg: siteconf.Config
     wd: Path
     progs: dict[str, Path]
     timed_out: int | None
@@ -114,7 +115,7 @@ class Accounting(unittest.TestCase):
                 hook_wired("epilog_slurmctld", "mpi-pstate-epilog-slurmctld")):
             raise unittest.SkipTest("mpi-pstate epilog hooks not in etc/epilog.d, "
                                     "etc/epilog_slurmctld.d")
-        cls.cfg = config.load(lt.SLURM_CONF)
+        cls.cfg = siteconf.load(lt.SLURM_CONF)
         cls.wd = lt.workdir("accounting")
         (cls.wd / "imb.c").write_text(PROGRAM)
         cls.progs = {}
@@ -249,7 +250,7 @@ exit $rc
         """A synthetic agent record in place of the real agent's, written
         once the plugin has rewritten its step record at the step's end
         (restore state "done"; the agent's own record is written before)."""
-        runtime = Path(config.expand_host(self.cfg.runtime_dir, node))
+        runtime = Path(siteconf.expand_host(self.cfg.runtime_dir, node))
         d = runtime / "steps" / f"{job}.{step}"
         t_end = time.monotonic() + 60
         while time.monotonic() < t_end:

@@ -3,7 +3,7 @@
 user, replayed without the cluster and asserted against the bounds of
 docs/security.md ("Root side: plugin and agent").
 
-The hostile rank is tests/agent/hostile.c, run as an unprivileged user on a
+The hostile rank is tests/programs/agent/hostile.c, run as an unprivileged user on a
 segment that user owns, exactly what a rank of a job can do.  CPU time is the
 agent's own, read from /proc/<pid>/stat (utime + stime) around the attack,
 asserted against a generous multiple of the ceiling: never a wall timing.
@@ -41,7 +41,7 @@ SKIP = td.SKIP or (None if HOSTILE.exists() and PW else f"needs {HOSTILE} and an
 CAP = 0.05            # the agent's default --cpu-cap (5 % of a core)
 LOG_MAX = 1 << 20     # agent/log.c LOG_MAX_BYTES
 LOG_RESERVE = 64 << 10
-GONE_PER_S = 8        # agent/loop.c GONE_LINES
+GONE_PER_S = 8        # agent/liveness.c GONE_LINES
 
 
 def cpu_s(pid: int) -> float:
@@ -130,7 +130,7 @@ class AdversarialRoot(unittest.TestCase):
         in its bounding set), no_new_privs, Landlock and the seccomp
         allow-list; and it still lowers and restores (the loop and the
         restore need none).  What an exploited agent could still try is
-        agent/tests/test_harden.c's."""
+        tests/unit/agent/test_harden.c's."""
         before = self.tree.snapshot()
         a = self.start(2)
         for task in Path(f"/proc/{a.pid}/task").iterdir():

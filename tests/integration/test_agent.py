@@ -2,7 +2,7 @@
 """The node agent with real MPI programs on the lab's node n2 (FUSE fake sysfs).
 
 Until the plugin starts the agent, each test starts it by hand inside n2's
-namespaces, runs tests/agent/mpi/mpi_phases.c as the test user under mpirun
+namespaces, runs tests/programs/agent/mpi/mpi_phases.c as the test user under mpirun
 (Open MPI) or mpiexec (MPICH) with the preload library, stops the agent with
 SIGTERM and checks:
   * the exact P-state sequence in the node's write log, phase by phase;
@@ -64,7 +64,7 @@ def ompi_mpmd_broken() -> str | None:
 
 def designed_long_calls(phases: list[str]) -> float:
     """The waits of ranks 0 and 1 that last a phase's MS by design
-    (tests/agent/mpi/mpi_phases.c; the helper, rank 2, has no slot).
+    (tests/programs/agent/mpi/mpi_phases.c; the helper, rank 2, has no slot).
     Unbounded for a phase whose count is not fixed (bench)."""
     waiters = {"long0": 1, "long1": 1, "barrier": 1, "both": 2, "short": 0}
     n = 0.0

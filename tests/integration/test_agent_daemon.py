@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The node agent as a process, without the cluster: a plain-file fake sysfs
-on tmpfs (tests/agent/mkfakesys.py), simulated ranks (tests/agent/simranks.c)
+on tmpfs (tests/agent/mkfakesys.py), simulated ranks (tests/programs/agent/simranks.c)
 or slots written from Python, and hostile users.
 
 Covers what the lab tests cannot do cheaply: threshold 0 (one pair per call),
@@ -30,7 +30,7 @@ AGENT = BUILD / "agent" / "mpi-pstate-agent"
 SIM = BUILD / "tests" / "agent" / "simranks"
 MKFAKE = TOP / "tests" / "agent" / "mkfakesys.py"
 sys.path.insert(0, str(TOP / "epilog"))
-from mpi_pstate import slot as ms  # noqa: E402  (the layout of common/slot.h in Python)
+from mpi_pstate.core import segment as ms  # noqa: E402  (the layout of common/slot.h in Python)
 
 SKIP = None if os.geteuid() == 0 and AGENT.exists() and SIM.exists() else \
     f"needs root and {AGENT}, {SIM} (make agent agent-helpers)"

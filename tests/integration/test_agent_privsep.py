@@ -2,7 +2,7 @@
 """The agent, exploited, reaches nothing but its own step (docs/security.md).
 
 The agent's own start-up path runs (mpi-pstate-agent-probe: the daemon's
-objects and tests/agent/probe.c, run inside it once it is confined), then
+objects and tests/programs/agent/probe.c, run inside it once it is confined), then
 tries from inside it what an exploited slot reader would: read /etc/shadow,
 open a root file with O_TRUNC, create a file in a stand-in of /etc/cron.d
 and in /etc/cron.d, write, truncate, remove or rename another job's restore

@@ -10,7 +10,7 @@ Slurm applies --cpu-freq in the task plugin after the plugin's init_post_opt
 and resets it after the tasks ended (after the agent restored, before
 slurm_spank_exit).  CpuFreqDef takes the same path in slurmstepd as a
 --cpu-freq governor; the plugin's reading of it is covered by the unit tests
-(spank/tests/test_freqlimits.c, spank/tests/test_plugin.c), the lab's
+(tests/unit/spank/test_freqlimits.c, tests/unit/spank/test_plugin.c), the lab's
 slurm.conf does not set it."""
 from __future__ import annotations
 

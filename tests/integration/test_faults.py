@@ -28,7 +28,7 @@ import labtools as lt
 import test_accounting as ta
 
 sys.path.insert(0, str(lt.TOP / "epilog"))
-from mpi_pstate import summary  # noqa: E402
+from mpi_pstate.model import summary  # noqa: E402
 
 JOBS = int(os.environ.get("MPI_PSTATE_FAULT_JOBS", "6"))
 OUTAGE_S = float(os.environ.get("MPI_PSTATE_FAULT_OUTAGE_S", "20"))

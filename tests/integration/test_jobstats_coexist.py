@@ -31,7 +31,8 @@ import test_accounting as ta
 sys.path.insert(0, str(lt.TOP / "epilog"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import jobstats_like_epilog as js  # noqa: E402
-from mpi_pstate import slurm, summary  # noqa: E402
+from mpi_pstate.core import slurm  # noqa: E402
+from mpi_pstate.model import summary  # noqa: E402
 
 HOOKS = lt.LAB / "etc" / "epilog_slurmctld.d"
 PART = Path(__file__).resolve().parent / "jobstats_like_epilog.py"

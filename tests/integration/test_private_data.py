@@ -14,7 +14,7 @@ import unittest
 import labtools as lt
 
 sys.path.insert(0, str(lt.TOP / "epilog"))
-from mpi_pstate import config  # noqa: E402
+from mpi_pstate.core import siteconf  # noqa: E402
 
 OTHER = "nobody"
 
@@ -36,7 +36,7 @@ class PrivateData(unittest.TestCase):
                             f"srun --mpi={mpi} ./imbalance.{fam} 10 5\n", wd)
             self.assertEqual(lt.wait_job(job), "COMPLETED")
             self.assertIn("mpi-pstate/", lt.summary_comment(job))
-            jd = f"{config.load(lt.SLURM_CONF).collect_dir}/{job}"
+            jd = f"{siteconf.load(lt.SLURM_CONF).collect_dir}/{job}"
 
             r = lt.as_user([cli, "report", str(job), "--json"], check=True)
             rep = json.loads(r.stdout)["jobs"][0]

@@ -23,7 +23,8 @@ import labtools as lt
 from test_accounting import FAMILIES, PLUGIN, hook_wired
 
 sys.path.insert(0, str(lt.TOP / "epilog"))
-from mpi_pstate import config, summary  # noqa: E402
+from mpi_pstate.core import siteconf  # noqa: E402
+from mpi_pstate.model import summary  # noqa: E402
 
 STEPS = int(os.environ.get("MPI_PSTATE_SCALE_STEPS", "1000"))
 STEPS_PARALLEL = 2  # the lab node has 2 CPUs
@@ -46,7 +47,7 @@ class Sweep(unittest.TestCase):
         cc, cls.mpi = FAMILIES["mpich"]
         if not shutil.which(cc):
             raise unittest.SkipTest(f"{cc} not installed")
-        cls.cfg = config.load(lt.SLURM_CONF)
+        cls.cfg = siteconf.load(lt.SLURM_CONF)
         cls.wd = lt.workdir("scale")
         (cls.wd / "tiny.c").write_text(TINY)
         cls.prog = cls.wd / "tiny"
@@ -57,7 +58,7 @@ class Sweep(unittest.TestCase):
         """The job's segments in the node's /dev/shm and its step
         directories in the node's runtime_dir."""
         shm = lt.node_exec(node, f"ls /dev/shm | grep '^mpi-pstate\\.{job}\\.' || true").stdout
-        steps = Path(config.expand_host(self.cfg.runtime_dir, node)) / "steps"
+        steps = Path(siteconf.expand_host(self.cfg.runtime_dir, node)) / "steps"
         dirs = [p.name for p in steps.glob(f"{job}.*")] if steps.is_dir() else []
         return shm.split() + dirs
 

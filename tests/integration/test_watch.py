@@ -22,7 +22,7 @@ import labtools as lt
 import test_accounting as ta
 import test_faults as ft
 
-from mpi_pstate import layout
+from mpi_pstate.core import layout
 
 PROM = "http://127.0.0.1:16990"
 MODEL = layout.DEFAULT_MODEL

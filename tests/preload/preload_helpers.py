@@ -11,7 +11,7 @@
   read_profiles(dir)              rank -> rank-<R>.json
   calls(profile)                  function -> calls of one rank's profile
   large_expected(rank, fortran)   what c_large_calls / f08_large_calls must record
-  slot_module()                   mpi_pstate.slot (segment/slot reader of the package)
+  slot_module()                   mpi_pstate.core.segment (segment/slot reader of the package)
 
 BUILD is $MPI_PSTATE_BUILD (set by tests/run) or ./build.
 """
@@ -193,4 +193,4 @@ def calls_bytes(profile: dict) -> Dict[str, tuple]:
 def slot_module():
     if str(TOP / "epilog") not in sys.path:
         sys.path.insert(0, str(TOP / "epilog"))
-    return importlib.import_module("mpi_pstate.slot")
+    return importlib.import_module("mpi_pstate.core.segment")

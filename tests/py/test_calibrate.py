@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import Any, Dict, List, Tuple
 
 import test_epilog_fixtures as fx
-from mpi_pstate import calibrate, powermodel
+from mpi_pstate.model import calibrate, powermodel
 
 FREQS = (1200000, 1500000, 1800000, 2100000, 2400000, 2700000, 3000000)
 IDLE_W = 13.0

@@ -12,7 +12,10 @@ from typing import List, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import carbon, cli, config, parse, report, summary
+from mpi_pstate.core import parse, siteconf
+from mpi_pstate.model import summary
+from mpi_pstate.model import carbon
+from mpi_pstate.user import command, report
 
 CASES = fx.TOP / "tests" / "data" / "carbon_g_per_kwh.txt"
 
@@ -63,7 +66,7 @@ class Config(unittest.TestCase):
                                          ("350,400", (None, {}), True)):
                 (d / "plugstack.conf").write_text(
                     f"optional {plugin} carbon_g_per_kwh={value}\n")
-                c = config.load(str(d / "slurm.conf"))
+                c = siteconf.load(str(d / "slurm.conf"))
                 self.assertEqual(c.carbon, want)
                 self.assertEqual(any("carbon_g_per_kwh" in p for p in c.problems), problem,
                                  c.problems)
@@ -90,17 +93,17 @@ class Report(unittest.TestCase):
         self.assertEqual(g["co2_saved_g"], [110.0, 110.0, 110.0])
         self.assertNotIn("co2_saved_g", report.totals(rows, "user")[0])
         out = io.StringIO()
-        real = config.load
+        real = siteconf.load
 
-        def with_carbon(*a: object, **k: object) -> config.Config:
+        def with_carbon(*a: object, **k: object) -> siteconf.Config:
             c = real(*a, **k)  # type: ignore[arg-type]
             c.carbon = parse.carbon("100,gpu:10")
             return c
-        with mock.patch.object(config, "load", with_carbon), \
-                mock.patch.object(cli.slurm, "sacct_totals", lambda **kw: rows), \
+        with mock.patch.object(siteconf, "load", with_carbon), \
+                mock.patch.object(command.slurm, "sacct_totals", lambda **kw: rows), \
                 contextlib.redirect_stdout(out):
-            rc = cli.main(["report", "--slurm-conf", "/nonexistent.conf", "--collect-dir",
-                           "/nonexistent", "--totals", "partition", "--json"])
+            rc = command.main(["report", "--slurm-conf", "/nonexistent.conf", "--collect-dir",
+                               "/nonexistent", "--totals", "partition", "--json"])
         self.assertEqual(rc, 0)
         got = {x["group"]: x["co2_saved_g"][0] for x in json.loads(out.getvalue())["groups"]}
         self.assertEqual(got, {"gpu": 10.0, "cpu": 100.0})

@@ -21,7 +21,8 @@ TOP = Path(__file__).resolve().parents[2]
 if str(TOP / "epilog") not in sys.path:
     sys.path.insert(0, str(TOP / "epilog"))
 
-from mpi_pstate import config, delivery, node, noderec, pending  # noqa: E402
+from mpi_pstate.core import noderecord, siteconf
+from mpi_pstate.site import delivery, node_epilog, pending  # noqa: E402
 
 NOBODY = pwd.getpwnam("nobody")
 
@@ -37,16 +38,16 @@ class Delivery(unittest.TestCase):
         self.collect = self.tmp / "records"
         self.collect.mkdir()
         os.chown(self.collect, NOBODY.pw_uid, NOBODY.pw_gid)
-        self.cfg = config.Config(collect_dir=str(self.collect), slurm_user="nobody",
-                                 runtime_dir=str(self.tmp / "run"))
+        self.cfg = siteconf.Config(collect_dir=str(self.collect), slurm_user="nobody",
+                                   runtime_dir=str(self.tmp / "run"))
 
     def share(self, timeout: float = 30.0) -> delivery.Share:
         return delivery.Share(str(self.collect), NOBODY.pw_uid, timeout)
 
     def record(self, job: int) -> bytes:
-        rec = noderec.build(job, "n1", 1000, settings=None, steps=[], infos=[],
-                            restore={"status": "ok"}, problems=[], written=0.0)
-        return noderec.encode(rec)
+        rec = noderecord.build(job, "n1", 1000, settings=None, steps=[], infos=[],
+                               restore={"status": "ok"}, problems=[], written=0.0)
+        return noderecord.encode(rec)
 
     def test_the_child_is_slurm_user_with_no_group_and_no_output(self) -> None:
         out = self.collect / "ids.json"
@@ -120,7 +121,7 @@ class Delivery(unittest.TestCase):
         self.assertIn("ValueError: bad", str(cm.exception))
 
     def test_publish_writes_as_slurm_user(self) -> None:
-        node.publish(self.cfg, 42, "n1", self.record(42), share=self.share())
+        node_epilog.publish(self.cfg, 42, "n1", self.record(42), share=self.share())
         jd = self.collect / "42"
         rec = jd / "node.n1.json"
         self.assertEqual((jd.stat().st_uid, rec.stat().st_uid), (NOBODY.pw_uid,) * 2)
@@ -130,7 +131,7 @@ class Delivery(unittest.TestCase):
     def test_a_missing_collect_dir_is_never_created(self) -> None:
         shutil.rmtree(self.collect)
         with self.assertRaises(delivery.ShareUnusable) as cm:
-            node.publish(self.cfg, 43, "n1", self.record(43), share=self.share())
+            node_epilog.publish(self.cfg, 43, "n1", self.record(43), share=self.share())
         self.assertEqual(cm.exception.errno, errno.ENOENT)
         self.assertIn("mounted", str(cm.exception))
         self.assertFalse(self.collect.exists())
@@ -139,7 +140,7 @@ class Delivery(unittest.TestCase):
         """What an unmounted share's mount point looks like."""
         os.chown(self.collect, 0, 0)
         with self.assertRaises(delivery.ShareUnusable) as cm:
-            node.publish(self.cfg, 44, "n1", self.record(44), share=self.share())
+            node_epilog.publish(self.cfg, 44, "n1", self.record(44), share=self.share())
         self.assertEqual(cm.exception.errno, errno.EACCES)
         self.assertIn("SlurmUser", str(cm.exception))
         self.assertEqual(list(self.collect.iterdir()), [])
@@ -151,14 +152,14 @@ class Delivery(unittest.TestCase):
         share = self.share()
         data = self.record(45)
         with self.assertRaises(OSError):
-            node.publish(self.cfg, 45, "n1", data, share=share)
+            node_epilog.publish(self.cfg, 45, "n1", data, share=share)
         pending.keep(str(runtime), 45, "n1", data)
         self.assertEqual(pending.waiting(str(runtime)), ["45.n1.json"])
         self.collect.mkdir()
         os.chown(self.collect, NOBODY.pw_uid, NOBODY.pw_gid)
         share = self.share()  # the next pass
         probs = pending.deliver(str(runtime),
-                                lambda j, n, d: node.publish(self.cfg, j, n, d, share=share))
+                                lambda j, n, d: node_epilog.publish(self.cfg, j, n, d, share=share))
         self.assertEqual(probs, [])
         self.assertEqual(pending.waiting(str(runtime)), [])
         self.assertEqual((self.collect / "45" / "node.n1.json").read_bytes(), data)
@@ -177,11 +178,11 @@ class Deadline(unittest.TestCase):
             plug = Path(d) / "plugstack.conf"
             conf.write_text(f"PlugStackConfig={plug}\nPrologEpilogTimeout=40\n")
             plug.write_text("optional /x/spank_mpi_pstate.so publish_timeout=3s\n")
-            c = config.load(str(conf))
+            c = siteconf.load(str(conf))
             self.assertEqual((c.publish_timeout_s, c.epilog_timeout_s), (3.0, 40.0), c.problems)
             conf.write_text(f"PlugStackConfig={plug}\nEpilogTimeout=8\nPrologEpilogTimeout=40\n")
             plug.write_text("optional /x/spank_mpi_pstate.so publish_timeout=200ms\n")
-            c = config.load(str(conf))
+            c = siteconf.load(str(conf))
             self.assertEqual((c.publish_timeout_s, c.epilog_timeout_s), (10.0, 8.0))
             self.assertTrue(any("publish_timeout" in p for p in c.problems), c.problems)
 

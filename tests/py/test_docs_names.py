@@ -12,15 +12,16 @@ and each must exist in the tree:
   common/options.def), preload/gen_wrappers.py's `MPI_PSTATE_FN_<NAME>` for
   every line of preload/mpi_functions.def, metrics.py's
   `mpi_pstate_job_<name>` for every entry of its JOB_METRICS.  A name
-  written with `*` or a `<placeholder>` (`mpi_pstate_pin_*_to_cores`,
+  written with `*` or a `<placeholder>` (`mpi_pstate_placement_cpulist_*`,
   `MPI_PSTATE_OPT_<ID>`) must match at least one.
-* Paths of the tree (`spank/pin.c`, `tests/py/test_x.py`, `agent/agent.[ch]`,
+* Paths of the tree (`spank/placement.c`, `tests/py/test_x.py`, `agent/agent.[ch]`,
   `bench/<component>/rules.mk`): the file or directory must exist; a glob or
   placeholder must match one.
 * `mpi-pstate SUBCOMMAND`, in code spans and code blocks (Markdown) and in
   bold or no-fill text (man pages): SUBCOMMAND must be one the command's
-  parsers define (epilog/mpi_pstate/cli.py and rootcli.py, read as text:
-  importing cli.py would load the report and everything behind it).
+  parsers define (epilog/mpi_pstate/user/command.py and site/entry.py, read
+  as text: importing the command would load the report and everything
+  behind it).
 
 A name a document must give although the code no longer has it (an old
 release's, quoted as such) goes into EXCEPTIONS with the reason.
@@ -63,11 +64,12 @@ SUBCOMMAND_RE = re.compile(r"(?<![\w/.-])mpi-pstate[ \t]+([a-z][a-z0-9-]*)")
 # against this Slurm", "loads the mpi-pstate plugin").
 COMMAND_BEFORE = {"$", "#", "|", "||", "&&", ";", "(", "$(", "`", "sudo", "exec", "env",
                   "time", "timeout", "nice", "srun", "mpirun", "mpiexec", "watch"}
-# Check suites are built as build/tests/unit/<name> from tests/unit/<name>.c or
-# a component's <dir>/tests/<name>.c (docs/CONTRIBUTING.md): a document may
+# Check suites are built as build/tests/unit/<name> from
+# tests/unit/<component>/<name>.c (docs/CONTRIBUTING.md): a document may
 # name the suite by its built path.
 UNIT_SUITE_RE = re.compile(r"tests/unit/(test_\w+)")
-UNIT_SUITE_SOURCES = ("tests/unit", "spank/tests", "agent/tests", "preload/tests")
+UNIT_SUITE_SOURCES = ("tests/unit", "tests/unit/common", "tests/unit/spank", "tests/unit/agent",
+                      "tests/unit/preload")
 
 
 def doc_files(top: Path = TOP) -> List[Path]:
@@ -190,7 +192,7 @@ def function_ids(top: Path = TOP) -> Set[str]:
 
 def job_metric_names(top: Path = TOP) -> Set[str]:
     """metrics.py's mpi_pstate_job_<name> for each JOB_METRICS entry."""
-    path = top / "epilog" / "mpi_pstate" / "metrics.py"
+    path = top / "epilog" / "mpi_pstate" / "site" / "metrics.py"
     text = read(path)
     if 'f"mpi_pstate_job_{name}"' not in text:
         return set()  # the rule below no longer holds: names are not made so
@@ -222,7 +224,7 @@ def known_identifiers(top: Path = TOP) -> Set[str]:
 def subcommands(top: Path = TOP) -> Set[str]:
     """The `mpi-pstate` subcommands, from the parsers' source text."""
     out = set()
-    for f in ("cli.py", "rootcli.py"):
+    for f in ("user/command.py", "site/entry.py"):
         text = read(top / "epilog" / "mpi_pstate" / f)
         out.update(re.findall(r"\.add_parser\(\s*\"([a-z][a-z0-9-]*)\"", text))
     return out
@@ -439,9 +441,9 @@ class TheCheckCanFail(unittest.TestCase):
         doc = TOP / "docs" / "fake.md"
         text = ("`MPI_PSTATE_OPT_THRESHOLD`, `MPI_PSTATE_BIND_COMPACT` (options.def), "
                 "`MPI_PSTATE_FN_ALLREDUCE`, `mpi_pstate_job_wall_seconds`, "
-                "`mpi_pstate_pin_*_to_cores`, `MPI_PSTATE_OPT_<ID>`, `MPI_PSTATE_*`, "
+                "`mpi_pstate_placement_cpulist_*`, `MPI_PSTATE_OPT_<ID>`, `MPI_PSTATE_*`, "
                 "`agent/agent.[ch]`, `tests/py/test_epilog*.py`, `bench/<component>/rules.mk`, "
-                "`spank/tests/`, `mpi-pstate node-prune`, `mpi-pstate flush`.\n")
+                "`tests/unit/spank/`, `mpi-pstate node-prune`, `mpi-pstate flush`.\n")
         self.assertEqual(problems(doc, text, names()), [])
 
     def test_x_macro_pastes_are_expanded(self) -> None:

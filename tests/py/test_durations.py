@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """One duration grammar: common/parse.c's mpi_pstate_parse_duration_us is
-the reference, epilog/mpi_pstate/parse.py mirrors it, and every Python
+the reference, epilog/mpi_pstate/core/parse.py mirrors it, and every Python
 reader of a duration (the report, `mpi-pstate exec`, the evaluation tool
 bench/eval/evaluate.py)
 goes through that mirror.  tests/data/durations.txt holds the cases;
-tests/unit/test_parse.c runs them through C, this module through Python.
+tests/unit/common/test_parse.c runs them through C, this module through Python.
 The mode words `mpi-pstate exec` offers are common/options.def's."""
 import contextlib
 import io
@@ -16,7 +16,8 @@ import unittest
 from typing import List, Optional, Tuple
 
 import test_epilog_fixtures as fx
-from mpi_pstate import launcher, parse
+from mpi_pstate.core import parse
+from mpi_pstate.user import launcher
 
 if str(fx.TOP / "bench" / "eval") not in sys.path:
     sys.path.insert(0, str(fx.TOP / "bench" / "eval"))

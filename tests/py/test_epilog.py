@@ -21,8 +21,8 @@ from typing import Dict
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import audit, config, log, node, noderec, parse, pending, plugincheck, safeio, slots
-from mpi_pstate import layout
+from mpi_pstate.core import audit, layout, log, noderecord, parse, plugincheck, safeio, siteconf
+from mpi_pstate.site import node_epilog, pending, rankfigures
 
 slotlib = fx.slotlib
 NOBODY = 65534
@@ -171,12 +171,12 @@ class Config(Tmp):
     def test_plugstack_line_gives_the_directories(self) -> None:
         sc = self.conf("optional /lib/slurm/spank_mpi_pstate.so default_mode=on collect_dir=/srv/rec "
                        "runtime_dir=/run/mp-%h agent=/usr/sbin/mpi-pstate-agent")
-        c = config.load(sc)
+        c = siteconf.load(sc)
         self.assertEqual((c.collect_dir, c.runtime_dir, c.agent, c.slurm_user),
                          ("/srv/rec", "/run/mp-%h", "/usr/sbin/mpi-pstate-agent", "slurm"))
         self.assertTrue(c.plugstack.endswith("z.conf"))
-        self.assertEqual(config.expand_host(c.runtime_dir, "n1"), "/run/mp-n1")
-        c = config.load(sc, collect_dir="/other")
+        self.assertEqual(siteconf.expand_host(c.runtime_dir, "n1"), "/run/mp-n1")
+        c = siteconf.load(sc, collect_dir="/other")
         self.assertEqual(c.collect_dir, "/other")
 
     def test_plugin_found_by_content_whatever_its_name(self) -> None:
@@ -191,17 +191,17 @@ class Config(Tmp):
             Path("/bin/true").read_bytes() + b"\0mpi_pstate\0mpi-pstate-threshold\0")
         sc = self.conf(f"optional {lib}/spank_mpi_pstate_lookalike.so collect_dir=/wrong\n"
                        f"optional site-power-v2.so collect_dir=/srv/right")
-        self.assertEqual(config.load(sc).collect_dir, layout.COLLECT_DIR)  # relative: not in dirs
+        self.assertEqual(siteconf.load(sc).collect_dir, layout.COLLECT_DIR)  # relative: not in dirs
         with open(sc, "a") as f:
             f.write(f"PluginDir=/nonexistent:{lib}\n")
-        c = config.load(sc)
+        c = siteconf.load(sc)
         self.assertEqual((c.collect_dir, c.problems), ("/srv/right", []))
 
     def test_plugin_known_by_its_plugin_name_symbol(self) -> None:
         built = BUILD / "spank" / "spank_mpi_pstate.so"
         if not built.exists():
             self.skipTest(f"{built} not built")
-        self.assertEqual(plugincheck.plugin_name(built.read_bytes()), config.PLUGIN_NAME)
+        self.assertEqual(plugincheck.plugin_name(built.read_bytes()), siteconf.PLUGIN_NAME)
         self.assertIsNone(plugincheck.plugin_name(Path("/bin/true").read_bytes()))
         src = self.tmp / "other.c"
         src.write_text('const char plugin_name[] = "mpi_pstate_not";\n'
@@ -209,26 +209,26 @@ class Config(Tmp):
         other = self.tmp / "spank_mpi_pstate.so"  # our file name, another plugin
         subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(other), str(src)], check=True)
         self.assertEqual(plugincheck.plugin_name(other.read_bytes()), "mpi_pstate_not")
-        self.assertIsNone(config.our_plugin(str(other), []))
-        self.assertEqual(config.our_plugin(str(built), []), str(built))
-        self.assertIsNone(config.our_plugin(str(self.tmp / "absent.so"), []))
-        self.assertEqual(config.our_plugin("spank_mpi_pstate.so", [str(self.tmp / "none")]),
+        self.assertIsNone(siteconf.our_plugin(str(other), []))
+        self.assertEqual(siteconf.our_plugin(str(built), []), str(built))
+        self.assertIsNone(siteconf.our_plugin(str(self.tmp / "absent.so"), []))
+        self.assertEqual(siteconf.our_plugin("spank_mpi_pstate.so", [str(self.tmp / "none")]),
                          "spank_mpi_pstate.so")  # unreadable here: known by its name
 
     def test_bad_values_keep_defaults(self) -> None:
         sc = self.conf("optional spank_mpi_pstate.so collect_dir=relative runtime_dir=/a/../b")
-        c = config.load(sc)
+        c = siteconf.load(sc)
         self.assertEqual((c.collect_dir, c.runtime_dir), (layout.COLLECT_DIR, layout.RUNTIME_DIR))
         self.assertEqual(len(c.problems), 2)
-        c = config.load(str(self.tmp / "missing.conf"))
+        c = siteconf.load(str(self.tmp / "missing.conf"))
         self.assertEqual((c.collect_dir, c.slurm_user), (layout.COLLECT_DIR, "root"))
         for bad in ("/a b", "/a//b", "x", "/" + "a" * 300):
             with self.assertRaises(ValueError):
-                config.check_dir_path(bad)
+                siteconf.check_dir_path(bad)
         with self.assertRaises(ValueError):
-            config.expand_host("/run/%x", "n1")
+            siteconf.expand_host("/run/%x", "n1")
         with self.assertRaises(ValueError):
-            config.expand_host("/run/%h", "../evil")
+            siteconf.expand_host("/run/%h", "../evil")
 
 
 class LeftoverAgents(Tmp):
@@ -253,8 +253,8 @@ class LeftoverAgents(Tmp):
         stubborn = self.spawn(agent, "77", ignore_term=True)
         other_job = self.spawn(agent, "778")
         not_agent = self.spawn("/bin/bash", "77")
-        with mock.patch.object(node, "AGENT_STOP_S", 0.5):
-            done = node.stop_leftover_agents(agent, 77)
+        with mock.patch.object(node_epilog, "AGENT_STOP_S", 0.5):
+            done = node_epilog.stop_leftover_agents(agent, 77)
         self.assertEqual(sorted(done), sorted([
             f"agent {mine.pid} of job 77 outlived its step: stopped",
             f"agent {stubborn.pid} of job 77 outlived its step: killed (ignored SIGTERM)"]))
@@ -262,7 +262,7 @@ class LeftoverAgents(Tmp):
         self.assertEqual(stubborn.wait(5), -9)
         self.assertIsNone(other_job.poll())
         self.assertIsNone(not_agent.poll())
-        self.assertEqual(node.stop_leftover_agents(agent, 77), [])
+        self.assertEqual(node_epilog.stop_leftover_agents(agent, 77), [])
 
 
 class PluginCheck(Tmp):
@@ -349,8 +349,8 @@ class Slots(Tmp):
         listed = [{"step": "0", "name": "mpi-pstate.77.0", "dev": None, "ino": None,
                    "nslots": None, "bytes": None}]  # a version 1 step record's
         agent = {0: {"down_s": 0.75, "transitions": 4}}  # what root measured of slot 0
-        steps, problems, names = slots.job_segments(77, os.getuid(), listed, str(self.tmp),
-                                                    agent=agent)
+        steps, problems, names = rankfigures.job_segments(77, os.getuid(), listed, str(self.tmp),
+                                                          agent=agent)
         self.assertEqual((problems, names), ([], ["mpi-pstate.77.0"]))
         self.assertEqual((steps[0]["step"], steps[0]["slots"]), ("0", 4))
         r0, r1, r2 = steps[0]["ranks"]
@@ -383,7 +383,7 @@ class Slots(Tmp):
             seg.close()
         listed = [{"step": "0", "name": "mpi-pstate.79.0", "dev": None, "ino": None,
                    "nslots": 5, "bytes": None}]
-        steps, problems, _ = slots.job_segments(79, os.getuid(), listed, str(self.tmp))
+        steps, problems, _ = rankfigures.job_segments(79, os.getuid(), listed, str(self.tmp))
         got = [(r["wait_mode"], r["wait_cpu_share"]) for r in steps[0]["ranks"]]
         self.assertEqual(got, [("sleep", 0.05), ("yield", 1.0), ("unknown", None),
                                ("poll", None), ("poll", 0.999)])
@@ -391,9 +391,9 @@ class Slots(Tmp):
         self.assertEqual(problems, ["segment mpi-pstate.79.0 slot 3: out of range, dropped: "
                                     "wait_cpu_ns"])
         # and through the record's validation, which keeps exact JSON types
-        r = noderec.validate_rank(json.loads(json.dumps(steps[0]["ranks"][0])))
+        r = noderecord.validate_rank(json.loads(json.dumps(steps[0]["ranks"][0])))
         self.assertEqual((r["wait_mode"], r["wait_cpu_share"]), ("sleep", 0.05))
-        bad = noderec.validate_rank(dict(steps[0]["ranks"][0], wait_mode=3, wait_cpu_share="x"))
+        bad = noderecord.validate_rank(dict(steps[0]["ranks"][0], wait_mode=3, wait_cpu_share="x"))
         self.assertEqual((bad["wait_mode"], bad["wait_cpu_share"]), (None, None))
 
     def test_a_rank_field_is_produced_validated_and_documented(self) -> None:
@@ -405,15 +405,15 @@ class Slots(Tmp):
             {"rank": 1, "state": "running"}], nslots=2)
         listed = [{"step": "0", "name": "mpi-pstate.78.0", "dev": None, "ino": None,
                    "nslots": None, "bytes": None}]
-        steps, _, _ = slots.job_segments(78, os.getuid(), listed, str(self.tmp))
+        steps, _, _ = rankfigures.job_segments(78, os.getuid(), listed, str(self.tmp))
         produced = set().union(*(r.keys() for r in steps[0]["ranks"]))
         produced.add("dropped")  # present only when a field was out of range
-        self.assertEqual(produced, set(noderec.RANK_FIELDS))
+        self.assertEqual(produced, set(noderecord.RANK_FIELDS))
         doc = (fx.TOP / "docs" / "records.md").read_text(encoding="utf-8")
         table = doc.split("**Per rank**", 1)[1].split("\n\n", 2)[1]
         documented = set(re.findall(r"`([a-z_]+)`", "\n".join(
             ln.split("|")[1] for ln in table.splitlines() if ln.startswith("| `"))))
-        self.assertEqual(documented, set(noderec.RANK_FIELDS))
+        self.assertEqual(documented, set(noderecord.RANK_FIELDS))
 
     def test_hostile_segments(self) -> None:
         secret = self.tmp / "secret"
@@ -434,7 +434,7 @@ class Slots(Tmp):
                    "nslots": None, "bytes": None} for i in range(6)]
         listed.append({"step": "0", "name": "mpi-pstate.6.0", "dev": None, "ino": None,
                        "nslots": None, "bytes": None})
-        steps, problems, names = slots.job_segments(5, 1000, listed, str(self.tmp))
+        steps, problems, names = rankfigures.job_segments(5, 1000, listed, str(self.tmp))
         self.assertEqual([s["step"] for s in steps], ["3"])
         self.assertEqual([r["rank"] for r in steps[0]["ranks"]], [0])
         text = "\n".join(problems)
@@ -444,7 +444,7 @@ class Slots(Tmp):
             self.assertIn(frag, text)
         self.assertNotIn("mpi-pstate.6.0", names)
         self.assertEqual(secret.read_bytes(), b"root only")
-        n = slots.remove_segments(5, names, str(self.tmp))
+        n = rankfigures.remove_segments(5, names, str(self.tmp))
         self.assertEqual(n, 5)  # the FIFO stays; the symlink goes, its target stays
         self.assertTrue(secret.exists())
         self.assertTrue((self.tmp / "mpi-pstate.6.0").exists())
@@ -454,7 +454,7 @@ class Slots(Tmp):
 class NodeRecord(unittest.TestCase):
     def test_round_trip_and_validation(self) -> None:
         rec = fx.node_record(9, "n1", [fx.rank("n1", 0), fx.rank("n1", 1)])
-        back = noderec.validate(noderec.decode(noderec.encode(rec)), 9, "n1")
+        back = noderecord.validate(noderecord.decode(noderecord.encode(rec)), 9, "n1")
         self.assertEqual(len(back["ranks"]), 2)
         self.assertEqual(back["energy"], {"status": "ok", "joules": 100.0, "meter": "rapl"})
         self.assertEqual(back["ranks"][0]["node"], "n1")
@@ -463,11 +463,11 @@ class NodeRecord(unittest.TestCase):
                 (lambda r: r.update(node="n2"), "expected n1"),
                 (lambda r: r.update(version=2), "version"),
                 (lambda r: r.update(format="x"), "not a node record"),
-                (lambda r: r.update(ranks=[{}] * (noderec.MAX_RANKS + 1)), "bad rank list")):
+                (lambda r: r.update(ranks=[{}] * (noderecord.MAX_RANKS + 1)), "bad rank list")):
             bad = json.loads(json.dumps(rec))
             mutate(bad)
             with self.subTest(why=why), self.assertRaises(ValueError) as e:
-                noderec.validate(bad, 9, "n1")
+                noderecord.validate(bad, 9, "n1")
             self.assertIn(why, str(e.exception))
         # A bad field is dropped and named, never the node's record: one absurd
         # value must not hide the job's other figures
@@ -476,7 +476,7 @@ class NodeRecord(unittest.TestCase):
             bad = json.loads(json.dumps(rec))
             bad["ranks"][0][field] = value
             with self.subTest(field=field, value=value):
-                got = noderec.validate(bad, 9, "n1")
+                got = noderecord.validate(bad, 9, "n1")
                 self.assertEqual(len(got["ranks"]), 2)
                 self.assertIn(field, got["ranks"][0]["dropped"])
                 self.assertIn(got["ranks"][0][field], (None, []))
@@ -488,38 +488,38 @@ class NodeRecord(unittest.TestCase):
             bad = json.loads(json.dumps(rec))
             mutate(bad["ranks"][0])
             with self.subTest(why=why):
-                got = noderec.validate(bad, 9, "n1")
+                got = noderecord.validate(bad, 9, "n1")
                 self.assertEqual([r["rank"] for r in got["ranks"]], [1])
                 self.assertIn(why, got["problems"][-1])
         with self.assertRaises(ValueError):
-            noderec.decode(b'{"x": NaN}')
+            noderecord.decode(b'{"x": NaN}')
         with self.assertRaises(ValueError):
-            noderec.decode(b"[" * 100000 + b"]" * 100000)
+            noderecord.decode(b"[" * 100000 + b"]" * 100000)
 
     def test_energy_never_made_up(self) -> None:
-        a = noderec.parse_agent(b'{"format": "mpi-pstate-agent", "host": "x", "step": 0, '
-                                b'"energy": {"status": "ok", "package_j": 10.25, "dram_j": 2.25,'
-                                b' "sockets": []}}', "n1")
+        a = noderecord.parse_agent(b'{"format": "mpi-pstate-agent", "host": "x", "step": 0, '
+                                   b'"energy": {"status": "ok", "package_j": 10.25, "dram_j": 2.25,'
+                                   b' "sockets": []}}', "n1")
         self.assertEqual(a["energy"], {"status": "ok", "joules": 12.5})
-        self.assertIsNone(noderec.parse_agent(b'{"step": 0, "node": "n2"}', "n1"))
-        b = noderec.parse_agent(b'{"step": 4294967291, "energy": {"status": "no_access", '
-                                b'"package_j": null, "dram_j": null}}', "n1", "batch")
+        self.assertIsNone(noderecord.parse_agent(b'{"step": 0, "node": "n2"}', "n1"))
+        b = noderecord.parse_agent(b'{"step": 4294967291, "energy": {"status": "no_access", '
+                                   b'"package_j": null, "dram_j": null}}', "n1", "batch")
         self.assertEqual((b["step"], b["energy"]["status"]), ("batch", "no_access"))
-        c = noderec.parse_agent(b'{"step": 1, "energy": {"status": "ok", "package_j": null}}',
-                                "n1")
+        c = noderecord.parse_agent(b'{"step": 1, "energy": {"status": "ok", "package_j": null}}',
+                                   "n1")
         self.assertEqual(c["energy"], {"status": "unknown", "joules": None})
         big = {"step": 2, "ranks": [{"hist": list(range(100))}] * 2000, "energy": {}}
-        d = noderec.parse_agent(json.dumps(big).encode(), "n1")
+        d = noderecord.parse_agent(json.dumps(big).encode(), "n1")
         self.assertNotIn("ranks", d["record"])
         self.assertEqual(d["record"]["truncated"]["dropped"], ["ranks", "domains"])
-        self.assertEqual(noderec.energy_of([a], None)["joules"], 12.5)
-        self.assertEqual(noderec.energy_of([a, b], None)["status"], "partial")
-        self.assertEqual(noderec.energy_of([b], None)["status"], "no_access")
-        self.assertEqual(noderec.energy_of([], {"rapl": {"status": "absent"}}),
+        self.assertEqual(noderecord.energy_of([a], None)["joules"], 12.5)
+        self.assertEqual(noderecord.energy_of([a, b], None)["status"], "partial")
+        self.assertEqual(noderecord.energy_of([b], None)["status"], "no_access")
+        self.assertEqual(noderecord.energy_of([], {"rapl": {"status": "absent"}}),
                          {"status": "absent", "joules": None, "source": None})
         for bad in (b"[1]", b'{"step": "x/y"}', b"{"):
             with self.assertRaises(ValueError):
-                noderec.parse_agent(bad, "n1")
+                noderecord.parse_agent(bad, "n1")
 
 
 class NodeEpilog(Tmp):
@@ -538,7 +538,7 @@ class NodeEpilog(Tmp):
                                keep_segments=False, quiet=False)
         with mock.patch.dict(os.environ, {**self.env, **extra}, clear=True), \
                 mock.patch.object(log, "_stream", [self.err]):
-            return node.run(a, {"agent": []})
+            return node_epilog.run(a, {"agent": []})
 
     def record(self) -> dict:
         return json.loads((self.collect / "4242" / "node.n1.json").read_text())
@@ -570,7 +570,7 @@ class NodeEpilog(Tmp):
         self.assertEqual(rec["steps"][1]["plugin"]["mode"], "profile")
         self.assertEqual(rec["settings"]["cpufreq"]["driver"], "acpi-cpufreq")
         self.assertEqual(rec["restore"]["status"], "ok")  # no restore record: no backstop run
-        self.assertEqual(noderec.validate(rec, 4242, "n1")["status"], "ok")
+        self.assertEqual(noderecord.validate(rec, 4242, "n1")["status"], "ok")
         self.assertFalse(seg.exists())  # consumed
         self.assertFalse(step.exists())  # step directories removed once read
         self.assertFalse(batch.exists())
@@ -672,7 +672,7 @@ class NodeEpilog(Tmp):
         """A record already waits and the share still fails: one error line,
         not one per record."""
         fx.plugin_json(self.runtime, 4242, "0", None)
-        data = noderec.encode(fx.node_record(4000, "n1", []))
+        data = noderecord.encode(fx.node_record(4000, "n1", []))
         pending.keep(str(self.runtime), 4000, "n1", data)
         self.collect.rmdir()
         self.assertEqual(self.run_epilog(), 0)
@@ -755,7 +755,7 @@ class PrivateData(unittest.TestCase):
         for v, want in (("jobs", True), ("accounts,Jobs", True), (" usage , jobs ", True),
                         ("usage", False), ("", False), ("jobsx", False)):
             with self.subTest(v=v):
-                self.assertEqual(config.private_jobs(v), want)
+                self.assertEqual(siteconf.private_jobs(v), want)
 
     def test_acl_blob(self) -> None:
         blob = safeio.acl_owner_and(1234, 5)
@@ -763,10 +763,10 @@ class PrivateData(unittest.TestCase):
         self.assertEqual(acl_users(blob), {1234: 5})
 
     def test_uid_read_from_the_records_head(self) -> None:
-        rec = noderec.build(77, "n-1.x", 4321, settings=None, steps=[], infos=[],
-                            restore={"status": "ok"}, problems=[], written=1.0)
-        self.assertEqual(noderec.head_uid(noderec.encode(rec)), 4321)
-        self.assertIsNone(noderec.head_uid(b'{"format":"x","uid":1}'))
+        rec = noderecord.build(77, "n-1.x", 4321, settings=None, steps=[], infos=[],
+                               restore={"status": "ok"}, problems=[], written=1.0)
+        self.assertEqual(noderecord.head_uid(noderecord.encode(rec)), 4321)
+        self.assertIsNone(noderecord.head_uid(b'{"format":"x","uid":1}'))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,9 @@ from typing import Any, Dict, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import collect, config, log, noderec, slots, slurm, spool, summary
-from mpi_pstate import layout
+from mpi_pstate.core import collect, layout, log, noderecord, siteconf, slurm
+from mpi_pstate.model import summary
+from mpi_pstate.site import rankfigures, spool
 
 TOP = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("bench_epilog_attack",
@@ -64,7 +65,7 @@ class NodeEpilogUnderAttack(unittest.TestCase):
     def test_honest_largest_segment_is_read_whole(self) -> None:
         u = self.run_kind("big")
         self.assertEqual(u["record_ranks"], 4096)
-        self.assertLess(u["record_bytes"], noderec.MAX_BYTES)
+        self.assertLess(u["record_bytes"], noderecord.MAX_BYTES)
 
     def test_zero_padded_names_of_another_user_take_no_place(self) -> None:
         """81 names mpi-pstate.J.00.. by another user before the victim's
@@ -145,9 +146,9 @@ class FastPath(unittest.TestCase):
         self._td.cleanup()
 
     def write_cache(self) -> None:
-        from mpi_pstate import node
+        from mpi_pstate.site import node_epilog
         with mock.patch.dict(os.environ, {"SLURM_CONF": str(self.conf)}):
-            node.write_cache(str(self.cache), str(self.runtime), [str(self.conf)])
+            node_epilog.write_cache(str(self.cache), str(self.runtime), [str(self.conf)])
 
     def epilog_ran(self) -> bool:
         with contextlib.suppress(FileNotFoundError):
@@ -203,17 +204,17 @@ class RecordBounds(unittest.TestCase):
         big = {"step": 0, "ranks": ["x" * 200] * 1200}  # ~250 kB each
         infos = [{"step": str(i), "agent": {"step": str(i), "energy": {"status": "unknown",
                                                                        "joules": None},
-                                            "record": noderec.bounded(dict(big, step=i))},
-                  "plugin": noderec.bounded(dict(big, step=i))} for i in range(64)]
-        rec = noderec.build(1, "n1", 1000, settings=None, steps=steps, infos=infos,
-                            restore={"status": "ok"}, problems=[], written=time.time())
-        data = noderec.encode(rec)
-        self.assertEqual(len(rec["ranks"]), noderec.MAX_RANKS)
-        self.assertLess(len(data), noderec.MAX_BYTES)
+                                            "record": noderecord.bounded(dict(big, step=i))},
+                  "plugin": noderecord.bounded(dict(big, step=i))} for i in range(64)]
+        rec = noderecord.build(1, "n1", 1000, settings=None, steps=steps, infos=infos,
+                               restore={"status": "ok"}, problems=[], written=time.time())
+        data = noderecord.encode(rec)
+        self.assertEqual(len(rec["ranks"]), noderecord.MAX_RANKS)
+        self.assertLess(len(data), noderecord.MAX_BYTES)
         self.assertTrue(any("over the node's" in p for p in rec["problems"]))
         self.assertTrue(any("truncated" in p for p in rec["problems"]))
-        self.assertEqual(len(noderec.validate(noderec.decode(data), 1, "n1")["ranks"]),
-                         noderec.MAX_RANKS)
+        self.assertEqual(len(noderecord.validate(noderecord.decode(data), 1, "n1")["ranks"]),
+                         noderecord.MAX_RANKS)
 
     def test_node_rank_budget_spans_steps(self) -> None:
         """The node's slot budget counts every step: 64 honest segments of
@@ -227,8 +228,8 @@ class RecordBounds(unittest.TestCase):
                 st = seg.stat()
                 listed.append({"step": str(i), "name": seg.name, "dev": st.st_dev,
                                "ino": st.st_ino, "nslots": 4096, "bytes": st.st_size})
-            with mock.patch.object(slots, "MAX_NODE_RANKS", 3 * 4096):
-                steps, problems, names = slots.job_segments(7, os.getuid(), listed, str(shm))
+            with mock.patch.object(rankfigures, "MAX_NODE_RANKS", 3 * 4096):
+                steps, problems, names = rankfigures.job_segments(7, os.getuid(), listed, str(shm))
             self.assertEqual(sum(s["slots"] for s in steps), 3 * 4096)
             self.assertTrue(any("are reached" in p for p in problems), problems)
 
@@ -246,8 +247,8 @@ class JobBounds(unittest.TestCase):
             size = 0
             for i in range(nodes):
                 n = f"n{i}"
-                data = noderec.encode(fx.node_record(31, n, [fx.rank(n, i * ranks + k)
-                                                             for k in range(ranks)]))
+                data = noderecord.encode(fx.node_record(31, n, [fx.rank(n, i * ranks + k)
+                                                                for k in range(ranks)]))
                 size = max(size, len(data))
                 Path(d, collect.node_file(n)).write_bytes(data)
             fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
@@ -293,7 +294,7 @@ class FlushUnderFaults(unittest.TestCase):
         os.chmod(self.tmp, 0o755)
         self.collect = self.tmp / "records"
         self.collect.mkdir()
-        self.cfg = config.Config(collect_dir=str(self.collect))
+        self.cfg = siteconf.Config(collect_dir=str(self.collect))
         self.trusted = {0, os.geteuid()}
         self.db_up = True
         self.written: Dict[int, str] = {}
@@ -320,7 +321,7 @@ class FlushUnderFaults(unittest.TestCase):
         rec["written"], rec["uid"] = written, uid
         d = self.collect / str(job)
         d.mkdir(exist_ok=True)
-        (d / f"node.{node}.json").write_bytes(noderec.encode(rec))
+        (d / f"node.{node}.json").write_bytes(noderecord.encode(rec))
 
     def sacct_one(self, job: int, timeout: float = 30) -> slurm.SacctJob:
         if not self.db_up:
@@ -348,7 +349,7 @@ class FlushUnderFaults(unittest.TestCase):
         """It never waits: no sacct, no slurmctld, no node record read; the
         job is queued and one flusher started."""
         import argparse
-        from mpi_pstate import ctld
+        from mpi_pstate.site import ctld
         self.publish(9, "n1", time.time())
         a = argparse.Namespace(collect_dir=str(self.collect), runtime_dir=None, slurm_conf=None,
                                wait=30.0, flush_for=3600.0, quiet=True)
@@ -472,7 +473,7 @@ class FlushUnderFaults(unittest.TestCase):
         os.chmod(q, 0o700)
         for j in range(1, 10001):  # written partial once: "seen" names the nodes then
             e = spool.entry_of(j, ["n1", "n2"], 1000, None, now - 600, seen=[])
-            (q / layout.LATE_DIR / f"{j}.json").write_bytes(noderec.encode(e))
+            (q / layout.LATE_DIR / f"{j}.json").write_bytes(noderecord.encode(e))
         self.publish(20000, "n1", now, uid=2000)
         self.queue(20000, ["n1"], now, uid=2000)
         tally = self.flush()

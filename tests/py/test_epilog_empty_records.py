@@ -16,7 +16,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import log, node, noderec, safeio
+from mpi_pstate.core import log, noderecord, safeio
+from mpi_pstate.site import node_epilog
 
 AGENT = {"format": "mpi-pstate-agent", "version": 1, "host": "n1", "job": 4242, "step": 0,
          "energy": {"status": "ok", "package_j": 70.0, "dram_j": 7.5, "sockets": []},
@@ -67,7 +68,7 @@ class EmptyRecords(unittest.TestCase):
                "SLURM_CONF": str(self.tmp / "none.conf"), "PATH": os.environ["PATH"]}
         with mock.patch.dict(os.environ, env, clear=True), \
                 mock.patch.object(log, "_stream", [self.err]):
-            self.assertEqual(node.run(a, {"agent": []}), 0)
+            self.assertEqual(node_epilog.run(a, {"agent": []}), 0)
         path = self.collect / "4242" / "node.n1.json"
         rec = json.loads(path.read_text())
         path.unlink()
@@ -95,7 +96,7 @@ class EmptyRecords(unittest.TestCase):
     def test_past_the_detail_bound_an_empty_sums_record_is_a_missing_one(self) -> None:
         """A step past the detail bound is read from its sums.json alone
         when it has one; an empty one sends it the long way, as none does."""
-        with mock.patch.object(noderec, "MAX_DETAIL_STEPS", 1):
+        with mock.patch.object(noderecord, "MAX_DETAIL_STEPS", 1):
             self.plant("0", None, None)
             self.plant("1", None, None)
             missing = self.run_epilog()
@@ -110,7 +111,7 @@ class EmptyRecords(unittest.TestCase):
         problems: List[str] = []
         sfd = safeio.open_dir(str(self.runtime / "steps"), trusted={0})
         try:
-            return node.step_dir(sfd, d.name, "0", "n1", problems), problems
+            return node_epilog.step_dir(sfd, d.name, "0", "n1", problems), problems
         finally:
             os.close(sfd)
 
@@ -129,7 +130,7 @@ class EmptyRecords(unittest.TestCase):
         self.assertEqual((info["agent"], info["sums"], problems), (None, None, []))
         dfd = os.open(str(d), safeio.O_DIR)
         try:
-            self.assertEqual(node.read_sums(dfd, d.name, "n1", problems), None)
+            self.assertEqual(node_epilog.read_sums(dfd, d.name, "n1", problems), None)
         finally:
             os.close(dfd)
         self.assertEqual(problems, [])

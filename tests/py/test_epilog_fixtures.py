@@ -14,8 +14,7 @@ TOP = Path(__file__).resolve().parents[2]
 if str(TOP / "epilog") not in sys.path:
     sys.path.insert(0, str(TOP / "epilog"))
 
-from mpi_pstate import slot as slotlib  # noqa: E402
-from mpi_pstate import noderec  # noqa: E402
+from mpi_pstate.core import noderecord, segment as slotlib  # noqa: E402
 
 
 def write(root: Path, rel: str, value: str) -> None:
@@ -131,8 +130,8 @@ def node_record(job: int, node: str, ranks: List[Dict[str, Any]], joules: Option
         "cpufreq": {"driver": "acpi-cpufreq", "governors": ["performance"], "boost": True},
         "cstates": {"states": [{"name": "C6", "exit_latency_us": 133, "enabled_cpus": "0-1"}]},
         "smt": {"threads_per_core": 1}, "numa": {"nodes": 1}, "warnings": []}
-    return noderec.build(job, node, 1000, settings=st, steps=steps if ranks else [],
-                         infos=infos, restore={"status": "ok"}, problems=[], written=time.time())
+    return noderecord.build(job, node, 1000, settings=st, steps=steps if ranks else [],
+                            infos=infos, restore={"status": "ok"}, problems=[], written=time.time())
 
 
 def epilog_dirs(tmp: Path) -> Tuple[Path, Path, Path, Path]:
@@ -153,16 +152,16 @@ def sums_json(d: Path, job: int, step: str, seg: Path, agent: Dict[int, Dict[str
     (agent/record.c, docs/agent.md section 10), made here by the Epilog's
     own reduction of the same segment (slots.rank_figures, noderec.rest_add):
     test_epilog_sums.py shows the real agent writes the same figures."""
-    from mpi_pstate import slots
+    from mpi_pstate.site import rankfigures
     _, slot_list = slotlib.read_segment(str(seg))
-    rest = noderec.new_rest()
-    noderec.rest_add(rest, step, [slots.rank_figures(s, step, agent.get(i))
-                                  for i, s in enumerate(slot_list) if s], "")
+    rest = noderecord.new_rest()
+    noderecord.rest_add(rest, step, [rankfigures.rank_figures(s, step, agent.get(i))
+                                     for i, s in enumerate(slot_list) if s], "")
     obj: Dict[str, Any] = {"format": "mpi-pstate-sums", "version": 1, "node": node, "job": job,
                            "step": int(step), "ranks": rest["rank_steps"], "invalid": 0,
                            "transitions": rest["transitions"], "log_errors": 0,
                            "energy": {"status": "ok", "package_j": joules, "dram_j": 0.0}}
-    obj.update({k: round(rest[k], 6) for k in noderec.SUMS_FIGURES})
+    obj.update({k: round(rest[k], 6) for k in noderecord.SUMS_FIGURES})
     (d / "sums.json").write_text(json.dumps(obj))
     return obj
 

@@ -26,7 +26,9 @@ from typing import List, Set
 TOP = Path(__file__).resolve().parents[2]
 PKG = TOP / "epilog" / "mpi_pstate"
 LINT = TOP / "tests" / "py36-lint"
-ENTRY = ["rootcli", "nodeprune"]  # nodeprune: `mpi-pstate node-prune` (root, timer)
+# What Slurm, cron and systemd run: site/entry.py and (`mpi-pstate node-prune`,
+# root's timer) site/node_prune.py
+ENTRY = ["site.entry", "site.node_prune"]
 
 # 3.7+ (and later) names, as module.attribute or module
 NEW_MODULES = {"dataclasses", "contextvars", "importlib.resources", "importlib.metadata",
@@ -64,9 +66,17 @@ def installed() -> List[Path]:
     return [TOP / f for f in r.stdout.split()]
 
 
+def module_file(m: str) -> Path:
+    """The file of a module of the package ("site.entry"; "" and "core": the
+    packages' __init__.py)."""
+    p = PKG.joinpath(*m.split(".")) if m else PKG
+    return p / "__init__.py" if p.is_dir() else p.with_suffix(".py")
+
+
 def closure() -> List[Path]:
-    """The package modules reached from ENTRY by `from . import x` and
-    `from .x import y`, in the order found."""
+    """The package modules reached from ENTRY by its relative imports (any
+    level, function-level ones included) and the packages holding them, in
+    the order found."""
     seen: List[str] = []
     todo = list(ENTRY)
     while todo:
@@ -74,14 +84,22 @@ def closure() -> List[Path]:
         if m in seen:
             continue
         seen.append(m)
-        tree = ast.parse((PKG / f"{m}.py").read_text())
+        parts = m.split(".") if m else []
+        todo += [".".join(parts[:i]) for i in range(len(parts))]  # its packages
+        is_pkg = module_file(m).name == "__init__.py"
+        tree = ast.parse(module_file(m).read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if isinstance(node, ast.ImportFrom) and node.level >= 1:
+                base = parts if is_pkg else parts[:-1]
+                base = base[:len(base) - (node.level - 1)]
                 if node.module:
-                    todo.append(node.module.split(".")[0])
-                else:
-                    todo.extend(a.name for a in node.names)
-    return [PKG / "__init__.py"] + [PKG / f"{m}.py" for m in seen]
+                    base = base + node.module.split(".")
+                todo.append(".".join(base))
+                for a in node.names:
+                    sub = ".".join(base + [a.name])
+                    if module_file(sub).exists():
+                        todo.append(sub)
+    return [module_file(m) for m in seen]
 
 
 def problems(path: Path) -> List[str]:
@@ -155,21 +173,24 @@ class Python36(unittest.TestCase):
     def test_installed_is_the_package_and_its_script(self) -> None:
         names = {p.relative_to(TOP).as_posix() for p in self.files}
         self.assertIn("epilog/mpi-pstate", names)
-        for p in closure() + [PKG / "cli.py", PKG / "report.py",
-                              PKG / "launcher.py", PKG / "calibrate.py", PKG / "audit.py"]:
+        for p in closure() + [PKG / "user" / "command.py", PKG / "user" / "report.py",
+                              PKG / "user" / "launcher.py", PKG / "model" / "calibrate.py",
+                              PKG / "core" / "audit.py"]:
             self.assertIn(p.relative_to(TOP).as_posix(), names)
         self.assertNotIn("bench/eval/evaluate.py", names)  # the project's tool, not installed
-        self.assertEqual(sorted(PKG.glob("*.py")),
-                         sorted(p for p in self.files if p.parent == PKG))
+        # every module of the package and its subpackages, nothing else of it
+        self.assertEqual(sorted(PKG.rglob("*.py")),
+                         sorted(p for p in self.files if PKG in p.parents))
 
     def test_the_closure_is_what_slurm_runs(self) -> None:
-        names = {p.stem for p in closure()}
-        for m in ("node", "ctld", "spool", "noderec", "slots", "safeio", "config", "slurm",
-                  "pending", "nodeprune"):
+        names = {p.relative_to(PKG).as_posix() for p in closure()}
+        for m in ("site/node_epilog.py", "site/ctld.py", "site/spool.py",
+                  "core/noderecord.py", "site/rankfigures.py", "core/safeio.py",
+                  "core/siteconf.py", "core/slurm.py", "site/pending.py", "site/node_prune.py",
+                  "__init__.py", "site/__init__.py"):
             self.assertIn(m, names)
         # the Epilog does not pay for importing the user commands
-        self.assertNotIn("cli", names)
-        self.assertNotIn("report", names)
+        self.assertEqual([m for m in names if m.startswith("user/")], [])
 
     def test_every_installed_module_is_python_36(self) -> None:
         found = []  # type: List[str]

@@ -19,7 +19,9 @@ from typing import Any, Optional
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import collect, log, node, nodeprune, noderec, pending, slots, summary
+from mpi_pstate.core import collect, log, noderecord
+from mpi_pstate.model import summary
+from mpi_pstate.site import node_epilog, node_prune, pending, rankfigures
 
 JOB = 4242
 
@@ -50,7 +52,7 @@ class Scale(unittest.TestCase):
              "energy": {"status": "ok", "package_j": joules, "dram_j": 0.0},
              "ranks": figures}))
         if sums:
-            fx.sums_json(d, job, step, seg, noderec.agent_ranks(figures), joules)
+            fx.sums_json(d, job, step, seg, noderecord.agent_ranks(figures), joules)
         return seg
 
     def run_epilog(self, job: int = JOB, **env: str) -> int:
@@ -61,12 +63,12 @@ class Scale(unittest.TestCase):
              "SLURM_CONF": str(self.tmp / "none.conf"), "PATH": os.environ["PATH"], **env}
         with mock.patch.dict(os.environ, e, clear=True), \
                 mock.patch.object(log, "_stream", [self.err]):
-            return node.run(a, {"agent": []})
+            return node_epilog.run(a, {"agent": []})
 
     def summary_of(self, job: int = JOB) -> dict[str, Any]:
         data = (self.collect / str(job) / "node.n1.json").read_bytes()
-        self.assertLessEqual(len(data), noderec.MAX_BYTES)
-        rec = noderec.validate(noderec.decode(data), job, "n1")
+        self.assertLessEqual(len(data), noderecord.MAX_BYTES)
+        rec = noderecord.validate(noderecord.decode(data), job, "n1")
         return summary.merge(job, ["n1"], {"n1": rec}, {}, "COMPLETED", "0:0")["summary"]
 
 
@@ -77,7 +79,7 @@ class EveryStep(Scale):
         (self.shm / f"mpi-pstate.{JOB}.99").write_bytes(b"never listed")
         other = self.shm / "mpi-pstate.4243.0.0123456789abcdef"
         fx.segment(other, [{"rank": 0}])
-        with mock.patch.object(noderec, "MAX_DETAIL_STEPS", 4):
+        with mock.patch.object(noderecord, "MAX_DETAIL_STEPS", 4):
             self.assertEqual(self.run_epilog(SLURM_JOB_SLUID="s1AB2"), 0)
         rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
         self.assertEqual((len(rec["steps"]), len(rec["ranks"]), rec["rest"]["steps"],
@@ -94,7 +96,7 @@ class EveryStep(Scale):
     def test_steps_past_the_slot_bound_are_counted_not_read(self) -> None:
         for i in range(5):
             self.step(JOB, str(i), [{"rank": 0}, {"rank": 1}])
-        with mock.patch.object(slots, "MAX_NODE_RANKS", 4):
+        with mock.patch.object(rankfigures, "MAX_NODE_RANKS", 4):
             self.run_epilog()
         s = self.summary_of()
         self.assertEqual((s["state"], s["steps"], s["rank_steps"]), ("partial", 5, 4))
@@ -108,7 +110,7 @@ class EveryStep(Scale):
         is read, every step is still counted, the summary says why."""
         for i in range(3):
             self.step(JOB, str(i), [{"rank": 0}, {"rank": 1}])
-        with mock.patch.object(node, "CPU_BUDGET_S", -1.0):
+        with mock.patch.object(node_epilog, "CPU_BUDGET_S", -1.0):
             self.run_epilog()
         s = self.summary_of()
         self.assertEqual((s["state"], s["steps"], s["rank_steps"], s["energy_j"]),
@@ -121,7 +123,7 @@ class EveryStep(Scale):
         a step with its agent's sums.json is counted whole from it."""
         for i in range(3):
             self.step(JOB, str(i), [{"rank": 0}, {"rank": 1}], sums=True)
-        with mock.patch.object(node, "CPU_BUDGET_S", -1.0):
+        with mock.patch.object(node_epilog, "CPU_BUDGET_S", -1.0):
             self.run_epilog()
         rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
         self.assertEqual((rec["rest"]["steps"], rec["rest"]["rank_steps"],
@@ -136,7 +138,7 @@ class EveryStep(Scale):
         steps are summed, from their slots when no agent left sums."""
         for i in range(3):
             self.step(JOB, str(i), [{"rank": 0}, {"rank": 1}], sums=i == 2)
-        with mock.patch.object(node, "DETAIL_BYTES", 1):
+        with mock.patch.object(node_epilog, "DETAIL_BYTES", 1):
             self.run_epilog()
         rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
         self.assertEqual((len(rec["steps"]), len(rec["ranks"]), rec["rest"]["steps"],
@@ -150,7 +152,7 @@ class EveryStep(Scale):
         its directory, its segment and directory removed."""
         for i in range(3):
             self.step(JOB, str(i), [{"rank": 0}], sums=True)
-        with mock.patch.object(node, "SCAN_BUDGET_S", -1.0):
+        with mock.patch.object(node_epilog, "SCAN_BUDGET_S", -1.0):
             self.run_epilog()
         rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
         self.assertEqual((rec["rest"]["unread_steps"], rec["rest"]["step_ids"]), (3, [[0, 2]]))
@@ -182,7 +184,7 @@ class EveryStep(Scale):
         its figure is in bench/epilog/RESULTS.md, not asserted here."""
         for i in range(10000):
             self.step(JOB, str(i), [{"rank": 0, "wall": 4.0, "mpi": 1.0}], sums=True)
-        with mock.patch.object(node, "CPU_BUDGET_S", 1e6):
+        with mock.patch.object(node_epilog, "CPU_BUDGET_S", 1e6):
             self.run_epilog()
         rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
         self.assertEqual((rec["rest"]["steps"], rec["rest"]["unread_steps"],
@@ -201,8 +203,8 @@ class EveryStep(Scale):
         lifted: its figure (0.87 s) is in bench/epilog/RESULTS.md."""
         self.step(JOB, "0", [{"rank": i, "wall": 2.0, "mpi": 1.0} for i in range(16384)],
                   sums=True)
-        with mock.patch.object(node, "CPU_BUDGET_S", 1e6), \
-                mock.patch.object(node, "SCAN_BUDGET_S", 1e6):
+        with mock.patch.object(node_epilog, "CPU_BUDGET_S", 1e6), \
+                mock.patch.object(node_epilog, "SCAN_BUDGET_S", 1e6):
             self.run_epilog()
         s = self.summary_of()
         self.assertEqual((s["steps"], s["rank_steps"], s["ranks"]), (1, 16384, 16384))
@@ -215,8 +217,8 @@ class EveryStep(Scale):
         for the steps that need them."""
         self.step(JOB, "0", [{"rank": i} for i in range(6)], sums=True)
         self.step(JOB, "1", [{"rank": 0}], sums=True)
-        with mock.patch.object(noderec, "MAX_RANKS", 4), \
-                mock.patch.object(slots, "read_listed", wraps=slots.read_listed) as rl:
+        with mock.patch.object(noderecord, "MAX_RANKS", 4), \
+                mock.patch.object(rankfigures, "read_listed", wraps=rankfigures.read_listed) as rl:
             self.run_epilog()
         rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
         self.assertEqual((rec["rest"]["steps"], rec["rest"]["rank_steps"],
@@ -235,7 +237,7 @@ class EveryStep(Scale):
         obj = json.loads((d1 / "sums.json").read_text())
         (d1 / "sums.json").write_text(json.dumps(dict(obj, mpi_s=1e300)))
         os.chown(d2 / "sums.json", 1000, -1)
-        with mock.patch.object(noderec, "MAX_DETAIL_STEPS", 0):
+        with mock.patch.object(noderecord, "MAX_DETAIL_STEPS", 0):
             self.run_epilog()
         rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
         self.assertEqual((rec["rest"]["steps"], rec["rest"]["rank_steps"],
@@ -299,7 +301,7 @@ class Forging(Scale):
     def test_a_forged_record_share_is_clamped_on_reading(self) -> None:
         rec = fx.node_record(9, "n1", [fx.rank("n1", 0)])
         rec["ranks"][0]["mpi_share"] = 999999999999880.6
-        got = noderec.validate(json.loads(json.dumps(rec)), 9, "n1")
+        got = noderecord.validate(json.loads(json.dumps(rec)), 9, "n1")
         self.assertEqual(got["ranks"][0]["mpi_share"], 1.0)
 
 
@@ -312,18 +314,18 @@ class RecordSize(unittest.TestCase):
         one = len(json.dumps(ranks[0]))
         for limit, left in ((64 * 1024 + 400 * (one - 1000), "top"),
                             (64 * 1024 + 200 * 400, None)):
-            rec = noderec.build(1, "n1", 0, settings=None, steps=json.loads(json.dumps(steps)),
-                                infos=[], restore={}, problems=[], written=0.0,
-                                max_bytes=limit)
+            rec = noderecord.build(1, "n1", 0, settings=None, steps=json.loads(json.dumps(steps)),
+                                   infos=[], restore={}, problems=[], written=0.0,
+                                   max_bytes=limit)
             with self.subTest(limit=limit):
-                self.assertLessEqual(len(noderec.encode(rec)), limit)
+                self.assertLessEqual(len(noderecord.encode(rec)), limit)
                 self.assertFalse(any("hist_ns" in r for r in rec["ranks"]))
                 self.assertEqual(any("top" in r for r in rec["ranks"]), left == "top")
                 counted = len(rec["ranks"]) + rec.get("rest", {}).get("rank_steps", 0)
                 self.assertEqual(counted, 400)
                 self.assertTrue(any("record over" in p for p in rec["problems"]))
         self.assertLess(len(rec["ranks"]), 400)  # the smallest limit moved ranks to rest
-        s = summary.merge(1, ["n1"], {"n1": noderec.validate(rec, 1, "n1")}, {})["summary"]
+        s = summary.merge(1, ["n1"], {"n1": noderecord.validate(rec, 1, "n1")}, {})["summary"]
         self.assertEqual((s["rank_steps"], s["state"]), (400, "partial"))
 
 
@@ -335,7 +337,7 @@ class JobScale(unittest.TestCase):
         nodes = [f"n{i:02d}" for i in range(64)]
         one = fx.rank("n00", 0)
         rec = fx.node_record(77, "n00", [dict(one, rank=k, local=k) for k in range(4096)])
-        data = noderec.encode(rec)
+        data = noderecord.encode(rec)
         with tempfile.TemporaryDirectory() as d:
             os.chmod(d, 0o755)
             for n in nodes:  # the same record under every node's name
@@ -354,7 +356,7 @@ class JobScale(unittest.TestCase):
         self.assertEqual(s["transitions"], 64 * 4096 * 7)
         self.assertEqual(len(det["ranks"]), collect.JOB_MAX_RANKS)
         self.assertLessEqual(len(summary.encode(s).encode()), summary.MAX_SUMMARY)
-        self.assertLessEqual(len(noderec.encode(det)), collect.JOB_MAX_BYTES)
+        self.assertLessEqual(len(noderecord.encode(det)), collect.JOB_MAX_BYTES)
 
 
 class NodePrune(Scale):
@@ -377,8 +379,8 @@ class NodePrune(Scale):
     def prune(self, min_age: float = 0.0) -> dict[int, int]:
         with mock.patch.dict(os.environ, {"PATH": f"{self.bin}:{os.environ['PATH']}"}), \
                 mock.patch.object(log, "_stream", [self.err]):
-            return nodeprune.prune(str(self.runtime), str(self.shm), str(self.cg), min_age,
-                                   time.time())
+            return node_prune.prune(str(self.runtime), str(self.shm), str(self.cg), min_age,
+                                    time.time())
 
     def jobs_left(self) -> list[int]:
         return sorted({int(n.split(".")[1]) for n in os.listdir(self.shm)} |
@@ -396,7 +398,7 @@ class NodePrune(Scale):
         self.leftovers()
         for out, rc in (("", 1), ("garbage line\\n", 0)):
             self.squeue(out, rc)
-            with self.subTest(out=out), self.assertRaises(nodeprune.slurm.SlurmError):
+            with self.subTest(out=out), self.assertRaises(node_prune.slurm.SlurmError):
                 self.prune()
             self.assertEqual(self.jobs_left(), [4242, 4243, 4244, 4245])
 
@@ -412,9 +414,9 @@ class NodePrune(Scale):
         with mock.patch.dict(os.environ, {"PATH": f"{self.bin}:{os.environ['PATH']}",
                                           "SLURM_CONF": str(self.tmp / "none.conf")}), \
                 mock.patch.object(log, "_stream", [self.err]):
-            rc = nodeprune.main(["--runtime-dir", str(self.runtime), "--collect-dir",
-                                 str(self.collect), "--shm-dir", str(self.shm),
-                                 "--cgroup-root", str(self.cg)])
+            rc = node_prune.main(["--runtime-dir", str(self.runtime), "--collect-dir",
+                                  str(self.collect), "--shm-dir", str(self.shm),
+                                  "--cgroup-root", str(self.cg)])
         self.assertEqual(rc, 0, self.err.getvalue())
         self.assertEqual((self.collect / "77" / "node.n1.json").read_bytes(), b'{"x": 1}\n')
         self.assertEqual(pending.waiting(str(self.runtime)), [])
@@ -430,7 +432,7 @@ class AgentLog(Scale):
 
     def record_of(self, job: int = JOB) -> dict[str, Any]:
         data = (self.collect / str(job) / "node.n1.json").read_bytes()
-        return noderec.validate(noderec.decode(data), job, "n1")
+        return noderecord.validate(noderecord.decode(data), job, "n1")
 
     def test_errors_reach_the_problems_before_the_log_is_removed(self) -> None:
         self.step(JOB, "0", [{"rank": 0}])
@@ -454,7 +456,7 @@ class AgentLog(Scale):
         self.assertFalse(any("planted" in p for p in self.record_of()["problems"]))
 
     def test_logs_are_read_within_one_budget(self) -> None:
-        with mock.patch.object(node, "LOG_BUDGET_BYTES", 100):
+        with mock.patch.object(node_epilog, "LOG_BUDGET_BYTES", 100):
             for s in ("0", "1"):
                 self.step(JOB, s, [{"rank": 0}])
                 (self.runtime / "steps" / f"{JOB}.{s}" / "agent.log").write_text(

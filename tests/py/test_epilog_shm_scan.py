@@ -15,7 +15,8 @@ from typing import List
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import log, node
+from mpi_pstate.core import log
+from mpi_pstate.site import node_epilog
 
 JUNK = 3000  # other users' files in the shm directory
 
@@ -54,7 +55,7 @@ class ShmScan(unittest.TestCase):
                                keep_segments=False, quiet=False)
         with mock.patch.dict(os.environ, self.env, clear=True), \
                 mock.patch.object(log, "_stream", [self.err]):
-            return node.run(a, {"agent": []})
+            return node_epilog.run(a, {"agent": []})
 
     def said(self) -> List[str]:
         return [ln for ln in self.err.getvalue().splitlines() if "the scan for what job" in ln]
@@ -64,7 +65,7 @@ class ShmScan(unittest.TestCase):
 
     def test_a_count_bound_stops_the_scan_and_says_so(self) -> None:
         listed = self.plant()
-        with mock.patch.object(node, "SHM_SCAN_MAX", 100, create=True):
+        with mock.patch.object(node_epilog, "SHM_SCAN_MAX", 100, create=True):
             self.assertEqual(self.run_epilog(), 0)
         said = self.said()
         self.assertEqual(len(said), 1, self.err.getvalue())
@@ -90,7 +91,7 @@ class ShmScan(unittest.TestCase):
     def test_the_cpu_budget_stops_the_scan_and_says_so(self) -> None:
         listed = self.plant()
         # a budget spent before the scan begins: no entry is looked at
-        with mock.patch.object(node, "SHM_SCAN_UNTIL_S", 0.0, create=True):
+        with mock.patch.object(node_epilog, "SHM_SCAN_UNTIL_S", 0.0, create=True):
             self.assertEqual(self.run_epilog(), 0)
         said = self.said()
         self.assertEqual(len(said), 1, self.err.getvalue())

@@ -19,8 +19,9 @@ from typing import Dict, List, Optional, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import collect, config, ctld, log, noderec, parse, slurm, spool, summary
-from mpi_pstate import layout
+from mpi_pstate.core import layout, log, noderecord, parse, siteconf, slurm
+from mpi_pstate.model import summary
+from mpi_pstate.site import ctld, spool
 
 BUILD = Path(os.environ.get("MPI_PSTATE_BUILD", fx.TOP / "build"))
 DBCOMMENT = BUILD / "epilog" / "mpi-pstate-dbcomment"
@@ -29,7 +30,7 @@ JOBSTATS = "JS1:H4sIAAAAAAACA6tWystPSS1WslKoVsozBFPJBaUgvlFtbS0AINb4JB4AAAA="
 
 
 def validated(job: int, recs: Dict[str, dict]) -> Dict[str, dict]:
-    return {n: noderec.validate(json.loads(json.dumps(r)), job, n) for n, r in recs.items()}
+    return {n: noderecord.validate(json.loads(json.dumps(r)), job, n) for n, r in recs.items()}
 
 
 class Merge(unittest.TestCase):
@@ -154,15 +155,15 @@ class Merge(unittest.TestCase):
         """An agent that measured with hwmon (agent/energy.h) labels its
         node's joules "hwmon", never "rapl"; a simulated tree stays simulated;
         the summary and the report say so."""
-        hw = noderec.parse_agent(b'{"step": 0, "energy": {"status": "ok", "source": "hwmon", '
-                                 b'"kind": "power_meter", "joules": 41.5, "channels": []}}', "n1")
+        hw = noderecord.parse_agent(b'{"step": 0, "energy": {"status": "ok", "source": "hwmon", '
+                                    b'"kind": "power_meter", "joules": 41.5, "channels": []}}', "n1")
         self.assertEqual(hw["energy"], {"status": "ok", "joules": 41.5, "meter": "hwmon"})
-        self.assertEqual(noderec.energy_of([hw], None, "rapl")["meter"], "hwmon")
-        self.assertEqual(noderec.energy_of([hw], None, "simulated")["meter"], "simulated")
-        ra = noderec.parse_agent(b'{"step": 1, "energy": {"status": "ok", "source": "rapl", '
-                                 b'"package_j": 1.0, "dram_j": 1.0}}', "n1")
-        self.assertEqual(noderec.energy_of([ra], None, "rapl")["meter"], "rapl")
-        self.assertEqual(noderec.energy_of([hw, ra], None, "rapl")["meter"], "rapl")
+        self.assertEqual(noderecord.energy_of([hw], None, "rapl")["meter"], "hwmon")
+        self.assertEqual(noderecord.energy_of([hw], None, "simulated")["meter"], "simulated")
+        ra = noderecord.parse_agent(b'{"step": 1, "energy": {"status": "ok", "source": "rapl", '
+                                    b'"package_j": 1.0, "dram_j": 1.0}}', "n1")
+        self.assertEqual(noderecord.energy_of([ra], None, "rapl")["meter"], "rapl")
+        self.assertEqual(noderecord.energy_of([hw, ra], None, "rapl")["meter"], "rapl")
         r = fx.node_record(13, "n1", [fx.rank("n1", 0)], joules=41.5)
         r["energy"]["meter"] = "hwmon"
         recs = validated(13, {"n1": r})
@@ -173,12 +174,12 @@ class Merge(unittest.TestCase):
         sysfs = line.format(id=20, mp="/sys", fs="sysfs", src="sysfs")
         fake = line.format(id=90, mp="/sys/class/powercap", fs="fuse.fakesys", src="FakeSys")
         root = line.format(id=1, mp="/", fs="ext4", src="/dev/vda1")
-        self.assertEqual(noderec.rapl_meter("/sys", "\n".join([root, sysfs])), "rapl")
-        self.assertEqual(noderec.rapl_meter("/sys", "\n".join([root, sysfs, fake])), "simulated")
-        self.assertEqual(noderec.rapl_meter("/tmp/tree", "\n".join([root, sysfs])), "simulated")
-        self.assertEqual(noderec.rapl_meter("/sys", "garbage\n\n - \n"), "simulated")
+        self.assertEqual(noderecord.rapl_meter("/sys", "\n".join([root, sysfs])), "rapl")
+        self.assertEqual(noderecord.rapl_meter("/sys", "\n".join([root, sysfs, fake])), "simulated")
+        self.assertEqual(noderecord.rapl_meter("/tmp/tree", "\n".join([root, sysfs])), "simulated")
+        self.assertEqual(noderecord.rapl_meter("/sys", "garbage\n\n - \n"), "simulated")
         esc = line.format(id=91, mp="/my\\040sys", fs="sysfs", src="sysfs")  # octal escape
-        self.assertEqual(noderec.rapl_meter("/my sys", esc), "rapl")
+        self.assertEqual(noderecord.rapl_meter("/my sys", esc), "rapl")
 
 
 class SummaryBound(unittest.TestCase):
@@ -292,7 +293,7 @@ class Fakes(unittest.TestCase):
         os.chmod(self.tmp, 0o755)
         self.collect = self.tmp / "records"
         self.collect.mkdir()
-        self.cfg = config.Config(collect_dir=str(self.collect))
+        self.cfg = siteconf.Config(collect_dir=str(self.collect))
         # comment/dbcomment: the SystemComment in slurmctld / slurmdbd;
         # admin: the AdminComment, jobstats' field, which must never change
         self.db = {"state": "CANCELLED", "exit": "0:15", "comment": 'admin "note"',
@@ -308,7 +309,7 @@ class Fakes(unittest.TestCase):
     def publish(self, job: int, node: str, rec: dict) -> None:
         d = self.collect / str(job)
         d.mkdir(exist_ok=True)
-        (d / f"node.{node}.json").write_bytes(noderec.encode(rec))
+        (d / f"node.{node}.json").write_bytes(noderecord.encode(rec))
 
     def fake_show(self, job: int, timeout: float = 30):  # noqa: ANN201
         return self.db["state"], self.db["exit"], self.db["comment"]
@@ -406,11 +407,11 @@ class EpilogSlurmctld(Fakes):
     def test_hostile_records_are_refused_not_followed(self) -> None:
         self.publish(24, "n1", fx.node_record(24, "n1", [fx.rank("n1", 0)]))
         secret = self.tmp / "secret.json"
-        secret.write_bytes(noderec.encode(fx.node_record(24, "n2", [fx.rank("n2", 9)])))
+        secret.write_bytes(noderecord.encode(fx.node_record(24, "n2", [fx.rank("n2", 9)])))
         (self.collect / "24" / "node.n2.json").symlink_to(secret)
         big = self.collect / "24" / "node.n3.json"
         with open(big, "wb") as f:
-            f.truncate(noderec.MAX_BYTES + 1)
+            f.truncate(noderecord.MAX_BYTES + 1)
         (self.collect / "24" / "node.n4.json").write_text('{"format": "mpi-pstate-node"')
         self.run_ctld(24, nodelist="n[1-4]")
         s, _ = summary.find(self.writes[0])

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Dict, Tuple
 
 import test_epilog_fixtures as fx
-from mpi_pstate import noderec, slots
+from mpi_pstate.core import noderecord
+from mpi_pstate.site import rankfigures
 
 slotlib = fx.slotlib
 TOP = Path(__file__).resolve().parents[2]
@@ -47,9 +48,9 @@ def reference(path: Path, agent: Dict[int, Dict[str, Any]]) -> Dict[str, Any]:
         except slotlib.SlotError:
             continue
         if s is not None:
-            ranks.append(slots.rank_figures(s, "0", agent.get(i)))
-    rest = noderec.new_rest()
-    noderec.rest_add(rest, "0", ranks, "")
+            ranks.append(rankfigures.rank_figures(s, "0", agent.get(i)))
+    rest = noderecord.new_rest()
+    noderecord.rest_add(rest, "0", ranks, "")
     return rest
 
 
@@ -118,24 +119,24 @@ class AgentSums(unittest.TestCase):
         finally:
             live.close()
         agent, sums = self.run_agent(seg, 7)
-        ref = reference(seg, noderec.agent_ranks(agent["ranks"]))
+        ref = reference(seg, noderecord.agent_ranks(agent["ranks"]))
         self.assertEqual((sums["ranks"], sums["invalid"]), (ref["rank_steps"], 1))
         self.assertEqual(sums["ranks"], 5)
         self.assertEqual(sums["transitions"], ref["transitions"])
-        for k in noderec.SUMS_FIGURES:
+        for k in noderecord.SUMS_FIGURES:
             self.assertAlmostEqual(sums[k], ref[k], places=5, msg=k)
         self.assertAlmostEqual(sums["wall_s"], 13.5, places=5)  # the running rank has none
         # rank 0 1.5 + 0.25; the running one 2.0 + 0.25; rank 2 its last
         # MPI_Barrier 1.0, MPI_Send, mpi_send_; ranks 3 and 4 none (garbage)
         self.assertAlmostEqual(sums["mpi_s"], 1.75 + 2.25 + 1.5, places=5)
-        parsed = noderec.parse_sums(json.dumps(sums).encode(), sums["node"])
+        parsed = noderecord.parse_sums(json.dumps(sums).encode(), sums["node"])
         self.assertIsNotNone(parsed)
         # the prediction's accuracy reaches the agent record and the rank entry
         self.assertEqual((agent["ranks"][0]["reported"]["announced"],
                           agent["ranks"][0]["reported"]["announced_short"]), (7, 2))
-        r0 = slots.rank_figures(slotlib.parse_slot(seg.read_bytes(), slotlib.HEADER_SIZE), "0")
+        r0 = rankfigures.rank_figures(slotlib.parse_slot(seg.read_bytes(), slotlib.HEADER_SIZE), "0")
         self.assertEqual((r0["announced"], r0["mispredicted"]), (7, 2))
-        self.assertEqual(noderec.validate_rank(r0)["announced"], 7)
+        self.assertEqual(noderecord.validate_rank(r0)["announced"], 7)
 
     def test_frame_functions_are_the_defs_life_cycle_calls(self) -> None:
         kinds = set()
@@ -143,7 +144,7 @@ class AgentSums(unittest.TestCase):
             m = re.match(r"(\w+) \|.*\| kind=(init|finalize|abort) ", line)
             if m:
                 kinds.add(m.group(1))
-        self.assertEqual(kinds, set(slots.FRAME_FUNCS))
+        self.assertEqual(kinds, set(rankfigures.FRAME_FUNCS))
         c = (TOP / "common" / "slot.c").read_text()
         listed = re.search(r"frame_funcs\[\] = \{([^}]*)\}", c)
         assert listed is not None

@@ -17,8 +17,8 @@ from unittest import mock
 
 import test_epilog_fixtures as fx
 import test_epilog_summary as tes
-from mpi_pstate import config, metrics, node
-from mpi_pstate import layout
+from mpi_pstate.core import layout, livesteps, siteconf
+from mpi_pstate.site import metrics, node_epilog
 
 SUMMARY = {"state": "complete", "job_state": "COMPLETED", "mpi_share": 0.42,
            "down_share": 0.3, "wall_s": 12.0, "mpi_s": 10.1, "wait_s": 8.0, "down_s": 7.5,
@@ -102,7 +102,7 @@ class Files(unittest.TestCase):
         os.chmod(self.top, 0o755)
         self.dir = self.top / "node-exporter"
         self.dir.mkdir(mode=0o755)
-        self.cfg = config.Config()
+        self.cfg = siteconf.Config()
         self.cfg.metrics_dir = str(self.dir)
 
     def tearDown(self) -> None:
@@ -157,7 +157,7 @@ class Files(unittest.TestCase):
     def test_host_name_in_the_path(self) -> None:
         (self.top / "n7").mkdir(mode=0o755)
         self.cfg.metrics_dir = str(self.top / "%h")
-        with mock.patch.object(config, "short_host", lambda: "n7"):
+        with mock.patch.object(siteconf, "short_host", lambda: "n7"):
             metrics.write_queue(self.cfg, [1.0], 2.0)
         self.assertEqual(os.listdir(self.top / "n7"), [layout.QUEUE_METRICS_FILE])
 
@@ -194,15 +194,15 @@ class NodeGauges(unittest.TestCase):
         (self.runtime / "restore/policy0").write_text("version=1\n")
         self.out = self.tmp / "prom"
         self.out.mkdir(mode=0o755)
-        self.cfg = config.Config()
+        self.cfg = siteconf.Config()
         self.cfg.metrics_dir = str(self.out)
 
     def tearDown(self) -> None:
         self._td.cleanup()
 
     def test_gauges(self) -> None:
-        text = node.node_gauges(self.cfg, str(self.runtime), str(self.sysroot),
-                                  node.agent_checker(str(self.agent)), now=5.0)
+        text = node_epilog.node_gauges(self.cfg, str(self.runtime), str(self.sysroot),
+                                  livesteps.agent_checker(str(self.agent)), now=5.0)
         got = samples((self.out / layout.NODE_METRICS_FILE).read_text())
         self.assertEqual(got, samples(text))
         self.assertEqual(got["mpi_pstate_node_agents_running"], "1")
@@ -211,8 +211,8 @@ class NodeGauges(unittest.TestCase):
         self.assertEqual(got["mpi_pstate_node_restore_failures_total"], "0")
         self.proc.kill()
         self.proc.wait()
-        got = samples(node.node_gauges(self.cfg, str(self.runtime), str(self.sysroot),
-                                         node.agent_checker(str(self.agent))))
+        got = samples(node_epilog.node_gauges(self.cfg, str(self.runtime), str(self.sysroot),
+                                         livesteps.agent_checker(str(self.agent))))
         self.assertEqual((got["mpi_pstate_node_agents_running"],
                           got["mpi_pstate_node_domains_down"]), ("0", "0"))
 
@@ -225,8 +225,8 @@ class NodeGauges(unittest.TestCase):
 
     def test_an_agents_pid_file_is_not_believed(self) -> None:
         (self.runtime / "steps/10.0/agent.pid").write_text(f"{os.getpid()}\n")
-        got = samples(node.node_gauges(self.cfg, str(self.runtime), str(self.sysroot),
-                                         node.agent_checker(str(self.agent))))
+        got = samples(node_epilog.node_gauges(self.cfg, str(self.runtime), str(self.sysroot),
+                                         livesteps.agent_checker(str(self.agent))))
         self.assertEqual(got["mpi_pstate_node_agents_running"], "0")
 
 

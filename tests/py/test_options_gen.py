@@ -175,20 +175,26 @@ int main(void)
 
 C_KEYS = r"""
 #include <stdio.h>
-#include "config.h"
+#include "plugstack.h"
 static int problems;
 static void report(void *ctx, const char *msg) { (void)ctx; problems++; printf("P %s\n", msg); }
 int main(int argc, char **argv)
 {
         struct mpi_pstate_config c;
-        for (size_t i = 0; mpi_pstate_config_key(i); i++)
-                printf("K %s\n", mpi_pstate_config_key(i));
-        mpi_pstate_config_defaults(&c);
-        mpi_pstate_config_parse(&c, argc - 1, argv + 1, report, NULL);
+        for (size_t i = 0; mpi_pstate_plugstack_key(i); i++)
+                printf("K %s\n", mpi_pstate_plugstack_key(i));
+        mpi_pstate_plugstack_defaults(&c);
+        mpi_pstate_plugstack_parse(&c, argc - 1, argv + 1, report, NULL);
         printf("N %d\n", problems);
         return 0;
 }
 """
+
+
+# What spank/plugstack.c links from common/ (the table's parsers and the
+# agent table's defaults).
+PLUGSTACK_COMMON = ("options.c", "parse.c", "agent_args.c", "safeio.c", "errmsg.c",
+                    "cpufreq_map.c", "cpufreq_discover.c")
 
 
 @unittest.skipUnless(CC, "gcc not installed")
@@ -224,8 +230,8 @@ class CompilerAgrees(unittest.TestCase):
         self.assertEqual({tuple(w) for w in c_words}, py_words)
 
     def plugstack_tool(self) -> Path:
-        return self.build(C_KEYS, [str(TOP / "spank" / "config.c")] +
-                          [str(TOP / "common" / f) for f in ("options.c", "parse.c")])
+        return self.build(C_KEYS, [str(TOP / "spank" / "plugstack.c")] +
+                          [str(TOP / "common" / f) for f in PLUGSTACK_COMMON])
 
     def test_example_snippet_documents_every_key(self) -> None:
         out = subprocess.run([str(self.plugstack_tool())], capture_output=True, text=True,

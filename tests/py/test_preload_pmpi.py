@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""mpi-pstate stacked with a PMPI tool (tests/preload/pmpi_tool.c: MPI_X
+"""mpi-pstate stacked with a PMPI tool (tests/programs/preload/pmpi_tool.c: MPI_X
 counts, then calls PMPI_X, as mpiP, Score-P, TAU or a site's tool do), on
 Open MPI and MPICH, C and every Fortran binding, in every order:
 

@@ -3,7 +3,7 @@
 created as the plugin/agent would, real MPI ranks publishing their waits in
 it, an agent stand-in following the wake protocol with a real futex, and a
 rank killed with SIGKILL leaving a complete slot, and the Python reader
-(epilog/mpi_pstate/slot.py) refusing what is not a slot; that reader's
+(epilog/mpi_pstate/core/segment.py) refusing what is not a slot; that reader's
 layout is checked against common/slot.h by test_preload_slot_layout.py."""
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The slot layout in Python (epilog/mpi_pstate/slot.py) against the C
+"""The slot layout in Python (epilog/mpi_pstate/core/segment.py) against the C
 compiler's view of common/slot.h: every field's offset, size and
 signedness, the structures' sizes, the magics, version and counts, and
-the order of the enumerations slot.py names (a slot stores their index).
-A field added to slot.py or changed in slot.h without the other fails
-here, and so does a member added to slot.h that slot.py neither reads nor
+the order of the enumerations core/segment.py names (a slot stores their index).
+A field added to core/segment.py or changed in slot.h without the other fails
+here, and so does a member added to slot.h that core/segment.py neither reads nor
 lists in C_ONLY with its reason.  Named test_preload* so that `make check-arm64` runs it on aarch64
 too, where the compiler lays the structures out on its own."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 TOP = Path(__file__).resolve().parents[2]
 if str(TOP / "epilog") not in sys.path:
     sys.path.insert(0, str(TOP / "epilog"))
-from mpi_pstate import slot  # noqa: E402
+from mpi_pstate.core import segment  # noqa: E402
 
 CC = shutil.which("gcc") or shutil.which("cc")
 
@@ -43,7 +43,7 @@ int main(void) {
 
 STRUCTS = {"slot": "mpi_pstate_slot", "header": "mpi_pstate_seg_header",
            "fn": "mpi_pstate_fn_stats"}
-# slot.py's enumeration lists and the prefix of their C names
+# core/segment.py's enumeration lists and the prefix of their C names
 ENUMS = {"STATES": "MPI_PSTATE_SLOT_", "CLOCKS": "MPI_PSTATE_CLOCK_",
          "MODES": "MPI_PSTATE_SLOT_MODE_", "ABIS": "MPI_PSTATE_ABI_",
          "WAIT_MODES": "MPI_PSTATE_WAIT_"}
@@ -59,7 +59,7 @@ CONSTANTS = {"SEG_MAGIC": "MPI_PSTATE_SEG_MAGIC", "SLOT_MAGIC": "MPI_PSTATE_SLOT
              "HIST_NS_OFFSET": "offsetof(struct mpi_pstate_slot, hist_ns)",
              "FN_OFFSET": "offsetof(struct mpi_pstate_slot, fn)"}
 
-# Members of slot.h that slot.py does not read as scalars, and why.  The
+# Members of slot.h that core/segment.py does not read as scalars, and why.  The
 # arrays are read at their *_OFFSET constant, checked above.
 C_ONLY = {
     ("header", "agent_wake_ns"): "the agent's own sleep deadline, read by ranks only",
@@ -88,13 +88,13 @@ def c_members() -> dict[str, list[str]]:
 
 
 def py_fields() -> dict[str, dict[str, tuple[int, str]]]:
-    return {"slot": slot.SLOT_FIELDS, "header": slot.HEADER_FIELDS, "fn": slot.FN_FIELDS}
+    return {"slot": segment.SLOT_FIELDS, "header": segment.HEADER_FIELDS, "fn": segment.FN_FIELDS}
 
 
 def enum_names() -> list[tuple[str, int, str]]:
-    """(slot.py list, index, C name) of every enumeration value slot.py names."""
+    """(core/segment.py list, index, C name) of every enumeration value core/segment.py names."""
     return [(lst, i, prefix + word.upper()) for lst, prefix in ENUMS.items()
-            for i, word in enumerate(getattr(slot, lst))]
+            for i, word in enumerate(getattr(segment, lst))]
 
 
 def c_layout() -> dict[tuple[str, str], list[int]]:
@@ -141,7 +141,7 @@ class Layout(unittest.TestCase):
                 with self.subTest(struct=kind, member=name):
                     self.assertTrue(name in py_fields()[kind] or (kind, name) in C_ONLY
                                     or PADDING.fullmatch(name),
-                                    f"slot.h's {kind}.{name} is neither in slot.py nor C_ONLY")
+                                    f"slot.h's {kind}.{name} is neither in core/segment.py nor C_ONLY")
         for kind, name in C_ONLY:
             with self.subTest(c_only=name):
                 self.assertIn(name, members[kind], "C_ONLY names a member slot.h lacks")
@@ -149,15 +149,15 @@ class Layout(unittest.TestCase):
     def test_sizes_magics_and_counts(self) -> None:
         for name, expr in CONSTANTS.items():
             with self.subTest(name=name):
-                self.assertEqual(self.c[("const", expr)], [getattr(slot, name)])
-        self.assertEqual(self.c[("const", "sizeof(struct mpi_pstate_slot)")], [slot.SLOT_SIZE])
+                self.assertEqual(self.c[("const", expr)], [getattr(segment, name)])
+        self.assertEqual(self.c[("const", "sizeof(struct mpi_pstate_slot)")], [segment.SLOT_SIZE])
         self.assertEqual(self.c[("const", "sizeof(struct mpi_pstate_seg_header)")],
-                         [slot.HEADER_SIZE])
+                         [segment.HEADER_SIZE])
 
     def test_enumerations_in_c_order(self) -> None:
         for lst, i, cname in enum_names():
             with self.subTest(name=cname):
-                self.assertEqual(self.c[("const", cname)], [i], f"slot.{lst}[{i}]")
+                self.assertEqual(self.c[("const", cname)], [i], f"segment.{lst}[{i}]")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """How the MPI library waits, seen end to end with real ranks and no
-cluster: a rank waiting in MPI_Barrier (tests/preload/wait_calls.c) records
+cluster: a rank waiting in MPI_Barrier (tests/programs/preload/wait_calls.c) records
 its library's configured wait mode from its own environment and the CPU
 time its long waits burnt, the node Epilog's reader turns the slot into
 wait_mode and wait_cpu_share, and a default Open MPI or MPICH 4 rank polls
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "preload"
 import preload_helpers as ph  # noqa: E402
 
 slotmod = ph.slot_module()
-from mpi_pstate import slots  # noqa: E402  (slot_module put the package on the path)
+from mpi_pstate.site import rankfigures  # noqa: E402  (slot_module put the package on the path)
 
 ROUNDS, MS = 6, 100
 
@@ -48,7 +48,7 @@ class WaitMode(unittest.TestCase):
         r = ph.run_mpi(abi, [ph.program("wait_calls", abi), str(ROUNDS), str(MS)], env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
         _, got = slotmod.read_segment(str(seg))
-        out = [slots.rank_figures(s, "0") for s in got]
+        out = [rankfigures.rank_figures(s, "0") for s in got]
         for f in out:
             self.assertNotIn("dropped", f)
         self.assertEqual([f["rank"] for f in out], [0, 1])

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The installed Python on a real Python 3.6, EL8's /usr/bin/python3, where
 the node Epilog runs (a failure there drains the node): every module of
-epilog/mpi_pstate imports, `mpi-pstate --help` and every subcommand's
+epilog/mpi_pstate and its subpackages imports, `mpi-pstate --help` and every subcommand's
 --help exit 0 (with -I, as the installed script runs, and only PATH in
 the environment, as Slurm starts an Epilog), and the suites that exercise
 the installed code pass.  The static checks (tests/py36-lint,
@@ -97,10 +97,12 @@ class Python36(unittest.TestCase):
                                  f"{r.stdout.strip()} {r.stderr.strip()}")
 
     def test_every_installed_module_imports(self) -> None:
-        mods = sorted(p.stem for p in PKG.glob("*.py"))
-        self.assertIn("rootcli", mods)
+        mods = sorted(".".join(p.relative_to(PKG).with_suffix("").parts)
+                      for p in PKG.rglob("*.py"))
+        self.assertIn("site.entry", mods)
         for mod in mods:
-            name = "mpi_pstate" if mod == "__init__" else "mpi_pstate." + mod
+            name = "mpi_pstate." + mod[:-len(".__init__")] if mod.endswith(".__init__") else \
+                "mpi_pstate" if mod == "__init__" else "mpi_pstate." + mod
             with self.subTest(module=name):
                 r = run36(["-I", "-c", f'import sys; sys.path.insert(0, "epilog"); import {name}'])
                 self.assertEqual(r.returncode, 0, r.stderr)

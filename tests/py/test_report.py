@@ -20,7 +20,9 @@ from typing import Dict, List, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import cli, noderec, report, slurm, summary
+from mpi_pstate.core import noderecord, slurm
+from mpi_pstate.model import summary
+from mpi_pstate.user import command, report
 
 CLI = fx.TOP / "epilog" / "mpi-pstate"
 JOBSTATS = "JS1:H4sIAAAAAAACA6tWystPSS1WslKoVsozBFPJBaUgvlFtbS0AINb4JB4AAAA="
@@ -48,15 +50,15 @@ class Fixture(unittest.TestCase):
         for r in built.values():
             if r["energy"].get("joules") is not None:
                 r["energy"]["meter"] = meter
-        recs = {n: noderec.validate(json.loads(json.dumps(r)), raw, n) for n, r in built.items()}
+        recs = {n: noderecord.validate(json.loads(json.dumps(r)), raw, n) for n, r in built.items()}
         d = self.collect / str(raw)
         d.mkdir()
         for n in nodes:
-            (d / f"node.{n}.json").write_bytes(noderec.encode(built[n]))
+            (d / f"node.{n}.json").write_bytes(noderecord.encode(built[n]))
         det = summary.merge(raw, list(nodes), recs, {}, state, "0:0",
                             job_id if "_" in job_id else None, 60)
         if detail:
-            (d / "job.json").write_bytes(noderec.encode(det))
+            (d / "job.json").write_bytes(noderecord.encode(det))
         comment = 'bb text ' + summary.encode(det["summary"]) if in_db else ""
         self.rows.append(slurm.SacctJob(str(raw), job_id, state, "0:0", "00:01:00",
                                         ",".join(nodes), admin_comment=admin,
@@ -66,8 +68,8 @@ class Fixture(unittest.TestCase):
         out, err = io.StringIO(), io.StringIO()
         with mock.patch.object(slurm, "sacct_jobs", lambda specs, timeout=60: self.rows), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = cli.main(["report", "--collect-dir", str(self.collect),
-                           "--slurm-conf", str(self.tmp / "none.conf"), *args])
+            rc = command.main(["report", "--collect-dir", str(self.collect),
+                               "--slurm-conf", str(self.tmp / "none.conf"), *args])
         return rc, out.getvalue(), err.getvalue()
 
     def two_node_job(self) -> None:
@@ -199,9 +201,9 @@ class Report(Fixture):
         out, err = io.StringIO(), io.StringIO()
         with mock.patch.object(slurm, "sacct_totals", fake), contextlib.redirect_stdout(out), \
                 contextlib.redirect_stderr(err):
-            rc = cli.main(["report", "--collect-dir", str(self.collect), "--slurm-conf",
-                           str(self.tmp / "none.conf"), "--totals", "user", "--since",
-                           "2026-11-01", "--json"])
+            rc = command.main(["report", "--collect-dir", str(self.collect), "--slurm-conf",
+                               str(self.tmp / "none.conf"), "--totals", "user", "--since",
+                               "2026-11-01", "--json"])
         self.assertEqual((rc, err.getvalue()), (0, ""))
         self.assertEqual(asked, {"since": "2026-11-01"})
         g = {x["group"]: x for x in json.loads(out.getvalue())["groups"]}
@@ -332,7 +334,7 @@ class Report(Fixture):
                  in_db=False, detail=False)
         rec = json.loads((self.collect / "702" / "node.n2.json").read_text())
         rec["uid"] = 2000  # another user's job of that id
-        (self.collect / "702" / "node.n2.json").write_bytes(noderec.encode(rec))
+        (self.collect / "702" / "node.n2.json").write_bytes(noderecord.encode(rec))
         self.rows[-1] = self.rows[-1]._replace(uid=1000, start="2000-01-01T00:00:00",
                                                end="2000-01-01T00:01:00")
         rc, out, _ = self.report("702", "--json")
@@ -406,9 +408,9 @@ class CommandLine(unittest.TestCase):
             for rel in ("bin/mpi-pstate", "sbin/mpi-pstate-epilog",
                         "sbin/mpi-pstate-epilog-slurmctld",
                         "libexec/mpi-pstate/mpi-pstate-dbcomment",
-                        "share/mpi-pstate/python/mpi_pstate/cli.py",
-                        "share/mpi-pstate/python/mpi_pstate/slot.py",
-                        "share/mpi-pstate/python/mpi_pstate/launcher.py",
+                        "share/mpi-pstate/python/mpi_pstate/user/command.py",
+                        "share/mpi-pstate/python/mpi_pstate/core/segment.py",
+                        "share/mpi-pstate/python/mpi_pstate/user/launcher.py",
                         "bin/mpi-pstate-exec",
                         "share/man/man1/mpi-pstate.1", "share/man/man8/mpi-pstate-epilog.8"):
                 self.assertTrue((root / rel).exists(), rel)
@@ -429,12 +431,28 @@ class CommandLine(unittest.TestCase):
             self.assertIn("cpufreq", json.loads(r.stdout))
             r = subprocess.run(["/usr/bin/python3", "-I", "-c",
                                 "import sys; sys.path.insert(0, sys.argv[1]); "
-                                "import mpi_pstate.slots as s; print(s.slotlib.__file__)",
+                                "import mpi_pstate.site.rankfigures as s; print(s.segment.__file__)",
                                 str(root / "share" / "mpi-pstate" / "python")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                universal_newlines=True, cwd="/")
             self.assertEqual(r.stdout.strip(),
-                             str(root / "share" / "mpi-pstate" / "python" / "mpi_pstate" / "slot.py"))
+                             str(root / "share" / "mpi-pstate" / "python" / "mpi_pstate" / "core" /
+                                 "segment.py"))
+            # every module of every subpackage imports from the installed tree alone
+            installed = root / "share" / "mpi-pstate" / "python"
+            mods = sorted(".".join(p.relative_to(installed).with_suffix("").parts)
+                          for p in (installed / "mpi_pstate").rglob("*.py"))
+            self.assertEqual(mods, sorted(".".join(
+                p.relative_to(fx.TOP / "epilog").with_suffix("").parts)
+                for p in (fx.TOP / "epilog" / "mpi_pstate").rglob("*.py")))
+            r = subprocess.run(["/usr/bin/python3", "-I", "-B", "-c",
+                                "import importlib, sys; sys.path.insert(0, sys.argv[1]); "
+                                "[importlib.import_module(m.replace('.__init__', '')) "
+                                "for m in sys.argv[2:]]; print(sys.modules['mpi_pstate'].__file__)",
+                                str(installed)] + mods, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, universal_newlines=True, cwd="/")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.strip(), str(installed / "mpi_pstate" / "__init__.py"))
 
     def test_exec_delegates_to_the_launcher(self) -> None:
         # a subcommand names itself as one; under its own name, by that name

@@ -23,7 +23,9 @@ from unittest import mock
 import test_epilog_fixtures as fx
 import test_report as tr
 import test_whatif as tw
-from mpi_pstate import cli, noderec, report, slurm, summary
+from mpi_pstate.core import noderecord, slurm
+from mpi_pstate.model import summary
+from mpi_pstate.user import command, report
 
 MAN = fx.TOP / "man" / "mpi-pstate.1"
 README = fx.TOP / "README.md"
@@ -69,8 +71,8 @@ class Cli(tr.Fixture):
                 mock.patch.object(slurm, "sacct_select", select), \
                 mock.patch.object(slurm, "sacct_totals", totals), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = cli.main(["report", "--collect-dir", str(self.collect),
-                           "--slurm-conf", str(self.tmp / "none.conf"), *args])
+            rc = command.main(["report", "--collect-dir", str(self.collect),
+                               "--slurm-conf", str(self.tmp / "none.conf"), *args])
         return rc, out.getvalue(), err.getvalue()
 
     def steps_job(self) -> None:
@@ -88,7 +90,7 @@ class Cli(tr.Fixture):
         if not any(st["step"] == "1" for st in steps):
             steps.append({"step": "1", "agent": {"step": 1, "energy": {
                 "status": "ok", "package_j": 60.0, "dram_j": 10.0}}})
-        (self.collect / "510" / "job.json").write_bytes(noderec.encode(det))
+        (self.collect / "510" / "job.json").write_bytes(noderecord.encode(det))
 
     def attributed(self) -> None:
         """Every row with a user, account, partition and times."""
@@ -288,14 +290,14 @@ class Errors(Cli):
                          ["--what-if", "--user", "bob"]):
                 err.seek(0)
                 err.truncate()
-                rc = cli.main(["report", "--slurm-conf", str(self.tmp / "none.conf"), *args])
+                rc = command.main(["report", "--slurm-conf", str(self.tmp / "none.conf"), *args])
                 self.one_line_error(rc, "", err.getvalue(), 1)
                 self.assertEqual(err.getvalue(), "mpi-pstate report: sacct: Invalid user: bob; "
                                  "giving up\n")
         with mock.patch.object(slurm, "which", lambda c: "/nonexistent/" + c):
             e = io.StringIO()
             with contextlib.redirect_stderr(e):
-                rc = cli.main(["report", "--slurm-conf", str(self.tmp / "none.conf"), "501"])
+                rc = command.main(["report", "--slurm-conf", str(self.tmp / "none.conf"), "501"])
             self.one_line_error(rc, "", e.getvalue(), 1)
             self.assertNotIn("[", e.getvalue())  # no argument list quoted as a Python list
 
@@ -335,7 +337,7 @@ class Unknowns(Cli):
 
 
 def _audit_text_with_unknowns() -> str:
-    return cli.audit_text({"cpufreq": {"driver": None, "boost": None}})
+    return command.audit_text({"cpufreq": {"driver": None, "boost": None}})
 
 
 class NoRepr(Cli):
@@ -354,7 +356,7 @@ class NoRepr(Cli):
         det["nodes"]["n1"]["settings"] = st
         for r in det["ranks"]:
             r.update(mpi_share=None, wall_s=None, cpu=None, mode=None)
-        (self.collect / "502" / "job.json").write_bytes(noderec.encode(det))
+        (self.collect / "502" / "job.json").write_bytes(noderecord.encode(det))
         # summaries alone: nulls and missing keys, a version 1, a newer one
         bare = summary.encode({"v": 2, "state": "partial", "ranks": None, "nodes": None,
                                "energy": None, "energy_j": None, "settings": {"boost": None,
@@ -423,7 +425,7 @@ class NoRepr(Cli):
 
 class Documents(unittest.TestCase):
     def report_parser(self) -> Any:
-        sub = [a for a in cli.build_parser()._actions if a.dest == "cmd"][0]
+        sub = [a for a in command.build_parser()._actions if a.dest == "cmd"][0]
         return sub.choices["report"]
 
     def man_report_section(self) -> str:

@@ -20,7 +20,9 @@ from typing import Dict, List, Optional, Tuple
 
 import test_epilog_fixtures as fx
 import test_report as tr
-from mpi_pstate import htmlpage, noderec, report, summary
+from mpi_pstate.core import noderecord
+from mpi_pstate.model import summary
+from mpi_pstate.user import htmlpage, report
 
 BROWSER = shutil.which("chromium")
 BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -70,7 +72,7 @@ class Page(tr.Fixture):
             for st in v["steps"]:
                 st["agent"] = {"start_ns": t0 + i * 500_000_000, "end_ns": t0 + 10_000_000_000}
         det["summary"].update(full_j=[240.0, 230.0, 250.0], saved_j=[40.0, 30.0, 50.0])
-        (self.collect / "501" / "job.json").write_bytes(noderec.encode(det))
+        (self.collect / "501" / "job.json").write_bytes(noderecord.encode(det))
         self.rows[-1] = self.rows[-1]._replace(
             system_comment="bb text " + summary.encode(det["summary"]))
 

@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 import test_epilog_fixtures as fx
 import test_report_html as th
 import test_whatif as tw
-from mpi_pstate import htmlpage, report
+from mpi_pstate.user import htmlpage, report
 
 NO_UNCORE = {k: v for k, v in tw.KNEE_MODEL.items() if k != "uncore"}
 

@@ -21,7 +21,9 @@ import test_epilog_fixtures as fx
 import test_report as tr
 import test_report_cli as trc
 import test_whatif as tw
-from mpi_pstate import noderec, report, slurm, summary
+from mpi_pstate.core import noderecord, slurm
+from mpi_pstate.model import summary
+from mpi_pstate.user import report
 
 SETTINGS = {"cpufreq": {"driver": "acpi-cpufreq", "governors": ["performance"], "boost": True},
             "cstates": {"states": [{"name": "C6", "exit_latency_us": 133,
@@ -72,14 +74,14 @@ class Types(trc.Cli):
              expected: List[str]) -> None:
         built = {n: fx.node_record(raw, n, r, settings=json.loads(json.dumps(SETTINGS)))
                  for n, r in nodes.items()}
-        recs = {n: noderec.validate(json.loads(json.dumps(r)), raw, n) for n, r in built.items()}
+        recs = {n: noderecord.validate(json.loads(json.dumps(r)), raw, n) for n, r in built.items()}
         d = self.collect / str(raw)
         d.mkdir()
         for n in nodes:
-            (d / f"node.{n}.json").write_bytes(noderec.encode(built[n]))
+            (d / f"node.{n}.json").write_bytes(noderecord.encode(built[n]))
         det = summary.merge(raw, expected, recs, {}, "COMPLETED", "0:0",
                             job_id if "_" in job_id else None, 60)
-        (d / "job.json").write_bytes(noderec.encode(det))
+        (d / "job.json").write_bytes(noderecord.encode(det))
         self.real[raw] = det["summary"]
         self.rows.append(slurm.SacctJob(str(raw), job_id, "COMPLETED", "0:0", "00:01:00",
                                         ",".join(nodes), admin_comment=tr.JOBSTATS,
@@ -216,7 +218,7 @@ class Types(trc.Cli):
         path = self.collect / str(BAD) / "job.json"
         det = json.loads(path.read_text())
         det["summary"]["wait_s"] = "9.9"
-        path.write_bytes(noderec.encode(det))
+        path.write_bytes(noderecord.encode(det))
         for name, args in self.forms()[:6]:
             with self.subTest(form=name):
                 rc, out, err = self.report(*args)

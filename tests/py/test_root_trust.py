@@ -25,8 +25,10 @@ from unittest import mock
 
 import test_epilog
 import test_epilog_fixtures as fx
-from mpi_pstate import calibrate, config, launcher, log, powermodel, rootcli, safeio
-from mpi_pstate import layout
+from mpi_pstate.core import layout, log, safeio, siteconf
+from mpi_pstate.model import calibrate, powermodel
+from mpi_pstate.site import entry
+from mpi_pstate.user import launcher
 
 
 def _bench_checkout() -> Any:
@@ -129,7 +131,7 @@ class SearchPath(Tmp):
     the flusher with PATH unset."""
 
     def test_no_relative_directory_is_searched(self) -> None:
-        from mpi_pstate import slurm
+        from mpi_pstate.core import slurm
         planted = self.tmp / "scontrol-mpst-test"
         planted.write_text("#!/bin/sh\necho planted\n")
         planted.chmod(0o755)
@@ -185,10 +187,10 @@ class ReadTrusted(Tmp):
         plug.write_text("required /usr/lib/slurm/mpi_pstate.so runtime_dir=/srv/rt\n")
         conf = self.tmp / "slurm.conf"
         conf.write_text(f"PlugStackConfig={plug}\n")
-        self.assertEqual(config.load(str(conf)).runtime_dir, "/srv/rt")
+        self.assertEqual(siteconf.load(str(conf)).runtime_dir, "/srv/rt")
         for victim in (plug, conf):
             os.chown(victim, NOBODY, -1)
-            c = config.load(str(conf))
+            c = siteconf.load(str(conf))
             self.assertEqual(c.runtime_dir, layout.RUNTIME_DIR)
             self.assertTrue(any(f"{victim.name}: owned by uid 65534" in p for p in c.problems),
                             c.problems)
@@ -196,7 +198,7 @@ class ReadTrusted(Tmp):
         os.unlink(plug)
         os.mkfifo(plug)
         with no_hang():
-            c = config.load(str(conf))
+            c = siteconf.load(str(conf))
         self.assertTrue(any("a FIFO" in p for p in c.problems), c.problems)
 
     def test_power_model_fifo_symlink_and_user_file_refused(self) -> None:
@@ -241,23 +243,25 @@ class EnvOverrides(Tmp):
             self.assertEqual(powermodel.model_path(privileged=True), layout.DEFAULT_MODEL)
             # a user's own `mpi-pstate report --what-if` still takes it
             self.assertEqual(powermodel.model_path(privileged=False), "/x/m.json")
-            dirs = rootcli.tool_dirs({"libexecdir": "/usr/libexec", "sbindir": "/usr/sbin"})
+            dirs = entry.tool_dirs({"libexecdir": "/usr/libexec", "sbindir": "/usr/sbin"})
             self.assertFalse(any(d.startswith(str(self.tmp)) or d.endswith("/build/agent")
                                  for d in dirs["agent"] + dirs["dbcomment"]), dirs)
 
     def test_installed_layout_is_not_a_dev_tree(self) -> None:
         """The files `make install` copies (epilog/rules.mk: the package's
-        *.py) in their installed layout, in a child interpreter as Slurm runs
-        it (-I): no override reaches root."""
+        *.py, each subpackage's) in their installed layout, in a child
+        interpreter as Slurm runs it (-I): no override reaches root."""
         pkg = self.tmp / "share" / "mpi-pstate" / "python" / "mpi_pstate"
-        pkg.mkdir(parents=True)
-        for f in (fx.TOP / "epilog" / "mpi_pstate").glob("*.py"):
-            shutil.copy(f, pkg / f.name)
+        src = fx.TOP / "epilog" / "mpi_pstate"
+        for f in src.rglob("*.py"):
+            (pkg / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, pkg / f.relative_to(src))
         code = ("import sys; sys.path.insert(0, sys.argv[1]);"
-                "from mpi_pstate import powermodel, rootcli, safeio;"
+                "from mpi_pstate.core import safeio; from mpi_pstate.model import powermodel;"
+                "from mpi_pstate.site import entry;"
                 "print(safeio.dev_tree(), safeio.env_override('MPI_PSTATE_AGENT', True),"
                 " powermodel.model_path(privileged=True),"
-                " any('build' in d for d in rootcli.tool_dirs({})['agent']))")
+                " any('build' in d for d in entry.tool_dirs({})['agent']))")
         env = {"PATH": "/usr/bin:/bin", "MPI_PSTATE_AGENT": "/x/agent",
                "MPI_PSTATE_MODEL": "/x/m.json", "MPI_PSTATE_BUILD": "/x/build"}
         r = subprocess.run([sys.executable, "-I", "-c", code, str(pkg.parent)], env=env,
@@ -324,9 +328,9 @@ class DbTool(Tmp):
         err = io.StringIO()
         with mock.patch.object(log, "_stream", [err]), \
                 mock.patch.dict(os.environ, {"MPI_PSTATE_DBCOMMENT": ""}):
-            self.assertEqual(rootcli._dbtool({}, dirs), str(tool))
+            self.assertEqual(entry._dbtool({}, dirs), str(tool))
             os.chown(tool, NOBODY, -1)
-            self.assertIsNone(rootcli._dbtool({}, dirs))
+            self.assertIsNone(entry._dbtool({}, dirs))
         self.assertIn("mpi-pstate-dbcomment not run", err.getvalue())
 
 

@@ -25,8 +25,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import failcount, log, metrics, status
-from mpi_pstate import layout
+from mpi_pstate.core import layout, log
+from mpi_pstate.site import failcount, metrics, status
 
 TOP = Path(__file__).resolve().parents[2]
 CLI = TOP / "epilog" / "mpi-pstate"
@@ -460,8 +460,8 @@ class Status(unittest.TestCase):
 
 
 def noderec_bytes(job: int, node: str) -> bytes:
-    from mpi_pstate import noderec
-    return noderec.encode(fx.node_record(job, node, [fx.rank(node, 0)]))
+    from mpi_pstate.core import noderecord
+    return noderecord.encode(fx.node_record(job, node, [fx.rank(node, 0)]))
 
 
 if __name__ == "__main__":

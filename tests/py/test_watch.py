@@ -23,7 +23,7 @@ import unittest
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
-from mpi_pstate import metrics
+from mpi_pstate.site import metrics
 
 TOP = Path(__file__).resolve().parents[2]
 RULES = TOP / "watch" / "prometheus-rules.yml"
@@ -227,7 +227,7 @@ class Rules(unittest.TestCase):
         status`, which shows a node's records, whose they are and the last
         restore error, and runs on the node the alert names."""
         parsers = "".join((TOP / "epilog" / "mpi_pstate" / f).read_text()
-                          for f in ("cli.py", "rootcli.py"))
+                          for f in ("user/command.py", "site/entry.py"))
         subs = set(re.findall(r"\.add_parser\(\s*\"([a-z][a-z0-9-]*)\"", parsers))
         self.assertIn("status", subs)
         named = {}  # type: Dict[str, Set[str]]

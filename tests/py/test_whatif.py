@@ -19,7 +19,11 @@ from typing import Any, Dict, List, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate import calibrate, cli, noderec, powermodel, slots, slurm, summary, whatif
+from mpi_pstate.core import noderecord, slurm
+from mpi_pstate.model import summary
+from mpi_pstate.model import calibrate, powermodel, whatif
+from mpi_pstate.site import rankfigures
+from mpi_pstate.user import command
 
 MODEL = {"format": "mpi-pstate-model", "version": 1, "node": "n1", "idle_w": 43.0,
          "noise_w": 0.1, "domain_cpus": 1, "meter": "simulated",
@@ -31,7 +35,7 @@ MODEL = {"format": "mpi-pstate-model", "version": 1, "node": "n1", "idle_w": 43.
 def hist_of(durations_ns: List[int]) -> List[List[int]]:
     h: Dict[int, int] = {}
     for d in durations_ns:
-        b = slots._bucket(d)
+        b = rankfigures._bucket(d)
         h[b] = h.get(b, 0) + 1
     return [[b, c] for b, c in sorted(h.items())]
 
@@ -216,7 +220,7 @@ class Predict(unittest.TestCase):
         # the summary carries it, labelled by what priced it
         recs = {n: fx.node_record(7, n, [r for r in d["ranks"] if r["node"] == n],
                                   settings={"power_model": MODEL}) for n in ("n1", "n2")}
-        recs = {n: noderec.validate(json.loads(json.dumps(r)), 7, n) for n, r in recs.items()}
+        recs = {n: noderecord.validate(json.loads(json.dumps(r)), 7, n) for n, r in recs.items()}
         det = summary.merge(7, ["n1", "n2"], recs, {}, "COMPLETED", "0:0", None, 60)
         s = det["summary"]
         self.assertEqual(s["saved_src"], "simulated")
@@ -224,11 +228,15 @@ class Predict(unittest.TestCase):
         self.assertEqual(s["full_j"], [round(s["energy_j"] + x, 1) for x in s["saved_j"]])
 
     def test_the_agents_figures_are_the_agents(self) -> None:
-        """The prediction's copy of the agent's ceiling and announcement
-        rule is the agent's (agent/main.c, agent/agentd.h)."""
-        main = (fx.TOP / "agent" / "main.c").read_text()
+        """The prediction's ceiling and uncore threshold are the agent's
+        defaults (common/agent_args.def), its announcement rule the agent's
+        (agent/agentd.h)."""
+        table = (fx.TOP / "common" / "agent_args.def").read_text()
         hdr = (fx.TOP / "agent" / "agentd.h").read_text()
-        self.assertIn(f"o->cap_ppm = {whatif.CAP_PPM_DEFAULT};", main)
+        self.assertRegex(table, r'MPI_PSTATE_AGENT_ARG\(CAP, "cpu-cap", PERCENT, cap_ppm, "%g"'
+                         % (whatif.CAP_PPM_DEFAULT / 10000))
+        self.assertRegex(table, r'MPI_PSTATE_AGENT_ARG\(UNCORE_THR, "uncore-threshold", DURATION, '
+                         r'uncore_threshold_us, "%dms"' % (whatif.UNCORE_THRESHOLD_US // 1000))
         self.assertIn(f"#define AGENTD_ANNOUNCE_OFF_PCT {round(100 * whatif.ANNOUNCE_OFF_SHARE)}u",
                       hdr)
 
@@ -556,14 +564,14 @@ class RankFigures(unittest.TestCase):
              "threshold_ns": 500000, "long_ns": 10**8, "long_calls": 2, "over_ns": 99 * 10**6,
              "down_ns": 0, "transitions": 0, "wakeups": 0}
         for d in (300_000_000, 50_000_000, 50_000_000, 1000):
-            s["hist_ns"][slots._bucket(d)] += 1
-        r = slots.rank_figures(s, "0")
-        self.assertEqual(r["hist_ns"], [[slots._bucket(50_000_000), 2]])
-        self.assertEqual(noderec.validate_rank(r)["hist_ns"], r["hist_ns"])
+            s["hist_ns"][rankfigures._bucket(d)] += 1
+        r = rankfigures.rank_figures(s, "0")
+        self.assertEqual(r["hist_ns"], [[rankfigures._bucket(50_000_000), 2]])
+        self.assertEqual(noderecord.validate_rank(r)["hist_ns"], r["hist_ns"])
         # A bad histogram is dropped and named, like any bad counter: the
         # rank and the node's record stay.
         for bad in ([[64, 1]], [[1, -1]], [[1, 2, 3]], [["1", 2]], [[1, 1.5]]):
-            v = noderec.validate_rank(dict(r, hist_ns=bad))
+            v = noderecord.validate_rank(dict(r, hist_ns=bad))
             self.assertNotIn("hist_ns", v, bad)
             self.assertIn("hist_ns", v["dropped"], bad)
 
@@ -632,12 +640,12 @@ class ReportWhatIf(unittest.TestCase):
             nodes = {"n1": [waiting_rank("n1", 0, [20_000] * 80)],
                      "n2": [waiting_rank("n2", 1, w)]}
             built = {n: fx.node_record(raw, n, r) for n, r in nodes.items()}
-            recs = {n: noderec.validate(json.loads(json.dumps(r)), raw, n)
+            recs = {n: noderecord.validate(json.loads(json.dumps(r)), raw, n)
                     for n, r in built.items()}
             d = self.collect / str(raw)
             d.mkdir()
             det = summary.merge(raw, list(nodes), recs, {}, "COMPLETED", "0:0", None, 3)
-            (d / "job.json").write_bytes(noderec.encode(det))
+            (d / "job.json").write_bytes(noderecord.encode(det))
             self.rows.append(slurm.SacctJob(str(raw), str(raw), "COMPLETED", "0:0", "00:00:03",
                                             "n[1-2]", admin_comment="",
                                             system_comment=summary.encode(det["summary"])))
@@ -651,8 +659,8 @@ class ReportWhatIf(unittest.TestCase):
                 r for r in self.rows if r.raw in specs]), \
                 mock.patch.object(slurm, "sacct_select", lambda **kw: ["701", "702"]), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = cli.main(["report", "--collect-dir", str(self.collect), "--slurm-conf",
-                           str(self.tmp / "none.conf"), "--model", str(self.model), *args])
+            rc = command.main(["report", "--collect-dir", str(self.collect), "--slurm-conf",
+                               str(self.tmp / "none.conf"), "--model", str(self.model), *args])
         return rc, out.getvalue(), err.getvalue()
 
     def test_text_json_csv_svg(self) -> None:

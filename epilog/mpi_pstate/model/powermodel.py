@@ -10,7 +10,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional
 
-from . import layout, noderec, parse, safeio
+from ..core import layout, noderecord, parse, safeio
 
 MODEL_FORMAT = "mpi-pstate-model"
 MODEL_VERSION = 1
@@ -167,7 +167,7 @@ def load_model(path: Optional[str] = None, privileged: Optional[bool] = None) ->
             raise ModelError(f"{path}: larger than {MODEL_MAX_BYTES} bytes") from None
         raise ModelError(f"model not read: {e.strerror}") from None
     try:
-        obj = noderec.decode(data)
+        obj = noderecord.decode(data)
     except ValueError as e:
         raise ModelError(f"{path}: not JSON ({e})") from None
     m = validate_model(obj)

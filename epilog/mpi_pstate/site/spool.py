@@ -30,7 +30,9 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import collect, config, ctld, layout, log, metrics, noderec, parse, safeio, slurm
+from . import ctld, metrics
+from .. import SUBPACKAGES
+from ..core import collect, layout, log, noderecord, parse, safeio, siteconf, slurm
 
 QUEUE_FORMAT = "mpi-pstate-queue"
 ENTRY_MAX_BYTES = 1 << 20
@@ -58,7 +60,7 @@ def open_subdir(dfd: int, name: str, create: bool) -> Optional[int]:
         return None
 
 
-def open_queue(cfg: config.Config, trusted: Set[int], create: bool = False) -> Optional[int]:
+def open_queue(cfg: siteconf.Config, trusted: Set[int], create: bool = False) -> Optional[int]:
     """The queue directory, checked as ours and closed to others."""
     cfd = collect.open_collect(cfg.collect_dir, trusted)
     try:
@@ -100,12 +102,12 @@ def expects_records(env: Dict[str, str]) -> bool:
 
 
 def enqueue(qfd: int, entry: Dict[str, Any]) -> None:
-    safeio.write_atomic(qfd, layout.queue_name(entry['job']), noderec.encode(entry), mode=0o600)
+    safeio.write_atomic(qfd, layout.queue_name(entry['job']), noderecord.encode(entry), mode=0o600)
 
 
 def read_entry(qfd: int, name: str) -> Dict[str, Any]:
     """A queue entry, strictly: ValueError when it is not one."""
-    obj = noderec.decode(safeio.read_file(qfd, name, ENTRY_MAX_BYTES, owners=None))
+    obj = noderecord.decode(safeio.read_file(qfd, name, ENTRY_MAX_BYTES, owners=None))
     if not isinstance(obj, dict) or obj.get("format") != QUEUE_FORMAT or \
             obj.get("version") != 1:
         raise ValueError("not a queue entry")
@@ -217,7 +219,7 @@ def fresh(entry: Dict[str, Any]) -> ctld.Accept:
     return ctld.accept_for(entry.get("uid"), entry["queued"] - STALE_MARGIN_S)
 
 
-def process(cfg: config.Config, db: slurm.DbTool, e: Dict[str, Any], trusted: Set[int],
+def process(cfg: siteconf.Config, db: slurm.DbTool, e: Dict[str, Any], trusted: Set[int],
             now: float, wait: float = WAIT_RECORDS_S, late: float = LATE_S) -> Tuple[str, bool]:
     """One queued job: (what happened, whether it stays queued)."""
     job, nodes, age = e["job"], e["nodes"], now - e["queued"]
@@ -245,7 +247,7 @@ def process(cfg: config.Config, db: slurm.DbTool, e: Dict[str, Any], trusted: Se
     try:
         row = slurm.sacct_one(job, timeout=10)
     except slurm.SlurmError as err:
-        return f"database unreachable: {noderec.clip(err, 120)}", True
+        return f"database unreachable: {noderecord.clip(err, 120)}", True
     if row is None or row.state not in slurm.TERMINAL or row.wall_s() is None:
         # no End yet either: sacct's Elapsed would count to now
         return "not in the database yet", age < late
@@ -282,7 +284,7 @@ def take_lock(qfd: int) -> Optional[int]:
         return None
 
 
-def flush(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], for_s: float = 0.0,
+def flush(cfg: siteconf.Config, db: slurm.DbTool, trusted: Set[int], for_s: float = 0.0,
           wait: float = WAIT_RECORDS_S, late: float = LATE_S,
           sleep: Callable[[float], None] = time.sleep) -> Dict[str, int]:
     """Passes over the queue until it is empty, or for_s seconds are over
@@ -311,11 +313,12 @@ def flush(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], for_s: float 
 
 
 def _program_id() -> Tuple[Tuple[int, int, float], ...]:
-    """What this flusher runs: the script and the package (an upgrade
-    replaces them; a flusher of the old code then stops and the next one
-    runs the new)."""
+    """What this flusher runs: the script and the package's directories (an
+    upgrade replaces them; a flusher of the old code then stops and the next
+    one runs the new)."""
     out = []
-    for p in (os.path.abspath(sys.argv[0]), os.path.dirname(os.path.abspath(__file__))):
+    for p in [os.path.abspath(sys.argv[0]), safeio.PKG_DIR] + \
+            [os.path.join(safeio.PKG_DIR, s) for s in SUBPACKAGES]:
         try:
             st = os.stat(p)
             out.append((st.st_dev, st.st_ino, st.st_mtime))
@@ -324,7 +327,7 @@ def _program_id() -> Tuple[Tuple[int, int, float], ...]:
     return tuple(out)
 
 
-def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, end: float,
+def _passes(cfg: siteconf.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, end: float,
             wait: float, late: float, sleep: Callable[[float], None],
             tally: Dict[str, int]) -> bool:
     """Until the queue is empty (returns True), time is up, only late nodes
@@ -362,7 +365,7 @@ def _passes(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int, e
         pause = min(pause * 1.5, 10.0)
 
 
-def queue_metrics(cfg: config.Config, waiting: List[float]) -> None:
+def queue_metrics(cfg: siteconf.Config, waiting: List[float]) -> None:
     """The queue's gauges after a pass (metrics_dir=): the queue times of
     the jobs still waiting for their summary."""
     if not cfg.metrics_dir:
@@ -373,7 +376,7 @@ def queue_metrics(cfg: config.Config, waiting: List[float]) -> None:
         log.warning(f"queue metrics not written to {cfg.metrics_dir}: {e}")
 
 
-def _pass(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int,
+def _pass(cfg: siteconf.Config, db: slurm.DbTool, trusted: Set[int], qfd: int,
           lfd: Optional[int], es: List[Dict[str, Any]], wait: float, late: float,
           tally: Dict[str, int]) -> Tuple[bool, bool, Set[int]]:
     """One pass over es: (slurmdbd was down, only late nodes are awaited,
@@ -407,7 +410,7 @@ def _pass(cfg: config.Config, db: slurm.DbTool, trusted: Set[int], qfd: int,
     return db_down, idle, left
 
 
-def prune(cfg: config.Config, trusted: Set[int], keep_days: float, now: float,
+def prune(cfg: siteconf.Config, trusted: Set[int], keep_days: float, now: float,
           dry_run: bool = False) -> List[int]:
     """Deletes the job directories of collect_dir (and queue entries) whose
     newest file is older than keep_days, and the temporary files a writer
@@ -492,8 +495,8 @@ def epilog_slurmctld(a: argparse.Namespace, dbtool: Optional[str],
         return 0
     try:
         t0 = time.monotonic()
-        cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
-        config.export_slurm_conf(cfg)
+        cfg = siteconf.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+        siteconf.export_slurm_conf(cfg)
         trusted = {0, cfg.slurm_uid, os.geteuid()}
         nodes = ctld.expected_nodes(os.environ.get("SLURM_JOB_NODELIST", ""))
         array = None

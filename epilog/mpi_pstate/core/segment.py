@@ -214,7 +214,7 @@ def read_segment(path: str) -> Tuple[Dict[str, int], List[Optional[Dict[str, Any
 
 
 def create_segment(path: str, nslots: int, mode: int = 0o600) -> None:
-    """What the plugin/agent does (common/slot.c mpi_pstate_slot_create_segment)."""
+    """What the plugin/agent does (common/slot_segment.c mpi_pstate_slot_create_segment)."""
     if not 0 < nslots <= MAX_SLOTS:
         raise ValueError("nslots")
     hdr = bytearray(HEADER_SIZE)

@@ -14,8 +14,9 @@ import socket
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import (audit, collect, config, delivery, failcount, layout, log, metrics, noderec,
-               parse, pending, powermodel, safeio, slots, slurm)
+from . import delivery, failcount, metrics, pending, rankfigures
+from ..core import audit, collect, layout, livesteps, log, noderecord, parse, safeio, siteconf, slurm
+from ..model import powermodel
 
 AGENT_MAX_BYTES = 1 << 20
 SUMS_MAX_BYTES = 4 << 10
@@ -44,9 +45,9 @@ SEGMENT_NAMES_MAX = 1 << 16
 # with maximal slots (2 kB a rank, some 13 kB of memory each while held);
 # honest ranks (350 bytes) reach MAX_RANKS first.
 DETAIL_BYTES = 6 << 20
-SUMMED_WHY = (f"over {noderec.MAX_DETAIL_STEPS} steps, {noderec.MAX_RANKS} ranks or "
+SUMMED_WHY = (f"over {noderecord.MAX_DETAIL_STEPS} steps, {noderecord.MAX_RANKS} ranks or "
               f"{DETAIL_BYTES >> 20} MiB of rank entries: summed, not detailed")
-CUT_WHY = (f"over the Epilog's {CPU_BUDGET_S} s of CPU or {slots.MAX_NODE_RANKS} slots: "
+CUT_WHY = (f"over the Epilog's {CPU_BUDGET_S} s of CPU or {rankfigures.MAX_NODE_RANKS} slots: "
            "summed from the agent's sums")
 
 
@@ -80,18 +81,18 @@ def backstop(agent: Optional[str], restore_dir: str, job: int,
     not "not installed" (an admin would look for a missing file)."""
     if not agent:
         why = "; ".join(refused) if refused else "mpi-pstate-agent not installed"
-        return {"status": "skipped", "why": noderec.clip(why)}
+        return {"status": "skipped", "why": noderecord.clip(why)}
     t0 = time.monotonic()
     try:
         r = slurm.run([agent, "--restore", restore_dir, "--job", str(job)],
                       timeout=BACKSTOP_TIMEOUT)
     except slurm.SlurmError as e:
-        return {"status": "failed", "why": noderec.clip(e)}
+        return {"status": "failed", "why": noderecord.clip(e)}
     out = {"status": "ok" if r.returncode == 0 else "failed", "rc": r.returncode,
            "seconds": round(time.monotonic() - t0, 3)}
     msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
     if msg:
-        out["message"] = noderec.clip(msg[-1])
+        out["message"] = noderecord.clip(msg[-1])
     return out
 
 
@@ -253,11 +254,11 @@ class StepScan:
         self.job, self.uid, self.node, self.shm_dir = job, uid, node, shm_dir
         self.steps: List[Dict[str, Any]] = []
         self.infos: List[Dict[str, Any]] = []
-        self.rest = noderec.new_rest()
+        self.rest = noderecord.new_rest()
         self.rest_agents: List[Dict[str, Any]] = []
         self.problems: List[str] = []
-        self.budget = [slots.MAX_NODE_RANKS]
-        self.embed = noderec.MAX_EMBED_BYTES
+        self.budget = [rankfigures.MAX_NODE_RANKS]
+        self.embed = noderecord.MAX_EMBED_BYTES
         self.nranks = 0
         self.detail_bytes = 0
         self.cpu_until = time.process_time() + CPU_BUDGET_S
@@ -269,25 +270,25 @@ class StepScan:
 
     def detailing(self) -> bool:
         """Whether the next step may still be detailed (else, summed)."""
-        return len(self.infos) < noderec.MAX_DETAIL_STEPS and \
-            self.nranks < noderec.MAX_RANKS and self.detail_bytes < DETAIL_BYTES
+        return len(self.infos) < noderecord.MAX_DETAIL_STEPS and \
+            self.nranks < noderecord.MAX_RANKS and self.detail_bytes < DETAIL_BYTES
 
     def add_sums(self, step: str, sums: Dict[str, Any],
                  why: Optional[str] = None) -> None:
         """A step not detailed, from its agent's sums.json: its segment is
         not read (noderec.rest_add_sums)."""
-        noderec.rest_add_sums(self.rest, step, sums, why or SUMMED_WHY)
+        noderecord.rest_add_sums(self.rest, step, sums, why or SUMMED_WHY)
         self.rest["sums_steps"] += 1
         self.rest_agents.append({"energy": sums["energy"]})
 
     def add(self, step: str, info: Dict[str, Any]) -> None:
         listed = info.get("segments", [])
         if len(self.segment_names) < SEGMENT_NAMES_MAX:
-            self.segment_names += [x["name"] for x in listed[:slots.MAX_SEGMENTS]
+            self.segment_names += [x["name"] for x in listed[:rankfigures.MAX_SEGMENTS]
                                    if isinstance(x.get("name"), str)]
         agent = info.get("agent") or {}
         sums = info.get("sums")
-        room = noderec.MAX_RANKS - self.nranks
+        room = noderecord.MAX_RANKS - self.nranks
         detail = self.detailing()
         if sums is not None and (not detail or sums["ranks"] > room or
                                  sum(x.get("nslots") or 0 for x in listed) > room):
@@ -300,16 +301,16 @@ class StepScan:
         if spent:
             why = f"over the Epilog's {CPU_BUDGET_S} s of CPU" \
                 if time.process_time() > self.cpu_until else \
-                f"slots over the node's {slots.MAX_NODE_RANKS}"
-            noderec.rest_add(self.rest, step, [], f"{why}: steps counted, not read",
-                             unread=True)
+                f"slots over the node's {rankfigures.MAX_NODE_RANKS}"
+            noderecord.rest_add(self.rest, step, [], f"{why}: steps counted, not read",
+                                unread=True)
             got: List[Dict[str, Any]] = []
         else:
-            got, sprob, _ = slots.job_segments(self.job, self.uid, listed, self.shm_dir,
-                                               self.budget, agent.get("ranks"),
-                                               cpu_until=self.cpu_until,
-                                               keep=noderec.EncodedRank if detail
-                                               else noderec.rank_sums)
+            got, sprob, _ = rankfigures.job_segments(self.job, self.uid, listed, self.shm_dir,
+                                                     self.budget, agent.get("ranks"),
+                                                     cpu_until=self.cpu_until,
+                                                     keep=noderecord.EncodedRank if detail
+                                                     else noderecord.rank_sums)
             cut = [p for p in sprob if "CPU" in p and "not read" in p]
             if cut and sums is not None:  # cut by the CPU bound: the agent's sums count it whole
                 self.problems += [p for p in sprob if p not in cut]
@@ -317,13 +318,13 @@ class StepScan:
                 return
             self.problems += sprob
             if cut:
-                noderec.rest_add(self.rest, step, [], f"over the Epilog's {CPU_BUDGET_S} s of "
-                                 "CPU: slots not read")
+                noderecord.rest_add(self.rest, step, [], f"over the Epilog's {CPU_BUDGET_S} s of "
+                                    "CPU: slots not read")
         n = sum(len(s["ranks"]) for s in got)
         # a step read as sums (not detail) is never detailed; one with no
         # slot read keeps its place for its records (energy, restore)
-        if (detail or not got) and len(self.infos) < noderec.MAX_DETAIL_STEPS and \
-                self.nranks + n <= noderec.MAX_RANKS:
+        if (detail or not got) and len(self.infos) < noderecord.MAX_DETAIL_STEPS and \
+                self.nranks + n <= noderecord.MAX_RANKS:
             self.steps += got
             self.nranks += n
             self.detail_bytes += sum(len(r.base) + sum(map(len, r.bulky.values()))
@@ -331,10 +332,10 @@ class StepScan:
             self.infos.append(self._trim(info))
             return
         for s in got:
-            noderec.rest_add(self.rest, s["step"], s["ranks"], SUMMED_WHY)
+            noderecord.rest_add(self.rest, s["step"], s["ranks"], SUMMED_WHY)
         if not got:
-            noderec.rest_add(self.rest, step, [], f"over {noderec.MAX_DETAIL_STEPS} steps: "
-                             "summed, not detailed")
+            noderecord.rest_add(self.rest, step, [], f"over {noderecord.MAX_DETAIL_STEPS} steps: "
+                                "summed, not detailed")
         if agent:
             self.rest_agents.append({"energy": agent.get("energy")})
 
@@ -351,10 +352,10 @@ class StepScan:
             self.embed -= len(json.dumps(obj, separators=(",", ":")))
             if self.embed < 0:
                 if k == "plugin":
-                    out[k] = {"truncated": {"budget": noderec.MAX_EMBED_BYTES}}
+                    out[k] = {"truncated": {"budget": noderecord.MAX_EMBED_BYTES}}
                 else:
                     out[k] = dict(out[k], record={"truncated": {
-                        "budget": noderec.MAX_EMBED_BYTES}})
+                        "budget": noderecord.MAX_EMBED_BYTES}})
         return out
 
 
@@ -402,8 +403,8 @@ def scan_steps(runtime: str, job: int, node: str, scan: StepScan) -> None:
     try:
         for step, n in job_step_dirs(sfd, job):
             if time.process_time() > scan.scan_until:
-                noderec.rest_add(scan.rest, step, [], f"over the Epilog's {SCAN_BUDGET_S} s of "
-                                 "CPU: steps counted by name, not read", unread=True)
+                noderecord.rest_add(scan.rest, step, [], f"over the Epilog's {SCAN_BUDGET_S} s of "
+                                    "CPU: steps counted by name, not read", unread=True)
                 continue
             if not scan.detailing():
                 sums = step_sums(sfd, n, step, node, scan.problems, log_budget)
@@ -444,12 +445,12 @@ def step_dir(sfd: int, n: str, step: str, node: str, problems: List[str],
             try:
                 data = read_step_file(dfd, fname, AGENT_MAX_BYTES)
                 if fname == layout.AGENT_JSON:
-                    info["agent"] = noderec.parse_agent(data, node, default_step=step)
+                    info["agent"] = noderecord.parse_agent(data, node, default_step=step)
                 else:
-                    info["plugin"] = noderec.parse_plugin(data, node)
+                    info["plugin"] = noderecord.parse_plugin(data, node)
                     if info["plugin"] is not None:  # this node's: the segments it lists
-                        info["segments"] = noderec.plugin_segments(noderec.decode(data), step,
-                                                                   problems)
+                        info["segments"] = noderecord.plugin_segments(noderecord.decode(data), step,
+                                                                      problems)
             except FileNotFoundError:
                 continue
             except (OSError, ValueError, UnicodeDecodeError) as e:
@@ -467,7 +468,7 @@ def read_sums(dfd: int, n: str, node: str, problems: List[str]) -> Optional[Dict
     (an agent killed, or from before sums; an empty one: created, never
     written), or with one not of this node."""
     try:
-        return noderec.parse_sums(read_step_file(dfd, layout.SUMS_JSON, SUMS_MAX_BYTES), node)
+        return noderecord.parse_sums(read_step_file(dfd, layout.SUMS_JSON, SUMS_MAX_BYTES), node)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, UnicodeDecodeError) as e:
@@ -559,7 +560,7 @@ def _settings(a: argparse.Namespace, scan: "StepScan", problems: List[str]
     return settings
 
 
-def _deliver(a: argparse.Namespace, cfg: config.Config, runtime: str, job: int, node: str,
+def _deliver(a: argparse.Namespace, cfg: siteconf.Config, runtime: str, job: int, node: str,
              uid: int, data: bytes, share: delivery.Share, scan: "StepScan",
              problems: List[str]) -> str:
     """Publishes the record, else keeps it for a later pass, then removes
@@ -581,8 +582,8 @@ def _deliver(a: argparse.Namespace, cfg: config.Config, runtime: str, job: int, 
                       "kept for a later pass")
         pending.keep(runtime, job, node, data)
     if not a.keep_segments:
-        n, stopped = slots.remove_job(job, a.shm_dir, scan.segment_names,
-                                      scan_max=SHM_SCAN_MAX, cpu_until=scan.shm_until)
+        n, stopped = rankfigures.remove_job(job, a.shm_dir, scan.segment_names,
+                                            scan_max=SHM_SCAN_MAX, cpu_until=scan.shm_until)
         if stopped:
             problems.append(
                 f"{a.shm_dir}: the scan for what job {job} left there stopped {stopped} (the "
@@ -604,11 +605,11 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
         return 0
     job, node, uid, extra = env
     try:
-        cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
-        config.export_slurm_conf(cfg)
+        cfg = siteconf.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+        siteconf.export_slurm_conf(cfg)
         for p in cfg.problems:
             log.warning(p)
-        runtime = config.expand_host(cfg.runtime_dir, config.short_host())
+        runtime = siteconf.expand_host(cfg.runtime_dir, siteconf.short_host())
         refused: List[str] = []
         agent = find_tool("mpi-pstate-agent", tools["agent"], "MPI_PSTATE_AGENT", cfg.agent,
                           refused)
@@ -632,12 +633,12 @@ def run(a: argparse.Namespace, tools: Dict[str, List[str]]) -> int:
         scan = StepScan(job, uid, node, a.shm_dir)
         scan_steps(runtime, job, node, scan)
         problems = leftover + scan.problems
-        rec = noderec.build(job, node, uid, settings=_settings(a, scan, problems),
-                            steps=scan.steps, infos=scan.infos, restore=restore,
-                            problems=problems, written=time.time(), extra_job=extra or None,
-                            meter=meter_here(a.sysroot), rest=scan.rest,
-                            rest_agents=scan.rest_agents)
-        data = noderec.encode(rec)
+        rec = noderecord.build(job, node, uid, settings=_settings(a, scan, problems),
+                               steps=scan.steps, infos=scan.infos, restore=restore,
+                               problems=problems, written=time.time(), extra_job=extra or None,
+                               meter=meter_here(a.sysroot), rest=scan.rest,
+                               rest_agents=scan.rest_agents)
+        data = noderecord.encode(rec)
         late: List[str] = []  # the removal's, after the record was made
         done = _deliver(a, cfg, runtime, job, node, uid, data, share, scan, late)
         for p in problems[:8] + late:
@@ -668,86 +669,17 @@ def restore_failures(infos: List[Dict[str, Any]]) -> int:
     return n
 
 
-MAX_LIVE_STEPS = 4096  # step directories looked at for the node's gauges
-PLUGIN_JSON_MAX = 256 << 10
-
-
-AGENT_PID_MAX_BYTES = 64
-PID_LIMIT = 1 << 22  # the kernel's PID_MAX_LIMIT
-
-
-def agent_pid(dfd: int) -> int:
-    """The pid in a step directory's agent.pid (root's, bounded); ValueError
-    when it holds none, FileNotFoundError when no agent was started."""
-    raw = safeio.read_file(dfd, layout.AGENT_PID, AGENT_PID_MAX_BYTES, owners={0}).strip()
-    if not (raw.isdigit() and len(raw) < 11 and 0 < int(raw) < PID_LIMIT):
-        raise ValueError("agent.pid holds no process id")
-    return int(raw)
-
-
-def agent_checker(agent: Optional[str], proc: str = "/proc") -> Callable[[int], bool]:
-    """Whether a pid is a running agent: its executable is the agent root
-    trusts (a pid file names any process)."""
-    exe = os.path.realpath(agent) if agent else None
-
-    def alive(pid: int) -> bool:
-        try:
-            if exe is None or os.readlink(os.path.join(proc, str(pid), "exe")) != exe:
-                return False
-        except OSError:
-            return False
-        return safeio.process_running(pid, proc)
-    return alive
-
-
-def live_step_domains(runtime: str, agent_alive: Callable[[int], bool]
-                      ) -> Tuple[int, List[Dict[str, Any]]]:
-    """The steps of this node whose agent runs now, and the domains their
-    plugin records list."""
-    n = 0
-    doms = []  # type: List[Dict[str, Any]]
-    try:
-        sfd = safeio.open_dir(os.path.join(runtime, layout.STEPS_DIR), trusted={0})
-    except OSError:
-        return n, doms
-    try:
-        for name in sorted(x for x in os.listdir(sfd) if layout.STEP_DIR_RE.fullmatch(x))[
-                :MAX_LIVE_STEPS]:
-            try:
-                dfd = os.open(name, safeio.O_DIR, dir_fd=sfd)
-            except OSError:
-                continue
-            try:
-                if os.fstat(dfd).st_uid != 0:
-                    continue
-                if not agent_alive(agent_pid(dfd)):
-                    continue
-                n += 1
-                rec = json.loads(safeio.read_file(dfd, layout.PLUGIN_JSON, PLUGIN_JSON_MAX,
-                                                  owners={0}).decode())
-                listed = rec.get("domains") if isinstance(rec, dict) else None
-                doms += [d for d in listed if isinstance(d, dict)] \
-                    if isinstance(listed, list) else []
-            except (OSError, ValueError):
-                continue
-            finally:
-                os.close(dfd)
-    finally:
-        os.close(sfd)
-    return n, doms
-
-
-def node_gauges(cfg: config.Config, runtime: str, sysroot: str,
+def node_gauges(cfg: siteconf.Config, runtime: str, sysroot: str,
                 agent_alive: Callable[[int], bool], failures_add: int = 0,
                 now: Optional[float] = None) -> str:
     """This node's Prometheus gauges written into metrics_dir; the text."""
-    agents, doms = live_step_domains(runtime, agent_alive)
+    agents, doms = livesteps.live_step_domains(runtime, agent_alive)
     down = sum(metrics.is_down(sysroot, d) for d in doms)
     return metrics.write_node(cfg, runtime, agents, down, restore_records(runtime) or 0,
                               failures_add, now)
 
 
-def node_metrics(cfg: config.Config, runtime: str, sysroot: str, agent: Optional[str],
+def node_metrics(cfg: siteconf.Config, runtime: str, sysroot: str, agent: Optional[str],
                  failures: int) -> None:
     """The node's Prometheus gauges (metrics_dir=), now that the job is
     gone from it; never the Epilog's failure."""
@@ -789,16 +721,16 @@ def meter_here(sysroot: str) -> str:
             text = f.read(4 << 20).decode("utf-8", "replace")
     except OSError:
         text = ""
-    return noderec.rapl_meter(os.path.realpath(sysroot), text)
+    return noderecord.rapl_meter(os.path.realpath(sysroot), text)
 
 
-def share_of(cfg: config.Config) -> delivery.Share:
+def share_of(cfg: siteconf.Config) -> delivery.Share:
     """collect_dir for one pass of this node (delivery.py)."""
     return delivery.Share(cfg.collect_dir, cfg.slurm_uid,
                           delivery.deadline(cfg.publish_timeout_s, cfg.epilog_timeout_s))
 
 
-def publish(cfg: config.Config, job: int, node: str, data: bytes,
+def publish(cfg: siteconf.Config, job: int, node: str, data: bytes,
             uid: Optional[int] = None, share: Optional[delivery.Share] = None) -> None:
     """Writes the node record into the job's directory of collect_dir (made
     private to the job's user, uid or the record's own, under PrivateData),
@@ -806,7 +738,7 @@ def publish(cfg: config.Config, job: int, node: str, data: bytes,
     OSError (ShareUnusable) when it could not."""
     owner = cfg.slurm_uid
     if cfg.private_jobs and uid is None:
-        uid = noderec.head_uid(data)
+        uid = noderecord.head_uid(data)
 
     def work() -> List[str]:
         try:

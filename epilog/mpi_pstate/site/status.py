@@ -36,8 +36,9 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
-from . import config, failcount, layout, log, metrics, node, nodeprune, safeio, slurm
-from .parse import printable
+from . import failcount, metrics, node_epilog, node_prune
+from ..core import layout, livesteps, log, safeio, siteconf, slurm
+from ..core.parse import printable
 
 FORMAT = "mpi-pstate-status"
 VERSION = 1
@@ -207,17 +208,17 @@ AgentAlive = Callable[[int], Optional[bool]]
 
 
 def agent_alive(agent: Optional[str], proc: str = "/proc") -> AgentAlive:
-    """Whether a pid is a running agent (node.agent_checker: its executable
+    """Whether a pid is a running agent (livesteps.agent_checker: its executable
     is the agent root trusts); without a known agent, None for a running
     process (it may be one), False for none."""
     if agent:
-        return node.agent_checker(agent, proc)
+        return livesteps.agent_checker(agent, proc)
     return lambda pid: None if safeio.process_running(pid, proc) else False
 
 
 def steps(runtime: str, alive: AgentAlive, problems: List[str]) -> List[Dict[str, Any]]:
     """The step directories <runtime>/steps/<job>.<step>/ (what
-    node.live_step_domains() counts): job, step, the agent's pid from its
+    livesteps.live_step_domains() counts): job, step, the agent's pid from its
     agent.pid, whether that pid is the agent running now."""
     sfd = _open_sub(runtime, layout.STEPS_DIR, problems)
     if sfd is None:
@@ -245,7 +246,7 @@ def steps(runtime: str, alive: AgentAlive, problems: List[str]) -> List[Dict[str
                     problems.append(f"steps/{printable(n)}: not root's alone (uid {dst.st_uid}, mode "
                                     f"{stat.S_IMODE(dst.st_mode):04o}): not read")
                     continue
-                st["pid"] = node.agent_pid(dfd)
+                st["pid"] = livesteps.agent_pid(dfd)
                 st["alive"] = alive(st["pid"])
             except FileNotFoundError:
                 st["alive"] = False  # no agent started for the step (mode off, profile)
@@ -269,7 +270,7 @@ JobsRunning = Callable[[], Set[int]]
 def squeue_jobs() -> Set[int]:
     """Jobs slurmctld does not know as finished (node-prune's question);
     slurm.SlurmError when it cannot tell."""
-    return nodeprune.live_jobs()
+    return node_prune.live_jobs()
 
 
 def gather(runtime: str, alive: AgentAlive, jobs: JobsRunning, cgroup_root: str,
@@ -306,7 +307,7 @@ def gather(runtime: str, alive: AgentAlive, jobs: JobsRunning, cgroup_root: str,
     out["restore_failures"] = failcount.read_failures(runtime, boot, problems)
     wanted = {r["job"] for r in recs if r["job"] is not None} | {s["job"] for s in steps_}
     running = {s["job"] for s in steps_ if s["alive"]} | \
-        (nodeprune.cgroup_jobs(cgroup_root) if wanted else set())
+        (node_prune.cgroup_jobs(cgroup_root) if wanted else set())
     known = None  # type: Optional[bool]
     if wanted - running:
         try:
@@ -417,14 +418,14 @@ def run(a: argparse.Namespace, agent_dirs: List[str]) -> int:
               file=sys.stderr)
         return EXIT_UNKNOWN
     log.setup("mpi-pstate-status", quiet=True)  # find_tool's refusals go to problems
-    cfg = config.load(a.slurm_conf, None, a.runtime_dir)
-    config.export_slurm_conf(cfg)
+    cfg = siteconf.load(a.slurm_conf, None, a.runtime_dir)
+    siteconf.export_slurm_conf(cfg)
     problems = [printable(p, 300) for p in cfg.problems]
-    host = config.short_host()
-    runtime = config.expand_host(cfg.runtime_dir, host)
+    host = siteconf.short_host()
+    runtime = siteconf.expand_host(cfg.runtime_dir, host)
     refused = []  # type: List[str]
-    agent = node.find_tool("mpi-pstate-agent", agent_dirs, "MPI_PSTATE_AGENT", cfg.agent,
-                           refused)
+    agent = node_epilog.find_tool("mpi-pstate-agent", agent_dirs, "MPI_PSTATE_AGENT", cfg.agent,
+                                  refused)
     problems += [printable(p, 300) for p in refused]
     alive = agent_alive(agent, a.proc)
     if a.ack:

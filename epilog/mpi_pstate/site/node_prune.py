@@ -23,7 +23,8 @@ import re
 import time
 from typing import Dict, List, Optional, Sequence, Set
 
-from . import config, delivery, layout, log, node, pending, safeio, slots, slurm
+from . import delivery, node_epilog, pending, rankfigures
+from ..core import layout, log, safeio, siteconf, slurm
 
 PROG = "mpi-pstate node-prune"
 MIN_AGE_S = 600.0
@@ -105,7 +106,7 @@ def prune(runtime: str, shm_dir: str, cgroup_root: str, min_age: float, now: flo
           dry_run: bool = False) -> Dict[int, int]:
     """Removes the leftovers of finished jobs; returns job -> entries
     removed (or that would be).  SlurmError when squeue cannot tell."""
-    segs = slots.job_names(shm_dir)
+    segs = rankfigures.job_names(shm_dir)
     dirs = step_dir_jobs(runtime)
     cands = set(segs) | set(dirs)
     if not cands:
@@ -120,8 +121,8 @@ def prune(runtime: str, shm_dir: str, cgroup_root: str, min_age: float, now: flo
         if dry_run:
             done[job] = len(segs.get(job, [])) + len(dirs.get(job, []))
             continue
-        n = slots.remove_segments(job, segs.get(job, []), shm_dir)
-        k, problems = node.remove_step_dirs(runtime, job)
+        n = rankfigures.remove_segments(job, segs.get(job, []), shm_dir)
+        k, problems = node_epilog.remove_step_dirs(runtime, job)
         for p in problems[:4]:
             log.warning(p)
         done[job] = n + k
@@ -131,9 +132,9 @@ def prune(runtime: str, shm_dir: str, cgroup_root: str, min_age: float, now: flo
 def main(argv: Sequence[str], paths: Optional[Dict[str, str]] = None) -> int:
     a = build_parser().parse_args(list(argv))
     log.setup("mpi-pstate-node-prune", quiet=a.quiet)
-    cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
-    config.export_slurm_conf(cfg)
-    runtime = config.expand_host(cfg.runtime_dir, config.short_host())
+    cfg = siteconf.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+    siteconf.export_slurm_conf(cfg)
+    runtime = siteconf.expand_host(cfg.runtime_dir, siteconf.short_host())
     rc = 0
     if not a.dry_run:
         before = len(pending.waiting(runtime))
@@ -141,7 +142,7 @@ def main(argv: Sequence[str], paths: Optional[Dict[str, str]] = None) -> int:
         # not keep it (and the next one) forever
         share = delivery.Share(cfg.collect_dir, cfg.slurm_uid,
                                max(PASS_S, cfg.publish_timeout_s))
-        for p in pending.deliver(runtime, lambda j, n, d: node.publish(cfg, j, n, d, share=share),
+        for p in pending.deliver(runtime, lambda j, n, d: node_epilog.publish(cfg, j, n, d, share=share),
                                  limit=pending.MAX_FILES):
             log.warning(p)
             rc = 1

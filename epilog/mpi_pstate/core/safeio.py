@@ -164,7 +164,7 @@ PATH_MAX = 4096
 # package directory beside epilog/rules.mk is a source checkout, that is a
 # development or test run (tests/run, the unit suites, bench/).
 DEV_MARKER = "rules.mk"
-PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # mpi_pstate/
 
 
 def dev_tree() -> bool:

@@ -10,7 +10,8 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from . import config, layout, log, node, safeio, slurm, spool, status
+from . import node_epilog, spool, status
+from ..core import layout, livesteps, log, safeio, siteconf, slurm
 
 COMMANDS = ("epilog", "epilog-slurmctld", "flush", "prune", "node-metrics", "status")
 PROG = "mpi-pstate"
@@ -73,16 +74,16 @@ def node_metrics(a: argparse.Namespace, dirs: Dict[str, List[str]]) -> int:
     """`mpi-pstate node-metrics`: what the node Epilog writes at a job's
     end, between jobs (a domain clocked down now, an agent running)."""
     log.setup("mpi-pstate-node-metrics", quiet=a.quiet)
-    cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+    cfg = siteconf.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
     for p in cfg.problems:
         log.warning(p)
     if not cfg.metrics_dir:
         log.error("no metrics_dir= in the plugin's plugstack line: nothing written")
         return 1
-    runtime = config.expand_host(cfg.runtime_dir, config.short_host())
-    agent = node.find_tool("mpi-pstate-agent", dirs["agent"], "MPI_PSTATE_AGENT", cfg.agent)
+    runtime = siteconf.expand_host(cfg.runtime_dir, siteconf.short_host())
+    agent = node_epilog.find_tool("mpi-pstate-agent", dirs["agent"], "MPI_PSTATE_AGENT", cfg.agent)
     try:
-        text = node.node_gauges(cfg, runtime, a.sysroot, node.agent_checker(agent))
+        text = node_epilog.node_gauges(cfg, runtime, a.sysroot, livesteps.agent_checker(agent))
     except (OSError, ValueError) as e:
         log.error(f"node metrics not written to {cfg.metrics_dir}: {e}")
         return 1
@@ -93,8 +94,8 @@ def node_metrics(a: argparse.Namespace, dirs: Dict[str, List[str]]) -> int:
 
 def _dbtool(paths: Dict[str, str], dirs: Dict[str, List[str]]) -> Optional[str]:
     refused: List[str] = []
-    found = node.find_tool("mpi-pstate-dbcomment", dirs["dbcomment"], "MPI_PSTATE_DBCOMMENT",
-                           refused=refused)
+    found = node_epilog.find_tool("mpi-pstate-dbcomment", dirs["dbcomment"], "MPI_PSTATE_DBCOMMENT",
+                                  refused=refused)
     for p in refused:
         log.error(p)
     return found
@@ -102,15 +103,15 @@ def _dbtool(paths: Dict[str, str], dirs: Dict[str, List[str]]) -> Optional[str]:
 
 def dispatch(a: argparse.Namespace, paths: Dict[str, str], dirs: Dict[str, List[str]]) -> int:
     if a.cmd == "epilog":
-        return node.run(a, dirs)
+        return node_epilog.run(a, dirs)
     if a.cmd == "epilog-slurmctld":
         return spool.epilog_slurmctld(a, _dbtool(paths, dirs))
     if a.cmd == "node-metrics":
         return node_metrics(a, dirs)
     if a.cmd == "status":
         return status.run(a, dirs["agent"])
-    cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
-    config.export_slurm_conf(cfg)
+    cfg = siteconf.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+    siteconf.export_slurm_conf(cfg)
     trusted = {0, cfg.slurm_uid, os.geteuid()}
     if a.cmd == "flush":
         log.setup("mpi-pstate-flush", quiet=a.quiet)
@@ -144,7 +145,7 @@ def dispatch(a: argparse.Namespace, paths: Dict[str, str], dirs: Dict[str, List[
 def tool_dirs(paths: Dict[str, str]) -> Dict[str, List[str]]:
     """Where the helper programs are: installed locations first, then, in a
     source checkout only, its build directory (MPI_PSTATE_BUILD or ./build)."""
-    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    top = os.path.dirname(os.path.dirname(safeio.PKG_DIR))  # the checkout's, in a checkout
     build = safeio.env_override("MPI_PSTATE_BUILD", privileged=True) or \
         os.path.join(top, "build")
     pkglibexec = os.path.join(paths["libexecdir"], "mpi-pstate") if paths.get("libexecdir") \

@@ -25,7 +25,9 @@ lever")."""
 import math
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
-from .powermodel import ModelError, high_khz, low_khz, power_at, validate_model
+from .powermodel import high_khz, low_khz, ModelError, power_at, validate_model
+from ..agent_args import agent_default, job_default
+from ..core import parse
 
 BUCKETS = 64
 POWER_SIGMAS = 2.0  # lo/hi of a power difference: +-2 standard errors
@@ -37,7 +39,11 @@ NEAR_BEST = 0.98  # ... and takes the highest threshold within 2 % of the best s
 COST_SPREAD = 1.5
 SCAN_US = (50.0, 100000.0)  # the agent's scan interval: the threshold, kept in here
 SWEEP_US = (0, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
-UNCORE_THRESHOLD_US = 10000  # the admin key uncore_threshold's default (docs/admin.md)
+# The agent's own defaults (common/agent_args.def, through the generated table)
+UNCORE_THRESHOLD_US = parse.duration_us(agent_default("uncore-threshold") or "")
+CAP_PPM_DEFAULT = parse.percent_ppm(agent_default("cpu-cap") or "")
+# The job's default threshold (common/options.def)
+THRESHOLD_US_DEFAULT = parse.duration_us(job_default("threshold"))
 
 Triple = tuple  # (est, lo, hi)
 
@@ -223,7 +229,6 @@ def agent_cost(detail: Dict[str, Any], node: str) -> Optional[Tuple[float, int]]
 # default is 5 % of a core.
 ANNOUNCE_WAKES = 3
 ANNOUNCE_OFF_SHARE = 0.75
-CAP_PPM_DEFAULT = 50_000
 
 
 def agent_cap_ppm(detail: Dict[str, Any], node: str) -> int:
@@ -239,7 +244,7 @@ def agent_cap_ppm(detail: Dict[str, Any], node: str) -> int:
 
 def announces(cost_us: float, cap_ppm: int, pair_cpu_us: float, pairs_per_s: float) -> bool:
     """Whether the agent keeps waits announced at this rate of lower+raise
-    pairs (agent/loop.c: off past ANNOUNCE_OFF_SHARE of its ceiling): each pair then costs
+    pairs (agent/budget.c: off past ANNOUNCE_OFF_SHARE of its ceiling): each pair then costs
     ANNOUNCE_WAKES wake-ups and its writes."""
     if not cap_ppm:
         return True

@@ -31,7 +31,8 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
 
-from . import layout, parse, safeio
+from .. import agent_args
+from ..core import layout, parse, safeio
 
 # The installation's directories and the entry script's own ("here"), from
 # the entry script (epilog/mpi-pstate): set by main().
@@ -113,18 +114,125 @@ def cpulist(cpus: List[int]) -> str:
     return ",".join(out)
 
 
-def start_agent(agent: str, a: argparse.Namespace, workdir: str) -> Tuple[Dict[str, str], int]:
+# The plugstack keys (spank/plugstack.c) whose value the plugin passes the
+# agent as this entry of common/agent_args.def.
+SITE_KEYS = {"mechanism": "mechanism", "freq_min": "freq-min", "agent_cpu_budget": "cpu-budget",
+             "uncore": "uncore", "uncore_threshold": "uncore-threshold", "sysroot": "sysroot"}
+AGENT_USER = "mpi-pstate"  # the plugin's default agent_user= when the node has it
+
+
+def canon(typ: str, text: str) -> object:
+    """A value of the agent's command line in a form that compares equal to
+    the same value written otherwise (10ms and 10000us); ValueError when it
+    is not one the agent takes."""
+    if typ == "DURATION":
+        return parse.duration_us(text)
+    if typ == "PERCENT":
+        return parse.percent_ppm(text)
+    if typ == "FREQ":
+        return parse.freq_khz(text)
+    if typ == "BOOL":
+        word = text.strip().lower()
+        if word in ("yes", "true", "on", "1"):
+            return True
+        if word in ("no", "false", "off", "0"):
+            return False
+        raise ValueError(f"{text!r} is not yes or no")
+    return int(text) if text.isdigit() else text
+
+
+def is_default(typ: str, value: str, default: Optional[str]) -> bool:
+    if default is None:
+        return False
+    try:
+        return canon(typ, value) == canon(typ, default)
+    except ValueError:
+        return False  # the agent refuses it, naming it
+
+
+def agent_argv(agent: str, values: Dict[str, object], job: Dict[str, str]) -> List[str]:
+    """The agent's command line as mpi-pstate exec writes it, from the table
+    the plugin writes its own from (common/agent_args.def): every entry the
+    plugin always passes, those passed when set (unless the agent's own
+    default), exec's own; then every job option by its srun name."""
+    argv = [agent]
+    for flag, typ, default, passed, _help in agent_args.AGENT_ARGS:
+        if passed not in ("ALWAYS", "SET", "EXEC"):
+            continue
+        if flag not in values:
+            if passed == "ALWAYS":
+                raise ValueError(f"the agent's --{flag} has no value")
+            continue
+        v = values[flag]
+        if typ == "FLAG":
+            argv += [f"--{flag}"] if v else []
+        elif v is not None and (passed == "ALWAYS" or not is_default(typ, str(v), default)):
+            argv += [f"--{flag}", str(v)]
+    for name, key, _typ, _default, _env in agent_args.JOB_OPTIONS:
+        argv += [f"--{name}", job[key]]
+    return argv
+
+
+def agent_ids(user: Optional[str]) -> Tuple[str, str]:
+    """Whom a root-started agent runs as: agent_user= (a name or uid), else
+    the system user mpi-pstate when the node has it, else the agent's own
+    default (an unnamed id), as the plugin decides (spank/plugstack.c)."""
+    import pwd
+    for who in ([user] if user else []) + [AGENT_USER]:
+        try:
+            p = pwd.getpwuid(int(who)) if who.isdigit() else pwd.getpwnam(who)
+        except (KeyError, ValueError):
+            continue
+        if p.pw_uid and p.pw_gid:
+            return str(p.pw_uid), str(p.pw_gid)
+    return (agent_args.agent_default("run-uid") or "", agent_args.agent_default("run-gid") or "")
+
+
+def agent_values(a: argparse.Namespace, workdir: str, site: Dict[str, str],
+                 cpus: List[int], shm: str) -> Tuple[Dict[str, object], Dict[str, str]]:
+    """What exec passes the agent: the step it makes itself (its segment,
+    this machine's CPUs, job 0), the site's settings from the plugin's
+    plugstack line as the plugin would pass them, and the job's options
+    (the command line, else MPI_PSTATE_*, else the site's default_<key>,
+    else the built-in default)."""
+    values = {"create": str(len(cpus)), "shm": shm, "uid": str(os.getuid()),
+              "gid": str(os.getgid()), "cpus": cpulist(cpus), "job": "0",
+              "step": str(os.getpid()), "record": os.path.join(workdir, "agent.json"),
+              "log": os.path.join(workdir, "agent.log"),
+              "runtime-dir": os.path.join(workdir, "restore"),
+              # outside Slurm nobody else set the step's frequencies
+              "allow-governor": "yes"}  # type: Dict[str, object]
+    for key, flag in SITE_KEYS.items():
+        values[flag] = site.get(key, agent_args.agent_default(flag))
+    if str(values["freq-min"]).lower() == "none":  # freq_min=none: no floor
+        values["freq-min"] = None
+    values["run-uid"], values["run-gid"] = agent_ids(site.get("agent_user"))
+    if os.geteuid() != 0:
+        values["rt-prio"] = "0"
+    given = {"mode": a.mode, "threshold": (a.threshold or "").strip() or None}
+    job = {}
+    for _name, key, _typ, default, env in agent_args.JOB_OPTIONS:
+        job[key] = given.get(key) or os.environ.get(env) or site.get("default_" + key) or default
+    return values, job
+
+
+def site_keys() -> Dict[str, str]:
+    """The plugin's plugstack keys on this machine ({} when there is none):
+    read only when exec starts an agent."""
+    from ..core import siteconf
+    try:
+        return siteconf.load().keys
+    except (OSError, ValueError):
+        return {}
+
+
+def start_agent(agent: str, a: argparse.Namespace, workdir: str,
+                site: Optional[Dict[str, str]] = None) -> Tuple[Dict[str, str], int]:
     """Starts the node agent with a fresh segment; returns its MPI_PSTATE_* lines and pid."""
     cpus = sorted(os.sched_getaffinity(0))
     shm = f"/dev/shm/mpi-pstate-exec.{os.getuid()}.{os.getpid()}"
-    argv = [agent, "--create", str(len(cpus)), "--shm", shm, "--uid", str(os.getuid()),
-            "--gid", str(os.getgid()), "--cpus", cpulist(cpus), "--job", "0", "--step", str(os.getpid()),
-            "--mode", a.mode, "--record", os.path.join(workdir, "agent.json"),
-            "--log", os.path.join(workdir, "agent.log"), "--runtime-dir", os.path.join(workdir, "restore")]
-    if a.threshold:
-        argv += ["--threshold", a.threshold.strip()]
-    if os.geteuid() != 0:
-        argv += ["--rt-prio", "0"]
+    values, job = agent_values(a, workdir, site if site is not None else site_keys(), cpus, shm)
+    argv = agent_argv(agent, values, job)
     # Python 3.6: no capture_output= or text= (docs/security.md, "Python 3.6")
     r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True, timeout=30)

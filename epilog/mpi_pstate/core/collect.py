@@ -20,7 +20,7 @@ import os
 import stat
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
-from . import layout, noderec, parse, safeio
+from . import layout, noderecord, parse, safeio
 
 JOB_MAX_BYTES = 64 << 20
 # What one job's node records may cost the controller in all, whatever the
@@ -148,21 +148,21 @@ def read_node_records(jfd: int, job: int, nodes: List[str], trusted: Set[int]
                 bad[n] = f"{fname}: not read, the job's budget of node records is spent"
             continue
         try:
-            data = safeio.read_file(jfd, fname, min(noderec.MAX_BYTES, left_bytes), owners=trusted)
+            data = safeio.read_file(jfd, fname, min(noderecord.MAX_BYTES, left_bytes), owners=trusted)
         except FileNotFoundError:
             continue
         except OSError as e:
             if e.errno == errno.ENOENT:
                 continue
-            if e.errno == errno.EFBIG and left_bytes < noderec.MAX_BYTES:
+            if e.errno == errno.EFBIG and left_bytes < noderecord.MAX_BYTES:
                 left_bytes = 0  # what is left would hold a part of it only
-            bad[n] = noderec.clip(e.strerror or str(e))
+            bad[n] = noderecord.clip(e.strerror or str(e))
             continue
         left_bytes -= len(data)
         try:
-            rec = noderec.validate(noderec.decode(data), job, n)
+            rec = noderecord.validate(noderecord.decode(data), job, n)
         except (ValueError, UnicodeDecodeError) as e:
-            bad[n] = noderec.clip(f"{fname}: {e}")
+            bad[n] = noderecord.clip(f"{fname}: {e}")
             continue
         if len(rec["ranks"]) > left_ranks:
             sum_past(rec, left_ranks)
@@ -174,12 +174,12 @@ def read_node_records(jfd: int, job: int, nodes: List[str], trusted: Set[int]
 def sum_past(rec: Dict[str, Any], keep: int) -> None:
     """Keeps the first `keep` rank entries of a validated record and sums
     the others into its "rest"."""
-    rest = rec.get("rest") or noderec.validate_rest(noderec.new_rest())
+    rest = rec.get("rest") or noderecord.validate_rest(noderecord.new_rest())
     by_step: Dict[str, List[Dict[str, Any]]] = {}
     for r in rec["ranks"][keep:]:
         by_step.setdefault(r["step"], []).append(r)
     for step, rs in by_step.items():
-        noderec.rest_add(rest, step, rs, f"job over {JOB_MAX_RANKS} ranks: summed")
+        noderecord.rest_add(rest, step, rs, f"job over {JOB_MAX_RANKS} ranks: summed")
     del rec["ranks"][keep:]
     rec["rest"] = rest
 
@@ -187,7 +187,7 @@ def sum_past(rec: Dict[str, Any], keep: int) -> None:
 def read_job_detail(jfd: int, trusted: Optional[Set[int]]) -> Optional[Dict[str, Any]]:
     try:
         data = safeio.read_file(jfd, layout.JOB_FILE, JOB_MAX_BYTES, owners=trusted)
-        obj = noderec.decode(data)
+        obj = noderecord.decode(data)
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     if isinstance(obj, dict) and obj.get("format") == "mpi-pstate-job" and obj.get("version") == 1:

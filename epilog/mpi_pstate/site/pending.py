@@ -15,7 +15,7 @@ import errno
 import os
 from typing import Callable, List
 
-from . import layout, noderec, parse, safeio
+from ..core import layout, noderecord, parse, safeio
 
 MAX_FILES = 4096  # records waiting on one node; past it the Epilog keeps the segments
 DELIVER_PER_PASS = 64  # a pass stops there (and at the first failure): bounded Epilog time
@@ -61,7 +61,7 @@ def deliver(runtime: str, publish: Publish, limit: int = DELIVER_PER_PASS) -> Li
                        for m in [layout.PENDING_RE.fullmatch(n)] if m)
         for job, node, n in names[:limit]:
             try:
-                data = safeio.read_file(dfd, n, noderec.MAX_BYTES + 1, owners={0})
+                data = safeio.read_file(dfd, n, noderecord.MAX_BYTES + 1, owners={0})
                 publish(job, node, data)
             except OSError as e:
                 problems.append(f"{layout.PENDING_DIR}/{n} not delivered: {e.strerror or e}")

@@ -7,7 +7,8 @@ clock, and the what-if, with each lever alone, when one was asked for."""
 from html import escape
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import report, whatif
+from . import report
+from ..model import whatif
 
 STYLE = """body{font-family:sans-serif;margin:2em;max-width:60em;color:#222}
 h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}

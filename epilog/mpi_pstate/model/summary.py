@@ -13,7 +13,8 @@ import math
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import audit, parse, whatif
+from . import whatif
+from ..core import audit, parse
 
 JOB_FORMAT = "mpi-pstate-job"
 JOB_VERSION = 1

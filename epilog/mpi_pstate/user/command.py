@@ -7,13 +7,13 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from . import (VERSION, audit, calibrate, carbon, collect, config, ctld, htmlpage, layout, log,
-               node, parse, plugincheck, powermodel, report, rootcli, safeio, slurm, summary)
+from . import htmlpage, report
+from .. import VERSION
+from ..core import audit, collect, layout, log, parse, plugincheck, safeio, siteconf, slurm
+from ..model import calibrate, carbon, powermodel, summary
+from ..site import ctld, entry, node_epilog
 
 PROG = "mpi-pstate"
-
-
-tool_dirs = rootcli.tool_dirs
 
 
 # Subcommands with a command line of their own (modules of this package; exec
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slurm-conf", help="slurm.conf to find plugstack.conf from")
     p.add_argument("--sysroot", default="/sys", help=argparse.SUPPRESS)
 
-    rootcli.add_parsers(sub)  # epilog, epilog-slurmctld, flush, prune
+    entry.add_parsers(sub)  # epilog, epilog-slurmctld, flush, prune
 
     p = sub.add_parser("calibrate", help="measure this node's power model for `report "
                        "--what-if` (root, on an idle node)")
@@ -118,7 +118,7 @@ def job_detail(jfd: int, jid: int, r: slurm.SacctJob, trusted: Set[int]
     return detail
 
 
-def load_jobs(specs: Sequence[str], cfg: config.Config) -> Tuple[List[Dict[str, Any]],
+def load_jobs(specs: Sequence[str], cfg: siteconf.Config) -> Tuple[List[Dict[str, Any]],
                                                                   List[str]]:
     """The jobs sacct -X gives for the job specs (4242, 4242_3, 4242_[1-3])
     with their summaries and detail, and the specs sacct knows nothing of."""
@@ -130,7 +130,7 @@ def load_jobs(specs: Sequence[str], cfg: config.Config) -> Tuple[List[Dict[str, 
     return jobs, missing
 
 
-def load_rows(rows: Sequence[slurm.SacctJob], cfg: config.Config) -> List[Dict[str, Any]]:
+def load_rows(rows: Sequence[slurm.SacctJob], cfg: siteconf.Config) -> List[Dict[str, Any]]:
     """Each job id's newest row as the report's job: accounting fields,
     summary, detail (job_detail), carbon."""
     last = slurm.newest(rows)
@@ -231,8 +231,8 @@ def report_run(a: argparse.Namespace) -> int:
     pairs = job_pairs(a)
     wi = report.what_if_options(a)
     lo = report.list_options(a) if wi is None else None
-    cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
-    config.export_slurm_conf(cfg)
+    cfg = siteconf.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+    siteconf.export_slurm_conf(cfg)
     if wi is not None and wi.get("totals"):
         rows = slurm.sacct_totals(**wi["select"])
         unreadable: List[str] = []
@@ -293,11 +293,11 @@ def report_run(a: argparse.Namespace) -> int:
 
 def cmd_backfill(a: argparse.Namespace, paths: Dict[str, str]) -> int:
     log.setup("mpi-pstate-backfill")
-    cfg = config.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
-    config.export_slurm_conf(cfg)
+    cfg = siteconf.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
+    siteconf.export_slurm_conf(cfg)
     trusted = {0, cfg.slurm_uid, os.geteuid()}
-    dbt = node.find_tool("mpi-pstate-dbcomment", tool_dirs(paths)["dbcomment"],
-                         "MPI_PSTATE_DBCOMMENT")
+    dbt = node_epilog.find_tool("mpi-pstate-dbcomment", entry.tool_dirs(paths)["dbcomment"],
+                                "MPI_PSTATE_DBCOMMENT")
     if not dbt and not a.dry_run:
         print(f"{PROG} backfill: mpi-pstate-dbcomment not found", file=sys.stderr)
         return 1
@@ -401,8 +401,8 @@ def cmd_delegate(sub: str, argv: List[str], paths: Dict[str, str]) -> int:
     if sub == "exec":
         from . import launcher
         return launcher.main(argv, paths)
-    from . import nodeprune
-    return nodeprune.main(argv, paths)
+    from ..site import node_prune
+    return node_prune.main(argv, paths)
 
 
 def main(argv: Optional[Sequence[str]] = None, paths: Optional[Dict[str, str]] = None) -> int:
@@ -420,13 +420,13 @@ def main(argv: Optional[Sequence[str]] = None, paths: Optional[Dict[str, str]] =
             a.sysroot_given = a.sysroot != "/sys"
             return calibrate.run(a)
         if a.cmd == "audit":
-            pc = plugincheck.check(config.load(a.slurm_conf).plugin, plugincheck.slurm_release())
+            pc = plugincheck.check(siteconf.load(a.slurm_conf).plugin, plugincheck.slurm_release())
             s = {"plugin": pc} if a.plugin else dict(audit.node_settings(a.sysroot), plugin=pc)
             sys.stdout.write(json.dumps(s, indent=1) + "\n" if a.json else
                              plugin_text(pc) if a.plugin else audit_text(s) + plugin_text(pc))
             return 1 if a.plugin and not pc["ok"] else 0
-        if a.cmd in rootcli.COMMANDS:
-            return rootcli.dispatch(a, paths, tool_dirs(paths))
+        if a.cmd in entry.COMMANDS:
+            return entry.dispatch(a, paths, entry.tool_dirs(paths))
     except BrokenPipeError:
         return 0
     except ValueError as e:

@@ -26,7 +26,8 @@ import stat
 import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import carbon, config, layout, safeio
+from ..core import layout, safeio, siteconf
+from ..model import carbon
 
 KEEP_S = 3600.0
 MAX_JOBS = 2000
@@ -142,17 +143,17 @@ def capped_seconds(detail: Dict[str, Any]) -> Optional[float]:
     return round(total, 3) if seen else None
 
 
-def open_dir(cfg: config.Config, owners: Iterable[int]) -> int:
+def open_dir(cfg: siteconf.Config, owners: Iterable[int]) -> int:
     """metrics_dir, this host's: the directory itself root's (or one of
     owners') and writable by nobody else, reached without a symlink; its
     parents may be anyone's (Debian's /var/lib/prometheus is prometheus')
     but writable by no one else unless sticky."""
     assert cfg.metrics_dir
-    path = config.expand_host(cfg.metrics_dir, config.short_host())
+    path = siteconf.expand_host(cfg.metrics_dir, siteconf.short_host())
     return safeio.open_dir(path, trusted=None, final_owner=set(owners) | {0})
 
 
-def write_job(cfg: config.Config, job: int, s: Dict[str, Any], labels: Dict[str, str],
+def write_job(cfg: siteconf.Config, job: int, s: Dict[str, Any], labels: Dict[str, str],
               now: Optional[float] = None) -> None:
     """Publishes a finished job's metrics and ages out the old ones.
     Raises OSError (safeio.UnsafeFile) or ValueError."""
@@ -203,7 +204,7 @@ def queue_text(queued: Sequence[float], now: float) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_queue(cfg: config.Config, queued: Sequence[float], now: Optional[float] = None) -> None:
+def write_queue(cfg: siteconf.Config, queued: Sequence[float], now: Optional[float] = None) -> None:
     fd = open_dir(cfg, {cfg.slurm_uid, os.geteuid()})
     try:
         safeio.write_atomic(fd, layout.QUEUE_METRICS_FILE, queue_text(queued, time.time() if now is None
@@ -293,7 +294,7 @@ def node_text(agents: int, down: int, records: int, failures: int, now: float) -
     return "\n".join(out) + "\n"
 
 
-def write_node(cfg: config.Config, runtime: str, agents: int, down: int, records: int,
+def write_node(cfg: siteconf.Config, runtime: str, agents: int, down: int, records: int,
                failures_add: int = 0, now: Optional[float] = None) -> str:
     """Writes this node's gauges (node.node_gauges gathers them); returns
     the text written."""

@@ -39,7 +39,9 @@ RANK_PROFILE_GLOB, RANK_PROFILE_RE (rank-<R>.json, the preload library's)."""
 import re
 from typing import Optional
 
-# ---- defaults of the plugstack keys (spank/config.h)
+from ..agent_args import agent_default
+
+# ---- defaults of the plugstack keys (spank/plugstack.h)
 COLLECT_DIR = "/var/spool/mpi-pstate/records"
 RUNTIME_DIR = "/run/mpi-pstate"
 
@@ -137,7 +139,7 @@ CGROUP_JOB_RE = re.compile(r"job_([0-9]{1,10})")
 # ---- the node's calibration
 DEFAULT_MODEL = "/var/lib/mpi-pstate/model.json"
 KNEE_FILE = "knee_khz"  # beside the model
-AGENT_KNEE_FILE = "/var/lib/mpi-pstate/knee_khz"  # agent/agentd.h AGENTD_KNEE_FILE
+AGENT_KNEE_FILE = agent_default("knee-file") or ""  # the agent's --knee-file default
 
 # ---- a profile directory (mpi-pstate exec --profile; preload/profile.c)
 RANK_PROFILE_GLOB = "rank-*.json"

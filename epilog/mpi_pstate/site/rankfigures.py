@@ -18,9 +18,9 @@ import stat
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from . import layout, safeio
+from ..core import layout, safeio
 
-from . import slot as slotlib
+from ..core import segment
 
 MAX_SEGMENTS = 64  # segments per job and node we read (one per step); more are reported
 MAX_SEG_SLOTS = 4096  # slots of a version 1 step record's segment (no nslots given)
@@ -44,7 +44,7 @@ def _ns(v: int) -> Optional[int]:
 
 def _bucket(ns: int) -> int:
     """mpi_pstate_slot_bucket() of common/slot.h."""
-    return min(ns.bit_length(), slotlib.BUCKETS - 1) if ns > 0 else 0
+    return min(ns.bit_length(), segment.BUCKETS - 1) if ns > 0 else 0
 
 
 def _count(v: int, dropped: List[str], name: str) -> Optional[int]:
@@ -222,14 +222,14 @@ def _slots_to_read(fd: int, seg: Dict[str, Any], size: int, budget: List[int],
     remaining allowance budget[0].  None when the header is unreadable."""
     name = seg["name"]
     try:
-        hdr = slotlib.parse_header(_pread_all(fd, slotlib.HEADER_SIZE, 0))
-    except slotlib.SlotError as e:
+        hdr = segment.parse_header(_pread_all(fd, segment.HEADER_SIZE, 0))
+    except segment.SlotError as e:
         problems.append(f"segment {name}: {e}")
         return None
     nslots = seg["nslots"]
     if nslots is None:
         nslots = min(hdr["nslots"], MAX_SEG_SLOTS,
-                     (size - slotlib.HEADER_SIZE) // slotlib.SLOT_SIZE)
+                     (size - segment.HEADER_SIZE) // segment.SLOT_SIZE)
     elif hdr["nslots"] != nslots:
         problems.append(f"segment {name}: header says {hdr['nslots']} slots, the plugin "
                         f"made {nslots}: {nslots} read")
@@ -252,10 +252,10 @@ def _read_slots(fd: int, name: str, nslots: int, budget: List[int], problems: Li
                             "not read")
             budget[0] = 0
             return i
-        buf = _pread_all(fd, slotlib.SLOT_SIZE, slotlib.HEADER_SIZE + i * slotlib.SLOT_SIZE)
+        buf = _pread_all(fd, segment.SLOT_SIZE, segment.HEADER_SIZE + i * segment.SLOT_SIZE)
         try:
-            on_slot(i, slotlib.parse_slot(buf, cpuset=False))
-        except slotlib.SlotError as e:
+            on_slot(i, segment.parse_slot(buf, cpuset=False))
+        except segment.SlotError as e:
             on_slot(i, e)
     budget[0] -= nslots
     return nslots

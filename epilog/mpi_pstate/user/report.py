@@ -14,9 +14,10 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 from xml.sax.saxutils import escape
 
-from . import carbon, layout, parse, powermodel, safeio
-from . import summary as summ
-from . import whatif
+from ..core import layout, parse, safeio
+from ..model import carbon, powermodel
+from ..model import summary as summ
+from ..model import whatif
 
 CSV_FIELDS = ("job", "job_id", "step", "node", "rank", "local", "cpu", "state", "wall_s",
               "mpi_s", "mpi_share", "wait_s", "long_calls", "down_s", "transitions", "calls",
@@ -775,7 +776,7 @@ def what_if_jobs(jobs: List[Dict[str, Any]], wi: Dict[str, Any],
         if thr is None:
             thr = whatif.run_threshold_us(d)
         meas = s.get("energy_j") if s.get("energy") == "ok" else None
-        p = whatif.predict(d, model, 500 if thr is None else thr, wi["low_khz"], meas,
+        p = whatif.predict(d, model, whatif.THRESHOLD_US_DEFAULT if thr is None else thr, wi["low_khz"], meas,
                            wi["reaction_us"], wi.get("budget_ppm"))
         if p.get("model") == ["none"] and d.get("ranks"):
             j["what_if"] = None
@@ -988,12 +989,12 @@ def with_steps(jobs: List[Dict[str, Any]], pairs: List[Tuple[str, Optional[str]]
 def _step_energy(node: Dict[str, Any], step: str, only: bool) -> Dict[str, Any]:
     """A node's energy in one step: its agent record's, or the node's when
     the job ran that one step there."""
-    from . import noderec  # the node record's own reading of an agent's energy
+    from ..core import noderecord  # the node record's own reading of an agent's energy
     meter = (node.get("energy") or {}).get("meter")
     for st in node.get("steps") or []:
         if isinstance(st, dict) and str(st.get("step")) == step and \
                 isinstance(st.get("agent"), dict) and "energy" in st["agent"]:
-            e = noderec.agent_energy(st["agent"]["energy"])
+            e = noderecord.agent_energy(st["agent"]["energy"])
             break
     else:
         e = dict(node.get("energy") or {}) if only else {"status": "unknown", "joules": None}

@@ -40,7 +40,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from . import config, layout, node, noderec, parse, powermodel, safeio
+from . import powermodel
+from ..core import layout, livesteps, noderecord, parse, safeio, siteconf
 
 PROG = "mpi-pstate calibrate"
 # sysfs is the kernel's, but a file under sysroot is never reached through a symlink
@@ -509,7 +510,7 @@ def _agent_pid(sfd: int, step: str) -> int:
     except OSError:
         return -1
     try:
-        pid = node.agent_pid(dfd)
+        pid = livesteps.agent_pid(dfd)
     except FileNotFoundError:
         return 0
     except (OSError, ValueError):
@@ -527,8 +528,8 @@ def _agent_pid(sfd: int, step: str) -> int:
 
 def runtime_here(a: Any) -> str:
     """This node's runtime_dir: --runtime-dir, else the plugstack line's."""
-    cfg = config.load(getattr(a, "slurm_conf", None), None, getattr(a, "runtime_dir", None))
-    return config.expand_host(cfg.runtime_dir, config.short_host())
+    cfg = siteconf.load(getattr(a, "slurm_conf", None), None, getattr(a, "runtime_dir", None))
+    return siteconf.expand_host(cfg.runtime_dir, siteconf.short_host())
 
 
 def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
@@ -797,7 +798,7 @@ def run(a: Any) -> int:
         mi = open("/proc/self/mountinfo").read(4 << 20)
     except OSError:
         mi = ""
-    label = noderec.rapl_meter(os.path.realpath(a.sysroot), mi)
+    label = noderecord.rapl_meter(os.path.realpath(a.sysroot), mi)
     say(f"{PROG}: CPU {cpu}, {a.seconds:g} s per point, {a.reps} repetitions"
         + ("" if label == "rapl" else " (powercap is not the kernel's sysfs: SIMULATED)"))
     try:

@@ -16,7 +16,8 @@ import os
 import time
 from typing import Any, Dict, List, Optional
 
-from . import layout, log, metrics, parse, safeio
+from . import metrics
+from ..core import layout, log, parse, safeio
 
 VERSION = 1
 FAILURES_MAX_BYTES = 4096

@@ -22,7 +22,9 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from . import collect, config, layout, log, metrics, noderec, parse, safeio, slurm, summary
+from . import metrics
+from ..core import collect, layout, log, noderecord, parse, safeio, siteconf, slurm
+from ..model import summary
 
 
 class Deadline:
@@ -72,7 +74,7 @@ def accept_row(row: "slurm.SacctJob") -> Accept:
     return accept_for(row.uid or None, None if start is None else start - 60.0)
 
 
-def load_records(cfg: config.Config, job: int, nodes: List[str], trusted: Set[int],
+def load_records(cfg: siteconf.Config, job: int, nodes: List[str], trusted: Set[int],
                  accept: Optional[Accept] = None
                  ) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, str], bool]:
     """(records, bad, dir_exists).  accept(record): why a record is not this
@@ -97,20 +99,20 @@ def load_records(cfg: config.Config, job: int, nodes: List[str], trusted: Set[in
         os.close(cfd)
 
 
-def write_detail(cfg: config.Config, job: int, detail: Dict[str, Any], trusted: Set[int]) -> None:
+def write_detail(cfg: siteconf.Config, job: int, detail: Dict[str, Any], trusted: Set[int]) -> None:
     cfd = collect.open_collect(cfg.collect_dir, trusted)
     try:
         jfd = collect.open_job_dir(cfd, job, trusted, create=True, private=cfg.private_jobs)
         assert jfd is not None
         try:
-            safeio.write_atomic(jfd, layout.JOB_FILE, noderec.encode(detail), mode=0o644)
+            safeio.write_atomic(jfd, layout.JOB_FILE, noderecord.encode(detail), mode=0o644)
         finally:
             os.close(jfd)
     finally:
         os.close(cfd)
 
 
-def drop_job_dir(cfg: config.Config, job: int, trusted: Set[int]) -> None:
+def drop_job_dir(cfg: siteconf.Config, job: int, trusted: Set[int]) -> None:
     cfd = collect.open_collect(cfg.collect_dir, trusted)
     try:
         collect.remove_job_dir(cfd, job)
@@ -141,7 +143,7 @@ def write_comment(db: slurm.DbTool, job: int, text: str, ours: str, dl: Deadline
         pause = min(pause * 2, 3.0)
 
 
-def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: List[str],
+def finish(cfg: siteconf.Config, db: slurm.DbTool, job: int, nodes: List[str],
            trusted: Set[int], dl: Deadline, job_state: Optional[str], exit_code: Optional[str],
            current: Optional[str], array: Optional[str], dry_run: bool = False,
            cluster: Optional[str] = None, wall_s: Optional[float] = None,
@@ -195,7 +197,7 @@ def finish(cfg: config.Config, db: slurm.DbTool, job: int, nodes: List[str],
     return result
 
 
-def publish_metrics(cfg: config.Config, job: int, detail: Dict[str, Any],
+def publish_metrics(cfg: siteconf.Config, job: int, detail: Dict[str, Any],
                     labels: Dict[str, str]) -> None:
     """The job's Prometheus metrics; a failure is logged, never the job's
     summary's problem."""

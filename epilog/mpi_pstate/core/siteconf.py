@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Where things are: collect_dir and runtime_dir come from the plugin's own
 plugstack.conf line (one source of truth for the plugin, the agent and the
-epilogs; keys and defaults as in spank/config.h), SlurmUser from
+epilogs; keys and defaults as in spank/plugstack.h), SlurmUser from
 slurm.conf.  Command-line options override both."""
 import glob
 import os
@@ -24,7 +24,7 @@ PLUGIN_NAME = "mpi_pstate"
 PLUGIN_NAME_RE = re.compile(r"mpi[_-]pstate[^/]*\.so$")
 PLUGIN_MAX_BYTES = 64 << 20
 PLUGIN_DIRS = ("/usr/lib64/slurm", "/usr/lib/slurm")
-PUBLISH_TIMEOUT_MIN_US = 1000000  # publish_timeout= below a second is refused (spank/config.c)
+PUBLISH_TIMEOUT_MIN_US = 1000000  # publish_timeout= below a second is refused (spank/plugstack.c)
 
 
 class Config:
@@ -58,6 +58,9 @@ class Config:
         # PrologEpilogTimeout, in seconds (None: Slurm waits forever)
         self.publish_timeout_s = 10.0
         self.epilog_timeout_s = None  # type: Optional[float]
+        # every key=value of the plugin's plugstack line, as written
+        # (mpi-pstate exec passes the agent what the plugin would)
+        self.keys = {}  # type: Dict[str, str]
 
     @property
     def slurm_uid(self) -> int:
@@ -220,6 +223,7 @@ def load(slurm_conf: Optional[str] = None, collect_dir: Optional[str] = None,
                                               sources=c.sources, problems=c.problems)
     if c.plugin:
         c.sources.append(c.plugin)
+    c.keys = {k: v for k, sep, v in (w.partition("=") for w in args or []) if sep}
     for word in args or []:
         k, sep, v = word.partition("=")
         if k == "agent" and sep:
