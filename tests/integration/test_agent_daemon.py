@@ -307,7 +307,11 @@ class AgentDaemon(AgentCase):
         # that share is bench/agent's figure; here, that it catches them at all.
         trans = sum(r["transitions"] for r in rec["ranks"])
         self.assertGreater(trans, 0, out)
-        self.assertEqual(out["spin_timeouts"], 0)
+        # A rank that spins on its flag gives up after 50 ms (spin_timeouts):
+        # how soon the agent gets a CPU beside two spinning ranks is the
+        # scheduler's, and bench/agent's restore figure.  What must hold is
+        # that every domain it lowered it raised (below), late or not.
+        self.assertLessEqual(out["spin_timeouts"], out["wakes"], out)
         for r in rec["ranks"]:
             self.assertEqual(r["drop_late_ns"]["count"], r["drops"])
             self.assertEqual(r["restore_ns"]["count"], r["transitions"])
