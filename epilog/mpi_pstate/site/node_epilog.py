@@ -686,7 +686,7 @@ def node_metrics(cfg: siteconf.Config, runtime: str, sysroot: str, agent: Option
     if not cfg.metrics_dir:
         return
     try:
-        node_gauges(cfg, runtime, sysroot, agent_checker(agent), failures)
+        node_gauges(cfg, runtime, sysroot, livesteps.agent_checker(agent), failures)
     except (OSError, ValueError) as e:
         log.warning(f"node metrics not written to {cfg.metrics_dir}: {e}")
 
