@@ -152,7 +152,7 @@ def many_steps(tmp: Path, steps: int, per_step: int, slot: bytes, sums: bool = T
     with the sums.json each agent writes as its step ends (without: the
     agents were killed before, the Epilog reads every segment itself)."""
     runtime, shm = tmp / "run", tmp / "shm"
-    from mpi_pstate.core import noderecord
+    from mpi_pstate.core import steprecords
     for s in range(steps):
         seg = shm / f"mpi-pstate.{JOB}.{s}.{s:016x}"
         filled_segment(seg, per_step, slot)
@@ -160,7 +160,7 @@ def many_steps(tmp: Path, steps: int, per_step: int, slot: bytes, sums: bool = T
         ranks = agent_json(runtime, str(s), per_step)
         if sums:
             fx.sums_json(runtime / "steps" / f"{JOB}.{s}", JOB, str(s), seg,
-                         noderecord.agent_ranks(ranks), joules=11.0)
+                         steprecords.agent_ranks(ranks), joules=11.0)
 
 
 def honest_slot(tmp: Path) -> bytes:

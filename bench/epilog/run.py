@@ -25,7 +25,7 @@ from typing import Any
 
 TOP = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(TOP / "epilog"))
-from mpi_pstate.core import audit, layout, noderecord, siteconf  # noqa: E402
+from mpi_pstate.core import audit, layout, noderecord, siteconf, steprecords  # noqa: E402
 from mpi_pstate.model import summary  # noqa: E402
 from mpi_pstate.site import ctld  # noqa: E402
 
@@ -90,7 +90,7 @@ def make_records(cdir: Path, job: int, nodes: int, per: int, settings: dict[str,
              "energy": {"status": "ok", "package_j": 1.0e6, "dram_j": 1.0e5, "sockets": []}}
     for i, n in enumerate(names):
         ranks = node_ranks(i, per, rnd)
-        a = noderecord.parse_agent(json.dumps(agent).encode(), n, "0")
+        a = steprecords.parse_agent(json.dumps(agent).encode(), n, "0")
         rec = noderecord.build(job, n, 1000, settings=settings,
                                steps=[{"step": "0", "segment": f"mpi-pstate.{job}.0", "slots": per,
                                     "ranks": ranks}],

@@ -21,7 +21,8 @@ from typing import Dict
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate.core import audit, layout, log, noderecord, parse, plugincheck, safeio, siteconf
+from mpi_pstate.core import (audit, layout, log, noderecord, parse, plugincheck, safeio, siteconf,
+                             steprecords)
 from mpi_pstate.site import node_epilog, pending, rankfigures
 
 slotlib = fx.slotlib
@@ -497,19 +498,19 @@ class NodeRecord(unittest.TestCase):
             noderecord.decode(b"[" * 100000 + b"]" * 100000)
 
     def test_energy_never_made_up(self) -> None:
-        a = noderecord.parse_agent(b'{"format": "mpi-pstate-agent", "host": "x", "step": 0, '
+        a = steprecords.parse_agent(b'{"format": "mpi-pstate-agent", "host": "x", "step": 0, '
                                    b'"energy": {"status": "ok", "package_j": 10.25, "dram_j": 2.25,'
                                    b' "sockets": []}}', "n1")
         self.assertEqual(a["energy"], {"status": "ok", "joules": 12.5})
-        self.assertIsNone(noderecord.parse_agent(b'{"step": 0, "node": "n2"}', "n1"))
-        b = noderecord.parse_agent(b'{"step": 4294967291, "energy": {"status": "no_access", '
+        self.assertIsNone(steprecords.parse_agent(b'{"step": 0, "node": "n2"}', "n1"))
+        b = steprecords.parse_agent(b'{"step": 4294967291, "energy": {"status": "no_access", '
                                    b'"package_j": null, "dram_j": null}}', "n1", "batch")
         self.assertEqual((b["step"], b["energy"]["status"]), ("batch", "no_access"))
-        c = noderecord.parse_agent(b'{"step": 1, "energy": {"status": "ok", "package_j": null}}',
+        c = steprecords.parse_agent(b'{"step": 1, "energy": {"status": "ok", "package_j": null}}',
                                    "n1")
         self.assertEqual(c["energy"], {"status": "unknown", "joules": None})
         big = {"step": 2, "ranks": [{"hist": list(range(100))}] * 2000, "energy": {}}
-        d = noderecord.parse_agent(json.dumps(big).encode(), "n1")
+        d = steprecords.parse_agent(json.dumps(big).encode(), "n1")
         self.assertNotIn("ranks", d["record"])
         self.assertEqual(d["record"]["truncated"]["dropped"], ["ranks", "domains"])
         self.assertEqual(noderecord.energy_of([a], None)["joules"], 12.5)
@@ -519,7 +520,7 @@ class NodeRecord(unittest.TestCase):
                          {"status": "absent", "joules": None, "source": None})
         for bad in (b"[1]", b'{"step": "x/y"}', b"{"):
             with self.assertRaises(ValueError):
-                noderecord.parse_agent(bad, "n1")
+                steprecords.parse_agent(bad, "n1")
 
 
 class NodeEpilog(Tmp):

@@ -21,7 +21,7 @@ from typing import Any, Dict, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate.core import collect, layout, log, noderecord, siteconf, slurm
+from mpi_pstate.core import collect, layout, log, noderecord, siteconf, slurm, steprecords
 from mpi_pstate.model import summary
 from mpi_pstate.site import rankfigures, spool
 
@@ -204,8 +204,8 @@ class RecordBounds(unittest.TestCase):
         big = {"step": 0, "ranks": ["x" * 200] * 1200}  # ~250 kB each
         infos = [{"step": str(i), "agent": {"step": str(i), "energy": {"status": "unknown",
                                                                        "joules": None},
-                                            "record": noderecord.bounded(dict(big, step=i))},
-                  "plugin": noderecord.bounded(dict(big, step=i))} for i in range(64)]
+                                            "record": steprecords.bounded(dict(big, step=i))},
+                  "plugin": steprecords.bounded(dict(big, step=i))} for i in range(64)]
         rec = noderecord.build(1, "n1", 1000, settings=None, steps=steps, infos=infos,
                                restore={"status": "ok"}, problems=[], written=time.time())
         data = noderecord.encode(rec)

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate.core import collect, log, noderecord
+from mpi_pstate.core import collect, log, noderecord, steprecords
 from mpi_pstate.model import summary
 from mpi_pstate.site import node_epilog, node_prune, pending, rankfigures
 
@@ -52,7 +52,7 @@ class Scale(unittest.TestCase):
              "energy": {"status": "ok", "package_j": joules, "dram_j": 0.0},
              "ranks": figures}))
         if sums:
-            fx.sums_json(d, job, step, seg, noderecord.agent_ranks(figures), joules)
+            fx.sums_json(d, job, step, seg, steprecords.agent_ranks(figures), joules)
         return seg
 
     def run_epilog(self, job: int = JOB, **env: str) -> int:

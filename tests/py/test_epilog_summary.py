@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Tuple
 from unittest import mock
 
 import test_epilog_fixtures as fx
-from mpi_pstate.core import layout, log, noderecord, parse, siteconf, slurm
+from mpi_pstate.core import layout, log, noderecord, parse, siteconf, slurm, steprecords
 from mpi_pstate.model import summary
 from mpi_pstate.site import ctld, spool
 
@@ -155,12 +155,12 @@ class Merge(unittest.TestCase):
         """An agent that measured with hwmon (agent/energy.h) labels its
         node's joules "hwmon", never "rapl"; a simulated tree stays simulated;
         the summary and the report say so."""
-        hw = noderecord.parse_agent(b'{"step": 0, "energy": {"status": "ok", "source": "hwmon", '
+        hw = steprecords.parse_agent(b'{"step": 0, "energy": {"status": "ok", "source": "hwmon", '
                                     b'"kind": "power_meter", "joules": 41.5, "channels": []}}', "n1")
         self.assertEqual(hw["energy"], {"status": "ok", "joules": 41.5, "meter": "hwmon"})
         self.assertEqual(noderecord.energy_of([hw], None, "rapl")["meter"], "hwmon")
         self.assertEqual(noderecord.energy_of([hw], None, "simulated")["meter"], "simulated")
-        ra = noderecord.parse_agent(b'{"step": 1, "energy": {"status": "ok", "source": "rapl", '
+        ra = steprecords.parse_agent(b'{"step": 1, "energy": {"status": "ok", "source": "rapl", '
                                     b'"package_j": 1.0, "dram_j": 1.0}}', "n1")
         self.assertEqual(noderecord.energy_of([ra], None, "rapl")["meter"], "rapl")
         self.assertEqual(noderecord.energy_of([hw, ra], None, "rapl")["meter"], "rapl")
@@ -174,12 +174,12 @@ class Merge(unittest.TestCase):
         sysfs = line.format(id=20, mp="/sys", fs="sysfs", src="sysfs")
         fake = line.format(id=90, mp="/sys/class/powercap", fs="fuse.fakesys", src="FakeSys")
         root = line.format(id=1, mp="/", fs="ext4", src="/dev/vda1")
-        self.assertEqual(noderecord.rapl_meter("/sys", "\n".join([root, sysfs])), "rapl")
-        self.assertEqual(noderecord.rapl_meter("/sys", "\n".join([root, sysfs, fake])), "simulated")
-        self.assertEqual(noderecord.rapl_meter("/tmp/tree", "\n".join([root, sysfs])), "simulated")
-        self.assertEqual(noderecord.rapl_meter("/sys", "garbage\n\n - \n"), "simulated")
+        self.assertEqual(steprecords.rapl_meter("/sys", "\n".join([root, sysfs])), "rapl")
+        self.assertEqual(steprecords.rapl_meter("/sys", "\n".join([root, sysfs, fake])), "simulated")
+        self.assertEqual(steprecords.rapl_meter("/tmp/tree", "\n".join([root, sysfs])), "simulated")
+        self.assertEqual(steprecords.rapl_meter("/sys", "garbage\n\n - \n"), "simulated")
         esc = line.format(id=91, mp="/my\\040sys", fs="sysfs", src="sysfs")  # octal escape
-        self.assertEqual(noderecord.rapl_meter("/my sys", esc), "rapl")
+        self.assertEqual(steprecords.rapl_meter("/my sys", esc), "rapl")
 
 
 class SummaryBound(unittest.TestCase):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, Tuple
 
 import test_epilog_fixtures as fx
-from mpi_pstate.core import noderecord
+from mpi_pstate.core import noderecord, steprecords
 from mpi_pstate.site import rankfigures
 
 slotlib = fx.slotlib
@@ -119,7 +119,7 @@ class AgentSums(unittest.TestCase):
         finally:
             live.close()
         agent, sums = self.run_agent(seg, 7)
-        ref = reference(seg, noderecord.agent_ranks(agent["ranks"]))
+        ref = reference(seg, steprecords.agent_ranks(agent["ranks"]))
         self.assertEqual((sums["ranks"], sums["invalid"]), (ref["rank_steps"], 1))
         self.assertEqual(sums["ranks"], 5)
         self.assertEqual(sums["transitions"], ref["transitions"])
@@ -129,7 +129,7 @@ class AgentSums(unittest.TestCase):
         # rank 0 1.5 + 0.25; the running one 2.0 + 0.25; rank 2 its last
         # MPI_Barrier 1.0, MPI_Send, mpi_send_; ranks 3 and 4 none (garbage)
         self.assertAlmostEqual(sums["mpi_s"], 1.75 + 2.25 + 1.5, places=5)
-        parsed = noderecord.parse_sums(json.dumps(sums).encode(), sums["node"])
+        parsed = steprecords.parse_sums(json.dumps(sums).encode(), sums["node"])
         self.assertIsNotNone(parsed)
         # the prediction's accuracy reaches the agent record and the rank entry
         self.assertEqual((agent["ranks"][0]["reported"]["announced"],

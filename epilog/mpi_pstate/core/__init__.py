@@ -14,6 +14,7 @@ depend on who runs it.  Imports nothing of model/, site/ or user/.
   audit        the node settings that decide a job's speed, read from sysfs
   segment      the shared-memory segment and slot file layout (common/slot.h)
   noderecord   the node record's format, bounds and strict validation
+  steprecords  the step records a node record embeds: agent.json, sums.json, plugin.json
+  livesteps    the steps running on this node now: the agents' pid files, their domains
   collect      the collection directory: job directories, node records, job.json
-  summary      the accounting summary (SystemComment): encoded, found, read back
 """

@@ -9,4 +9,5 @@ Imports core/ only.
   whatif      `report --what-if`: predicted saving and time added; the saving after the fact
   calibrate   `mpi-pstate calibrate`: measures the model (RAPL, cpufreq, uncore)
   carbon      grams of CO2 from joules at the site's carbon_g_per_kwh=
+  summary     the accounting summary (SystemComment): merged, priced, encoded, read back
 """

@@ -41,7 +41,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import powermodel
-from ..core import layout, livesteps, noderecord, parse, safeio, siteconf
+from ..core import layout, livesteps, parse, safeio, siteconf, steprecords
 
 PROG = "mpi-pstate calibrate"
 # sysfs is the kernel's, but a file under sysroot is never reached through a symlink
@@ -798,7 +798,7 @@ def run(a: Any) -> int:
         mi = open("/proc/self/mountinfo").read(4 << 20)
     except OSError:
         mi = ""
-    label = noderecord.rapl_meter(os.path.realpath(a.sysroot), mi)
+    label = steprecords.rapl_meter(os.path.realpath(a.sysroot), mi)
     say(f"{PROG}: CPU {cpu}, {a.seconds:g} s per point, {a.reps} repetitions"
         + ("" if label == "rapl" else " (powercap is not the kernel's sysfs: SIMULATED)"))
     try:

@@ -15,7 +15,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import delivery, failcount, metrics, pending, rankfigures
-from ..core import audit, collect, layout, livesteps, log, noderecord, parse, safeio, siteconf, slurm
+from ..core import (audit, collect, layout, livesteps, log, noderecord, parse, safeio, siteconf,
+                    slurm, steprecords)
 from ..model import powermodel
 
 AGENT_MAX_BYTES = 1 << 20
@@ -445,11 +446,11 @@ def step_dir(sfd: int, n: str, step: str, node: str, problems: List[str],
             try:
                 data = read_step_file(dfd, fname, AGENT_MAX_BYTES)
                 if fname == layout.AGENT_JSON:
-                    info["agent"] = noderecord.parse_agent(data, node, default_step=step)
+                    info["agent"] = steprecords.parse_agent(data, node, default_step=step)
                 else:
-                    info["plugin"] = noderecord.parse_plugin(data, node)
+                    info["plugin"] = steprecords.parse_plugin(data, node)
                     if info["plugin"] is not None:  # this node's: the segments it lists
-                        info["segments"] = noderecord.plugin_segments(noderecord.decode(data), step,
+                        info["segments"] = steprecords.plugin_segments(noderecord.decode(data), step,
                                                                       problems)
             except FileNotFoundError:
                 continue
@@ -468,7 +469,7 @@ def read_sums(dfd: int, n: str, node: str, problems: List[str]) -> Optional[Dict
     (an agent killed, or from before sums; an empty one: created, never
     written), or with one not of this node."""
     try:
-        return noderecord.parse_sums(read_step_file(dfd, layout.SUMS_JSON, SUMS_MAX_BYTES), node)
+        return steprecords.parse_sums(read_step_file(dfd, layout.SUMS_JSON, SUMS_MAX_BYTES), node)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, UnicodeDecodeError) as e:
@@ -721,7 +722,7 @@ def meter_here(sysroot: str) -> str:
             text = f.read(4 << 20).decode("utf-8", "replace")
     except OSError:
         text = ""
-    return noderecord.rapl_meter(os.path.realpath(sysroot), text)
+    return steprecords.rapl_meter(os.path.realpath(sysroot), text)
 
 
 def share_of(cfg: siteconf.Config) -> delivery.Share:

@@ -989,12 +989,12 @@ def with_steps(jobs: List[Dict[str, Any]], pairs: List[Tuple[str, Optional[str]]
 def _step_energy(node: Dict[str, Any], step: str, only: bool) -> Dict[str, Any]:
     """A node's energy in one step: its agent record's, or the node's when
     the job ran that one step there."""
-    from ..core import noderecord  # the node record's own reading of an agent's energy
+    from ..core import steprecords  # the node record's own reading of an agent's energy
     meter = (node.get("energy") or {}).get("meter")
     for st in node.get("steps") or []:
         if isinstance(st, dict) and str(st.get("step")) == step and \
                 isinstance(st.get("agent"), dict) and "energy" in st["agent"]:
-            e = noderecord.agent_energy(st["agent"]["energy"])
+            e = steprecords.agent_energy(st["agent"]["energy"])
             break
     else:
         e = dict(node.get("energy") or {}) if only else {"status": "unknown", "joules": None}
