@@ -209,10 +209,10 @@ def build(job: int, node: str, uid: int, *, settings: Optional[Dict[str, Any]],
           rest: Optional[Dict[str, Any]] = None,
           rest_agents: Optional[List[Dict[str, Any]]] = None,
           max_bytes: int = MAX_BYTES) -> Dict[str, Any]:
-    """steps: from slots.job_segments(); infos: per step {"step", "agent"
-    (steprecords.parse_agent() or None), "plugin" (steprecords.parse_plugin()
-    or None)}; meter: what
-    serves this node's powercap (steprecords.rapl_meter()), the label of its joules;
+    """steps: from rankfigures.job_segments(); infos: per step {"step",
+    "agent" (steprecords.parse_agent() or None), "plugin"
+    (steprecords.parse_plugin() or None)}; meter: what serves this node's
+    powercap (steprecords.rapl_meter()), the label of its joules;
     rest: new_rest() with what is counted but not detailed, rest_agents:
     the agent records of its steps (their energy counts).  The encoded
     record is at most max_bytes: histograms go first, then top lists,
