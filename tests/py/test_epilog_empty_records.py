@@ -17,7 +17,7 @@ from unittest import mock
 
 import test_epilog_fixtures as fx
 from mpi_pstate.core import log, noderecord, safeio
-from mpi_pstate.site import node_epilog
+from mpi_pstate.site import node_epilog, stepscan
 
 AGENT = {"format": "mpi-pstate-agent", "version": 1, "host": "n1", "job": 4242, "step": 0,
          "energy": {"status": "ok", "package_j": 70.0, "dram_j": 7.5, "sockets": []},
@@ -111,7 +111,7 @@ class EmptyRecords(unittest.TestCase):
         problems: List[str] = []
         sfd = safeio.open_dir(str(self.runtime / "steps"), trusted={0})
         try:
-            return node_epilog.step_dir(sfd, d.name, "0", "n1", problems), problems
+            return stepscan.step_dir(sfd, d.name, "0", "n1", problems), problems
         finally:
             os.close(sfd)
 
@@ -130,7 +130,7 @@ class EmptyRecords(unittest.TestCase):
         self.assertEqual((info["agent"], info["sums"], problems), (None, None, []))
         dfd = os.open(str(d), safeio.O_DIR)
         try:
-            self.assertEqual(node_epilog.read_sums(dfd, d.name, "n1", problems), None)
+            self.assertEqual(stepscan.read_sums(dfd, d.name, "n1", problems), None)
         finally:
             os.close(dfd)
         self.assertEqual(problems, [])

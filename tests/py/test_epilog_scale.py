@@ -21,7 +21,7 @@ from unittest import mock
 import test_epilog_fixtures as fx
 from mpi_pstate.core import collect, log, noderecord, steprecords
 from mpi_pstate.model import summary
-from mpi_pstate.site import node_epilog, node_prune, pending, rankfigures
+from mpi_pstate.site import node_epilog, node_prune, pending, rankfigures, stepscan
 
 JOB = 4242
 
@@ -110,7 +110,7 @@ class EveryStep(Scale):
         is read, every step is still counted, the summary says why."""
         for i in range(3):
             self.step(JOB, str(i), [{"rank": 0}, {"rank": 1}])
-        with mock.patch.object(node_epilog, "CPU_BUDGET_S", -1.0):
+        with mock.patch.object(stepscan, "CPU_BUDGET_S", -1.0):
             self.run_epilog()
         s = self.summary_of()
         self.assertEqual((s["state"], s["steps"], s["rank_steps"], s["energy_j"]),
@@ -123,7 +123,7 @@ class EveryStep(Scale):
         a step with its agent's sums.json is counted whole from it."""
         for i in range(3):
             self.step(JOB, str(i), [{"rank": 0}, {"rank": 1}], sums=True)
-        with mock.patch.object(node_epilog, "CPU_BUDGET_S", -1.0):
+        with mock.patch.object(stepscan, "CPU_BUDGET_S", -1.0):
             self.run_epilog()
         rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
         self.assertEqual((rec["rest"]["steps"], rec["rest"]["rank_steps"],
@@ -138,7 +138,7 @@ class EveryStep(Scale):
         steps are summed, from their slots when no agent left sums."""
         for i in range(3):
             self.step(JOB, str(i), [{"rank": 0}, {"rank": 1}], sums=i == 2)
-        with mock.patch.object(node_epilog, "DETAIL_BYTES", 1):
+        with mock.patch.object(stepscan, "DETAIL_BYTES", 1):
             self.run_epilog()
         rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
         self.assertEqual((len(rec["steps"]), len(rec["ranks"]), rec["rest"]["steps"],
@@ -152,7 +152,7 @@ class EveryStep(Scale):
         its directory, its segment and directory removed."""
         for i in range(3):
             self.step(JOB, str(i), [{"rank": 0}], sums=True)
-        with mock.patch.object(node_epilog, "SCAN_BUDGET_S", -1.0):
+        with mock.patch.object(stepscan, "SCAN_BUDGET_S", -1.0):
             self.run_epilog()
         rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
         self.assertEqual((rec["rest"]["unread_steps"], rec["rest"]["step_ids"]), (3, [[0, 2]]))
@@ -184,7 +184,7 @@ class EveryStep(Scale):
         its figure is in bench/epilog/RESULTS.md, not asserted here."""
         for i in range(10000):
             self.step(JOB, str(i), [{"rank": 0, "wall": 4.0, "mpi": 1.0}], sums=True)
-        with mock.patch.object(node_epilog, "CPU_BUDGET_S", 1e6):
+        with mock.patch.object(stepscan, "CPU_BUDGET_S", 1e6):
             self.run_epilog()
         rec = json.loads((self.collect / str(JOB) / "node.n1.json").read_text())
         self.assertEqual((rec["rest"]["steps"], rec["rest"]["unread_steps"],
@@ -203,8 +203,8 @@ class EveryStep(Scale):
         lifted: its figure (0.87 s) is in bench/epilog/RESULTS.md."""
         self.step(JOB, "0", [{"rank": i, "wall": 2.0, "mpi": 1.0} for i in range(16384)],
                   sums=True)
-        with mock.patch.object(node_epilog, "CPU_BUDGET_S", 1e6), \
-                mock.patch.object(node_epilog, "SCAN_BUDGET_S", 1e6):
+        with mock.patch.object(stepscan, "CPU_BUDGET_S", 1e6), \
+                mock.patch.object(stepscan, "SCAN_BUDGET_S", 1e6):
             self.run_epilog()
         s = self.summary_of()
         self.assertEqual((s["steps"], s["rank_steps"], s["ranks"]), (1, 16384, 16384))
@@ -456,7 +456,7 @@ class AgentLog(Scale):
         self.assertFalse(any("planted" in p for p in self.record_of()["problems"]))
 
     def test_logs_are_read_within_one_budget(self) -> None:
-        with mock.patch.object(node_epilog, "LOG_BUDGET_BYTES", 100):
+        with mock.patch.object(stepscan, "LOG_BUDGET_BYTES", 100):
             for s in ("0", "1"):
                 self.step(JOB, s, [{"rank": 0}])
                 (self.runtime / "steps" / f"{JOB}.{s}" / "agent.log").write_text(

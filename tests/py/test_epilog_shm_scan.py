@@ -16,7 +16,7 @@ from unittest import mock
 
 import test_epilog_fixtures as fx
 from mpi_pstate.core import log
-from mpi_pstate.site import node_epilog
+from mpi_pstate.site import node_epilog, stepscan
 
 JUNK = 3000  # other users' files in the shm directory
 
@@ -65,7 +65,7 @@ class ShmScan(unittest.TestCase):
 
     def test_a_count_bound_stops_the_scan_and_says_so(self) -> None:
         listed = self.plant()
-        with mock.patch.object(node_epilog, "SHM_SCAN_MAX", 100, create=True):
+        with mock.patch.object(stepscan, "SHM_SCAN_MAX", 100):
             self.assertEqual(self.run_epilog(), 0)
         said = self.said()
         self.assertEqual(len(said), 1, self.err.getvalue())
@@ -91,7 +91,7 @@ class ShmScan(unittest.TestCase):
     def test_the_cpu_budget_stops_the_scan_and_says_so(self) -> None:
         listed = self.plant()
         # a budget spent before the scan begins: no entry is looked at
-        with mock.patch.object(node_epilog, "SHM_SCAN_UNTIL_S", 0.0, create=True):
+        with mock.patch.object(stepscan, "SHM_SCAN_UNTIL_S", 0.0):
             self.assertEqual(self.run_epilog(), 0)
         said = self.said()
         self.assertEqual(len(said), 1, self.err.getvalue())

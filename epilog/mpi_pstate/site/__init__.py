@@ -7,6 +7,7 @@ drains the node).  Imports core/ and model/ only.
 
   entry        the subcommands Slurm, cron and systemd run: parsers and dispatch
   node_epilog  the node Epilog: restore backstop, the job's record of this node, cleanup
+  stepscan     the Epilog's reading of the job's steps, within its CPU and memory budgets
   rankfigures  per-rank figures from the job's shared-memory segments, and their removal
   delivery     how a node writes into collect_dir: as SlurmUser, within a deadline
   pending      node records kept on the node until collect_dir takes them
