@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import Any, Dict, List, Tuple
 
 import test_epilog_fixtures as fx
-from mpi_pstate.model import calibrate, powermodel
+from mpi_pstate.model import calibrate, instruments, powermodel
 
 FREQS = (1200000, 1500000, 1800000, 2100000, 2400000, 2700000, 3000000)
 IDLE_W = 13.0
@@ -156,7 +156,7 @@ class Plan(unittest.TestCase):
         got = calibrate.measured_freqs(avail, 2)
         self.assertEqual(got, sorted(set(got)))
         self.assertEqual((got[0], got[-1]), (1000000, 3000000))
-        self.assertEqual(len(got), calibrate.KNEE_POINTS)
+        self.assertEqual(len(got), instruments.KNEE_POINTS)
         self.assertEqual(calibrate.measured_freqs([1200000, 3000000], 5), [1200000, 3000000])
 
     def test_every_other_repetition_runs_backwards(self) -> None:

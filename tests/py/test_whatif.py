@@ -20,8 +20,7 @@ from unittest import mock
 
 import test_epilog_fixtures as fx
 from mpi_pstate.core import noderecord, slurm
-from mpi_pstate.model import summary
-from mpi_pstate.model import calibrate, powermodel, whatif
+from mpi_pstate.model import calibrate, instruments, powermodel, summary, whatif
 from mpi_pstate.site import rankfigures
 from mpi_pstate.user import command
 
@@ -615,9 +614,9 @@ class Calibrate(unittest.TestCase):
             self.assertEqual(rc, 0, err)
             m = powermodel.load_model(str(model))
             # --points 2, and the knee's candidates: this driver lists no
-            # frequencies, so a grid of calibrate.KNEE_POINTS over its range
+            # frequencies, so a grid of instruments.KNEE_POINTS over its range
             self.assertEqual((m["method"], m["meter"], len(m["points"])),
-                             ("max_freq", "simulated", calibrate.KNEE_POINTS))
+                             ("max_freq", "simulated", instruments.KNEE_POINTS))
             self.assertEqual([m["points"][0]["khz"], m["points"][-1]["khz"]], [1200000, 3000000])
             self.assertIn("model stored in", out)
             self.assertGreaterEqual(m["reaction_us"], 0.0)  # wake-up delay on a busy node

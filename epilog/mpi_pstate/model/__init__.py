@@ -7,7 +7,8 @@ Imports core/ only.
 
   powermodel  the model file: format, where it is, strict reader, power at a frequency
   whatif      `report --what-if`: predicted saving and time added; the saving after the fact
-  calibrate   `mpi-pstate calibrate`: measures the model (RAPL, cpufreq, uncore)
+  calibrate   `mpi-pstate calibrate`: what it measures, the model it writes
+  instruments calibrate's meter (RAPL), CPU policy and uncore control, its loads
   carbon      grams of CO2 from joules at the site's carbon_g_per_kwh=
   summary     the accounting summary (SystemComment): merged, priced, encoded, read back
 """
