@@ -20,7 +20,7 @@ from unittest import mock
 
 import test_epilog_fixtures as fx
 from mpi_pstate.core import noderecord, slurm
-from mpi_pstate.model import calibrate, instruments, powermodel, summary, whatif
+from mpi_pstate.model import calibrate, instruments, powermodel, summary, whatif, whatif_terms
 from mpi_pstate.site import rankfigures
 from mpi_pstate.user import command
 
@@ -78,7 +78,7 @@ class Bounds(unittest.TestCase):
             for b, c in hist_of(durs):
                 h[b] = c
             for thr in (0, 1000, 100_000, 500_000, 2_000_000, 50_000_000):
-                (d, dlo, dhi), (c, clo, chi) = whatif.excess_bounds(
+                (d, dlo, dhi), (c, clo, chi) = whatif_terms.excess_bounds(
                     h, float(sum(durs)), thr, float(max(durs)) * 2 + 1)
                 td, tc = truth(durs, thr)
                 self.assertLessEqual(dlo, td + 1e-3 * max(1, td), (case, thr))
@@ -93,20 +93,20 @@ class Bounds(unittest.TestCase):
         h = [0] * 64
         for b, c in hist_of(durs):
             h[b] = c
-        (d, dlo, dhi), _ = whatif.excess_bounds(h, float(sum(durs)), 1_000_000, 3e9)
+        (d, dlo, dhi), _ = whatif_terms.excess_bounds(h, float(sum(durs)), 1_000_000, 3e9)
         self.assertAlmostEqual(d, truth(durs, 1_000_000)[0], delta=0.01 * d)
         self.assertLess(dhi - dlo, 0.01 * d)
 
     def test_blocking_totals_bound_the_run_threshold(self) -> None:
         waits = [int(x) for x in (3e6, 5e6, 9e6, 17e6)] * 5
         r = waiting_rank("n1", 0, waits, thr_us=2000)
-        w = whatif.rank_what_if(r, 0.002, (0.0, 0.0, 0.0))
+        w = whatif_terms.rank_what_if(r, 0.002, (0.0, 0.0, 0.0))
         est, lo, hi = w["down_ns"]
         exact = truth(waits, 2e6)[0]
         self.assertLessEqual(lo, exact)
         self.assertGreaterEqual(hi, exact)
         self.assertAlmostEqual(lo, exact, delta=1)  # the run's own threshold: exact
-        self.assertIsNone(whatif.rank_what_if(fx.rank("n1", 0), 0.002, (0, 0, 0)))
+        self.assertIsNone(whatif_terms.rank_what_if(fx.rank("n1", 0), 0.002, (0, 0, 0)))
 
 
 class Model(unittest.TestCase):
@@ -176,9 +176,9 @@ class Predict(unittest.TestCase):
         self.assertNotIn("spaces its wake-ups", " ".join(p["notes"]))
         # 40 pairs in 3 s: 3 wake-ups of 20 us and a pair of 100 us each
         # are 0.2 % of a core; a ceiling of 0.2 % (3/4: 0.15 %) turns them off
-        self.assertTrue(whatif.announces(20.0, 50000, 100.0, 40 / 3))
-        self.assertFalse(whatif.announces(20.0, 2000, 100.0, 40 / 3))
-        self.assertTrue(whatif.announces(20.0, 0, 100.0, 1e9))  # no ceiling
+        self.assertTrue(whatif_terms.announces(20.0, 50000, 100.0, 40 / 3))
+        self.assertFalse(whatif_terms.announces(20.0, 2000, 100.0, 40 / 3))
+        self.assertTrue(whatif_terms.announces(20.0, 0, 100.0, 1e9))  # no ceiling
         # this model's writes cost no CPU: 40 pairs in 3 s of 3 wake-ups of
         # 20 us are 0.08 %, over 3/4 of a 0.1 % ceiling
         self.d["nodes"]["n2"]["steps"][0]["agent"]["settings"]["cpu_cap_ppm"] = 1000
@@ -233,10 +233,10 @@ class Predict(unittest.TestCase):
         table = (fx.TOP / "common" / "agent_args.def").read_text()
         hdr = (fx.TOP / "agent" / "agentd.h").read_text()
         self.assertRegex(table, r'MPI_PSTATE_AGENT_ARG\(CAP, "cpu-cap", PERCENT, cap_ppm, "%g"'
-                         % (whatif.CAP_PPM_DEFAULT / 10000))
+                         % (whatif_terms.CAP_PPM_DEFAULT / 10000))
         self.assertRegex(table, r'MPI_PSTATE_AGENT_ARG\(UNCORE_THR, "uncore-threshold", DURATION, '
                          r'uncore_threshold_us, "%dms"' % (whatif.UNCORE_THRESHOLD_US // 1000))
-        self.assertIn(f"#define AGENTD_ANNOUNCE_OFF_PCT {round(100 * whatif.ANNOUNCE_OFF_SHARE)}u",
+        self.assertIn(f"#define AGENTD_ANNOUNCE_OFF_PCT {round(100 * whatif_terms.ANNOUNCE_OFF_SHARE)}u",
                       hdr)
 
     def test_the_agents_cpu_budget_makes_drops_late(self) -> None:
@@ -247,21 +247,21 @@ class Predict(unittest.TestCase):
         # found by the spaced polls.
         agent = {"settings": {"cpu_budget_ppm": 5000, "cpu_cap_ppm": 1000},
                  "agent": {"timeouts": 900, "timer_cpu_us": 20.0, "cpu_s": 0.5}}
-        self.assertEqual(whatif.budget_gap_us(20.0, 5000, 500), 5000.0)
-        self.assertEqual(whatif.budget_gap_us(20.0, 5000, 20000), 0.0)
-        self.assertEqual(whatif.budget_gap_us(20.0, 0, 500), 0.0)  # --cpu-budget 0
-        self.assertEqual(whatif.budget_gap_us(2000.0, 5000, 500), 100000.0)  # at most 100 ms
+        self.assertEqual(whatif_terms.budget_gap_us(20.0, 5000, 500), 5000.0)
+        self.assertEqual(whatif_terms.budget_gap_us(20.0, 5000, 20000), 0.0)
+        self.assertEqual(whatif_terms.budget_gap_us(20.0, 0, 500), 0.0)  # --cpu-budget 0
+        self.assertEqual(whatif_terms.budget_gap_us(2000.0, 5000, 500), 100000.0)  # at most 100 ms
         # the lower+raise pairs spend the budget too: 25 pairs of 100 us a
         # second leave 0.15 % of the 0.4 % to scans every 10 ms (0.2 %)
-        self.assertEqual(whatif.budget_gap_us(20.0, 5000, 10000), 0.0)
-        self.assertAlmostEqual(whatif.budget_gap_us(20.0, 5000, 10000, 100.0, 25.0), 13333.3,
+        self.assertEqual(whatif_terms.budget_gap_us(20.0, 5000, 10000), 0.0)
+        self.assertAlmostEqual(whatif_terms.budget_gap_us(20.0, 5000, 10000, 100.0, 25.0), 13333.3,
                                delta=0.1)
-        self.assertEqual(whatif.budget_gap_us(20.0, 5000, 10000, 100.0, 50.0), 100000.0)
+        self.assertEqual(whatif_terms.budget_gap_us(20.0, 5000, 10000, 100.0, 50.0), 100000.0)
         # without timer_cpu_us (a short run): CPU over timer wake-ups
-        self.assertEqual(whatif.agent_cost({"nodes": {"n2": {"steps": [
+        self.assertEqual(whatif_terms.agent_cost({"nodes": {"n2": {"steps": [
             {"agent": {"settings": {"cpu_budget_ppm": 5000},
                        "agent": {"timeouts": 1000, "cpu_s": 0.03}}}]}}}, "n2"), (30.0, 5000))
-        self.assertIsNone(whatif.agent_cost({"nodes": {"n2": {"steps": [{"agent": "x"}]}}}, "n2"))
+        self.assertIsNone(whatif_terms.agent_cost({"nodes": {"n2": {"steps": [{"agent": "x"}]}}}, "n2"))
         plain = whatif.predict(self.d, self.m, 500)
         self.d["nodes"] = {"n2": {"steps": [{"agent": agent}]}}
         p = whatif.predict(self.d, self.m, 500)
