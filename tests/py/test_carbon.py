@@ -15,7 +15,7 @@ import test_epilog_fixtures as fx
 from mpi_pstate.core import parse, siteconf
 from mpi_pstate.model import summary
 from mpi_pstate.model import carbon
-from mpi_pstate.user import command, report
+from mpi_pstate.user import command, report, report_list
 
 CASES = fx.TOP / "tests" / "data" / "carbon_g_per_kwh.txt"
 
@@ -88,10 +88,10 @@ class Report(unittest.TestCase):
                                    "saved_j": [saved, saved, saved]})
         rows = [("1", "alice", "a", "gpu", "COMPLETED", comment(3.6e6)),
                 ("2", "alice", "a", "cpu", "COMPLETED", comment(3.6e6))]
-        g = report.totals(rows, "user", parse.carbon("100,gpu:10"))[0]
+        g = report_list.totals(rows, "user", parse.carbon("100,gpu:10"))[0]
         self.assertEqual(g["co2_spent_g"], 110.0)
         self.assertEqual(g["co2_saved_g"], [110.0, 110.0, 110.0])
-        self.assertNotIn("co2_saved_g", report.totals(rows, "user")[0])
+        self.assertNotIn("co2_saved_g", report_list.totals(rows, "user")[0])
         out = io.StringIO()
         real = siteconf.load
 

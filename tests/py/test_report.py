@@ -22,7 +22,7 @@ from unittest import mock
 import test_epilog_fixtures as fx
 from mpi_pstate.core import noderecord, slurm
 from mpi_pstate.model import summary
-from mpi_pstate.user import command, report
+from mpi_pstate.user import command, report, report_list
 
 CLI = fx.TOP / "epilog" / "mpi-pstate"
 JOBSTATS = "JS1:H4sIAAAAAAACA6tWystPSS1WslKoVsozBFPJBaUgvlFtbS0AINb4JB4AAAA="
@@ -212,16 +212,16 @@ class Report(Fixture):
         self.assertEqual((g["alice"]["energy_j"], g["alice"]["simulated"]), (150.0, 1))
         self.assertEqual((g["bob"]["jobs"], g["bob"]["with_tool"], g["bob"]["saved_jobs"]),
                          (2, 0, 0))
-        by_part = {x["group"]: x for x in report.totals(rows, "partition")}
+        by_part = {x["group"]: x for x in report_list.totals(rows, "partition")}
         self.assertEqual(by_part["cpu"]["saved_j"], [15.0, 12.0, 18.0])
         self.assertEqual(by_part["gpu"]["with_tool"], 0)
-        self.assertEqual([x["group"] for x in report.totals(rows, "account")], ["phys", "chem"])
-        text = report.totals_text(report.totals(rows, "user"), "user", "2026-11-01")
+        self.assertEqual([x["group"] for x in report_list.totals(rows, "account")], ["phys", "chem"])
+        text = report_list.totals_text(report_list.totals(rows, "user"), "user", "2026-11-01")
         self.assertIn("4 jobs, 2 with mpi-pstate", text)
         self.assertIn("15.0 (12.0 .. 18.0)*", text)
         self.assertIn("SIMULATED", text)
-        self.assertEqual(report.totals_csv(report.totals(rows, "user")).splitlines()[0],
-                         ",".join(report.TOTALS_CSV))
+        self.assertEqual(report_list.totals_csv(report_list.totals(rows, "user")).splitlines()[0],
+                         ",".join(report_list.TOTALS_CSV))
         # a JOBID with --totals is refused, naming the options
         rc, _, err2 = self.report("501", "--totals", "user")
         self.assertEqual(rc, 2)

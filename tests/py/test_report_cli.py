@@ -25,7 +25,7 @@ import test_report as tr
 import test_whatif as tw
 from mpi_pstate.core import noderecord, slurm
 from mpi_pstate.model import summary
-from mpi_pstate.user import command, report
+from mpi_pstate.user import command, report, report_list
 
 MAN = fx.TOP / "man" / "mpi-pstate.1"
 README = fx.TOP / "README.md"
@@ -183,7 +183,7 @@ class ListMode(Cli):
         rc, out, err = self.report("--user", "alice", "--since", "now-7days")
         self.assertEqual((rc, err), (0, ""))
         lines = out.splitlines()
-        self.assertEqual(lines[0].split(), list(report.DEFAULT_LIST))
+        self.assertEqual(lines[0].split(), list(report_list.DEFAULT_LIST))
         self.assertTrue(set(lines[1]) <= {"-", " "})
         self.assertEqual(len(lines), 5, out)
         self.assertEqual(lines[2].split()[:6], ["501", "alice", "cpu", "COMPLETED", "00:01:00",
@@ -237,7 +237,7 @@ class ListMode(Cli):
         rc, out, _ = self.report("--helpformat")
         self.assertEqual(rc, 0)
         self.assertEqual([line.split()[0] for line in out.splitlines()],
-                         [f[0] for f in report.LIST_FIELDS.values()])
+                         [f[0] for f in report_list.LIST_FIELDS.values()])
 
 
 class Errors(Cli):
@@ -379,9 +379,9 @@ class NoRepr(Cli):
         pages.mkdir()
         forms: List[Tuple[str, List[str]]] = [
             ("text", ids), ("json", ids + ["--json"]), ("csv", ids + ["--csv"]),
-            ("list", ["-u", "alice", "-o", ",".join(f[0] for f in report.LIST_FIELDS.values())]),
+            ("list", ["-u", "alice", "-o", ",".join(f[0] for f in report_list.LIST_FIELDS.values())]),
             ("list -p", ["-u", "alice", "-p", "-o",
-                         ",".join(f[0] for f in report.LIST_FIELDS.values())]),
+                         ",".join(f[0] for f in report_list.LIST_FIELDS.values())]),
             ("list csv", ["-u", "alice", "--csv"]), ("list json", ["-u", "alice", "--json"]),
             ("html", ids + ["--html", str(pages / "%j.html")]),
             ("svg", ids + ["--svg", str(pages / "%j.svg")]),
@@ -446,7 +446,7 @@ class Documents(unittest.TestCase):
         for o in opts:
             self.assertTrue(re.search(r"(?<![\w-])" + re.escape(o) + r"(?![\w-])", man),
                             f"{o} is not in the report section of {MAN.name}")
-        for f in report.LIST_FIELDS.values():
+        for f in report_list.LIST_FIELDS.values():
             self.assertTrue(re.search(r"\b" + f[0] + r"\b", man),
                             f"field {f[0]} is not in the report section of {MAN.name}")
 

@@ -22,7 +22,7 @@ import test_epilog_fixtures as fx
 import test_report as tr
 from mpi_pstate.core import noderecord
 from mpi_pstate.model import summary
-from mpi_pstate.user import htmlpage, report
+from mpi_pstate.user import htmlpage, report_svg
 
 BROWSER = shutil.which("chromium")
 BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -51,11 +51,11 @@ def parse(html: str) -> Tags:
 
 class Ticks(unittest.TestCase):
     def test_round_values_past_the_largest(self) -> None:
-        self.assertEqual(report.round_ticks(8.126), [0, 2, 4, 6, 8, 10])
-        self.assertEqual(report.round_ticks(60), [0, 10, 20, 30, 40, 50, 60])
-        self.assertEqual(report.round_ticks(0.37), [0, 0.1, 0.2, 0.3, 0.4])
+        self.assertEqual(report_svg.round_ticks(8.126), [0, 2, 4, 6, 8, 10])
+        self.assertEqual(report_svg.round_ticks(60), [0, 10, 20, 30, 40, 50, 60])
+        self.assertEqual(report_svg.round_ticks(0.37), [0, 0.1, 0.2, 0.3, 0.4])
         for v in (0.0042, 1, 3.3, 123, 98765):
-            t = report.round_ticks(v)
+            t = report_svg.round_ticks(v)
             self.assertGreaterEqual(t[-1], v)
             self.assertLessEqual(len(t) - 1, 6)
             step = t[1] - t[0]

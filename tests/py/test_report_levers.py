@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 import test_epilog_fixtures as fx
 import test_report_html as th
 import test_whatif as tw
-from mpi_pstate.user import htmlpage, report
+from mpi_pstate.user import htmlpage, report_svg, report_whatif
 
 NO_UNCORE = {k: v for k, v in tw.KNEE_MODEL.items() if k != "uncore"}
 
@@ -74,7 +74,7 @@ class Levers(unittest.TestCase):
         self.assertAlmostEqual(float(rows[2]["uncore_saved_j"]),
                                sum(float(r["uncore_saved_j"]) for r in rows[:2]), places=3)
         self.assertEqual(rows[2]["uncore_predicted"], "true")
-        self.assertEqual(report.lever_cells([{"levers": {"efficient": {"predicted": False}}},
+        self.assertEqual(report_whatif.lever_cells([{"levers": {"efficient": {"predicted": False}}},
                                              {"levers": {"efficient": {"predicted": True,
                                                                        "saved_j": [1, 0, 2]}}}]),
                          ["", "false", "", "false"])
@@ -114,7 +114,7 @@ class Levers(unittest.TestCase):
         self.assertLessEqual(max(float(t.get("y") or 0)
                                  for t in root.iter("{http://www.w3.org/2000/svg}text")),
                              height)
-        self.assertLessEqual(max(len(t) for t in texts), report.SVG_LINE_CHARS)
+        self.assertLessEqual(max(len(t) for t in texts), report_svg.SVG_LINE_CHARS)
 
 
 class Documented(unittest.TestCase):
@@ -122,7 +122,7 @@ class Documented(unittest.TestCase):
         """The column list of mpi-pstate(1) is written by hand: it must
         follow WHATIF_CSV, or a reader of the page parses the wrong column."""
         text = " ".join((fx.TOP / "man" / "mpi-pstate.1").read_text().split())
-        self.assertIn(", ".join(report.WHATIF_CSV) + " (", text.replace("\\-", "-"))
+        self.assertIn(", ".join(report_whatif.WHATIF_CSV) + " (", text.replace("\\-", "-"))
 
 
 class LeverRows(unittest.TestCase):
@@ -139,10 +139,10 @@ class LeverRows(unittest.TestCase):
             ("efficient", "not predicted", "-", "no knee in the model of n1"),
             ("uncore past 10ms", "5.0 J (4.0 .. 6.0)", "0.000 s (0.000 .. 0.100)",
              "low 1.000 s (0.500 .. 1.500) on 2 packages; assumed: whole packages")])
-        lines = report.lever_lines(dict(lv, efficient={"predicted": False, "why": "x" * 300}))
+        lines = report_svg.lever_lines(dict(lv, efficient={"predicted": False, "why": "x" * 300}))
         self.assertEqual(lines[2][-3:], "...")
-        self.assertEqual(len(lines[2]), report.SVG_LINE_CHARS)
-        self.assertEqual(report.lever_lines(None), [])
+        self.assertEqual(len(lines[2]), report_svg.SVG_LINE_CHARS)
+        self.assertEqual(report_svg.lever_lines(None), [])
 
 
 if __name__ == "__main__":

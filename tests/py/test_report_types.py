@@ -23,7 +23,7 @@ import test_report_cli as trc
 import test_whatif as tw
 from mpi_pstate.core import noderecord, slurm
 from mpi_pstate.model import summary
-from mpi_pstate.user import report
+from mpi_pstate.user import report_list
 
 SETTINGS = {"cpufreq": {"driver": "acpi-cpufreq", "governors": ["performance"], "boost": True},
             "cstates": {"states": [{"name": "C6", "exit_latency_us": 133,
@@ -136,7 +136,7 @@ class Types(trc.Cli):
             ("step", [f"{BAD}.0", f"{GOOD}.0"]),
             ("svg", ids + ["--svg", str(self.pages / "%j.svg")]),
             ("html", ids + ["--html", str(self.pages / "%j.html")]),
-            ("list", ["-u", "alice", "-o", ",".join(f[0] for f in report.LIST_FIELDS.values())]),
+            ("list", ["-u", "alice", "-o", ",".join(f[0] for f in report_list.LIST_FIELDS.values())]),
             ("list -p", ["-u", "alice", "-p"]), ("list csv", ["-u", "alice", "--csv"]),
             ("list json", ["-u", "alice", "--json"]), ("list ids", ids + ["--list"]),
             ("totals", ["--totals", "user"]), ("totals csv", ["--totals", "partition", "--csv"]),

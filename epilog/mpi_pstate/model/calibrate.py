@@ -201,7 +201,7 @@ def calibrate(sysroot: str, cpu: int, seconds: float, reps: int, npoints: int,
 
 def measurable(sysroot: str, cpu: int, runtime: Optional[str]) -> Tuple[List[str], str]:
     """(RAPL zones, cpu's cpufreq policy directory) of a node calibrate may
-    instruments.measure; instruments.CalibrateError without either, or while a job may hold a core
+    measure; instruments.CalibrateError without either, or while a job may hold a core
     (busy(): what it puts back would be the job's lowered settings)."""
     zones = instruments.rapl_zones(sysroot)
     if not zones:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""`mpi-pstate report --what-if`: the whatif_terms.energy a job would have saved, and the
+"""`mpi-pstate report --what-if`: the energy a job would have saved, and the
 time it would have added, under a threshold and a low frequency, predicted
 from what a profile (or on) run recorded and the node power model that
 `mpi-pstate calibrate` measured (docs/evaluation.md).
@@ -131,7 +131,7 @@ def _add_rank(js: whatif_terms.JobSum, r: Dict[str, Any], w: Optional[Dict[str, 
     tn, raise_s = whatif_terms.Bounds(*w["transitions"]), t["raise_s"]
     # A core stays low after its wait until the agent's raise (the rank
     # wakes it as it leaves): the agent's down_s counts that too, and so
-    # does the whatif_terms.energy; it shows once waits are lowered at their deadline.
+    # does the energy; it shows once waits are lowered at their deadline.
     # Low bound: the write alone.
     dn = whatif_terms.Bounds(*(x / 1e9 + tn[i] * raise_s[i] for i, x in enumerate(w["down_ns"])))
     js.down, js.trans = whatif_terms.plus(js.down, dn), whatif_terms.plus(js.trans, tn)
@@ -455,11 +455,11 @@ def _notes(js: whatif_terms.JobSum, reaction_us: Optional[float]) -> List[str]:
 
 def saving(detail: Dict[str, Any], measured_j: Optional[float] = None
            ) -> Optional[Dict[str, Any]]:
-    """The whatif_terms.energy a finished job saved, after the fact: each rank's
+    """The energy a finished job saved, after the fact: each rank's
     clocked-down time as the agent measured it (root's figure), priced with
     its node's power model (the one the node Epilog put in the record), the
     way predict() prices a prediction, and the time the raises added.
-    measured_j: the job's whatif_terms.energy; with it, what the job would have used at
+    measured_j: the job's energy; with it, what the job would have used at
     full clock.  None when no node of the job has a model or no rank has
     the agent's figures.  Steps summed past the detail bound (the detail's
     "rest", not placed on a node) count at the mean power step of the
@@ -509,7 +509,7 @@ def saving(detail: Dict[str, Any], measured_j: Optional[float] = None
 def _saving_result(saved: List[float], down: float, added: whatif_terms.Triple, node_w: float, nodes: int,
                    meters: Set[str], missing: List[str], measured_j: Optional[float]
                    ) -> Dict[str, Any]:
-    """saving()'s result: the whatif_terms.energy saved less what the time added cost
+    """saving()'s result: the energy saved less what the time added cost
     (the low bound pays the most time added), and what priced it."""
     out: Dict[str, Any] = {
         "saved_j": [round(saved[0] - added[0] * node_w, 2), round(saved[1] - added[2] * node_w, 2),
@@ -593,7 +593,7 @@ def text(p: Dict[str, Any], rows: Optional[List[Dict[str, Any]]] = None,
     low = f"{p['low_khz'] / 1e6:.2f} GHz" if p.get("low_khz") else "?"
     out = [f"  what-if: threshold {duration_text(p['threshold_us'])}, low frequency {low} "
            f"(model: {', '.join(p['model'])})",
-           f"    whatif_terms.energy saved   {fmt_triple(p['saved_j'], 'J')}"
+           f"    energy saved   {fmt_triple(p['saved_j'], 'J')}"
            + (f" = {p['saved_pct'][0]:.1f} % of the {p['measured_j']:.0f} J measured "
               f"({p['saved_pct'][1]:.1f} .. {p['saved_pct'][2]:.1f} %)"
               if p.get("saved_pct") else ""),
@@ -655,7 +655,7 @@ def text_sweep(rows: Optional[List[Dict[str, Any]]], best: Optional[Dict[str, An
                        f"{'-' if ta is None else f'{ta:.2f}':>18}  {r['transitions']:>11}{mark}")
     out.append("    recommended threshold: " + (
         f"{duration_text(best['threshold_us'])} (saves most, within 2 %, with at most 1 % time added "
-        "under the model)" if best else "none saves whatif_terms.energy within 1 % time added under the model"))
+        "under the model)" if best else "none saves energy within 1 % time added under the model"))
     return "\n".join(out) + "\n"
 
 

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from . import htmlpage, report
+from . import htmlpage, report, report_list, report_svg, report_whatif
 from .. import VERSION
 from ..core import audit, collect, layout, log, parse, plugincheck, safeio, siteconf, slurm
 from ..model import calibrate, carbon, powermodel, summary
@@ -52,9 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="one self-contained page a job: figures, per-rank chart, per-node "
                      "timeline, energy against full clock, the what-if; PATH as for --svg")
     _common_dirs(p)
-    report.add_list_args(p)
+    report_list.add_list_args(p)
     report.add_select_args(p)
-    report.add_what_if_args(p)
+    report_whatif.add_what_if_args(p)
 
     p = sub.add_parser("backfill", help="write summaries the EpilogSlurmctld missed")
     p.add_argument("jobs", nargs="*", metavar="JOBID",
@@ -226,26 +226,26 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 def report_run(a: argparse.Namespace) -> int:
     if a.helpformat:
-        sys.stdout.write(report.help_format())
+        sys.stdout.write(report_list.help_format())
         return 0
     pairs = job_pairs(a)
-    wi = report.what_if_options(a)
-    lo = report.list_options(a) if wi is None else None
+    wi = report_whatif.what_if_options(a)
+    lo = report_list.list_options(a) if wi is None else None
     cfg = siteconf.load(a.slurm_conf, a.collect_dir, a.runtime_dir)
     siteconf.export_slurm_conf(cfg)
     if wi is not None and wi.get("totals"):
         rows = slurm.sacct_totals(**wi["select"])
         unreadable: List[str] = []
-        groups = report.totals(rows, wi["totals"], cfg.carbon, unreadable)
+        groups = report_list.totals(rows, wi["totals"], cfg.carbon, unreadable)
         for p in unreadable:
             print(f"{PROG} report: {p}", file=sys.stderr)
         if a.json:
             sys.stdout.write(report.document("mpi-pstate-totals", by=wi["totals"],
                                              select=wi["select"], groups=groups) + "\n")
         elif a.csv:
-            sys.stdout.write(report.totals_csv(groups))
+            sys.stdout.write(report_list.totals_csv(groups))
         else:
-            sys.stdout.write(report.totals_text(groups, wi["totals"],
+            sys.stdout.write(report_list.totals_text(groups, wi["totals"],
                                                 wi["select"].get("since", "now-30days")))
         return 0
     specs = list(dict.fromkeys(job for job, _ in pairs))
@@ -267,23 +267,23 @@ def report_run(a: argparse.Namespace) -> int:
             print(f"{PROG} report: job {j['job_id']}: {j['problem']}", file=sys.stderr)
     if not selected:
         jobs = report.with_steps(jobs, pairs)
-    pages = (a.svg, report.svg, "svg") if a.svg else (a.html, htmlpage.page, "html") \
+    pages = (a.svg, report_svg.svg, "svg") if a.svg else (a.html, htmlpage.page, "html") \
         if a.html else None
     if wi is not None:
-        return report.what_if_output(jobs, missing, wi, a, pages)
+        return report_whatif.what_if_output(jobs, missing, wi, a, pages)
     for m in missing:
         print(f"{PROG} report: job {m} not found in the accounting database (or hidden "
               "from you by its PrivateData, as from sacct)", file=sys.stderr)
     if lo is not None:
-        sys.stdout.write(report.list_json(jobs, lo) + "\n" if a.json else
-                         report.list_csv(jobs, lo) if a.csv else report.list_text(jobs, lo))
+        sys.stdout.write(report_list.list_json(jobs, lo) + "\n" if a.json else
+                         report_list.list_csv(jobs, lo) if a.csv else report_list.list_text(jobs, lo))
         return 1 if missing else 0
     if a.json:
         sys.stdout.write(report.to_json(jobs) + "\n")
     elif a.csv:
         sys.stdout.write(report.to_csv(jobs))
     elif pages:
-        rc = report.write_pages(jobs, *pages)
+        rc = report_whatif.write_pages(jobs, *pages)
         if rc:
             return rc
     else:

@@ -7,7 +7,7 @@ clock, and the what-if, with each lever alone, when one was asked for."""
 from html import escape
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import report
+from . import report, report_svg
 from ..model import whatif
 
 STYLE = """body{font-family:sans-serif;margin:2em;max-width:60em;color:#222}
@@ -114,7 +114,7 @@ def timeline(d: Dict[str, Any]) -> Optional[str]:
     if not spans:
         return None
     t0 = min(a for v in spans.values() for a, _, _ in v)
-    ticks = report.round_ticks(max(b for v in spans.values() for _, b, _ in v) - t0 or 1.0)
+    ticks = report_svg.round_ticks(max(b for v in spans.values() for _, b, _ in v) - t0 or 1.0)
     left, width, row = 110, 600, 22
     h = 30 + len(spans) * row + 50
     o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 30}" height="{h}" '
@@ -128,7 +128,7 @@ def timeline(d: Dict[str, Any]) -> Optional[str]:
                      f'fill-opacity="{0.15 + 0.85 * share:.2f}" stroke="#2b8a3e">'
                      f'<title>{b - a:.3f} s, clocked down {share:.0%} of its ranks\' time'
                      '</title></rect>')
-    o += report.axis(left, 20 + len(spans) * row + 6, width, ticks,
+    o += report_svg.axis(left, 20 + len(spans) * row + 6, width, ticks,
                      "seconds since the job's first step began; darker: more of the step's "
                      "rank time clocked down")
     return "\n".join(o + ["</svg>"])
@@ -140,7 +140,7 @@ def energy_chart(s: Dict[str, Any]) -> Optional[str]:
     full, got = s.get("full_j"), s.get("energy_j")
     if not (isinstance(full, list) and len(full) == 3 and isinstance(got, (int, float))):
         return None
-    ticks = report.round_ticks(max(max(full), got) or 1.0)
+    ticks = report_svg.round_ticks(max(max(full), got) or 1.0)
     left, width = 150, 500
     sc = width / ticks[-1]
     o = ['<svg xmlns="http://www.w3.org/2000/svg" width="700" height="120" '
@@ -153,7 +153,7 @@ def energy_chart(s: Dict[str, Any]) -> Optional[str]:
                  f'<text x="{left + end * sc + 4:.1f}" y="{y + 14}">{v:.1f} J</text>')
     o.append(f'<line x1="{left + full[1] * sc:.1f}" y1="50" x2="{left + full[2] * sc:.1f}" '
              'y2="50" stroke="black"/>')
-    o += report.axis(left, 70, width, ticks, "joules")
+    o += report_svg.axis(left, 70, width, ticks, "joules")
     return "\n".join(o + ["</svg>"])
 
 
@@ -184,7 +184,7 @@ def lever_rows(lv: Dict[str, Any]) -> List[Tuple[str, str, str, str]]:
     rows = []
     for name in ("core", "efficient", "uncore"):
         x = lv.get(name) or {}
-        label = report.lever_name(name, x)
+        label = report_svg.lever_name(name, x)
         if name != "core" and not x.get("predicted"):
             rows.append((label, "not predicted", "-", x.get("why", "")))
             continue
@@ -224,7 +224,7 @@ def page(j: Dict[str, Any]) -> str:
     if d:
         o += ["<h2>Ranks</h2>",
               '<p class="note">Each rank\'s time computing (blue), in MPI (orange; long waits '
-              'darker) and clocked down (the green line under it).</p>', report.svg(j)]
+              'darker) and clocked down (the green line under it).</p>', report_svg.svg(j)]
         tl = timeline(d)
         if tl:
             o += ["<h2>Clocked down, per node over time</h2>", tl]
