@@ -542,6 +542,11 @@ class Levers(unittest.TestCase):
     def test_text_names_each_lever(self) -> None:
         p = whatif.predict(self.detail({0: [50_000_000] * 40}), self.m, 500)
         t = whatif.text(p)
+        # the figures' own lines, as a user reads them (a code move once
+        # rewrote a word here into a module's name)
+        for head in ("    energy saved   ", "    time added     ", "    clocked down   "):
+            self.assertIn("\n" + head, t)
+        self.assertNotRegex(t, r"whatif|_terms|[a-z]\.[a-z_]+\(")
         self.assertIn("core cap to 1.20 GHz", t)
         self.assertIn("efficient (knee 1.80 GHz) -", t)
         self.assertIn("uncore past 10ms", t)
