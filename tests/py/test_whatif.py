@@ -22,7 +22,7 @@ import test_epilog_fixtures as fx
 from mpi_pstate.core import noderecord, slurm
 from mpi_pstate.model import calibrate, instruments, powermodel, summary, whatif, whatif_terms
 from mpi_pstate.site import rankfigures
-from mpi_pstate.user import command
+from mpi_pstate.user import command, report_whatif
 
 MODEL = {"format": "mpi-pstate-model", "version": 1, "node": "n1", "idle_w": 43.0,
          "noise_w": 0.1, "domain_cpus": 1, "meter": "simulated",
@@ -331,7 +331,7 @@ class Predict(unittest.TestCase):
         self.assertGreaterEqual(best["saved_j"][0], 0.98 * most)
         self.assertEqual(best["threshold_us"], max(r["threshold_us"] for r in ok
                                                    if r["saved_j"][0] >= 0.98 * most))
-        self.assertIn("recommended threshold", whatif.text_sweep(rows, best))
+        self.assertIn("recommended threshold", report_whatif.text_sweep(rows, best))
 
 
 def knee_core_w(f: float, knee: float = 1800000, fmax: float = 3000000) -> float:
@@ -541,7 +541,7 @@ class Levers(unittest.TestCase):
 
     def test_text_names_each_lever(self) -> None:
         p = whatif.predict(self.detail({0: [50_000_000] * 40}), self.m, 500)
-        t = whatif.text(p)
+        t = report_whatif.text(p)
         # the figures' own lines, as a user reads them (a code move once
         # rewrote a word here into a module's name)
         for head in ("    energy saved   ", "    time added     ", "    clocked down   "):
@@ -551,8 +551,8 @@ class Levers(unittest.TestCase):
         self.assertIn("efficient (knee 1.80 GHz) -", t)
         self.assertIn("uncore past 10ms", t)
         self.assertNotIn("not: uncore", t)
-        t = whatif.text(whatif.predict(self.detail({0: [50_000_000] * 40}),
-                                       powermodel.validate_model(MODEL), 500))
+        t = report_whatif.text(whatif.predict(self.detail({0: [50_000_000] * 40}),
+                                              powermodel.validate_model(MODEL), 500))
         self.assertIn("efficient: not predicted (no knee", t)
         self.assertIn("uncore: not predicted (no uncore sweep", t)
 

@@ -20,13 +20,13 @@ Besides the core cap, each lever is predicted alone against the same run
 ("levers"): the efficient low level (the model's knee instead of the low
 frequency) as a difference to the core cap, and the uncore of a package
 whose ranks all wait past the uncore threshold (docs/evaluation.md, "Each
-lever")."""
+lever").  The figures only: the report writes them (user/report_whatif.py,
+user/report_svg.py)."""
 
 import math
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from . import whatif_terms
-from .powermodel import high_khz, low_khz
 from ..agent_args import agent_default, job_default
 from ..core import parse
 
@@ -217,7 +217,7 @@ def efficient_lever(js: whatif_terms.JobSum) -> Dict[str, Any]:
     """The cap to the model's knee instead of the low frequency, as a
     difference to the core lever: the same clocked-down time (the waits and
     the agent's reaction do not change) priced at the knee's polling power
-    step, which is smaller, whatif_terms.plus what it gives back: after each lowered
+    step, which is smaller, plus what it gives back: after each lowered
     wait the rank computes at the low level until the agent raised it, and
     at the knee it loses less speed, so less time added (priced at the
     nodes' power, as the core lever prices it).  May be negative: a wait
@@ -584,91 +584,7 @@ def summarise(preds: List[Dict[str, Any]]) -> Dict[str, Any]:
     return tot
 
 
-def fmt_triple(t: List[float], unit: str, fmt: str = "{:.1f}") -> str:
-    return f"{fmt.format(t[0])} {unit} ({fmt.format(t[1])} .. {fmt.format(t[2])})"
-
-
-def text(p: Dict[str, Any], rows: Optional[List[Dict[str, Any]]] = None,
-         best: Optional[Dict[str, Any]] = None) -> str:
-    low = f"{p['low_khz'] / 1e6:.2f} GHz" if p.get("low_khz") else "?"
-    out = [f"  what-if: threshold {duration_text(p['threshold_us'])}, low frequency {low} "
-           f"(model: {', '.join(p['model'])})",
-           f"    energy saved   {fmt_triple(p['saved_j'], 'J')}"
-           + (f" = {p['saved_pct'][0]:.1f} % of the {p['measured_j']:.0f} J measured "
-              f"({p['saved_pct'][1]:.1f} .. {p['saved_pct'][2]:.1f} %)"
-              if p.get("saved_pct") else ""),
-           f"    time added     {fmt_triple(p['time_added_s'], 's', '{:.3f}')}"
-           + (f" = {p['time_added_pct'][0]:.2f} % (at most {p['time_added_pct'][2]:.2f} %)"
-              if p["time_added_pct"][0] is not None else ""),
-           f"    clocked down   {fmt_triple(p['clocked_down_s'], 's', '{:.3f}')}, "
-           f"transitions {p['transitions'][0]} ({p['transitions'][1]} .. "
-           f"{p['transitions'][2]})",
-           "    (est (low .. high): histogram buckets, power noise, agent reaction time and "
-           "CPU budget; "
-           "not: memory-bound phases; see docs/evaluation.md)"]
-    for n in p["notes"]:
-        out.append(f"    note: {n}")
-    out += text_levers(p.get("levers"))
-    if rows is not None:
-        out.append(text_sweep(rows, best).rstrip("\n"))
-    return "\n".join(out) + "\n"
-
-
-def text_levers(lv: Optional[Dict[str, Any]]) -> List[str]:
-    """The levers' lines of text() (each alone, against the run)."""
-    if not lv:
-        return []
-    c, e, u = lv["core"], lv["efficient"], lv["uncore"]
-    low = f"{c['low_khz'] / 1e6:.2f} GHz" if c.get("low_khz") else "?"
-    out = ["    levers, each alone:",
-           f"      core cap to {low:<18} saved {fmt_triple(c['saved_j'], 'J')}"]
-    if e["predicted"]:
-        knee = ",".join(f"{k / 1e6:.2f}" for k in e["knee_khz"])
-        out.append(f"      efficient (knee {knee} GHz) {fmt_triple(e['saved_j'], 'J')} against "
-                   f"the core cap, time added {e['time_added_s'][0]:+.3f} s")
-        out.append(f"        ({e['note']})")
-        if e.get("without_knee"):
-            out.append(f"        note: no knee in the model of {','.join(e['without_knee'])}")
-    else:
-        out.append(f"      efficient: not predicted ({e['why']})")
-    if u["predicted"]:
-        out.append(f"      uncore past {duration_text(u['threshold_us']):<11} saved "
-                   f"{fmt_triple(u['saved_j'], 'J')}, low "
-                   f"{fmt_triple(u['low_s'], 's', '{:.3f}')} on {u['packages']} packages")
-        for n in u["notes"]:
-            out.append(f"        note: {n}")
-    else:
-        out.append(f"      uncore: not predicted ({u['why']})")
-    return out
-
-
-def text_sweep(rows: Optional[List[Dict[str, Any]]], best: Optional[Dict[str, Any]]) -> str:
-    out = []
-    if rows:
-        out.append("    threshold   saved J (low .. high)         time added % (max)  "
-                   "transitions")
-        for r in rows:
-            mark = "  <- recommended" if best is r else ""
-            ta = r["time_added_pct"][2]
-            out.append(f"    {duration_text(r['threshold_us']):>9}  {r['saved_j'][0]:>8.1f} "
-                       f"({r['saved_j'][1]:>8.1f} .. {r['saved_j'][2]:>8.1f})  "
-                       f"{'-' if ta is None else f'{ta:.2f}':>18}  {r['transitions']:>11}{mark}")
-    out.append("    recommended threshold: " + (
-        f"{duration_text(best['threshold_us'])} (saves most, within 2 %, with at most 1 % time added "
-        "under the model)" if best else "none saves energy within 1 % time added under the model"))
-    return "\n".join(out) + "\n"
-
-
 def duration_text(us: float) -> str:
     if us >= 1000 and us % 1000 == 0:
         return f"{us / 1000:g}ms"
     return f"{us:g}us"
-
-
-def svg_lines(p: Dict[str, Any], y: int, x: int = 10) -> List[str]:
-    """Lines of text for the report's SVG (escaped by the caller's rules: only
-    numbers and fixed words here)."""
-    return [f'<text x="{x}" y="{y}">what-if at {duration_text(p["threshold_us"])}: saved '
-            f'{p["saved_j"][0]:.1f} J ({p["saved_j"][1]:.1f} .. {p["saved_j"][2]:.1f}), '
-            f'time added {p["time_added_s"][0]:.3f} s (at most {p["time_added_s"][2]:.3f})'
-            '</text>']

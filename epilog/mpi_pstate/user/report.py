@@ -51,6 +51,10 @@ def percent(v: Any) -> str:
     return figure(v, "{:.1%}")
 
 
+def fmt_triple(t: List[float], unit: str, fmt: str = "{:.1f}") -> str:
+    return f"{fmt.format(t[0])} {unit} ({fmt.format(t[1])} .. {fmt.format(t[2])})"
+
+
 def _sum(ranks: List[Dict[str, Any]], key: str) -> Optional[float]:
     vals = [r.get(key) for r in ranks]
     return None if any(v is None for v in vals) else sum(vals)  # type: ignore[arg-type]
@@ -175,7 +179,7 @@ def saved_text(s: Dict[str, Any]) -> str:
     sv, full, add = s.get("saved_j"), s.get("full_j"), s.get("time_added_s")
     if not isinstance(sv, list) or len(sv) != 3:
         return ""
-    out = f"saved: {whatif.fmt_triple(sv, 'J')}"
+    out = f"saved: {fmt_triple(sv, 'J')}"
     if isinstance(full, list) and len(full) == 3 and full[0]:
         out += f" = {100 * sv[0] / full[0]:.1f} % of the {full[0]:.1f} J it would have used at " \
                "full clock"

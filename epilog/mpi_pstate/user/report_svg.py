@@ -5,6 +5,7 @@ import math
 from typing import Any, Dict, List, Optional, Tuple
 from xml.sax.saxutils import escape
 
+from . import report
 from ..model import summary as summ
 from ..model import whatif
 
@@ -15,7 +16,7 @@ def svg(j: Dict[str, Any]) -> str:
     wi = j.get("what_if")
     if not wi or not wi.get("ranks"):
         return "\n".join([_open(w, h)] + body + ["</svg>\n"])
-    lines = whatif.svg_lines(wi, h + 4)
+    lines = svg_lines(wi, h + 4)
     rec = j.get("what_if_recommended")
     if rec:
         lines.append(f'<text x="10" y="{h + 20}">recommended threshold '
@@ -26,6 +27,15 @@ def svg(j: Dict[str, Any]) -> str:
         lines.append(f'<text x="{10 if i == 0 else 20}" y="{h + 36 + 16 * i}">{escape(line)}'
                      '</text>')
     return "\n".join([_open(w, h + 30 + 16 * len(levers))] + body + lines + ["</svg>\n"])
+
+
+def svg_lines(p: Dict[str, Any], y: int, x: int = 10) -> List[str]:
+    """Lines of text for the report's SVG (escaped by the caller's rules: only
+    numbers and fixed words here)."""
+    return [f'<text x="{x}" y="{y}">what-if at {whatif.duration_text(p["threshold_us"])}: saved '
+            f'{p["saved_j"][0]:.1f} J ({p["saved_j"][1]:.1f} .. {p["saved_j"][2]:.1f}), '
+            f'time added {p["time_added_s"][0]:.3f} s (at most {p["time_added_s"][2]:.3f})'
+            '</text>']
 
 
 def _open(width: int, height: int) -> str:
@@ -64,7 +74,7 @@ def lever_lines(lv: Optional[Dict[str, Any]]) -> List[str]:
         if name != "core" and not x.get("predicted"):
             lines.append(f"{label}: not predicted ({x.get('why', '?')})")
             continue
-        line = f"{label}: saved {whatif.fmt_triple(x['saved_j'], 'J')}"
+        line = f"{label}: saved {report.fmt_triple(x['saved_j'], 'J')}"
         if name == "efficient":
             line += " against the core cap"
         elif name == "uncore":

@@ -238,7 +238,7 @@ def what_if_line(j: Dict[str, Any]) -> str:
     """One job's line among several."""
     p = j["what_if"]
     pct = p.get("saved_pct")
-    return (f"{j['job_id']:<14} {whatif.fmt_triple(p['saved_j'], 'J'):<32} "
+    return (f"{j['job_id']:<14} {report.fmt_triple(p['saved_j'], 'J'):<32} "
             f"{report.figure(pct[0] if pct else None, '{:.1f} %'):>13}  "
             f"{report.figure(p['time_added_pct'][2], '{:.2f}'):>18}"
             + (f"  ({'; '.join(p['notes'])[:100]})" if p["notes"] else "") + "\n")
@@ -252,7 +252,7 @@ def what_if_job_text(j: Dict[str, Any]) -> str:
             f"{report.percent(s.get('mpi_share'))}, energy "
             f"{report.figure(s.get('energy_j'), '{:.1f} J')} ({report.figure(s.get('energy'), '{}', 'unknown')}; "
             f"{report.METER_TEXT.get(s.get('energy_src') or '', 'source unknown')})\n"
-            + whatif.text(j["what_if"], j["what_if_sweep"], j.get("what_if_recommended")))
+            + text(j["what_if"], j["what_if_sweep"], j.get("what_if_recommended")))
 
 
 def what_if_total_text(total: Dict[str, Any], rows: Optional[List[Dict[str, Any]]],
@@ -261,10 +261,81 @@ def what_if_total_text(total: Dict[str, Any], rows: Optional[List[Dict[str, Any]
     return (f"\n{total['jobs']} jobs with per-rank figures ({total['ranks']} ranks, "
             f"{total['jobs_with_energy']} with energy, "
             f"{report.figure(total['measured_j'], '{:.0f} J')} measured):\n"
-            f"  energy saved   {whatif.fmt_triple(total['saved_j'], 'J')}\n"
-            f"  time added     {whatif.fmt_triple(total['time_added_s'], 's', '{:.2f}')}"
+            f"  energy saved   {report.fmt_triple(total['saved_j'], 'J')}\n"
+            f"  time added     {report.fmt_triple(total['time_added_s'], 's', '{:.2f}')}"
             f" = {report.figure(total['time_added_pct'][0], '{:.2f}')} % of their wall time\n"
-            + whatif.text_sweep(rows, best))
+            + text_sweep(rows, best))
+
+
+def text(p: Dict[str, Any], rows: Optional[List[Dict[str, Any]]] = None,
+         best: Optional[Dict[str, Any]] = None) -> str:
+    low = f"{p['low_khz'] / 1e6:.2f} GHz" if p.get("low_khz") else "?"
+    out = [f"  what-if: threshold {whatif.duration_text(p['threshold_us'])}, low frequency {low} "
+           f"(model: {', '.join(p['model'])})",
+           f"    energy saved   {report.fmt_triple(p['saved_j'], 'J')}"
+           + (f" = {p['saved_pct'][0]:.1f} % of the {p['measured_j']:.0f} J measured "
+              f"({p['saved_pct'][1]:.1f} .. {p['saved_pct'][2]:.1f} %)"
+              if p.get("saved_pct") else ""),
+           f"    time added     {report.fmt_triple(p['time_added_s'], 's', '{:.3f}')}"
+           + (f" = {p['time_added_pct'][0]:.2f} % (at most {p['time_added_pct'][2]:.2f} %)"
+              if p["time_added_pct"][0] is not None else ""),
+           f"    clocked down   {report.fmt_triple(p['clocked_down_s'], 's', '{:.3f}')}, "
+           f"transitions {p['transitions'][0]} ({p['transitions'][1]} .. "
+           f"{p['transitions'][2]})",
+           "    (est (low .. high): histogram buckets, power noise, agent reaction time and "
+           "CPU budget; "
+           "not: memory-bound phases; see docs/evaluation.md)"]
+    for n in p["notes"]:
+        out.append(f"    note: {n}")
+    out += text_levers(p.get("levers"))
+    if rows is not None:
+        out.append(text_sweep(rows, best).rstrip("\n"))
+    return "\n".join(out) + "\n"
+
+
+def text_levers(lv: Optional[Dict[str, Any]]) -> List[str]:
+    """The levers' lines of text() (each alone, against the run)."""
+    if not lv:
+        return []
+    c, e, u = lv["core"], lv["efficient"], lv["uncore"]
+    low = f"{c['low_khz'] / 1e6:.2f} GHz" if c.get("low_khz") else "?"
+    out = ["    levers, each alone:",
+           f"      core cap to {low:<18} saved {report.fmt_triple(c['saved_j'], 'J')}"]
+    if e["predicted"]:
+        knee = ",".join(f"{k / 1e6:.2f}" for k in e["knee_khz"])
+        out.append(f"      efficient (knee {knee} GHz) {report.fmt_triple(e['saved_j'], 'J')} against "
+                   f"the core cap, time added {e['time_added_s'][0]:+.3f} s")
+        out.append(f"        ({e['note']})")
+        if e.get("without_knee"):
+            out.append(f"        note: no knee in the model of {','.join(e['without_knee'])}")
+    else:
+        out.append(f"      efficient: not predicted ({e['why']})")
+    if u["predicted"]:
+        out.append(f"      uncore past {whatif.duration_text(u['threshold_us']):<11} saved "
+                   f"{report.fmt_triple(u['saved_j'], 'J')}, low "
+                   f"{report.fmt_triple(u['low_s'], 's', '{:.3f}')} on {u['packages']} packages")
+        for n in u["notes"]:
+            out.append(f"        note: {n}")
+    else:
+        out.append(f"      uncore: not predicted ({u['why']})")
+    return out
+
+
+def text_sweep(rows: Optional[List[Dict[str, Any]]], best: Optional[Dict[str, Any]]) -> str:
+    out = []
+    if rows:
+        out.append("    threshold   saved J (low .. high)         time added % (max)  "
+                   "transitions")
+        for r in rows:
+            mark = "  <- recommended" if best is r else ""
+            ta = r["time_added_pct"][2]
+            out.append(f"    {whatif.duration_text(r['threshold_us']):>9}  {r['saved_j'][0]:>8.1f} "
+                       f"({r['saved_j'][1]:>8.1f} .. {r['saved_j'][2]:>8.1f})  "
+                       f"{'-' if ta is None else f'{ta:.2f}':>18}  {r['transitions']:>11}{mark}")
+    out.append("    recommended threshold: " + (
+        f"{whatif.duration_text(best['threshold_us'])} (saves most, within 2 %, with at most 1 % time added "
+        "under the model)" if best else "none saves energy within 1 % time added under the model"))
+    return "\n".join(out) + "\n"
 
 
 def what_if_output(jobs: List[Dict[str, Any]], missing: List[str], wi: Dict[str, Any],
