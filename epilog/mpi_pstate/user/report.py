@@ -1,21 +1,19 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""`mpi-pstate report`: per job, per node and per rank, as text, JSON, CSV
-or an SVG chart (standard library only).  Input: the summary in the job's
-SystemComment (sacct; AdminComment for the version 1 summaries of earlier
-releases) and the per-rank detail beside it in collect_dir; a job whose
-epilog was missed is merged on the fly from its node records."""
+"""`mpi-pstate report` (users, admins at a shell): a job's figures per job,
+per node and per rank as text, JSON and CSV; the selection of jobs by
+sacct's options; a job as one of its steps (4242.0).  Input: the summary
+in the job's SystemComment (sacct; AdminComment for the version 1
+summaries of earlier releases) and the per-rank detail beside it in
+collect_dir; a job whose epilog was missed is merged on the fly from its
+node records.  The chart, list mode and --totals, and --what-if are
+report_svg.py, report_list.py and report_whatif.py."""
 import argparse
 import csv
 import io
 import json
-import math
-import os
-import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
-from xml.sax.saxutils import escape
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..core import layout, parse, safeio
-from ..model import carbon, powermodel
+from ..core import parse
 from ..model import summary as summ
 from ..model import whatif
 
@@ -336,7 +334,7 @@ def to_json(jobs: List[Dict[str, Any]], **rest: Any) -> str:
     return document("mpi-pstate-report", jobs=jobs, **rest)
 
 
-# ---- report --what-if ---------------------------------------------------------
+# ---- the selection of jobs, as sacct takes it ---------------------------------
 
 
 def add_select_args(p: argparse.ArgumentParser) -> None:
@@ -501,8 +499,3 @@ def run_settings(j: Dict[str, Any]) -> Dict[str, Optional[str]]:
         why = "the ranks' records do not say (records of an older release)"
     return {"mode": ",".join(modes) or None,
             "threshold": ",".join(whatif.duration_text(t) for t in thr) or None, "why": why}
-
-
-# ---- list mode: one line per job, sacct's way ----------------------------------
-
-
