@@ -69,6 +69,16 @@ def duration_us(text: str) -> int:
     return _with_units(text, "duration", {"us": 0, "ms": 3, "s": 6}, DAY_US)
 
 
+def boolean(text: str) -> bool:
+    """yes/true/on/1 or no/false/off/0, any case, as mpi_pstate_parse_bool."""
+    word = text.lower()
+    if word in ("yes", "true", "on", "1"):
+        return True
+    if word in ("no", "false", "off", "0"):
+        return False
+    raise ValueError(f"{text!r} is not yes or no")
+
+
 _PCT = re.compile(r"(0|[1-9][0-9]{0,2})(?:\.([0-9]+))?%?")
 
 

@@ -23,6 +23,7 @@ import argparse
 import glob
 import json
 import os
+import pwd
 import re
 import signal
 import subprocess
@@ -132,12 +133,7 @@ def canon(typ: str, text: str) -> object:
     if typ == "FREQ":
         return parse.freq_khz(text)
     if typ == "BOOL":
-        word = text.strip().lower()
-        if word in ("yes", "true", "on", "1"):
-            return True
-        if word in ("no", "false", "off", "0"):
-            return False
-        raise ValueError(f"{text!r} is not yes or no")
+        return parse.boolean(text)
     return int(text) if text.isdigit() else text
 
 
@@ -177,7 +173,6 @@ def agent_ids(user: Optional[str]) -> Tuple[str, str]:
     """Whom a root-started agent runs as: agent_user= (a name or uid), else
     the system user mpi-pstate when the node has it, else the agent's own
     default (an unnamed id), as the plugin decides (spank/plugstack.c)."""
-    import pwd
     for who in ([user] if user else []) + [AGENT_USER]:
         try:
             p = pwd.getpwuid(int(who)) if who.isdigit() else pwd.getpwnam(who)
